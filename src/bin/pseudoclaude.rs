@@ -1,0 +1,174 @@
+//! `pseudoclaude`: inspect a workspace's sessions without the editor.
+//!
+//! ```text
+//! pseudoclaude [-C DIR] sessions list [--json] [--all]
+//! pseudoclaude [-C DIR] sessions show ID [--json]
+//! pseudoclaude [-C DIR] sessions check ID [--json]
+//! pseudoclaude [-C DIR] sessions cleanup [--days N]
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use pseudoclaude::message::Message;
+use pseudoclaude::session::{self, Context, ListOptions, RetentionOptions, retention};
+
+const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] | show ID [--json] | check ID [--json] | cleanup [--days N]>
+
+  list     sessions of the workspace, newest first (--all: include empty ones)
+  show     the history a resume would restore
+  check    report damage in a session's log; exit status 1 when there is any
+  cleanup  remove sessions idle for more than N days (default 30)
+  -C DIR   the workspace (default: the current directory)";
+
+fn main() -> ExitCode {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut workspace = PathBuf::from(".");
+    if let Some(i) = args.iter().position(|a| a == "-C" || a == "--workspace") {
+        if i + 1 >= args.len() {
+            return usage_error("-C needs a directory");
+        }
+        workspace = PathBuf::from(args.remove(i + 1));
+        args.remove(i);
+    }
+    let json = take_flag(&mut args, "--json");
+    let all = take_flag(&mut args, "--all");
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match words.as_slice() {
+        ["sessions", "list"] => cmd_list(&workspace, json, all),
+        ["sessions", "show", id] => cmd_show(&workspace, id, json),
+        ["sessions", "check", id] => cmd_check(&workspace, id, json),
+        ["sessions", "cleanup"] => cmd_cleanup(&workspace, retention::DEFAULT_DAYS),
+        ["sessions", "cleanup", "--days", n] => match n.parse() {
+            Ok(days) => cmd_cleanup(&workspace, days),
+            Err(_) => return usage_error(&format!("--days needs a number, not {n:?}")),
+        },
+        ["-h"] | ["--help"] | ["help"] => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => return usage_error("unknown command"),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("pseudoclaude: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn take_flag(args: &mut Vec<String>, flag: &str) -> bool {
+    let before = args.len();
+    args.retain(|a| a != flag);
+    args.len() != before
+}
+
+fn usage_error(why: &str) -> ExitCode {
+    eprintln!("pseudoclaude: {why}\n{USAGE}");
+    ExitCode::from(2)
+}
+
+type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
+
+fn cmd_list(workspace: &std::path::Path, json: bool, all: bool) -> CmdResult {
+    let sessions =
+        session::list(workspace, &ListOptions { include_empty: all, check_locks: true, ..Default::default() })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&sessions)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for s in &sessions {
+        let held = s.held_by.as_deref().map(|h| format!("  [open: {h}]")).unwrap_or_default();
+        let bad = if s.bad_lines > 0 { format!("  [{} bad lines]", s.bad_lines) } else { String::new() };
+        println!(
+            "{}  {:>4} msgs  {:>9}  {:<20}  {}{held}{bad}",
+            s.id,
+            s.messages,
+            human_bytes(s.bytes),
+            if s.model.is_empty() { "-" } else { &s.model },
+            s.title
+        );
+    }
+    if sessions.is_empty() {
+        eprintln!("no sessions in {}", session::sessions_dir(workspace).display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_show(workspace: &std::path::Path, id: &str, json: bool) -> CmdResult {
+    let loaded = session::load(&Context::open(workspace, id)?)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&loaded)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for m in &loaded.messages {
+        println!("{}", render(m));
+    }
+    if loaded.damaged() {
+        eprintln!("note: {}", loaded.damage_report());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_check(workspace: &std::path::Path, id: &str, json: bool) -> CmdResult {
+    let ctx = Context::open(workspace, id)?;
+    let loaded = session::load(&ctx)?;
+    if json {
+        let report = serde_json::json!({
+            "id": loaded.id,
+            "ok": !loaded.damaged(),
+            "messages": loaded.messages.len(),
+            "entries": loaded.entries,
+            "bad_lines": loaded.bad_lines,
+            "torn_tail_bytes": loaded.torn_tail_bytes,
+            "trimmed": loaded.trimmed,
+            "dropped": loaded.dropped,
+            "spill_problems": loaded.spill_problems,
+            "held_by": session::lock::holder(&ctx),
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if loaded.damaged() {
+        println!("{}: {}", loaded.id, loaded.damage_report());
+    } else {
+        println!("{}: ok ({} messages restored from {} entries)", loaded.id, loaded.messages.len(), loaded.entries);
+    }
+    Ok(if loaded.damaged() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn cmd_cleanup(workspace: &std::path::Path, days: u32) -> CmdResult {
+    let removed = session::cleanup(workspace, &RetentionOptions::new(days))?;
+    for id in &removed {
+        println!("removed {id}");
+    }
+    if removed.is_empty() {
+        eprintln!("nothing idle for more than {days} days");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(m: &Message) -> String {
+    if let Some(r) = &m.tool_result {
+        let err = if r.is_error { " (error)" } else { "" };
+        return format!("[tool result {}{err}] {}", r.tool_call_id, one_line(&r.content));
+    }
+    let mut s = format!("{}: {}", m.role, m.content);
+    for c in &m.tool_calls {
+        s.push_str(&format!("\n  -> {} {} {}", c.id, c.name, c.arguments));
+    }
+    s
+}
+
+fn one_line(s: &str) -> String {
+    let first: String = s.lines().next().unwrap_or("").chars().take(120).collect();
+    if s.len() > first.len() { format!("{first} ...") } else { first }
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}

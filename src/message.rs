@@ -1,0 +1,123 @@
+//! The conversation's plain data: what the model reads and what the session log stores.
+//!
+//! These types are shared by the session log (which writes and replays them) and the agent runtime
+//! (which sends them to providers). They carry no behaviour beyond small constructors, so both sides
+//! can evolve without a trait in between.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Who said it. Tool results travel as `user` messages carrying a [`ToolResult`], as in the seed design
+/// and Anthropic's protocol; the loader also accepts `tool` for logs written by other tools.
+pub const ROLE_USER: &str = "user";
+pub const ROLE_ASSISTANT: &str = "assistant";
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_result: Option<ToolResult>,
+    /// Unix seconds when the message was made; 0 when unknown.
+    #[serde(default)]
+    pub ts: i64,
+}
+
+/// A tool call the assistant asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// Always a JSON value in memory and on disk; the seed's logs (and OpenAI's wire format) carry the
+    /// arguments as a JSON *string*, which is parsed when it holds JSON and kept as a string otherwise.
+    #[serde(default, deserialize_with = "arguments_from_object_or_string")]
+    pub arguments: serde_json::Value,
+}
+
+/// The answer to one [`ToolCall`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub tool_call_id: String,
+    /// The full output, or, when `spill` is set, a preview of it.
+    #[serde(default)]
+    pub content: String,
+    #[serde(default)]
+    pub is_error: bool,
+    /// Set when the full output lives in the session's `tool-results/` folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill: Option<SpillRef>,
+}
+
+/// Where a large tool result was spilled, and how to know it is still the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpillRef {
+    /// Relative to the session directory, e.g. `tool-results/3f1c...e2.txt`.
+    pub path: String,
+    pub bytes: u64,
+    /// Lower-case hex SHA-256 of the full output.
+    pub sha256: String,
+}
+
+fn arguments_from_object_or_string<'de, D>(d: D) -> Result<serde_json::Value, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(match v {
+        serde_json::Value::String(s) => serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)),
+        other => other,
+    })
+}
+
+impl Message {
+    pub fn user(text: impl Into<String>) -> Self {
+        Message { role: ROLE_USER.into(), content: text.into(), ts: now(), ..Default::default() }
+    }
+
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Message { role: ROLE_ASSISTANT.into(), content: text.into(), ts: now(), ..Default::default() }
+    }
+
+    pub fn assistant_tool_calls(text: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Message {
+            role: ROLE_ASSISTANT.into(),
+            content: text.into(),
+            tool_calls: calls,
+            ts: now(),
+            ..Default::default()
+        }
+    }
+
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>, is_error: bool) -> Self {
+        Message {
+            role: ROLE_USER.into(),
+            tool_result: Some(ToolResult {
+                tool_call_id: call_id.into(),
+                content: content.into(),
+                is_error,
+                spill: None,
+            }),
+            ts: now(),
+            ..Default::default()
+        }
+    }
+
+    /// A user message that is typed text, not a tool result: what a session's title is made of.
+    pub fn is_user_text(&self) -> bool {
+        self.role == ROLE_USER && self.tool_result.is_none()
+    }
+}
+
+impl ToolCall {
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: serde_json::Value) -> Self {
+        ToolCall { id: id.into(), name: name.into(), arguments }
+    }
+}
+
+/// Unix seconds now.
+pub fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}

@@ -1,0 +1,177 @@
+//! The workspace's sessions, newest first, read at a cost that does not grow with log size.
+//!
+//! Each session keeps a cache, `summary.json`: the replay [`State`] of its log up to a byte offset,
+//! plus the last bytes before that offset as a fingerprint. Listing reads the cache, checks the
+//! fingerprint, and replays only the lines appended since; a missing, unreadable or stale cache (the
+//! file was cut back, rewritten or replaced) is rebuilt by a full replay. Since the list and the
+//! loader share one fold ([`super::replay`]), the list's counts are what a resume restores.
+
+use std::fs::{self, File};
+use std::io::{BufReader, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use serde::{Deserialize, Serialize};
+
+use super::loader::feed_lines;
+use super::replay::{Replay, State};
+use super::{Context, Result, io_err, is_valid_id, lock, private_file_options, sessions_dir};
+
+/// One session as the picker shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionInfo {
+    pub id: String,
+    /// First line of the first typed user message.
+    pub title: String,
+    /// First model named in the log.
+    pub model: String,
+    /// Messages a resume restores (after the last replace, after repairs).
+    pub messages: usize,
+    /// Valid entry lines in the file (the physical count).
+    pub entries: usize,
+    /// Size of `conversation.jsonl` in bytes.
+    pub bytes: u64,
+    /// Modification time of `conversation.jsonl`, unix seconds.
+    pub modified: i64,
+    /// Newest message time, unix seconds (0 when unknown).
+    pub last_message: i64,
+    pub bad_lines: usize,
+    /// Who holds the session's writer lock, when someone does (another editor).
+    pub held_by: Option<String>,
+}
+
+/// What to list.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// Leave this session out (the current one).
+    pub exclude: Option<String>,
+    /// Keep sessions with no message to restore.
+    pub include_empty: bool,
+    /// Look up who holds each session's lock.
+    pub check_locks: bool,
+}
+
+/// Every valid session of the workspace, newest first (by log modification time, then id).
+pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
+    let dir = sessions_dir(workspace);
+    let rd = match fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("cannot read sessions directory", &dir)(e)),
+    };
+    let mut out = Vec::new();
+    for ent in rd.flatten() {
+        let name = ent.file_name();
+        let Some(id) = name.to_str().filter(|n| is_valid_id(n)) else { continue };
+        if opts.exclude.as_deref() == Some(id) || !ent.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let ctx = Context::for_id(workspace, id)?;
+        // A session we cannot read is left on disk untouched; `pseudoclaude sessions check` reports it.
+        let Ok(mut info) = info(&ctx) else { continue };
+        if info.messages == 0 && !opts.include_empty {
+            continue;
+        }
+        if opts.check_locks {
+            info.held_by = lock::holder(&ctx);
+        }
+        out.push(info);
+    }
+    out.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| b.id.cmp(&a.id)));
+    Ok(out)
+}
+
+/// One session's list entry, from its cache when the cache is current.
+pub fn info(ctx: &Context) -> Result<SessionInfo> {
+    let path = &ctx.jsonl_path;
+    let (bytes, modified) = match fs::metadata(path) {
+        Ok(m) => (m.len(), mtime(&m)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let modified = fs::metadata(&ctx.dir).map(|m| mtime(&m)).unwrap_or(0);
+            return Ok(to_info(ctx, State::default(), 0, modified));
+        }
+        Err(e) => return Err(io_err("cannot stat", path)(e)),
+    };
+    let mut file = File::open(path).map_err(io_err("cannot open session log", path))?;
+    let cached = read_summary(ctx).filter(|s| s.offset <= bytes && fingerprint(&file, s.offset) == s.tail);
+    let (state, offset) = match cached {
+        Some(s) => (s.state, s.offset),
+        None => (State::default(), 0),
+    };
+    let state_was_cached = offset > 0;
+    let mut replay = Replay::resume_counting(state);
+    file.seek(SeekFrom::Start(offset)).map_err(io_err("cannot read", path))?;
+    let fed = feed_lines(
+        BufReader::with_capacity(64 * 1024, file.try_clone().map_err(io_err("cannot read", path))?),
+        offset,
+        &mut replay,
+    )
+    .map_err(io_err("cannot read session log", path))?;
+    let state = replay.state;
+    if fed.end != offset || !state_was_cached {
+        let tail = fingerprint(&file, fed.end);
+        // The cache only saves time; failing to write it (read-only checkout) is not an error.
+        let _ = write_summary(ctx, &Summary { version: SUMMARY_VERSION, offset: fed.end, tail, state: state.clone() });
+    }
+    Ok(to_info(ctx, state, bytes, modified))
+}
+
+fn to_info(ctx: &Context, s: State, bytes: u64, modified: i64) -> SessionInfo {
+    SessionInfo {
+        id: ctx.id.clone(),
+        title: s.title,
+        model: s.model,
+        messages: s.messages,
+        entries: s.entries,
+        bytes,
+        modified,
+        last_message: s.last_message,
+        bad_lines: s.bad_lines,
+        held_by: None,
+    }
+}
+
+fn mtime(m: &fs::Metadata) -> i64 {
+    m.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs() as i64)
+}
+
+const SUMMARY_VERSION: u32 = 1;
+/// How many bytes before the cached offset must still be the same for the cache to count.
+const FINGERPRINT_BYTES: u64 = 64;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Summary {
+    version: u32,
+    offset: u64,
+    tail: String,
+    state: State,
+}
+
+fn read_summary(ctx: &Context) -> Option<Summary> {
+    let data = fs::read(ctx.summary_path()).ok()?;
+    serde_json::from_slice::<Summary>(&data).ok().filter(|s| s.version == SUMMARY_VERSION)
+}
+
+fn write_summary(ctx: &Context, s: &Summary) -> std::io::Result<()> {
+    let tmp = ctx.dir.join(format!(".summary.{:08x}.tmp", rand::random::<u32>()));
+    let result = (|| {
+        let mut f = private_file_options().write(true).create_new(true).open(&tmp)?;
+        f.write_all(&serde_json::to_vec(s).map_err(std::io::Error::other)?)?;
+        fs::rename(&tmp, ctx.summary_path())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The last bytes before `offset`, hex; "" when unreadable (which then matches no cache but offset 0's).
+fn fingerprint(file: &File, offset: u64) -> String {
+    let start = offset.saturating_sub(FINGERPRINT_BYTES);
+    let mut buf = vec![0u8; (offset - start) as usize];
+    match file.read_exact_at(&mut buf, start) {
+        Ok(()) => super::spill::hex(&buf),
+        Err(_) => "unreadable".into(),
+    }
+}

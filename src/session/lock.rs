@@ -1,0 +1,100 @@
+//! One writer per session: an advisory lock on `<session>/lock`, held while a writer is open.
+//!
+//! The lock is `flock(2)` (through `std::fs::File::try_lock`), so the kernel drops it when the holder
+//! dies: a crashed Neovim never blocks its session. The file also says who holds it (pid, host, since),
+//! so a second editor is refused with an error that names the first.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::thread;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Context, Error, Result, io_err, private_file_options};
+
+/// Who holds a lock, as written into the lock file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    pub host: String,
+    pub since: i64,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let since = chrono::DateTime::from_timestamp(self.since, 0)
+            .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M").to_string())
+            .unwrap_or_default();
+        write!(f, "pid {} on {}, since {since}", self.pid, self.host)
+    }
+}
+
+/// Held while alive; dropping it (or the process dying) releases the lock.
+#[derive(Debug)]
+pub struct Guard {
+    _file: File,
+}
+
+/// A listing or a cleanup holds the lock for an instant to test it; retrying briefly keeps such a
+/// probe from making an editor's open fail.
+const ATTEMPTS: u32 = 5;
+const RETRY_DELAY: Duration = Duration::from_millis(20);
+
+/// Takes the session's lock or says who has it.
+pub fn acquire(ctx: &Context) -> Result<Guard> {
+    let path = ctx.lock_path();
+    let mut file = private_file_options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_err("cannot open lock file", &path))?;
+    for attempt in 1..=ATTEMPTS {
+        match file.try_lock() {
+            Ok(()) => {
+                let me = Holder { pid: std::process::id(), host: hostname(), since: crate::message::now() };
+                let body = serde_json::to_vec(&me).unwrap_or_default();
+                // Who holds it is advice for error messages; failing to write it must not fail the open.
+                let _ = file.set_len(0).and_then(|_| file.rewind()).and_then(|_| file.write_all(&body));
+                return Ok(Guard { _file: file });
+            }
+            Err(std::fs::TryLockError::WouldBlock) if attempt < ATTEMPTS => thread::sleep(RETRY_DELAY),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Locked { id: ctx.id.clone(), holder: describe_holder(&mut file) });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &path)(e)),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// Who holds the session's lock right now, or `None` when nobody does. Never creates a lock file.
+pub fn holder(ctx: &Context) -> Option<String> {
+    let mut file = File::options().read(true).write(true).open(ctx.lock_path()).ok()?;
+    match file.try_lock() {
+        Ok(()) => None, // released when `file` drops
+        Err(_) => Some(describe_holder(&mut file)),
+    }
+}
+
+fn describe_holder(file: &mut File) -> String {
+    let mut s = String::new();
+    let _ = file.rewind().and_then(|_| file.read_to_string(&mut s));
+    match serde_json::from_str::<Holder>(&s) {
+        Ok(h) if h.pid == std::process::id() && h.host == hostname() => format!("{h}: this editor"),
+        Ok(h) => h.to_string(),
+        Err(_) => "an unknown process".into(),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}

@@ -1,0 +1,264 @@
+//! The durable session log: one append-only `conversation.jsonl` per session, written as the chat
+//! happens and replayed on resume.
+//!
+//! Layout, per workspace:
+//!
+//! ```text
+//! <workspace>/.PseudoClaude/.gitignore            "*": transcripts are never committed by accident
+//! <workspace>/.PseudoClaude/sessions/<id>/
+//!     conversation.jsonl                          the log (see doc/pseudoclaude.txt, *pseudoclaude-log*)
+//!     conversation.jsonl.broken                   torn tails moved aside by the writer, never deleted
+//!     tool-results/<sha256>.txt                   large tool outputs, referenced from the log
+//!     lock                                        advisory lock + who holds it
+//!     summary.json                                list cache, rebuilt when missing or stale
+//! ```
+//!
+//! Where things live: [`Context`] (paths and ids, this file), [`writer`] (appending), [`loader`]
+//! (replaying), [`replay`] (the fold both the loader and the list use, so they cannot disagree),
+//! [`list`], [`retention`], [`lock`], [`spill`].
+
+pub mod entry;
+pub mod list;
+pub mod loader;
+pub mod lock;
+pub mod replay;
+pub mod retention;
+pub mod spill;
+pub mod writer;
+
+use std::fmt;
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+pub use entry::Entry;
+pub use list::{ListOptions, SessionInfo, list};
+pub use loader::{Loaded, load};
+pub use retention::{RetentionOptions, cleanup};
+pub use writer::{Writer, WriterOptions};
+
+pub const ROOT_DIR_NAME: &str = ".PseudoClaude";
+pub const SESSIONS_DIR_NAME: &str = "sessions";
+pub const CONVERSATION_FILE_NAME: &str = "conversation.jsonl";
+pub const BROKEN_FILE_NAME: &str = "conversation.jsonl.broken";
+pub const TOOL_RESULTS_DIR_NAME: &str = "tool-results";
+pub const LOCK_FILE_NAME: &str = "lock";
+pub const SUMMARY_FILE_NAME: &str = "summary.json";
+
+/// How many times [`Context::new`] draws a fresh id when the directory already exists.
+const NEW_ID_ATTEMPTS: usize = 10;
+
+/// Errors of the session log. Each names the session or file and says what went wrong.
+#[derive(Debug)]
+pub enum Error {
+    /// The id does not have the shape `YYYYMMDD-HHMMSS-xxxx`; refusing it keeps `../../etc` and friends out.
+    InvalidId(String),
+    /// No such session in this workspace.
+    NotFound { id: String, dir: PathBuf },
+    /// Another process holds the session's writer lock.
+    Locked { id: String, holder: String },
+    /// Ten ids in a row were taken.
+    IdExhausted,
+    /// A disk operation failed.
+    Io { action: String, path: PathBuf, source: io::Error },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidId(id) => write!(
+                f,
+                "invalid session id {id:?}: expected the form YYYYMMDD-HHMMSS-xxxx (e.g. 20260828-142030-a1b2)"
+            ),
+            Error::NotFound { id, dir } => write!(f, "no session {id} (looked in {})", dir.display()),
+            Error::Locked { id, holder } => {
+                write!(f, "session {id} is open in another editor ({holder}); close it there first")
+            }
+            Error::IdExhausted => write!(f, "could not find a free session id after {NEW_ID_ATTEMPTS} attempts"),
+            Error::Io { action, path, source } => write!(f, "{action} {}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Wraps an `io::Error` with what was being done and to which path.
+pub(crate) fn io_err(action: impl Into<String>, path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
+    let action = action.into();
+    move |source| Error::Io { action, path: path.to_path_buf(), source }
+}
+
+/// One session's place on disk. Creating a context makes the directories; the log file itself
+/// appears when a [`Writer`] opens it, so an empty chat leaves at most an empty directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    pub id: String,
+    pub dir: PathBuf,
+    pub jsonl_path: PathBuf,
+    pub spill_dir: PathBuf,
+}
+
+impl Context {
+    /// A new session with a fresh id (local time + 2 random bytes), directories created private (0700).
+    pub fn new(workspace: &Path) -> Result<Context> {
+        let sessions = ensure_sessions_dir(workspace)?;
+        for _ in 0..NEW_ID_ATTEMPTS {
+            let id = new_id();
+            let ctx = Context::at(&sessions, &id);
+            match private_dir_builder().create(&ctx.dir) {
+                Ok(()) => {
+                    private_dir_builder()
+                        .create(&ctx.spill_dir)
+                        .map_err(io_err("cannot create tool-results directory", &ctx.spill_dir))?;
+                    return Ok(ctx);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io_err("cannot create session directory", &ctx.dir)(e)),
+            }
+        }
+        Err(Error::IdExhausted)
+    }
+
+    /// An existing session. The id is validated before it touches a path.
+    pub fn open(workspace: &Path, id: &str) -> Result<Context> {
+        let ctx = Context::for_id(workspace, id)?;
+        if !ctx.dir.is_dir() {
+            return Err(Error::NotFound { id: id.to_string(), dir: sessions_dir(workspace) });
+        }
+        Ok(ctx)
+    }
+
+    /// The paths of a session id, validated, without checking that it exists.
+    pub fn for_id(workspace: &Path, id: &str) -> Result<Context> {
+        if !is_valid_id(id) {
+            return Err(Error::InvalidId(id.to_string()));
+        }
+        Ok(Context::at(&sessions_dir(workspace), id))
+    }
+
+    fn at(sessions: &Path, id: &str) -> Context {
+        let dir = sessions.join(id);
+        Context {
+            id: id.to_string(),
+            jsonl_path: dir.join(CONVERSATION_FILE_NAME),
+            spill_dir: dir.join(TOOL_RESULTS_DIR_NAME),
+            dir,
+        }
+    }
+
+    pub fn lock_path(&self) -> PathBuf {
+        self.dir.join(LOCK_FILE_NAME)
+    }
+
+    pub fn broken_path(&self) -> PathBuf {
+        self.dir.join(BROKEN_FILE_NAME)
+    }
+
+    pub fn summary_path(&self) -> PathBuf {
+        self.dir.join(SUMMARY_FILE_NAME)
+    }
+}
+
+/// `<workspace>/.PseudoClaude/sessions`.
+pub fn sessions_dir(workspace: &Path) -> PathBuf {
+    workspace.join(ROOT_DIR_NAME).join(SESSIONS_DIR_NAME)
+}
+
+/// Creates `.PseudoClaude/sessions` (0700) and `.PseudoClaude/.gitignore` when missing.
+fn ensure_sessions_dir(workspace: &Path) -> Result<PathBuf> {
+    let root = workspace.join(ROOT_DIR_NAME);
+    let sessions = root.join(SESSIONS_DIR_NAME);
+    private_dir_builder()
+        .recursive(true)
+        .create(&sessions)
+        .map_err(io_err("cannot create sessions directory", &sessions))?;
+    let gitignore = root.join(".gitignore");
+    if !gitignore.exists() {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o644)
+            .open(&gitignore)
+            .map_err(io_err("cannot create", &gitignore))?;
+        f.write_all(b"# Written by pseudoclaude.nvim: session transcripts stay out of git.\n*\n")
+            .map_err(io_err("cannot write", &gitignore))?;
+    }
+    Ok(sessions)
+}
+
+pub(crate) fn private_dir_builder() -> DirBuilder {
+    let mut b = DirBuilder::new();
+    b.mode(0o700);
+    b
+}
+
+/// Options for a private (0600) file.
+pub(crate) fn private_file_options() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.mode(0o600);
+    o
+}
+
+/// Makes a directory entry (a new file, a rename) durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    let d = fs::File::open(dir).map_err(io_err("cannot open directory", dir))?;
+    d.sync_all().map_err(io_err("cannot sync directory", dir))
+}
+
+/// `20260828-142030-a1b2`: local time, then two random bytes in hex.
+pub fn new_id() -> String {
+    let now = chrono::Local::now();
+    let r: u16 = rand::random();
+    format!("{}-{:04x}", now.format("%Y%m%d-%H%M%S"), r)
+}
+
+/// Strict: 8 digits, '-', 6 digits, '-', 4 lower-case hex digits. Nothing else reaches a path.
+pub fn is_valid_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() == 20
+        && b[8] == b'-'
+        && b[15] == b'-'
+        && b[..8].iter().chain(&b[9..15]).all(u8::is_ascii_digit)
+        && b[16..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_have_the_seed_shape_and_validate() {
+        let id = new_id();
+        assert!(is_valid_id(&id), "{id}");
+        assert!(is_valid_id("20260828-142030-a1b2"));
+    }
+
+    #[test]
+    fn hostile_ids_are_refused() {
+        for bad in [
+            "",
+            "../../etc",
+            "a/b",
+            "/etc/passwd",
+            "20260828-142030-A1B2",
+            "20260828-142030-a1b2/..",
+            "20260828_142030-a1b2",
+            "20260828-142030-a1b",
+        ] {
+            assert!(!is_valid_id(bad), "{bad:?} accepted");
+            let err = Context::for_id(Path::new("/tmp"), bad).unwrap_err();
+            assert!(err.to_string().contains("invalid session id"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! Removing old sessions, by last activity.
+//!
+//! The seed expired sessions by the creation time in their id, so a month-old session resumed
+//! yesterday could vanish today. Here a session's age is its last activity: the newer of its log's
+//! modification time and its newest message. A session in use (the current one, or one whose lock
+//! another editor holds) is never removed; removal itself happens under the session's lock, so no
+//! editor can open it halfway through.
+
+use std::fs;
+use std::path::Path;
+
+use super::list::{ListOptions, list};
+use super::{Context, Result, io_err, lock};
+
+#[derive(Debug, Clone)]
+pub struct RetentionOptions {
+    /// Sessions idle longer than this many days are removed; 0 disables the cleanup.
+    pub days: u32,
+    /// Never remove this session (the current one).
+    pub keep: Option<String>,
+    /// "Now", unix seconds; tests move it.
+    pub now: i64,
+}
+
+impl RetentionOptions {
+    pub fn new(days: u32) -> Self {
+        RetentionOptions { days, keep: None, now: crate::message::now() }
+    }
+}
+
+/// The seed's retention period.
+pub const DEFAULT_DAYS: u32 = 30;
+
+/// Removes sessions idle for more than `opts.days`; returns the ids removed, oldest first.
+pub fn cleanup(workspace: &Path, opts: &RetentionOptions) -> Result<Vec<String>> {
+    if opts.days == 0 {
+        return Ok(Vec::new());
+    }
+    let cutoff = opts.now - i64::from(opts.days) * 86_400;
+    let all = list(workspace, &ListOptions { exclude: opts.keep.clone(), include_empty: true, check_locks: false })?;
+    let mut removed = Vec::new();
+    for s in all.into_iter().rev() {
+        if s.modified.max(s.last_message) >= cutoff {
+            continue;
+        }
+        let ctx = Context::for_id(workspace, &s.id)?;
+        // Held by another editor: not ours to remove.
+        let Ok(guard) = lock::acquire(&ctx) else { continue };
+        fs::remove_dir_all(&ctx.dir).map_err(io_err("cannot remove session", &ctx.dir))?;
+        drop(guard);
+        removed.push(s.id);
+    }
+    Ok(removed)
+}

@@ -1,0 +1,139 @@
+//! Large tool results live beside the log, in `tool-results/`, not inside it.
+//!
+//! A 12.8 million character tool result once froze a peer's resume, and re-embedding results in every
+//! compaction snapshot grew another's logs to 11 GiB. So a result above the threshold is written to
+//! `tool-results/<sha256>.txt` first (synced, then renamed into place), and the log line carries a
+//! preview plus a [`SpillRef`] (path, size, hash). Files are content-addressed: a snapshot that holds
+//! the same output again points at the same file and never writes it twice.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+
+use sha2::{Digest, Sha256};
+
+use super::{Context, Result, TOOL_RESULTS_DIR_NAME, io_err, private_dir_builder, private_file_options, sync_dir};
+use crate::message::{SpillRef, ToolResult};
+
+/// Default size above which a tool result is spilled.
+pub const DEFAULT_THRESHOLD: usize = 64 * 1024;
+/// How much of a spilled result stays in the log line.
+pub const PREVIEW_BYTES: usize = 2048;
+
+/// Moves a large result's content to a spill file, leaving a preview. Results already spilled, or
+/// small enough, are returned unchanged.
+pub fn spill_if_large(ctx: &Context, result: ToolResult, threshold: usize) -> Result<ToolResult> {
+    if result.spill.is_some() || result.content.len() <= threshold {
+        return Ok(result);
+    }
+    let spill = write(ctx, result.content.as_bytes())?;
+    let content = preview(&result.content, &spill);
+    Ok(ToolResult { content, spill: Some(spill), ..result })
+}
+
+/// Writes `data` to its content-addressed file unless an intact copy is already there.
+pub fn write(ctx: &Context, data: &[u8]) -> Result<SpillRef> {
+    let sha256 = hex(&Sha256::digest(data));
+    let name = format!("{sha256}.txt");
+    let spill = SpillRef { path: format!("{TOOL_RESULTS_DIR_NAME}/{name}"), bytes: data.len() as u64, sha256 };
+    let path = ctx.spill_dir.join(&name);
+    if fs::metadata(&path).map(|m| m.len() == spill.bytes).unwrap_or(false) {
+        return Ok(spill);
+    }
+    private_dir_builder()
+        .recursive(true)
+        .create(&ctx.spill_dir)
+        .map_err(io_err("cannot create tool-results directory", &ctx.spill_dir))?;
+    let tmp = ctx.spill_dir.join(format!(".{name}.{:08x}.tmp", rand::random::<u32>()));
+    let written = (|| {
+        let mut f = private_file_options().write(true).create_new(true).open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err("cannot write spilled tool result", &path)(e));
+    }
+    sync_dir(&ctx.spill_dir)?;
+    Ok(spill)
+}
+
+/// The text kept in the log: the start of the output and where the rest is.
+pub fn preview(content: &str, spill: &SpillRef) -> String {
+    let mut end = PREVIEW_BYTES.min(content.len());
+    while !content.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[... output truncated: {} bytes in total, the full output is in {}]",
+        &content[..end],
+        spill.bytes,
+        spill.path
+    )
+}
+
+/// Why a spill file cannot be trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// The reference does not name a file of our own `tool-results/` folder.
+    InvalidPath,
+    Missing,
+    Altered,
+}
+
+/// Checks a spill file's size and hash, streaming it (a 100 MiB file is never held in memory).
+pub fn verify(ctx: &Context, spill: &SpillRef) -> std::result::Result<(), Problem> {
+    let path = resolve(ctx, spill).ok_or(Problem::InvalidPath)?;
+    let mut f = File::open(&path).map_err(|_| Problem::Missing)?;
+    let len = f.metadata().map_err(|_| Problem::Missing)?.len();
+    if len != spill.bytes {
+        return Err(Problem::Altered);
+    }
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(Problem::Missing),
+        }
+    }
+    if hex(&hasher.finalize()) != spill.sha256 { Err(Problem::Altered) } else { Ok(()) }
+}
+
+/// Reads a spilled result in full (for tools and the UI; the loader never does).
+pub fn read(ctx: &Context, spill: &SpillRef) -> Result<String> {
+    let path = resolve(ctx, spill).ok_or_else(|| super::Error::Io {
+        action: "refusing spill reference outside tool-results".into(),
+        path: spill.path.clone().into(),
+        source: io::Error::from(io::ErrorKind::InvalidInput),
+    })?;
+    fs::read_to_string(&path).map_err(io_err("cannot read spilled tool result", &path))
+}
+
+/// The file a reference names, only when it is `tool-results/<64 hex>.txt`: a log line is data, and
+/// must not be able to point the loader at `../../etc/passwd`.
+fn resolve(ctx: &Context, spill: &SpillRef) -> Option<std::path::PathBuf> {
+    let name = spill.path.strip_prefix(TOOL_RESULTS_DIR_NAME)?.strip_prefix('/')?;
+    let stem = name.strip_suffix(".txt")?;
+    (stem.len() == 64 && stem.bytes().all(|c| c.is_ascii_hexdigit())).then(|| ctx.spill_dir.join(name))
+}
+
+/// What the loader puts in place of a spilled result it cannot trust.
+pub fn placeholder(result: &ToolResult, spill: &SpillRef, problem: &Problem) -> String {
+    let why = match problem {
+        Problem::InvalidPath => "the log names an invalid spill file",
+        Problem::Missing => "that file is missing",
+        Problem::Altered => "that file has been altered since it was written",
+    };
+    format!(
+        "[pseudoclaude: the full output of this tool call ({} bytes) was saved to {}, but {why}. \
+         What the log kept of it follows.]\n{}",
+        spill.bytes, spill.path, result.content
+    )
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,204 @@
+//! Appending to `conversation.jsonl`: one JSON line per entry, written and synced before the call
+//! returns.
+//!
+//! Rules, each for a failure seen in the field:
+//! - An entry exists iff its line ends with `\n`. On open, bytes after the last `\n` (a torn append,
+//!   NUL blocks left by a crash, garbage) are copied to `conversation.jsonl.broken` and cut off, so the
+//!   next entry starts on a clean line instead of being glued to them. Committed lines are never touched.
+//! - A write or sync that fails cuts the file back to the last committed line before the error is
+//!   returned, so a full disk leaves no half line behind. If even that fails, the next call retries it
+//!   before writing anything.
+//! - A replace is a single line holding the whole snapshot, so it is atomic like any other line.
+//! - One writer per session ([`super::lock`]).
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::sync::Mutex;
+
+use super::lock::{self, Guard};
+use super::{Context, Entry, Error, Result, io_err, private_file_options, spill, sync_dir};
+use crate::message::{Message, now};
+
+/// How a writer behaves.
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// Written on the first entry this writer writes, as the seed does.
+    pub model: String,
+    /// Tool results larger than this many bytes are spilled to `tool-results/`.
+    pub spill_threshold: usize,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions { model: String::new(), spill_threshold: spill::DEFAULT_THRESHOLD }
+    }
+}
+
+/// The single writer of a session's log. Safe to share between threads; entries are serialised
+/// under its mutex.
+#[derive(Debug)]
+pub struct Writer {
+    ctx: Context,
+    opts: WriterOptions,
+    inner: Mutex<Inner>,
+    _lock: Guard,
+}
+
+#[derive(Debug)]
+struct Inner {
+    file: File,
+    /// Length of the file up to and including the last committed line.
+    committed_len: u64,
+    wrote_entry: bool,
+    /// A failed write could not be cut back; the next write must do that first.
+    needs_truncate: bool,
+}
+
+/// What [`Writer::open`] found and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Repair {
+    /// Bytes of a torn tail moved to `conversation.jsonl.broken`.
+    pub torn_bytes: u64,
+}
+
+impl Writer {
+    /// Opens (creating when needed) the session's log for appending: takes the lock, then repairs a
+    /// torn tail.
+    pub fn open(ctx: &Context, opts: WriterOptions) -> Result<Writer> {
+        Ok(Writer::open_with_repair(ctx, opts)?.0)
+    }
+
+    /// [`Writer::open`], also telling what was repaired, so the UI can say so.
+    pub fn open_with_repair(ctx: &Context, opts: WriterOptions) -> Result<(Writer, Repair)> {
+        if !ctx.dir.is_dir() {
+            return Err(Error::NotFound { id: ctx.id.clone(), dir: ctx.dir.clone() });
+        }
+        let guard = lock::acquire(ctx)?;
+        let path = &ctx.jsonl_path;
+        let created = !path.exists();
+        let mut file = private_file_options()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(io_err("cannot open session log", path))?;
+        if created {
+            sync_dir(&ctx.dir)?;
+        }
+        let (committed_len, torn_bytes) = repair_torn_tail(ctx, &mut file)?;
+        let inner = Inner { file, committed_len, wrote_entry: false, needs_truncate: false };
+        Ok((Writer { ctx: ctx.clone(), opts, inner: Mutex::new(inner), _lock: guard }, Repair { torn_bytes }))
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Appends one message; when this returns `Ok`, the line is on disk.
+    pub fn append(&self, msg: &Message) -> Result<()> {
+        let mut msg = msg.clone();
+        self.spill(&mut msg)?;
+        self.write_entry(Entry::from_message(msg))
+    }
+
+    /// Records that the whole history was replaced (compaction, resync): one line, applied whole or
+    /// not at all. Spilled results stay references; large new ones are spilled first.
+    pub fn replace(&self, reason: &str, msgs: &[Message]) -> Result<()> {
+        let mut msgs = msgs.to_vec();
+        for m in &mut msgs {
+            self.spill(m)?;
+        }
+        self.write_entry(Entry::replace(reason, msgs, now()))
+    }
+
+    fn spill(&self, msg: &mut Message) -> Result<()> {
+        if let Some(r) = msg.tool_result.take() {
+            msg.tool_result = Some(spill::spill_if_large(&self.ctx, r, self.opts.spill_threshold)?);
+        }
+        Ok(())
+    }
+
+    fn write_entry(&self, mut entry: Entry) -> Result<()> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if !inner.wrote_entry && !self.opts.model.is_empty() {
+            entry.model = self.opts.model.clone();
+        }
+        let mut line = serde_json::to_vec(&entry).map_err(|e| Error::Io {
+            action: "cannot encode entry for".into(),
+            path: self.ctx.jsonl_path.clone(),
+            source: io::Error::other(e),
+        })?;
+        line.push(b'\n');
+        let path = &self.ctx.jsonl_path;
+        if inner.needs_truncate {
+            inner.truncate_back().map_err(io_err("cannot repair after an earlier failed write to", path))?;
+        }
+        let written = inner.file.write_all(&line).and_then(|_| inner.file.sync_data());
+        if let Err(e) = written {
+            inner.needs_truncate = inner.truncate_back().is_err();
+            return Err(io_err("cannot write to session log", path)(e));
+        }
+        inner.committed_len += line.len() as u64;
+        inner.wrote_entry = true;
+        Ok(())
+    }
+
+    /// Closes the log, releasing the lock. Dropping the writer does the same without reporting.
+    pub fn close(self) -> Result<()> {
+        let inner = self.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+        inner.file.sync_all().map_err(io_err("cannot sync session log", &self.ctx.jsonl_path))
+    }
+}
+
+impl Inner {
+    fn truncate_back(&mut self) -> io::Result<()> {
+        self.file.set_len(self.committed_len)?;
+        self.file.sync_data()?;
+        self.needs_truncate = false;
+        Ok(())
+    }
+}
+
+/// Cuts everything after the last `\n` into `conversation.jsonl.broken`. Returns the committed
+/// length and how many bytes were moved.
+fn repair_torn_tail(ctx: &Context, file: &mut File) -> Result<(u64, u64)> {
+    let path = &ctx.jsonl_path;
+    let len = file.metadata().map_err(io_err("cannot stat", path))?.len();
+    let committed = committed_len(file, len).map_err(io_err("cannot read", path))?;
+    if committed == len {
+        return Ok((len, 0));
+    }
+    // Keep the torn bytes: they may be the only copy of something a user wants to look at.
+    let broken = ctx.broken_path();
+    let mut out =
+        private_file_options().append(true).create(true).open(&broken).map_err(io_err("cannot open", &broken))?;
+    let header = format!("--- {} torn bytes cut from offset {committed} at {} ---\n", len - committed, now());
+    (|| -> io::Result<()> {
+        out.write_all(header.as_bytes())?;
+        file.seek(SeekFrom::Start(committed))?;
+        io::copy(&mut Read::by_ref(file).take(len - committed), &mut out)?;
+        out.write_all(b"\n")?;
+        out.sync_all()
+    })()
+    .map_err(io_err("cannot save torn tail to", &broken))?;
+    file.set_len(committed).map_err(io_err("cannot cut torn tail of", path))?;
+    file.sync_all().map_err(io_err("cannot sync", path))?;
+    Ok((committed, len - committed))
+}
+
+/// The offset just past the last `\n` in the file's first `len` bytes, scanning back from the end.
+fn committed_len(file: &mut File, len: u64) -> io::Result<u64> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
