@@ -7,7 +7,7 @@
 //! loader share one fold ([`super::replay`]), the list's counts are what a resume restores.
 
 use std::fs::{self, File};
-use std::io::{BufReader, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
@@ -93,7 +93,7 @@ pub fn info(ctx: &Context) -> Result<SessionInfo> {
         }
         Err(e) => return Err(io_err("cannot stat", path)(e)),
     };
-    let mut file = File::open(path).map_err(io_err("cannot open session log", path))?;
+    let file = File::open(path).map_err(io_err("cannot open session log", path))?;
     let cached = read_summary(ctx).filter(|s| s.offset <= bytes && fingerprint(&file, s.offset) == s.tail);
     let (state, offset) = match cached {
         Some(s) => (s.state, s.offset),
@@ -101,13 +101,7 @@ pub fn info(ctx: &Context) -> Result<SessionInfo> {
     };
     let state_was_cached = offset > 0;
     let mut replay = Replay::resume_counting(state);
-    file.seek(SeekFrom::Start(offset)).map_err(io_err("cannot read", path))?;
-    let fed = feed_lines(
-        BufReader::with_capacity(64 * 1024, file.try_clone().map_err(io_err("cannot read", path))?),
-        offset,
-        &mut replay,
-    )
-    .map_err(io_err("cannot read session log", path))?;
+    let fed = feed_lines(&file, offset, &mut replay).map_err(io_err("cannot read session log", path))?;
     let state = replay.state;
     if fed.end != offset || !state_was_cached {
         let tail = fingerprint(&file, fed.end);

@@ -9,10 +9,12 @@
 //!   the preview the log kept.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::fs::FileExt;
 
 use serde::Serialize;
 
+use super::entry::Entry;
 use super::replay::Replay;
 use super::{Context, Error, Result, io_err, spill};
 use crate::message::Message;
@@ -89,9 +91,8 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         Err(e) => return Err(io_err("cannot open session log", path)(e)),
     };
     let mut replay = Replay::keeping();
-    let torn_tail_bytes = feed_lines(BufReader::with_capacity(256 * 1024, file), 0, &mut replay)
-        .map_err(io_err("cannot read session log", path))?
-        .torn_bytes;
+    let torn_tail_bytes =
+        feed_lines(&file, 0, &mut replay).map_err(io_err("cannot read session log", path))?.torn_bytes;
     let done = replay.finish();
     let mut loaded = Loaded {
         id: ctx.id.clone(),
@@ -128,31 +129,107 @@ pub(crate) struct Fed {
     pub end: u64,
     /// Bytes after it (a line without `\n`).
     pub torn_bytes: u64,
-    /// Lines fed (complete lines only).
-    pub lines: u64,
 }
 
-/// Feeds every complete line of `reader` to `replay`. `start` is the reader's offset in the file and
-/// `first_line` the 1-based number of its first line minus one, for reports.
-pub(crate) fn feed_lines(mut reader: impl BufRead, start: u64, replay: &mut Replay) -> std::io::Result<Fed> {
-    const KEEP_CAPACITY: usize = 1 << 20;
-    let mut buf = Vec::with_capacity(64 * 1024);
-    let mut fed = Fed { end: start, torn_bytes: 0, lines: 0 };
+/// Lines up to this size are gathered in memory; longer ones are parsed straight from the file.
+const GATHER_LIMIT: usize = 1 << 20;
+
+/// Feeds every complete line of `file` from offset `start` to `replay`. Line numbers in reports are
+/// counted from `start`, which is the file's start whenever the loader calls this.
+///
+/// Normal lines are parsed where they sit in the read buffer, with no copy. A line longer than
+/// [`GATHER_LIMIT`] is never gathered: its end is found by a scan, then it is parsed from the file,
+/// so a 100 MiB tool result costs the parsed string (and the parser's scratch), not a line buffer too.
+pub(crate) fn feed_lines(file: &File, start: u64, replay: &mut Replay) -> io::Result<Fed> {
+    let mut reader = BufReader::with_capacity(256 * 1024, ReadAt { file, pos: start, end: u64::MAX });
+    let mut gathered: Vec<u8> = Vec::new();
+    let mut line_no = 0u64;
+    let mut line_start = start;
     loop {
-        buf.clear();
-        let n = reader.read_until(b'\n', &mut buf)?;
-        if n == 0 {
-            return Ok(fed);
+        let avail = reader.fill_buf()?;
+        if avail.is_empty() {
+            return Ok(Fed { end: line_start, torn_bytes: gathered.len() as u64 });
         }
-        if buf.last() != Some(&b'\n') {
-            fed.torn_bytes = n as u64;
-            return Ok(fed);
+        if gathered.is_empty() {
+            if let Some(i) = avail.iter().position(|&b| b == b'\n') {
+                line_no += 1;
+                replay.feed_line(&avail[..i], line_no);
+                reader.consume(i + 1);
+                line_start += i as u64 + 1;
+                continue;
+            }
         }
-        fed.lines += 1;
-        replay.feed_line(&buf[..n - 1], fed.lines);
-        fed.end += n as u64;
-        if buf.capacity() > KEEP_CAPACITY {
-            buf = Vec::with_capacity(64 * 1024);
+        // The line goes on past the buffer.
+        match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                gathered.extend_from_slice(&avail[..i]);
+                reader.consume(i + 1);
+                line_no += 1;
+                replay.feed_line(&gathered, line_no);
+                line_start += gathered.len() as u64 + 1;
+                gathered = Vec::new();
+            }
+            None if gathered.len() + avail.len() <= GATHER_LIMIT => {
+                let n = avail.len();
+                gathered.extend_from_slice(avail);
+                reader.consume(n);
+            }
+            None => {
+                let Some(len) = scan_to_newline(&mut reader)? else {
+                    let torn = reader.get_ref().pos - line_start;
+                    return Ok(Fed { end: line_start, torn_bytes: torn });
+                };
+                line_no += 1;
+                let line_len = gathered.len() as u64 + len;
+                let parsed = serde_json::from_reader::<_, Entry>(BufReader::with_capacity(
+                    256 * 1024,
+                    ReadAt { file, pos: line_start, end: line_start + line_len },
+                ));
+                match parsed {
+                    Ok(entry) => replay.feed_entry(entry),
+                    Err(_) => replay.bad_line(line_no),
+                }
+                line_start += line_len + 1;
+                gathered = Vec::new();
+            }
         }
+    }
+}
+
+/// Consumes bytes up to and including the next `\n`; returns how many came before it, or `None` at
+/// the end of the file.
+fn scan_to_newline(reader: &mut impl BufRead) -> io::Result<Option<u64>> {
+    let mut n = 0u64;
+    loop {
+        let avail = reader.fill_buf()?;
+        if avail.is_empty() {
+            return Ok(None);
+        }
+        if let Some(i) = avail.iter().position(|&b| b == b'\n') {
+            reader.consume(i + 1);
+            return Ok(Some(n + i as u64));
+        }
+        n += avail.len() as u64;
+        let len = avail.len();
+        reader.consume(len);
+    }
+}
+
+/// Reads a file by position, so two readers of one file never share (or move) its offset.
+struct ReadAt<'a> {
+    file: &'a File,
+    pos: u64,
+    end: u64,
+}
+
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = (buf.len() as u64).min(self.end.saturating_sub(self.pos)) as usize;
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..want], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }

@@ -96,12 +96,15 @@ impl Replay {
         }
         match serde_json::from_slice::<Entry>(line) {
             Ok(entry) => self.feed_entry(entry),
-            Err(_) => {
-                self.state.bad_lines += 1;
-                if self.kept.is_some() {
-                    self.bad_line_numbers.push(line_no);
-                }
-            }
+            Err(_) => self.bad_line(line_no),
+        }
+    }
+
+    /// Counts a line that is not a valid entry.
+    pub fn bad_line(&mut self, line_no: u64) {
+        self.state.bad_lines += 1;
+        if self.kept.is_some() {
+            self.bad_line_numbers.push(line_no);
         }
     }
 

@@ -19,15 +19,20 @@ pub const DEFAULT_THRESHOLD: usize = 64 * 1024;
 /// How much of a spilled result stays in the log line.
 pub const PREVIEW_BYTES: usize = 2048;
 
-/// Moves a large result's content to a spill file, leaving a preview. Results already spilled, or
-/// small enough, are returned unchanged.
-pub fn spill_if_large(ctx: &Context, result: ToolResult, threshold: usize) -> Result<ToolResult> {
+/// The result as the log stores it: a large one's content moved to a spill file, leaving a preview.
+/// Results already spilled, or small enough, are copied as they are. The large content itself is
+/// never copied in memory.
+pub fn spill_if_large(ctx: &Context, result: &ToolResult, threshold: usize) -> Result<ToolResult> {
     if result.spill.is_some() || result.content.len() <= threshold {
-        return Ok(result);
+        return Ok(result.clone());
     }
     let spill = write(ctx, result.content.as_bytes())?;
-    let content = preview(&result.content, &spill);
-    Ok(ToolResult { content, spill: Some(spill), ..result })
+    Ok(ToolResult {
+        tool_call_id: result.tool_call_id.clone(),
+        content: preview(&result.content, &spill),
+        is_error: result.is_error,
+        spill: Some(spill),
+    })
 }
 
 /// Writes `data` to its content-addressed file unless an intact copy is already there.

@@ -96,26 +96,31 @@ impl Writer {
 
     /// Appends one message; when this returns `Ok`, the line is on disk.
     pub fn append(&self, msg: &Message) -> Result<()> {
-        let mut msg = msg.clone();
-        self.spill(&mut msg)?;
+        let msg = self.as_logged(msg)?;
         self.write_entry(Entry::from_message(msg))
     }
 
     /// Records that the whole history was replaced (compaction, resync): one line, applied whole or
     /// not at all. Spilled results stay references; large new ones are spilled first.
     pub fn replace(&self, reason: &str, msgs: &[Message]) -> Result<()> {
-        let mut msgs = msgs.to_vec();
-        for m in &mut msgs {
-            self.spill(m)?;
-        }
+        let msgs = msgs.iter().map(|m| self.as_logged(m)).collect::<Result<Vec<_>>>()?;
         self.write_entry(Entry::replace(reason, msgs, now()))
     }
 
-    fn spill(&self, msg: &mut Message) -> Result<()> {
-        if let Some(r) = msg.tool_result.take() {
-            msg.tool_result = Some(spill::spill_if_large(&self.ctx, r, self.opts.spill_threshold)?);
-        }
-        Ok(())
+    /// A copy of `msg` with a large tool result spilled (and not copied).
+    fn as_logged(&self, msg: &Message) -> Result<Message> {
+        let tool_result = msg
+            .tool_result
+            .as_ref()
+            .map(|r| spill::spill_if_large(&self.ctx, r, self.opts.spill_threshold))
+            .transpose()?;
+        Ok(Message {
+            role: msg.role.clone(),
+            content: msg.content.clone(),
+            tool_calls: msg.tool_calls.clone(),
+            tool_result,
+            ts: msg.ts,
+        })
     }
 
     fn write_entry(&self, mut entry: Entry) -> Result<()> {
