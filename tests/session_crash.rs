@@ -1,0 +1,212 @@
+//! Crashes and failures that only another process can show: SIGKILL mid-write, a dead lock holder,
+//! a lock held by another process, a full disk (RLIMIT_FSIZE).
+//!
+//! The child processes are this test binary run again with `PSEUDO_CHILD` set: `child_process_entry`
+//! below is then the child's main, and a no-op otherwise.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use pseudoclaude::message::{Message, ToolCall};
+use pseudoclaude::session::{self, Context, Error, Writer, WriterOptions};
+use rand::{Rng, SeedableRng};
+
+const CHILD_ENV: &str = "PSEUDO_CHILD";
+
+fn spawn_child(mode: &str, ws: &Path, id: &str) -> (Child, impl Iterator<Item = String>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_process_entry", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, format!("{mode}|{}|{id}", ws.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The test harness prints its own words on the child's stdout; ours are the lines starting with '#'.
+    let out = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| l.strip_prefix('#').map(String::from));
+    (child, out)
+}
+
+/// A line for the parent, flushed at once (the parent may kill us right after).
+fn say(s: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "\n#{s}\n");
+    let _ = out.flush();
+}
+
+fn kill9(child: &mut Child) {
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+/// The child's main. Prints `ready`, then one line per event the parent checks.
+#[test]
+fn child_process_entry() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let parts: Vec<&str> = spec.splitn(3, '|').collect();
+    let ctx = Context::open(Path::new(parts[1]), parts[2]).unwrap();
+    match parts[0] {
+        "append-forever" => append_forever(&ctx),
+        "hold-lock" => {
+            let _w = Writer::open(&ctx, WriterOptions::default()).unwrap();
+            say("ready");
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        "disk-full" => disk_full(&ctx),
+        other => panic!("unknown child mode {other}"),
+    }
+}
+
+/// Appends text messages, tool call exchanges and the odd replace, acknowledging each on stdout
+/// once the call returned. A tool call is acknowledged with its result: until then, the loader
+/// rightly trims it.
+fn append_forever(ctx: &Context) {
+    let w = Writer::open(ctx, WriterOptions { model: "crash".into(), spill_threshold: 4096 }).unwrap();
+    let pid = std::process::id();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(pid as u64);
+    say("ready");
+    for n in 0.. {
+        let label = format!("p{pid}-{n}");
+        match rng.random_range(0..10) {
+            0..=5 => w.append(&Message::user(format!("{label} {}", "x".repeat(rng.random_range(0..300))))).unwrap(),
+            6..=8 => {
+                w.append(&Message::assistant_tool_calls(
+                    &label,
+                    vec![ToolCall::new(&label, "t", serde_json::json!({}))],
+                ))
+                .unwrap();
+                let size = rng.random_range(0..9000);
+                w.append(&Message::tool_result(&label, "y".repeat(size), false)).unwrap();
+            }
+            _ => {
+                // A compaction: keep the recent history, as the real one does.
+                let loaded = session::load(ctx).unwrap();
+                let keep_from = loaded.messages.len().saturating_sub(8);
+                let mut msgs: Vec<Message> = loaded.messages[keep_from..].to_vec();
+                while msgs.first().is_some_and(|m| m.tool_result.is_some()) {
+                    msgs.remove(0);
+                }
+                msgs.push(Message::assistant(&label));
+                w.replace("compact", &msgs).unwrap();
+                say(&format!("ack {label} replace"));
+                continue;
+            }
+        }
+        say(&format!("ack {label}"));
+    }
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_no_acknowledged_entry() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut acked: Vec<String> = Vec::new();
+    let (mut replaces, mut total_acks) = (0, 0);
+    for round in 0..200 {
+        let (mut child, mut out) = spawn_child("append-forever", ws.path(), &ctx.id);
+        assert_eq!(out.next().as_deref(), Some("ready"), "round {round}: child did not start");
+        let wanted = rng.random_range(0..12);
+        // After an acknowledged replace, only it and what follows must be there.
+        let mut note = |line: String, acked: &mut Vec<String>| {
+            let Some(ack) = line.strip_prefix("ack ") else { return };
+            if let Some(label) = ack.strip_suffix(" replace") {
+                replaces += 1;
+                acked.clear();
+                acked.push(label.to_string());
+            } else {
+                acked.push(ack.to_string());
+            }
+        };
+        for _ in 0..wanted {
+            match out.next() {
+                Some(l) => note(l, &mut acked),
+                None => break,
+            }
+        }
+        // Land the kill at an arbitrary point of the next write, not just between acknowledgements.
+        std::thread::sleep(Duration::from_micros(rng.random_range(0..1500)));
+        kill9(&mut child);
+        // Acknowledgements that reached the pipe before the kill count too.
+        for l in out {
+            note(l, &mut acked);
+        }
+        total_acks += wanted;
+
+        let loaded = session::load(&ctx).unwrap();
+        assert!(loaded.bad_lines.is_empty(), "round {round}: {}", loaded.damage_report());
+        let text: Vec<&str> = loaded.messages.iter().map(|m| m.content.as_str()).collect();
+        let mut from = 0;
+        for label in &acked {
+            let prefix = format!("{label} ");
+            let at = text[from..].iter().position(|t| *t == label || t.starts_with(&prefix));
+            let at = at.unwrap_or_else(|| panic!("round {round}: acknowledged {label} lost"));
+            from += at;
+        }
+        let info = session::list::info(&ctx).unwrap();
+        assert_eq!(info.messages, loaded.messages.len(), "round {round}");
+    }
+    assert!(total_acks > 500 && replaces > 10, "exercised too little: {total_acks} acks, {replaces} replaces");
+}
+
+#[test]
+fn a_crashed_lock_holder_does_not_block_the_session() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let (mut child, mut out) = spawn_child("hold-lock", ws.path(), &ctx.id);
+    assert_eq!(out.next().as_deref(), Some("ready"));
+    let err = Writer::open(&ctx, WriterOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::Locked { .. }));
+    assert!(err.to_string().contains(&format!("pid {}", child.id())), "names the holder: {err}");
+    kill9(&mut child);
+    Writer::open(&ctx, WriterOptions::default()).expect("the dead holder's lock is gone");
+}
+
+/// Fills the "disk" with RLIMIT_FSIZE mid-line, then frees it, and reports what the file looked like.
+fn disk_full(ctx: &Context) {
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    let w = Writer::open(ctx, WriterOptions::default()).unwrap();
+    w.append(&Message::user("before")).unwrap();
+    let committed = std::fs::metadata(&ctx.jsonl_path).unwrap().len();
+    let limit = |bytes: u64| {
+        let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut r) };
+        r.rlim_cur = bytes;
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &r) }, 0);
+    };
+    limit(committed + 100); // room for part of the next line only
+    let err = w.append(&Message::user(format!("lost {}", "z".repeat(1000)))).unwrap_err();
+    say(&format!("error {err}"));
+    say(&format!("len-after-failure {}", std::fs::metadata(&ctx.jsonl_path).unwrap().len()));
+    say(&format!("committed {committed}"));
+    limit(libc::RLIM_INFINITY);
+    w.append(&Message::user("after")).unwrap();
+    say("done");
+}
+
+#[test]
+fn a_failed_write_leaves_the_log_ending_on_a_committed_entry() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let (mut child, out) = spawn_child("disk-full", ws.path(), &ctx.id);
+    let lines: Vec<String> = out.collect();
+    child.wait().unwrap();
+    let get = |k: &str| {
+        lines.iter().find_map(|l| l.strip_prefix(k)).unwrap_or_else(|| panic!("{k} in {lines:?}")).to_string()
+    };
+    let error = get("error ");
+    assert!(error.contains("cannot write to session log") && error.contains("conversation.jsonl"), "{error}");
+    assert!(error.to_lowercase().contains("file too large"), "the OS reason reaches the caller: {error}");
+    assert_eq!(get("len-after-failure "), get("committed "), "the half line was cut back");
+    assert!(lines.iter().any(|l| l == "done"));
+    let loaded = session::load(&ctx).unwrap();
+    let text: Vec<&str> = loaded.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(text, ["before", "after"]);
+    assert!(!loaded.damaged(), "{}", loaded.damage_report());
+    assert!(!ctx.broken_path().exists());
+}
