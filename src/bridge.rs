@@ -1,0 +1,390 @@
+//! The Neovim side of the Rust core: the `luaopen_pseudoclaude_core` entry point and its exports.
+//!
+//! # Why every export goes through [`export`]
+//!
+//! In nvim-oxi 0.6 a Rust `Err` handed back to Lua, a Rust panic, or even a Lua argument that
+//! cannot be converted to the declared Rust type ends in `lua_error()` being raised through Rust
+//! frames, which aborts the whole Neovim process, `pcall` or not (nvim-oxi issue #231). So no
+//! exported function lets anything escape:
+//!
+//! * arguments arrive as [`Args`], whose conversion from the Lua stack never fails (a value that
+//!   cannot be converted, such as `vim.NIL` or a coroutine, is recorded and reported as an error
+//!   value when the function asks for that argument);
+//! * the body runs inside [`std::panic::catch_unwind`];
+//! * the result is always the pair `ok, value`: `true, <value>` on success, or
+//!   `false, "<error message>"` on an error or a panic.
+//!
+//! The Lua side (`lua/pseudoclaude/core.lua`, `M.call`) turns `false, msg` into a Lua `error()`.
+//!
+//! Panics are also written, with their location and a backtrace, to
+//! `stdpath("log")/pseudoclaude-panic.log` by a panic hook installed at load time; nothing is
+//! printed to the terminal (which would garble Neovim's screen).
+//!
+//! # Adding an export
+//!
+//! One line in [`exports`]: `export("name", |a| ...)`, where the closure gets the arguments as
+//! `&Args` (`a.get::<T>(0)?` converts argument 1 with serde; `Option<T>` makes it optional) and
+//! returns `BridgeResult<T>` for any `T: Serialize` (structs become Lua tables). Any
+//! `std::error::Error` converts with `?`. Lua calls it as `require("pseudoclaude.core").call("name", ...)`.
+//!
+//! Code reachable from `cargo test` must not call Neovim's C API (`nvim_oxi::api`): a test binary
+//! has no Neovim to link against. Only the entry point does (to ask for `stdpath("log")`).
+
+use std::backtrace::Backtrace;
+use std::cell::RefCell;
+use std::fmt;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::{Once, OnceLock};
+
+use nvim_oxi::lua::{self, Poppable, ffi};
+use nvim_oxi::serde::{Deserializer, Serializer};
+use nvim_oxi::{Dictionary, Function, Object};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The crate version; `lua/pseudoclaude/core.lua` compares it with its own constant to detect a
+/// stale library.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// File name of the panic log, inside Neovim's `stdpath("log")`.
+pub const PANIC_LOG_NAME: &str = "pseudoclaude-panic.log";
+
+// ---------------------------------------------------------------------------------------------
+// Entry point and export table
+// ---------------------------------------------------------------------------------------------
+
+/// The table returned by `require`/`package.loadlib(lib, "luaopen_pseudoclaude_core")()`.
+///
+/// Never returns `Err` (that would abort Neovim, see the module docs): if building the table
+/// fails, the table holds only `version` and `_init_error` (a string) for Lua to report.
+#[nvim_oxi::plugin]
+fn pseudoclaude_core() -> nvim_oxi::Result<Dictionary> {
+    install_panic_hook();
+    match panic::catch_unwind(exports) {
+        Ok(dict) => Ok(dict),
+        Err(payload) => Ok(Dictionary::from_iter([
+            export("version", |_| Ok(VERSION)),
+            ("_init_error", Object::from(panic_message(payload.as_ref()))),
+        ])),
+    }
+}
+
+/// Every function exported to Lua, one line each: `export("name", |args| ...)`.
+///
+/// Each returns `ok, value` to Lua (see [`export`]).
+fn exports() -> Dictionary {
+    Dictionary::from_iter([
+        // --- meta -----------------------------------------------------------------------------
+        export("version", |_| Ok(VERSION)),
+        export("ping", |a| Ok(a.get::<Option<String>>(0)?.map_or_else(|| "pong".to_string(), |s| format!("pong {s}")))),
+        export("panic_log_path", |_| Ok(panic_log_path().map(|p| p.display().to_string()))),
+        // --- session log: sessions_list, sessions_load, sessions_cleanup go here -----------------
+        //
+        // e.g. export("sessions_list", |a| Ok(crate::session::list(&a.get::<String>(0)?, ...)?)),
+        //
+        // --- internal, for the end-to-end tests only (not a public API) ------------------------
+        export("_test_panic", |_| -> BridgeResult<()> { panic!("_test_panic: deliberate panic") }),
+        export("_test_err", |_| -> BridgeResult<()> { Err(BridgeError::msg("_test_err: deliberate error")) }),
+        export("_test_echo", |a| (0..a.len()).map(|i| a.get::<serde_json::Value>(i)).collect::<BridgeResult<Vec<_>>>()),
+    ])
+}
+
+// ---------------------------------------------------------------------------------------------
+// The error-as-value wrapper
+// ---------------------------------------------------------------------------------------------
+
+/// Error returned by an exported function; becomes the message in `false, msg`.
+///
+/// Any `std::error::Error` converts into it with `?`; use [`BridgeError::msg`] for plain text.
+/// (Like `anyhow::Error`, it deliberately does not implement `std::error::Error` itself, so that
+/// the blanket `From` impl is allowed.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgeError(String);
+
+/// Result type of exported functions.
+pub type BridgeResult<T> = Result<T, BridgeError>;
+
+impl BridgeError {
+    /// An error with the given message.
+    pub fn msg(message: impl fmt::Display) -> Self {
+        Self(message.to_string())
+    }
+
+    /// The error message.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for BridgeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<E: std::error::Error> From<E> for BridgeError {
+    fn from(err: E) -> Self {
+        Self(err.to_string())
+    }
+}
+
+/// Makes `(name, function)` for the export table: `f` runs behind `catch_unwind`, its arguments
+/// arrive as [`Args`], its `Ok` value is converted to a Lua value with nvim-oxi's serde
+/// `Serializer`, and Lua receives `true, value` or `false, "pseudoclaude_core.<name>: <error>"`.
+pub fn export<F, T>(name: &'static str, f: F) -> (&'static str, Object)
+where
+    F: Fn(&Args) -> BridgeResult<T> + 'static,
+    T: Serialize,
+{
+    let fun = Function::<Args, (bool, Object)>::from_fn(move |args: Args| guarded_call(name, &f, &args));
+    (name, Object::from(fun))
+}
+
+/// Runs `f` so that neither its error nor its panic escapes; returns the `ok, value` pair.
+pub fn guarded_call<F, T>(name: &str, f: &F, args: &Args) -> (bool, Object)
+where
+    F: Fn(&Args) -> BridgeResult<T>,
+    T: Serialize,
+{
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+        f(args).and_then(|value| value.serialize(Serializer::new()).map_err(BridgeError::from))
+    }));
+    match outcome {
+        Ok(Ok(value)) => (true, value),
+        Ok(Err(err)) => (false, Object::from(format!("pseudoclaude_core.{name}: {err}"))),
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            let log = panic_log_path().map(|p| format!(" (details in {})", p.display())).unwrap_or_default();
+            (false, Object::from(format!("pseudoclaude_core.{name}: internal error (panic): {message}{log}")))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------------------------
+
+/// The Lua arguments of an exported call. Taking them from the Lua stack never fails.
+#[derive(Debug, Default)]
+pub struct Args {
+    /// Number of arguments given, even when converting one of them failed.
+    count: usize,
+    values: Vec<Object>,
+    /// Set when an argument could not be converted; reported by the accessors.
+    error: Option<String>,
+}
+
+impl Args {
+    /// Arguments built from Rust values (for unit tests and internal calls).
+    pub fn new(values: Vec<Object>) -> Self {
+        Self { count: values.len(), values, error: None }
+    }
+
+    /// Number of arguments given (trailing `nil`s included).
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether no argument was given.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The argument at 0-based `index` (Lua's argument `index + 1`) converted with serde; a
+    /// missing argument is `nil`, so `Option<T>` makes an argument optional.
+    pub fn get<T: DeserializeOwned>(&self, index: usize) -> BridgeResult<T> {
+        self.check()?;
+        let obj = self.values.get(index).cloned().unwrap_or_default();
+        T::deserialize(Deserializer::new(obj))
+            .map_err(|err| BridgeError::msg(format!("bad argument #{}: {err}", index + 1)))
+    }
+
+    /// All arguments, as given.
+    pub fn objects(&self) -> BridgeResult<&[Object]> {
+        self.check()?;
+        Ok(&self.values)
+    }
+
+    fn check(&self) -> BridgeResult<()> {
+        match &self.error {
+            Some(err) => Err(BridgeError::msg(err)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Poppable for Args {
+    /// Pops every argument; never returns `Err` (see the module docs).
+    unsafe fn pop(lstate: *mut ffi::State) -> Result<Self, lua::Error> {
+        // SAFETY: called by nvim-oxi inside a Lua C function, whose stack holds exactly the
+        // call's arguments at indices 1..=top; we pop them all and leave the stack empty.
+        unsafe {
+            let count = ffi::lua_gettop(lstate);
+            let mut values = Vec::with_capacity(count.max(0) as usize);
+            let mut error = None;
+            for index in (1..=count).rev() {
+                match Object::pop(lstate) {
+                    Ok(obj) => values.push(obj),
+                    Err(err) => {
+                        error = Some(format!("bad argument #{index}: {err}"));
+                        break;
+                    }
+                }
+            }
+            ffi::lua_settop(lstate, 0);
+            values.reverse();
+            Ok(Self { count: count.max(0) as usize, values, error })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Panic hook and log
+// ---------------------------------------------------------------------------------------------
+
+static PANIC_LOG: OnceLock<Option<PathBuf>> = OnceLock::new();
+static HOOK: Once = Once::new();
+
+thread_local! {
+    /// Location of the last panic on this thread, for the message returned to Lua.
+    static LAST_PANIC_LOCATION: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Where panics are logged: `stdpath("log")/pseudoclaude-panic.log`, falling back to
+/// `$XDG_STATE_HOME/nvim` or `~/.local/state/nvim` when Neovim cannot be asked. `None` before the
+/// library is loaded into Neovim (and in `cargo test`).
+///
+/// (Only the entry point may call into Neovim's C API: a test binary has no Neovim to link to.)
+pub fn panic_log_path() -> Option<PathBuf> {
+    PANIC_LOG.get().cloned().flatten()
+}
+
+fn log_dir() -> Option<PathBuf> {
+    let from_nvim = panic::catch_unwind(|| nvim_oxi::api::call_function::<_, String>("stdpath", ("log",)).ok())
+        .ok()
+        .flatten()
+        .filter(|dir| !dir.is_empty());
+    from_nvim.map(PathBuf::from).or_else(fallback_log_dir)
+}
+
+/// `$XDG_STATE_HOME/nvim`, else `$HOME/.local/state/nvim` (Neovim's default `stdpath("log")`).
+pub fn fallback_log_dir() -> Option<PathBuf> {
+    let appname = std::env::var("NVIM_APPNAME").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "nvim".into());
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|s| !s.is_empty()) {
+        return Some(PathBuf::from(state).join(appname));
+    }
+    std::env::var_os("HOME")
+        .filter(|s| !s.is_empty())
+        .map(|home| PathBuf::from(home).join(".local/state").join(appname))
+}
+
+/// Installs (once per process) a panic hook that appends the panic to the log file and prints
+/// nothing.
+fn install_panic_hook() {
+    HOOK.call_once(|| {
+        // Resolve the path now, on Neovim's main thread, where the API may be called.
+        let _ = PANIC_LOG.set(log_dir().map(|dir| dir.join(PANIC_LOG_NAME)));
+        panic::set_hook(Box::new(|info| {
+            let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+            let message = payload_text(info.payload());
+            LAST_PANIC_LOCATION.with(|cell| *cell.borrow_mut() = location.clone());
+            if let Some(Some(path)) = PANIC_LOG.get() {
+                let thread = std::thread::current();
+                let entry = format!(
+                    "[{}] pseudoclaude {VERSION}: panic in thread '{}' at {}: {message}\n{}\n",
+                    chrono::Local::now().to_rfc3339(),
+                    thread.name().unwrap_or("<unnamed>"),
+                    location.as_deref().unwrap_or("<unknown>"),
+                    Backtrace::force_capture(),
+                );
+                let _ = append(path, &entry);
+            }
+        }));
+    });
+}
+
+fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    OpenOptions::new().create(true).append(true).open(path)?.write_all(text.as_bytes())
+}
+
+/// The text of a panic payload.
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_string()
+    }
+}
+
+/// The text of a panic payload, with the panic's location when the hook recorded it.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = payload_text(payload);
+    match LAST_PANIC_LOCATION.with(|cell| cell.borrow_mut().take()) {
+        Some(location) => format!("{text} at {location}"),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bridge_error_from_std_error_and_msg() {
+        let io = std::io::Error::other("disk on fire");
+        assert_eq!(BridgeError::from(io).message(), "disk on fire");
+        assert_eq!(BridgeError::msg("plain").to_string(), "plain");
+    }
+
+    #[test]
+    fn fallback_log_dir_ends_in_the_app_name() {
+        // Only reads the environment; does not modify it (tests run in parallel).
+        if let Some(dir) = fallback_log_dir() {
+            let app = std::env::var("NVIM_APPNAME").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "nvim".into());
+            assert!(dir.ends_with(app));
+        }
+    }
+
+    #[test]
+    fn guarded_call_returns_ok_values() {
+        let (ok, value) = guarded_call("t", &|_: &Args| Ok(vec![1, 2]), &Args::default());
+        assert!(ok);
+        assert_eq!(value, Object::from(nvim_oxi::Array::from_iter([1, 2])));
+    }
+
+    #[test]
+    fn guarded_call_turns_errors_into_values() {
+        let (ok, value) =
+            guarded_call("t", &|_: &Args| -> BridgeResult<()> { Err(BridgeError::msg("nope")) }, &Args::default());
+        assert!(!ok);
+        assert_eq!(value, Object::from("pseudoclaude_core.t: nope"));
+    }
+
+    #[test]
+    fn guarded_call_turns_panics_into_values() {
+        let (ok, value) = guarded_call("t", &|_: &Args| -> BridgeResult<()> { panic!("boom") }, &Args::default());
+        assert!(!ok);
+        let text = nvim_oxi::String::try_from(value).expect("a string").to_string();
+        assert!(text.starts_with("pseudoclaude_core.t: internal error (panic): boom"), "{text}");
+    }
+
+    #[test]
+    fn args_convert_with_serde_and_report_bad_ones() {
+        let args = Args::new(vec![Object::from("x"), Object::from(3)]);
+        assert_eq!(args.len(), 2);
+        assert_eq!(args.get::<String>(0), Ok("x".to_string()));
+        assert_eq!(args.get::<i64>(1), Ok(3));
+        assert_eq!(args.get::<Option<String>>(2), Ok(None));
+        assert!(args.get::<String>(1).unwrap_err().message().starts_with("bad argument #2:"));
+        let broken = Args { count: 1, values: vec![], error: Some("bad argument #1: userdata".into()) };
+        assert_eq!(broken.get::<Option<String>>(0), Err(BridgeError::msg("bad argument #1: userdata")));
+    }
+}

@@ -1,0 +1,8 @@
+//! pseudoclaude: the Rust core of a Neovim coding-agent plugin whose conversations are never lost.
+//!
+//! The core (`session`, `message`) is plain Rust and knows nothing of Neovim; `bridge` is the only
+//! module that talks to Neovim, through nvim-oxi.
+
+pub mod bridge;
+pub mod message;
+pub mod session;
