@@ -1,0 +1,179 @@
+--- Configuration: defaults, merging and validation. See `:help pseudoclaude-config`.
+
+---@class pseudoclaude.ProviderConfig
+---@field name string Provider name; "demo" is the built-in offline provider.
+---@field model string? Model name; nil = the provider's default.
+---@field base_url string? API base URL; nil = the provider's default.
+---@field api_key_env string? Name of the environment variable that holds the API key.
+
+---@class pseudoclaude.PickerConfig
+---@field max_items integer Most sessions shown by the session picker.
+---@field backend "float"|"select" "float" = built-in floating window, "select" = `vim.ui.select()`.
+
+---@class pseudoclaude.ApproveConfig
+---@field write_file boolean Run the write_file tool without asking first.
+---@field edit_file boolean Run the edit_file tool without asking first.
+---@field run_command boolean Run the run_command tool without asking first.
+
+---@class pseudoclaude.Config
+---@field provider pseudoclaude.ProviderConfig
+---@field stale_after_hours number A session idle for longer than this is "stale" (offered for resume, not continued).
+---@field picker pseudoclaude.PickerConfig
+---@field retention_days number Sessions older than this many days are removed by cleanup; 0 = keep forever.
+---@field spill_threshold integer Tool outputs larger than this many bytes are stored beside the log, not in it.
+---@field approve pseudoclaude.ApproveConfig
+---@field workspace string? Directory whose `.PseudoClaude/` holds the sessions; nil = the current directory.
+
+---@class pseudoclaude.UserConfig Options for setup(); every key is optional and merged over the defaults.
+---@field provider? pseudoclaude.ProviderConfig|{}
+---@field stale_after_hours? number
+---@field picker? pseudoclaude.PickerConfig|{}
+---@field retention_days? number
+---@field spill_threshold? integer
+---@field approve? pseudoclaude.ApproveConfig|{}
+---@field workspace? string
+
+local M = {}
+
+---@type pseudoclaude.Config
+M.defaults = {
+  provider = {
+    name = "demo",
+    model = nil,
+    base_url = nil,
+    api_key_env = nil,
+  },
+  stale_after_hours = 6,
+  picker = {
+    max_items = 9,
+    backend = "float",
+  },
+  retention_days = 30,
+  spill_threshold = 65536,
+  approve = {
+    write_file = false,
+    edit_file = false,
+    run_command = false,
+  },
+  workspace = nil,
+}
+
+--- Known keys per table, to report misspelled options.
+local known = {
+  [""] = {
+    provider = true,
+    stale_after_hours = true,
+    picker = true,
+    retention_days = true,
+    spill_threshold = true,
+    approve = true,
+    workspace = true,
+  },
+  provider = { name = true, model = true, base_url = true, api_key_env = true },
+  picker = { max_items = true, backend = true },
+  approve = { write_file = true, edit_file = true, run_command = true },
+}
+
+local PICKER_BACKENDS = { float = true, select = true }
+
+---@param v any
+---@return boolean
+local function is_integer(v)
+  return type(v) == "number" and v == math.floor(v) and v > -math.huge and v < math.huge
+end
+
+--- `vim.validate` with the 0.11 signature when available, the table form on 0.10.
+---@param name string
+---@param value any
+---@param validator string|fun(v: any): boolean, string?
+---@param optional boolean?
+---@param message string? expectation shown when a function validator fails
+local function check(name, value, validator, optional, message)
+  if vim.fn.has("nvim-0.11") == 1 then
+    vim.validate(name, value, validator, optional, message)
+  else
+    ---@diagnostic disable-next-line: param-type-mismatch, missing-parameter
+    vim.validate({ [name] = { value, validator, message or optional } })
+  end
+end
+
+---@param value any
+---@return boolean
+local function positive_number(value)
+  return type(value) == "number" and value > 0 and value < math.huge
+end
+
+--- Validates a complete (merged) configuration; raises an error naming the first bad option.
+---@param cfg pseudoclaude.Config
+function M.validate(cfg)
+  check("opts", cfg, "table")
+  check("provider", cfg.provider, "table")
+  check("provider.name", cfg.provider.name, "string")
+  check("provider.model", cfg.provider.model, "string", true)
+  check("provider.base_url", cfg.provider.base_url, "string", true)
+  check("provider.api_key_env", cfg.provider.api_key_env, "string", true)
+  check("stale_after_hours", cfg.stale_after_hours, "number")
+  check("stale_after_hours", cfg.stale_after_hours, positive_number, false, "a positive number of hours")
+  check("picker", cfg.picker, "table")
+  check("picker.max_items", cfg.picker.max_items, function(v)
+    return is_integer(v) and v >= 1
+  end, false, "an integer >= 1")
+  check("picker.backend", cfg.picker.backend, function(v)
+    return PICKER_BACKENDS[v] == true
+  end, false, '"float" or "select"')
+  check("retention_days", cfg.retention_days, function(v)
+    return type(v) == "number" and v >= 0 and v < math.huge
+  end, false, "a number of days >= 0 (0 = keep forever)")
+  check("spill_threshold", cfg.spill_threshold, function(v)
+    return is_integer(v) and v >= 1
+  end, false, "an integer number of bytes >= 1")
+  check("approve", cfg.approve, "table")
+  check("approve.write_file", cfg.approve.write_file, "boolean")
+  check("approve.edit_file", cfg.approve.edit_file, "boolean")
+  check("approve.run_command", cfg.approve.run_command, "boolean")
+  check("workspace", cfg.workspace, "string", true)
+end
+
+--- Names of options in `opts` that pseudoclaude does not know (likely typos), e.g. `{ "picker.max_item" }`.
+---@param opts table
+---@return string[]
+function M.unknown_keys(opts)
+  local unknown = {}
+  for key, value in pairs(opts) do
+    if not known[""][key] then
+      table.insert(unknown, tostring(key))
+    elseif known[key] and type(value) == "table" then
+      for sub in pairs(value) do
+        if not known[key][sub] then
+          table.insert(unknown, key .. "." .. tostring(sub))
+        end
+      end
+    end
+  end
+  table.sort(unknown)
+  return unknown
+end
+
+--- Merges `opts` over the defaults and validates the result. Raises `pseudoclaude.setup: <problem>` on a bad
+--- option; returns the configuration and the list of unknown option names.
+---@param opts pseudoclaude.UserConfig?
+---@return pseudoclaude.Config cfg
+---@return string[] unknown
+function M.resolve(opts)
+  if opts == nil then
+    opts = {}
+  end
+  if type(opts) ~= "table" then
+    error(("pseudoclaude.setup: opts: expected table, got %s"):format(type(opts)), 0)
+  end
+  local cfg = vim.tbl_deep_extend("force", vim.deepcopy(M.defaults), opts)
+  local ok, err = pcall(M.validate, cfg)
+  if not ok then
+    -- drop the "file:line: " prefix vim.validate's error carries on some versions
+    local msg = tostring(err):gsub("^[^\n]-%.lua:%d+: ", "")
+    error("pseudoclaude.setup: " .. msg, 0)
+  end
+  return cfg, M.unknown_keys(opts)
+end
+
+return M

@@ -1,0 +1,160 @@
+--- Loads the native Rust core (`target/release/libpseudoclaude.so`, built by `cargo build --release` in the
+--- plugin directory) lazily, on first use, and calls its functions.
+---
+--- Every native function returns `ok, value_or_message` (it never raises: a Rust error or panic raised into Lua
+--- would abort Neovim, see src/bridge.rs); `M.call` turns a `false, message` into a Lua `error()`.
+
+local M = {}
+
+--- Version of the Lua side. Must equal `version` in Cargo.toml; a native library reporting another version is
+--- stale and must be rebuilt.
+M.VERSION = "0.1.0"
+
+--- Name of the C entry point exported by the library (`#[nvim_oxi::plugin] fn pseudoclaude_core`).
+M.ENTRY_POINT = "luaopen_pseudoclaude_core"
+
+---@type table<string, function>?
+local lib = nil
+
+---@return string
+local function library_filename()
+  if jit and jit.os == "OSX" then
+    return "libpseudoclaude.dylib"
+  elseif jit and jit.os == "Windows" then
+    return "pseudoclaude.dll"
+  end
+  return "libpseudoclaude.so"
+end
+
+---@param path string
+---@return string
+local function dirname(path)
+  return (path:gsub("[/\\][^/\\]*$", ""))
+end
+
+---@type string?
+local root_cache = nil
+
+--- The plugin's root directory (the one holding `lua/`, `plugin/` and `Cargo.toml`).
+---@return string
+function M.plugin_root()
+  if root_cache then
+    return root_cache
+  end
+  local source = debug.getinfo(1, "S").source
+  local file ---@type string?
+  if source:sub(1, 1) == "@" then
+    file = source:sub(2)
+    file = vim.uv.fs_realpath(file) or file
+  else
+    file = vim.api.nvim_get_runtime_file("lua/pseudoclaude/core.lua", false)[1]
+  end
+  if not file then
+    error("pseudoclaude: cannot locate the plugin directory (lua/pseudoclaude/core.lua is not on 'runtimepath')", 0)
+  end
+  -- <root>/lua/pseudoclaude/core.lua -> <root>
+  root_cache = dirname(dirname(dirname(file)))
+  return root_cache
+end
+
+--- Absolute path of the native library that `load()` uses.
+---@return string
+function M.library_path()
+  return M.plugin_root() .. "/target/release/" .. library_filename()
+end
+
+--- The command that builds the library, for messages.
+---@return string
+function M.build_hint()
+  return ("run `cargo build --release` in %s, then restart Neovim"):format(M.plugin_root())
+end
+
+--- Whether the library has been loaded in this Neovim.
+---@return boolean
+function M.is_loaded()
+  return lib ~= nil
+end
+
+--- Loads the library if needed. Returns the table of native functions, or nil and a message saying what is wrong
+--- and how to fix it. Never raises.
+---@return table<string, function>? lib
+---@return string? err
+function M.try_load()
+  if lib then
+    return lib
+  end
+  local path = M.library_path()
+  if not vim.uv.fs_stat(path) then
+    return nil, ("pseudoclaude: native library not found at %s; to build it, %s"):format(path, M.build_hint())
+  end
+  local loader, load_err = package.loadlib(path, M.ENTRY_POINT)
+  if not loader then
+    return nil,
+      ("pseudoclaude: cannot load native library %s: %s; to rebuild it, %s"):format(
+        path,
+        tostring(load_err),
+        M.build_hint()
+      )
+  end
+  local ok, loaded = pcall(loader)
+  if not ok or type(loaded) ~= "table" then
+    return nil,
+      ("pseudoclaude: native library %s failed to initialise: %s; to rebuild it, %s"):format(
+        path,
+        tostring(loaded),
+        M.build_hint()
+      )
+  end
+  if type(loaded._init_error) == "string" then
+    return nil, ("pseudoclaude: native library %s failed to initialise: %s"):format(path, loaded._init_error)
+  end
+  local lib_version ---@type any
+  if type(loaded.version) == "function" then
+    -- convention of every native function: returns `true, value` (or `false, message`)
+    local called, ok, v = pcall(loaded.version)
+    if called and ok == true then
+      lib_version = v
+    end
+  end
+  if lib_version ~= M.VERSION then
+    return nil,
+      ("pseudoclaude: native library %s is stale (library version %s, plugin version %s); to rebuild it, %s"):format(
+        path,
+        tostring(lib_version or "unknown"),
+        M.VERSION,
+        M.build_hint()
+      )
+  end
+  lib = loaded
+  return lib
+end
+
+--- Loads the library if needed; raises a clear error when it is missing, stale or broken.
+---@return table<string, function>
+function M.load()
+  local loaded, err = M.try_load()
+  if not loaded then
+    error(err, 0)
+  end
+  return loaded
+end
+
+--- Calls native function `name` with the given arguments and returns its value; raises a Lua error with the
+--- native error message when it fails (including when it panicked: Neovim is not affected).
+---@param name string
+---@param ... any
+---@return any
+function M.call(name, ...)
+  local l = M.load()
+  local fn = l[name]
+  if type(fn) ~= "function" then
+    error(("pseudoclaude: the native library has no function %q (stale library? %s)"):format(name, M.build_hint()), 2)
+  end
+  local ok, value = fn(...)
+  if ok ~= true then
+    error(("pseudoclaude: %s"):format(tostring(value)), 2)
+  end
+  return value
+end
+
+return M

@@ -1,0 +1,80 @@
+--- pseudoclaude.nvim: an AI coding-agent chat whose conversations are never lost. See `:help pseudoclaude`.
+---
+--- Requiring this module is cheap: the native core is loaded only when a feature needs it.
+
+local M = {}
+
+---@type pseudoclaude.Config?
+local config = nil
+
+--- Configures the plugin; `opts` is merged over the defaults (`:help pseudoclaude-config`). Raises a clear error
+--- naming the option when one has the wrong type or value; warns about unknown options.
+---@param opts pseudoclaude.UserConfig?
+function M.setup(opts)
+  local cfg, unknown = require("pseudoclaude.config").resolve(opts)
+  config = cfg
+  if #unknown > 0 then
+    vim.notify(
+      ("pseudoclaude.setup: unknown option(s) ignored: %s"):format(table.concat(unknown, ", ")),
+      vim.log.levels.WARN
+    )
+  end
+end
+
+--- The configuration in effect: the one given to `setup()`, or the defaults.
+---@return pseudoclaude.Config
+function M.get_config()
+  if not config then
+    config = require("pseudoclaude.config").resolve({})
+  end
+  return config
+end
+
+--- The workspace directory: `workspace` from the configuration, or the current directory.
+---@return string
+function M.workspace()
+  local ws = M.get_config().workspace
+  if ws then
+    return vim.fs.normalize(ws)
+  end
+  return vim.uv.cwd() or vim.fn.getcwd()
+end
+
+--- The plugin version (of the Lua side; the native library must report the same one).
+---@return string
+function M.version()
+  return require("pseudoclaude.core").VERSION
+end
+
+---@class pseudoclaude.VersionInfo
+---@field plugin string Version of the Lua side.
+---@field core string? Version reported by the native library, nil when it cannot be loaded.
+---@field library string Path of the native library.
+---@field error string? Why the native library cannot be used.
+
+--- Versions of the Lua side and of the native library (loads the library).
+---@return pseudoclaude.VersionInfo
+function M.version_info()
+  local core = require("pseudoclaude.core")
+  local info = { plugin = core.VERSION, library = core.library_path() }
+  local lib, err = core.try_load()
+  if lib then
+    local ok, v = lib.version()
+    info.core = ok and v or nil
+  else
+    info.error = err
+  end
+  return info
+end
+
+--- `:PseudoClaudeVersion`
+function M.print_version()
+  local info = M.version_info()
+  if info.core then
+    vim.notify(("pseudoclaude %s (native core %s, %s)"):format(info.plugin, info.core, info.library))
+  else
+    vim.notify(("pseudoclaude %s (native core unavailable)\n%s"):format(info.plugin, info.error), vim.log.levels.WARN)
+  end
+end
+
+return M
