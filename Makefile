@@ -1,0 +1,43 @@
+# pseudoclaude.nvim developer entry points. Works on a fresh clone with cargo and python3 (+pip):
+# Neovim itself is installed into .deps/ when no nvim >= 0.10 is on PATH (scripts/ensure-nvim).
+#
+#   make run    build, then open Neovim with this checkout as the plugin (workspace: WORKSPACE, default cwd)
+#   make test   build, cargo test, then the Neovim end-to-end tests (tests/e2e)
+
+CARGO ?= cargo
+WORKSPACE ?= $(CURDIR)
+
+.PHONY: all build run test cargo-test e2e clippy fmt fmt-check
+
+all: build
+
+build:
+	$(CARGO) build --release
+
+run: build
+	@nvim="$$(scripts/ensure-nvim)" && cd "$(WORKSPACE)" && exec "$$nvim" --clean -u "$(CURDIR)/scripts/dev-init.lua"
+
+test: build cargo-test e2e
+
+cargo-test:
+	$(CARGO) test
+
+# needs target/release/libpseudoclaude.so (make build, or `cargo build --release --lib`)
+e2e:
+	tests/e2e/run
+
+clippy:
+	$(CARGO) clippy --all-targets -- -D warnings
+
+# Lua formatting with stylua from npm, installed into .deps/npm (not committed)
+STYLUA = .deps/npm/node_modules/.bin/stylua
+$(STYLUA):
+	npm install --silent --no-save --prefix .deps/npm @johnnymorganz/stylua-bin@2.5.2
+
+fmt: $(STYLUA)
+	$(CARGO) fmt
+	$(STYLUA) lua plugin scripts
+
+fmt-check: $(STYLUA)
+	$(CARGO) fmt --check
+	$(STYLUA) --check lua plugin scripts

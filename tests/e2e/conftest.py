@@ -1,0 +1,186 @@
+"""End-to-end test harness: real Neovim processes driven over msgpack-RPC with pynvim.
+
+Each test gets its own temporary workspace (the Neovim process's cwd) and its own XDG directories, so nothing
+is read from or written to the user's Neovim config, state or data. Neovim is started as
+
+    nvim --headless --clean --listen <socket> --cmd "set rtp^=<plugin root>"
+
+so the plugin is on 'runtimepath' exactly as a plugin manager would put it, and plugin/pseudoclaude.lua is
+sourced at startup by Neovim itself. Run with tests/e2e/run (which finds Neovim and the Python packages).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, Iterator
+
+import pynvim
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LIB_NAME = "libpseudoclaude.dylib" if os.uname().sysname == "Darwin" else "libpseudoclaude.so"
+LIB_PATH = ROOT / "target" / "release" / LIB_NAME
+CARGO_VERSION = tomllib.loads((ROOT / "Cargo.toml").read_text())["package"]["version"]
+
+
+def nvim_binary() -> str:
+    nvim = os.environ.get("PSEUDOCLAUDE_NVIM_BIN")
+    if not nvim:
+        nvim = subprocess.run(
+            [str(ROOT / "scripts" / "ensure-nvim")], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    return nvim
+
+
+NVIM = nvim_binary()
+
+
+class Neovim:
+    """A headless Neovim process plus its RPC client (`self.api` is the pynvim `Nvim`)."""
+
+    def __init__(self, workspace: Path, plugin_root: Path = ROOT, extra_args: list[str] | None = None):
+        self.workspace = workspace
+        self.plugin_root = plugin_root
+        self.home = Path(tempfile.mkdtemp(prefix="pc-e2e-"))  # short: unix socket paths are limited to ~100 bytes
+        self.socket = self.home / "nvim.sock"
+        self.state_home = self.home / "state"
+        self.stderr_path = self.home / "stderr.txt"
+        env = dict(os.environ)
+        for var, sub in (
+            ("XDG_CONFIG_HOME", "config"),
+            ("XDG_DATA_HOME", "data"),
+            ("XDG_STATE_HOME", "state"),
+            ("XDG_CACHE_HOME", "cache"),
+        ):
+            env[var] = str(self.home / sub)
+        env.pop("NVIM", None)  # set inside :terminal; would make nvim talk to the parent
+        env.pop("NVIM_APPNAME", None)
+        argv = [
+            NVIM,
+            "--headless",
+            "--clean",
+            "--listen",
+            str(self.socket),
+            "--cmd",
+            f"set rtp^={plugin_root}",
+            *(extra_args or []),
+        ]
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            argv, cwd=workspace, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr
+        )
+        deadline = time.monotonic() + 20
+        while not self.socket.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nvim exited with {self.proc.returncode}: {self.stderr()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nvim did not open {self.socket}: {self.stderr()}")
+            time.sleep(0.02)
+        self.api = pynvim.attach("socket", path=str(self.socket))
+
+    # -- helpers -----------------------------------------------------------------------------------------
+
+    def lua(self, code: str, *args: Any) -> Any:
+        """Runs Lua `code` (a chunk; use `return`, and `...` for args) and returns its result."""
+        return self.api.exec_lua(code, *args)
+
+    def command_output(self, cmd: str) -> str:
+        return self.api.api.exec2(cmd, {"output": True})["output"]
+
+    def alive(self) -> bool:
+        """True when the process is running and answers RPC."""
+        if self.proc.poll() is not None:
+            return False
+        try:
+            return self.api.eval("1 + 1") == 2
+        except Exception:
+            return False
+
+    def stderr(self) -> str:
+        self._stderr.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+    def loaded_modules(self, prefix: str = "pseudoclaude") -> list[str]:
+        return self.lua(
+            "local out = {} for name in pairs(package.loaded) do "
+            "if name == ... or name:sub(1, #... + 1) == ... .. '.' then table.insert(out, name) end end "
+            "table.sort(out) return out",
+            prefix,
+        )
+
+    def library_mapped(self) -> bool:
+        """Whether the native library is loaded in the process (Linux: from /proc/<pid>/maps)."""
+        maps = Path(f"/proc/{self.proc.pid}/maps")
+        if not maps.exists():
+            pytest.skip("needs /proc/<pid>/maps")
+        return LIB_NAME in maps.read_text()
+
+    def close(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                try:
+                    self.api.command("qall!")
+                except Exception:
+                    pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        finally:
+            try:
+                self.api.close()
+            except Exception:
+                pass
+            self._stderr.close()
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A fresh, empty workspace directory; Neovim runs with it as cwd."""
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def nvim(workspace: Path) -> Iterator[Neovim]:
+    """Neovim with the plugin on 'runtimepath' (as installed by a plugin manager), setup() not called."""
+    if not LIB_PATH.exists():
+        pytest.fail(f"{LIB_PATH} is missing: run `cargo build --release` in {ROOT} first")
+    n = Neovim(workspace)
+    try:
+        yield n
+    finally:
+        n.close()
+
+
+@pytest.fixture
+def start_nvim(workspace: Path) -> Iterator[Any]:
+    """Factory for Neovim processes with another plugin root or arguments; all are closed after the test."""
+    started: list[Neovim] = []
+
+    def start(plugin_root: Path = ROOT, extra_args: list[str] | None = None) -> Neovim:
+        n = Neovim(workspace, plugin_root=plugin_root, extra_args=extra_args)
+        started.append(n)
+        return n
+
+    yield start
+    for n in started:
+        n.close()
+
+
+@pytest.fixture
+def fake_plugin(tmp_path: Path) -> Path:
+    """A copy of the plugin's Lua files in a directory of its own, without a built library."""
+    root = tmp_path / "fake-plugin"
+    shutil.copytree(ROOT / "lua", root / "lua")
+    shutil.copytree(ROOT / "plugin", root / "plugin")
+    return root
