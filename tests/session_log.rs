@@ -138,8 +138,10 @@ fn seed_format_log_loads_as_the_seed_loader_does() {
 
 /// Entries of a log with messages, parallel tool calls, a replace, and what the history is after
 /// each number of complete entries.
-fn scripted_log() -> (Vec<Box<dyn Fn(&Writer)>>, Vec<Vec<&'static str>>) {
-    let steps: Vec<Box<dyn Fn(&Writer)>> = vec![
+type Step = Box<dyn Fn(&Writer)>;
+
+fn scripted_log() -> (Vec<Step>, Vec<Vec<&'static str>>) {
+    let steps: Vec<Step> = vec![
         Box::new(|w| w.append(&Message::user("u1")).unwrap()),
         Box::new(|w| w.append(&call(&["a", "b"])).unwrap()),
         Box::new(|w| w.append(&Message::tool_result("a", "ra", false)).unwrap()),

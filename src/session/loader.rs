@@ -150,14 +150,14 @@ pub(crate) fn feed_lines(file: &File, start: u64, replay: &mut Replay) -> io::Re
         if avail.is_empty() {
             return Ok(Fed { end: line_start, torn_bytes: gathered.len() as u64 });
         }
-        if gathered.is_empty() {
-            if let Some(i) = avail.iter().position(|&b| b == b'\n') {
-                line_no += 1;
-                replay.feed_line(&avail[..i], line_no);
-                reader.consume(i + 1);
-                line_start += i as u64 + 1;
-                continue;
-            }
+        if gathered.is_empty()
+            && let Some(i) = avail.iter().position(|&b| b == b'\n')
+        {
+            line_no += 1;
+            replay.feed_line(&avail[..i], line_no);
+            reader.consume(i + 1);
+            line_start += i as u64 + 1;
+            continue;
         }
         // The line goes on past the buffer.
         match avail.iter().position(|&b| b == b'\n') {
