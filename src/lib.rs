@@ -5,4 +5,6 @@
 
 pub mod bridge;
 pub mod message;
+pub mod provider;
 pub mod session;
+pub mod tools;

@@ -1,0 +1,186 @@
+//! Model providers: one request in, a stream of deltas out, the finished answer at the end.
+//!
+//! A trait, because there are several real implementations (`anthropic`, `openai`, `demo`) and the
+//! tests add scripted ones. The runner owns cancellation: it drops the future returned by
+//! [`Provider::stream`] (inside `tokio::select!`), which closes the HTTP stream.
+
+pub mod anthropic;
+pub mod demo;
+pub mod openai;
+pub mod sse;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::message::{Message, ToolCall};
+
+/// A boxed future, so the trait stays object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A tool the model may call, described as the providers want it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: serde_json::Value,
+}
+
+/// What is sent to the model.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub system: String,
+    /// The conversation in the log's own shape; each provider maps it to its wire format.
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub max_tokens: u32,
+}
+
+/// Streamed while the answer arrives, for the UI.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    TextDelta(String),
+    /// A tool call began streaming (its arguments follow, not reported piecemeal).
+    ToolCallStarted {
+        id: String,
+        name: String,
+    },
+    /// A retry is about to happen after a transient failure.
+    Retrying {
+        attempt: u32,
+        wait: Duration,
+        reason: String,
+    },
+}
+
+/// The complete answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Response {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    /// The provider's own stop reason (`end_turn`, `tool_use`, `stop`, `tool_calls`, `max_tokens`...).
+    pub stop_reason: String,
+    pub usage: Usage,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Why a request failed. Each says what to do about it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderError {
+    /// 401/403: the key is missing or wrong. Names the environment variable. Never retried.
+    Auth { status: u16, env_var: String, message: String },
+    /// 429 or 5xx after the bounded retries ran out.
+    Unavailable { status: u16, attempts: u32, message: String },
+    /// Another HTTP status (400 and friends): the request itself was refused.
+    Rejected { status: u16, message: String },
+    /// Could not connect, or the connection failed before an answer.
+    Connect { url: String, message: String },
+    /// The stream ended or broke before the answer was complete.
+    StreamCut { message: String },
+    /// The stream was not the wire format promised (malformed SSE, bad JSON, tool arguments that
+    /// are not JSON).
+    Protocol { message: String },
+    /// No answer within the configured time.
+    Timeout { after: Duration },
+    /// The configuration cannot work (unknown provider, missing model...).
+    Config { message: String },
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProviderError::Auth { status, env_var, message } => {
+                write!(f, "authentication failed (HTTP {status}): check the API key in ${env_var}: {message}")
+            }
+            ProviderError::Unavailable { status, attempts, message } => {
+                write!(f, "the provider is unavailable (HTTP {status}) after {attempts} attempts: {message}")
+            }
+            ProviderError::Rejected { status, message } => {
+                write!(f, "the provider refused the request (HTTP {status}): {message}")
+            }
+            ProviderError::Connect { url, message } => write!(f, "cannot reach {url}: {message}"),
+            ProviderError::StreamCut { message } => write!(f, "the answer stream broke off: {message}"),
+            ProviderError::Protocol { message } => write!(f, "the provider sent something unexpected: {message}"),
+            ProviderError::Timeout { after } => write!(f, "no answer from the provider within {}s", after.as_secs()),
+            ProviderError::Config { message } => write!(f, "provider configuration: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+/// How a provider is reached. Mirrors the `provider` table of the Lua config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProviderConfig {
+    /// `anthropic`, `openai` or `demo`.
+    pub name: String,
+    pub model: String,
+    /// As the vendors' SDKs take it: `https://api.anthropic.com`, `https://api.openai.com/v1`,
+    /// `http://localhost:11434/v1`...
+    pub base_url: String,
+    /// The environment variable holding the key (never the key itself: it is never logged).
+    pub api_key_env: String,
+    /// Per-request time limits.
+    pub connect_timeout_secs: u64,
+    /// Longest silence allowed while an answer streams.
+    pub idle_timeout_secs: u64,
+    /// Retries of 429/5xx/connection failures before giving up.
+    pub max_retries: u32,
+    /// First backoff; doubles each retry (a `retry-after` header wins).
+    pub retry_base_ms: u64,
+    pub max_tokens: u32,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            name: "demo".into(),
+            model: String::new(),
+            base_url: String::new(),
+            api_key_env: String::new(),
+            connect_timeout_secs: 10,
+            idle_timeout_secs: 120,
+            max_retries: 3,
+            retry_base_ms: 500,
+            max_tokens: 4096,
+        }
+    }
+}
+
+/// A model API.
+pub trait Provider: Send + Sync {
+    /// `anthropic`, `openai`, `demo`...
+    fn name(&self) -> &str;
+    fn model(&self) -> &str;
+    /// Sends the request and streams the answer: deltas go to `events` as they arrive, the complete
+    /// answer is the result. Retries transient failures itself (reporting them as
+    /// [`StreamEvent::Retrying`]) but never once any part of an answer was streamed.
+    fn stream<'a>(
+        &'a self,
+        req: &'a Request,
+        events: UnboundedSender<StreamEvent>,
+    ) -> BoxFuture<'a, Result<Response, ProviderError>>;
+}
+
+/// Builds the provider a config names.
+pub fn from_config(cfg: &ProviderConfig) -> Result<Box<dyn Provider>, ProviderError> {
+    match cfg.name.as_str() {
+        "anthropic" => Ok(Box::new(anthropic::Anthropic::new(cfg.clone())?)),
+        "openai" => Ok(Box::new(openai::OpenAi::new(cfg.clone())?)),
+        "demo" | "" => Ok(Box::new(demo::Demo::default())),
+        other => Err(ProviderError::Config {
+            message: format!("unknown provider {other:?}: use \"anthropic\", \"openai\" or \"demo\""),
+        }),
+    }
+}
