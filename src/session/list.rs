@@ -50,6 +50,8 @@ pub struct ListOptions {
     pub include_empty: bool,
     /// Look up who holds each session's lock.
     pub check_locks: bool,
+    /// At most this many sessions (the newest); only those are summarised.
+    pub limit: Option<usize>,
 }
 
 /// Every valid session of the workspace, newest first (by log modification time, then id).
@@ -60,14 +62,28 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_err("cannot read sessions directory", &dir)(e)),
     };
-    let mut out = Vec::new();
+    // Order by a stat of each log first, so only the sessions shown are summarised.
+    let mut found: Vec<(i64, String)> = Vec::new();
     for ent in rd.flatten() {
         let name = ent.file_name();
         let Some(id) = name.to_str().filter(|n| is_valid_id(n)) else { continue };
         if opts.exclude.as_deref() == Some(id) || !ent.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        let ctx = Context::for_id(workspace, id)?;
+        let dir = ent.path();
+        let modified = fs::metadata(dir.join(super::CONVERSATION_FILE_NAME))
+            .or_else(|_| fs::metadata(&dir))
+            .map(|m| mtime(&m))
+            .unwrap_or(0);
+        found.push((modified, id.to_string()));
+    }
+    found.sort_by(|a, b| b.cmp(a));
+    let mut out = Vec::new();
+    for (_, id) in found {
+        if opts.limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+        let ctx = Context::for_id(workspace, &id)?;
         // A session we cannot read is left on disk untouched; `pseudoclaude sessions check` reports it.
         let Ok(mut info) = info(&ctx) else { continue };
         if info.messages == 0 && !opts.include_empty {
@@ -78,6 +94,7 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         }
         out.push(info);
     }
+    // A log written between the stat and its summary moves up.
     out.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| b.id.cmp(&a.id)));
     Ok(out)
 }

@@ -37,7 +37,7 @@ pub fn cleanup(workspace: &Path, opts: &RetentionOptions) -> Result<Vec<String>>
         return Ok(Vec::new());
     }
     let cutoff = opts.now - i64::from(opts.days) * 86_400;
-    let all = list(workspace, &ListOptions { exclude: opts.keep.clone(), include_empty: true, check_locks: false })?;
+    let all = list(workspace, &ListOptions { exclude: opts.keep.clone(), include_empty: true, ..Default::default() })?;
     let mut removed = Vec::new();
     for s in all.into_iter().rev() {
         if s.modified.max(s.last_message) >= cutoff {
