@@ -3,7 +3,10 @@
 //! The core (`session`, `message`) is plain Rust and knows nothing of Neovim; `bridge` is the only
 //! module that talks to Neovim, through nvim-oxi.
 
+pub mod agent;
 pub mod bridge;
+pub mod compact;
+pub mod conversation;
 pub mod message;
 pub mod provider;
 pub mod session;

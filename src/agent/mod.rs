@@ -1,0 +1,218 @@
+//! One agent conversation bound to its session: the conversation, its log, its provider, its tools
+//! and its compaction runtime. The Neovim bridge holds one [`Agent`] per workspace and swaps it
+//! whole on resume.
+//!
+//! A new agent creates no session until its first message is written (an opened and closed empty
+//! chat leaves nothing behind). A resumed agent ([`Agent::resume`]) follows the seed's switch-over:
+//! load the log, open the writer (torn-tail repair, the lock), rebuild the conversation, and only
+//! then may the caller drop the old agent; when the last message is older than `stale_after`, a
+//! reminder is appended that the model sees with the next request.
+
+pub mod runner;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::compact::{CompactConfig, Runtime};
+use crate::conversation::{Conversation, Hooks};
+use crate::message::{Message, now};
+use crate::provider::Provider;
+use crate::session::{self, Context, Loaded, Writer, WriterOptions};
+use crate::tools::{Approver, AutoApprove, Tools};
+
+pub use runner::{Cancel, Event};
+
+/// Everything an agent is configured with (the Lua config, resolved).
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub workspace: PathBuf,
+    pub stale_after: Duration,
+    pub spill_threshold: usize,
+    pub auto_approve: AutoApprove,
+    pub compact: CompactConfig,
+}
+
+impl AgentConfig {
+    pub fn new(workspace: &Path) -> AgentConfig {
+        AgentConfig {
+            workspace: workspace.to_path_buf(),
+            stale_after: Duration::from_secs(6 * 3600),
+            spill_threshold: session::spill::DEFAULT_THRESHOLD,
+            auto_approve: AutoApprove::default(),
+            compact: CompactConfig::default(),
+        }
+    }
+}
+
+/// The session a conversation is logged to; created on the first write when the agent is new.
+pub struct SessionLog {
+    workspace: PathBuf,
+    opts: WriterOptions,
+    writer: Mutex<Option<Writer>>,
+}
+
+impl SessionLog {
+    fn lazy(workspace: &Path, opts: WriterOptions) -> Arc<SessionLog> {
+        Arc::new(SessionLog { workspace: workspace.to_path_buf(), opts, writer: Mutex::new(None) })
+    }
+
+    fn opened(workspace: &Path, opts: WriterOptions, writer: Writer) -> Arc<SessionLog> {
+        Arc::new(SessionLog { workspace: workspace.to_path_buf(), opts, writer: Mutex::new(Some(writer)) })
+    }
+
+    /// The session's context, once it exists.
+    pub fn context(&self) -> Option<Context> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|w| w.context().clone())
+    }
+
+    fn with_writer(&self, f: impl FnOnce(&Writer) -> session::Result<()>) -> Result<(), String> {
+        let mut slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            let ctx = Context::new(&self.workspace).map_err(|e| e.to_string())?;
+            *slot = Some(Writer::open(&ctx, self.opts.clone()).map_err(|e| e.to_string())?);
+        }
+        f(slot.as_ref().expect("just opened")).map_err(|e| e.to_string())
+    }
+
+    fn hooks(self: &Arc<Self>) -> Hooks {
+        let (a, r) = (self.clone(), self.clone());
+        Hooks {
+            on_append: Box::new(move |m| a.with_writer(|w| w.append(m))),
+            on_replace: Box::new(move |reason, msgs| r.with_writer(|w| w.replace(reason, msgs))),
+        }
+    }
+}
+
+/// What a resume found, for the UI.
+#[derive(Debug, Clone, Default)]
+pub struct Resumed {
+    pub loaded: Loaded,
+    /// Bytes of a torn tail the writer moved aside.
+    pub torn_bytes: u64,
+    /// Hours since the last message, when the stale reminder was added.
+    pub stale_hours: Option<u64>,
+}
+
+pub struct Agent {
+    pub config: AgentConfig,
+    pub provider: Arc<dyn Provider>,
+    pub tools: Arc<Tools>,
+    pub conversation: Arc<Conversation>,
+    pub log: Arc<SessionLog>,
+    pub compact: tokio::sync::Mutex<Runtime>,
+    pub system: String,
+}
+
+impl Agent {
+    /// A fresh agent; its session appears with its first message.
+    pub fn new(config: AgentConfig, provider: Arc<dyn Provider>, approver: Arc<dyn Approver>) -> Agent {
+        let log = SessionLog::lazy(&config.workspace, writer_options(&config, provider.as_ref()));
+        let conversation = Conversation::new(log.hooks());
+        Agent::assemble(config, provider, approver, conversation, log)
+    }
+
+    /// Reopens session `id`. Nothing of the caller's current agent is touched: on error it stays.
+    pub fn resume(
+        config: AgentConfig,
+        provider: Arc<dyn Provider>,
+        approver: Arc<dyn Approver>,
+        id: &str,
+    ) -> session::Result<(Agent, Resumed)> {
+        let ctx = Context::open(&config.workspace, id)?;
+        let opts = writer_options(&config, provider.as_ref());
+        // The writer first: it takes the lock (a second editor is refused before anything else) and
+        // moves a torn tail aside, so the load below sees exactly what the writer will append to.
+        let (writer, repair) = Writer::open_with_repair(&ctx, opts.clone())?;
+        let loaded = session::load(&ctx)?;
+        let log = SessionLog::opened(&config.workspace, opts, writer);
+        let conversation = Conversation::from_messages(loaded.messages.clone(), log.hooks());
+        let mut resumed = Resumed { torn_bytes: repair.torn_bytes, ..Default::default() };
+        if let Some(hours) = stale_hours(loaded.last_message, now(), config.stale_after) {
+            conversation.add(Message::user(stale_reminder(hours))).map_err(|e| session::Error::Io {
+                action: "cannot record the resume reminder in".into(),
+                path: ctx.jsonl_path.clone(),
+                source: std::io::Error::other(e.0),
+            })?;
+            resumed.stale_hours = Some(hours);
+        }
+        resumed.loaded = loaded;
+        Ok((Agent::assemble(config, provider, approver, conversation, log), resumed))
+    }
+
+    fn assemble(
+        config: AgentConfig,
+        provider: Arc<dyn Provider>,
+        approver: Arc<dyn Approver>,
+        conversation: Arc<Conversation>,
+        log: Arc<SessionLog>,
+    ) -> Agent {
+        let tools = Arc::new(Tools::new(&config.workspace, approver, config.auto_approve));
+        let compact = tokio::sync::Mutex::new(Runtime::open(config.compact.clone(), &conversation.snapshot()));
+        let system = system_prompt(&config.workspace);
+        Agent { config, provider, tools, conversation, log, compact, system }
+    }
+
+    /// The session, once it exists.
+    pub fn current(&self) -> Option<Context> {
+        self.log.context()
+    }
+
+    /// The history the model sees next.
+    pub fn messages(&self) -> Vec<Message> {
+        self.conversation.snapshot()
+    }
+}
+
+fn writer_options(config: &AgentConfig, provider: &dyn Provider) -> WriterOptions {
+    WriterOptions { model: provider.model().to_string(), spill_threshold: config.spill_threshold }
+}
+
+/// Whole hours since `last`, when more than `stale_after` has passed. A log without times is not stale.
+pub fn stale_hours(last: i64, now: i64, stale_after: Duration) -> Option<u64> {
+    if last <= 0 {
+        return None;
+    }
+    let idle = now.saturating_sub(last).max(0) as u64;
+    (idle > stale_after.as_secs()).then_some(idle / 3600)
+}
+
+pub const STALE_REMINDER_PREFIX: &str = "[Session resumed]";
+
+/// The reminder the model reads after a long pause.
+pub fn stale_reminder(hours: u64) -> String {
+    format!(
+        "{STALE_REMINDER_PREFIX} This conversation was resumed {hours} hours after its last message. Files in the \
+         workspace and any external state (processes, branches, services) may have changed since: re-read files and \
+         re-check state before acting on what the earlier messages say about them."
+    )
+}
+
+const BASE_PROMPT: &str = "You are pseudoclaude, a coding agent working inside the user's Neovim, in the workspace \
+    below. Use the tools to read, search, edit files and run commands; paths are relative to the workspace. Be concise: \
+    answer in a few sentences unless asked for more. Before changing a file, read it. Say what you changed.";
+
+pub const INSTRUCTIONS_FILE: &str = "PSEUDOCLAUDE.md";
+
+/// The built-in prompt, plus the workspace's `PSEUDOCLAUDE.md` when there is one.
+pub fn system_prompt(workspace: &Path) -> String {
+    let mut s = format!("{BASE_PROMPT}\n\nWorkspace: {}", workspace.display());
+    if let Ok(extra) = std::fs::read_to_string(workspace.join(INSTRUCTIONS_FILE)) {
+        s.push_str(&format!("\n\n# Project instructions ({INSTRUCTIONS_FILE})\n\n{}", extra.trim()));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_at_6h01_not_at_5h59() {
+        let six = Duration::from_secs(6 * 3600);
+        let now = 1_000_000;
+        assert_eq!(stale_hours(now - (5 * 3600 + 59 * 60), now, six), None);
+        assert_eq!(stale_hours(now - (6 * 3600 + 60), now, six), Some(6));
+        assert_eq!(stale_hours(0, now, six), None);
+    }
+}

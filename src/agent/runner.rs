@@ -1,0 +1,276 @@
+//! One turn: send the conversation, stream the answer, record it, run the tools, record their
+//! results, and loop until the model answers without tool calls or the user cancels.
+//!
+//! Every step is recorded through the conversation's hooks before the next one starts, so the log
+//! always ends on something a resume accepts. Cancellation at any moment leaves it consistent:
+//! - while streaming: the text the user saw is recorded as the assistant's message (marked as
+//!   interrupted); tool calls not yet complete are dropped, never recorded without results;
+//! - while tools run: the running tool is stopped and every call of that message without a result
+//!   gets an honest one ("cancelled by the user"), so no call is left unanswered.
+//!
+//! A write failure stops the turn with an error; the conversation stays unsaved in memory until the
+//! next write succeeds (see [`crate::conversation`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+use tokio::sync::{Notify, mpsc};
+
+use super::Agent;
+use crate::conversation::Unsaved;
+use crate::message::{ToolCall, ToolResult};
+use crate::provider::{Request, StreamEvent};
+use crate::session::spill;
+
+/// What a turn reports, in order, to whoever drives it (the Neovim bridge).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The turn started; the user's message is in the log.
+    UserRecorded {
+        text: String,
+    },
+    TextDelta {
+        text: String,
+    },
+    ToolCallStarted {
+        id: String,
+        name: String,
+    },
+    /// The assistant message is complete and recorded.
+    AssistantRecorded {
+        text: String,
+        tool_calls: Vec<ToolCall>,
+    },
+    ToolResult {
+        id: String,
+        name: String,
+        content: String,
+        is_error: bool,
+    },
+    Retrying {
+        attempt: u32,
+        wait_ms: u64,
+        reason: String,
+    },
+    /// Older history was summarised.
+    Compacted,
+    /// Whether everything in memory is in the log.
+    Saved {
+        ok: bool,
+        error: Option<String>,
+    },
+    Error {
+        message: String,
+    },
+    Cancelled,
+    /// The turn is over (after `Error` and `Cancelled` too).
+    TurnDone {
+        stop_reason: String,
+    },
+}
+
+/// A cancellation signal shared between the UI and a running turn.
+#[derive(Debug, Default, Clone)]
+pub struct Cancel(Arc<(AtomicBool, Notify)>);
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    pub fn cancel(&self) {
+        self.0.0.store(true, Ordering::SeqCst);
+        self.0.1.notify_waiters();
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.0.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once cancelled.
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0.1.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+pub const CANCELLED_RESULT: &str = "cancelled by the user before this tool finished";
+pub const INTERRUPTED_NOTE: &str = "[interrupted by the user]";
+
+/// Why a turn stopped early.
+enum Stop {
+    Cancelled,
+    Failed(String),
+    Unsaved(Unsaved),
+}
+
+impl From<Unsaved> for Stop {
+    fn from(e: Unsaved) -> Self {
+        Stop::Unsaved(e)
+    }
+}
+
+impl Agent {
+    /// Runs one turn for `text`. Events go to `events`; the function returns when the turn is over.
+    pub async fn turn(&self, text: &str, events: mpsc::UnboundedSender<Event>, cancel: Cancel) {
+        let was_unsaved = self.conversation.is_unsaved();
+        let outcome = self.turn_steps(text, &events, &cancel, was_unsaved).await;
+        let stop_reason = match outcome {
+            Ok(reason) => reason,
+            Err(Stop::Cancelled) => {
+                let _ = events.send(Event::Cancelled);
+                "cancelled".into()
+            }
+            Err(Stop::Failed(message)) => {
+                let _ = events.send(Event::Error { message });
+                "error".into()
+            }
+            Err(Stop::Unsaved(e)) => {
+                let _ = events.send(Event::Saved { ok: false, error: Some(e.0.clone()) });
+                let _ = events.send(Event::Error { message: e.to_string() });
+                "unsaved".into()
+            }
+        };
+        let _ = events.send(Event::TurnDone { stop_reason });
+    }
+
+    async fn turn_steps(
+        &self,
+        text: &str,
+        events: &mpsc::UnboundedSender<Event>,
+        cancel: &Cancel,
+        was_unsaved: bool,
+    ) -> Result<String, Stop> {
+        self.conversation.add_user(text)?;
+        if was_unsaved {
+            let _ = events.send(Event::Saved { ok: true, error: None });
+        }
+        let _ = events.send(Event::UserRecorded { text: text.to_string() });
+        loop {
+            self.maybe_compact(events).await?;
+            let req = Request {
+                system: self.system.clone(),
+                messages: self.conversation.snapshot(),
+                tools: self.tools.specs(),
+                max_tokens: 8192,
+            };
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            let mut seen = String::new();
+            let stream = self.provider.stream(&req, tx);
+            tokio::pin!(stream);
+            let response = loop {
+                tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => {
+                        while let Ok(ev) = rx.try_recv() { forward(ev, &mut seen, events); }
+                        if !seen.trim().is_empty() {
+                            self.conversation.add_assistant(format!("{seen}\n{INTERRUPTED_NOTE}"))?;
+                        }
+                        return Err(Stop::Cancelled);
+                    }
+                    Some(ev) = rx.recv() => forward(ev, &mut seen, events),
+                    r = &mut stream => {
+                        while let Ok(ev) = rx.try_recv() { forward(ev, &mut seen, events); }
+                        break r;
+                    }
+                }
+            };
+            let response = response.map_err(|e| Stop::Failed(e.to_string()))?;
+            if response.tool_calls.is_empty() {
+                self.conversation.add_assistant(response.text.clone())?;
+                let _ = events.send(Event::AssistantRecorded { text: response.text, tool_calls: Vec::new() });
+                return Ok(response.stop_reason);
+            }
+            let calls = response.tool_calls.clone();
+            self.conversation.add_assistant_tool_calls(response.text.clone(), calls.clone())?;
+            let _ = events.send(Event::AssistantRecorded { text: response.text, tool_calls: calls.clone() });
+            self.run_tools(&calls, events, cancel).await?;
+        }
+    }
+
+    /// Runs the calls in order, recording each result; on cancel, answers the rest honestly.
+    async fn run_tools(
+        &self,
+        calls: &[ToolCall],
+        events: &mpsc::UnboundedSender<Event>,
+        cancel: &Cancel,
+    ) -> Result<(), Stop> {
+        for (i, call) in calls.iter().enumerate() {
+            let output = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => None,
+                out = self.tools.run(call) => Some(out),
+            };
+            let Some(output) = output else {
+                for c in &calls[i..] {
+                    self.record_result(c, CANCELLED_RESULT.to_string(), true, events)?;
+                }
+                return Err(Stop::Cancelled);
+            };
+            self.record_result(call, output.content, output.is_error, events)?;
+        }
+        Ok(())
+    }
+
+    fn record_result(
+        &self,
+        call: &ToolCall,
+        content: String,
+        is_error: bool,
+        events: &mpsc::UnboundedSender<Event>,
+    ) -> Result<(), Stop> {
+        let result = ToolResult { tool_call_id: call.id.clone(), content, is_error, spill: None };
+        // Layer 1 at once: the model sees a preview of a large output, the full one stays on disk.
+        let result = match self.log.context() {
+            Some(ctx) => spill::spill_if_large(&ctx, &result, self.config.spill_threshold)
+                .map_err(|e| Stop::Unsaved(Unsaved(e.to_string())))?,
+            None => result,
+        };
+        let shown = result.content.clone();
+        self.conversation.add_tool_result(result)?;
+        let _ =
+            events.send(Event::ToolResult { id: call.id.clone(), name: call.name.clone(), content: shown, is_error });
+        Ok(())
+    }
+
+    async fn maybe_compact(&self, events: &mpsc::UnboundedSender<Event>) -> Result<(), Stop> {
+        let mut rt = self.compact.lock().await;
+        if let Some(ctx) = self.log.context() {
+            let messages = self.conversation.snapshot();
+            if let Some(spilled) = rt.layer1(&ctx, &messages).map_err(|e| Stop::Failed(e.to_string()))? {
+                self.conversation.replace("spill", spilled)?;
+            }
+        }
+        if rt.needs_compaction(&self.conversation.snapshot(), &self.system) {
+            let compacted = rt
+                .compact(&self.conversation, self.provider.as_ref(), &self.system)
+                .await
+                .map_err(|e| Stop::Failed(e.to_string()))?;
+            if compacted {
+                let _ = events.send(Event::Compacted);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn forward(ev: StreamEvent, seen: &mut String, events: &mpsc::UnboundedSender<Event>) {
+    let out = match ev {
+        StreamEvent::TextDelta(t) => {
+            seen.push_str(&t);
+            Event::TextDelta { text: t }
+        }
+        StreamEvent::ToolCallStarted { id, name } => Event::ToolCallStarted { id, name },
+        StreamEvent::Retrying { attempt, wait, reason } => {
+            Event::Retrying { attempt, wait_ms: wait.as_millis() as u64, reason }
+        }
+    };
+    let _ = events.send(out);
+}
