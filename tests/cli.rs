@@ -1,0 +1,71 @@
+//! `pseudoclaude sessions ...`: the binary users reach for when a session looks wrong.
+
+use std::fs;
+use std::process::Command;
+
+use pseudoclaude::message::Message;
+use pseudoclaude::session::{Context, Writer, WriterOptions};
+
+fn cli(ws: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pseudoclaude")).arg("-C").arg(ws).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn session(ws: &std::path::Path, title: &str) -> Context {
+    let ctx = Context::new(ws).unwrap();
+    let w = Writer::open(&ctx, WriterOptions { model: "m1".into(), ..Default::default() }).unwrap();
+    w.append(&Message::user(title)).unwrap();
+    w.append(&Message::assistant("answer")).unwrap();
+    ctx
+}
+
+#[test]
+fn list_show_and_check_a_healthy_session() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = session(ws.path(), "fix the parser");
+    let (code, out, _) = cli(ws.path(), &["sessions", "list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&ctx.id) && out.contains("fix the parser") && out.contains("2 msgs") && out.contains("m1"), "{out}");
+    let (code, out, _) = cli(ws.path(), &["sessions", "list", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["id"], ctx.id.as_str());
+    assert_eq!(v[0]["messages"], 2);
+    let (code, out, _) = cli(ws.path(), &["sessions", "show", &ctx.id]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "user: fix the parser\nassistant: answer\n");
+    let (code, out, _) = cli(ws.path(), &["sessions", "check", &ctx.id]);
+    assert_eq!((code, out.trim()), (0, format!("{}: ok (2 messages restored from 2 entries)", ctx.id).as_str()));
+}
+
+#[test]
+fn check_reports_damage_with_line_numbers_and_exit_status_1() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = session(ws.path(), "t");
+    let mut text = fs::read_to_string(&ctx.jsonl_path).unwrap();
+    text.insert_str(0, "garbage line\n");
+    text.push_str("{\"role\":\"us");
+    fs::write(&ctx.jsonl_path, text).unwrap();
+    let (code, out, _) = cli(ws.path(), &["sessions", "check", &ctx.id]);
+    assert_eq!(code, 1);
+    assert!(out.contains("skipped 1 unreadable line(s) (1)") && out.contains("torn last line of 11 bytes"), "{out}");
+    let (_, out, _) = cli(ws.path(), &["sessions", "check", &ctx.id, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["ok"].as_bool(), v["bad_lines"][0].as_u64(), v["torn_tail_bytes"].as_u64()), (Some(false), Some(1), Some(11)));
+    let (_, out, err) = cli(ws.path(), &["sessions", "show", &ctx.id]);
+    assert!(out.contains("user: t") && err.contains("note: skipped 1 unreadable line"), "{out}{err}");
+}
+
+#[test]
+fn bad_ids_and_missing_sessions_get_clear_errors() {
+    let ws = tempfile::tempdir().unwrap();
+    let (code, _, err) = cli(ws.path(), &["sessions", "show", "../../etc"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("invalid session id \"../../etc\""), "{err}");
+    let (code, _, err) = cli(ws.path(), &["sessions", "check", "20260101-000000-abcd"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no session 20260101-000000-abcd"), "{err}");
+    let (code, _, err) = cli(ws.path(), &["sessions", "frobnicate"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("usage:"), "{err}");
+}
