@@ -1,0 +1,231 @@
+//! run_command: `sh -c` in the workspace, in its own process group, killed as a group on timeout or
+//! when the caller drops the future.
+//!
+//! The group matters: `sh -c 'make test'` forks, and killing only `sh` would leave its children
+//! running (and holding the output pipes open). On unix the child is spawned with
+//! `process_group(0)`, so its pid is the group id, and `kill(-pgid, SIGKILL)` reaches everything it
+//! started (except what moved itself to another group or session, e.g. with `setsid`).
+//!
+//! Output: stdout and stderr are captured separately (not interleaved); each keeps its beginning and
+//! its end when it is longer than the output cap allows, with a note of how much was cut between.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::ToolOutput;
+
+/// Kills the process group when dropped, unless disarmed: the turn was cancelled mid-command.
+struct GroupKill(Option<i32>);
+
+impl GroupKill {
+    fn kill(&self) {
+        if let Some(pgid) = self.0 {
+            sys::kill_group(pgid);
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(unix)]
+mod sys {
+    unsafe extern "C" {
+        fn kill(pid: i32, sig: i32) -> i32;
+    }
+
+    const SIGKILL: i32 = 9;
+
+    pub(super) fn kill_group(pgid: i32) {
+        // Never 0 or 1 (our own group, or every process): only a group we created.
+        if pgid > 1 {
+            // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+            unsafe {
+                kill(-pgid, SIGKILL);
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod sys {
+    pub(super) fn kill_group(_pgid: i32) {}
+}
+
+/// Keeps the first and last bytes of a stream, counting what was dropped between them.
+struct Capture {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    head_max: usize,
+    tail_max: usize,
+    dropped: u64,
+}
+
+impl Capture {
+    fn new(max: usize) -> Capture {
+        let head_max = max / 4 * 3;
+        Capture { head: Vec::new(), tail: VecDeque::new(), head_max, tail_max: max - head_max, dropped: 0 }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        if self.head.len() < self.head_max {
+            let n = (self.head_max - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        if data.is_empty() {
+            return;
+        }
+        self.tail.extend(data);
+        if self.tail.len() > self.tail_max {
+            let excess = self.tail.len() - self.tail_max;
+            self.tail.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head.is_empty()
+    }
+
+    fn text(mut self) -> String {
+        let mut s = String::from_utf8_lossy(&self.head).into_owned();
+        if self.dropped > 0 {
+            s.push_str(&format!("\n[… {} bytes cut here …]\n", self.dropped));
+        }
+        s.push_str(&String::from_utf8_lossy(self.tail.make_contiguous()));
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+        s
+    }
+}
+
+async fn pump(mut r: impl AsyncRead + Unpin, into: &mut Capture) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => into.push(&buf[..n]),
+        }
+    }
+}
+
+/// Runs the command; `cap` bounds the captured output (half for stdout, half for stderr).
+pub(crate) async fn run(dir: &Path, command: &str, timeout: Duration, cap: usize) -> ToolOutput {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        // No pager waits for a key, no git prompt for a password: there is no one at stdin.
+        .env("PAGER", "cat")
+        .env("GIT_PAGER", "cat")
+        .env("GIT_TERMINAL_PROMPT", "0");
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return ToolOutput::error(format!("cannot start the command (sh -c): {e}")),
+    };
+    // Declared after `child`, so dropped before it: the group dies while `sh` is still unreaped and
+    // its pid (the group id) cannot have been reused.
+    let mut group = GroupKill(child.id().and_then(|id| i32::try_from(id).ok()));
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return ToolOutput::error("cannot capture the command's output".to_string());
+    };
+    let mut out = Capture::new(cap / 2);
+    let mut err = Capture::new(cap / 2);
+    let finished = tokio::time::timeout(timeout, async {
+        let (_, _, status) = tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err), child.wait());
+        status
+    })
+    .await;
+
+    let head = match finished {
+        Ok(Ok(status)) => {
+            // Done, and the output pipes closed: whatever it left running in the background with
+            // its output redirected was meant to stay.
+            group.disarm();
+            match (status.code(), exit_signal(&status)) {
+                (Some(code), _) => format!("exit code: {code}\n"),
+                (None, Some(sig)) => format!("killed by signal {sig}\n"),
+                (None, None) => format!("exit status: {status}\n"),
+            }
+        }
+        Ok(Err(e)) => {
+            group.kill();
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            group.disarm();
+            return ToolOutput::error(format!("lost track of the command: {e}"));
+        }
+        Err(_) => {
+            group.kill();
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            group.disarm();
+            let body = sections(out, err);
+            return ToolOutput::error(format!(
+                "timed out after {} s: killed the command and its process group (a background process \
+                 keeping stdout/stderr open also counts as running)\n{body}",
+                timeout.as_secs()
+            ));
+        }
+    };
+    ToolOutput::ok(format!("{head}{}", sections(out, err)))
+}
+
+fn sections(out: Capture, err: Capture) -> String {
+    let mut s = String::new();
+    if out.is_empty() && err.is_empty() {
+        return "(no output)\n".to_string();
+    }
+    if !out.is_empty() {
+        s.push_str("[stdout]\n");
+        s.push_str(&out.text());
+    }
+    if !err.is_empty() {
+        s.push_str("[stderr]\n");
+        s.push_str(&err.text());
+    }
+    s
+}
+
+#[cfg(unix)]
+fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(status)
+}
+
+#[cfg(not(unix))]
+fn exit_signal(_status: &std::process::ExitStatus) -> Option<i32> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_keeps_head_and_tail() {
+        let mut c = Capture::new(8);
+        c.push(b"abcdefghij");
+        c.push(b"klmnop");
+        assert_eq!(c.text(), "abcdef\n[… 8 bytes cut here …]\nop\n");
+        let mut c = Capture::new(100);
+        c.push(b"hi");
+        assert_eq!(c.text(), "hi\n");
+    }
+}
