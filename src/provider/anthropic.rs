@@ -1,16 +1,116 @@
-//! Placeholder: being written (see issue "agent runtime").
+//! Anthropic's Messages API, streamed.
+//!
+//! `POST {base_url}/v1/messages` with `x-api-key` (from `$api_key_env`, default
+//! `ANTHROPIC_API_KEY`) and `anthropic-version: 2023-06-01`; the answer arrives as server-sent events
+//! (`message_start`, `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`, `ping`,
+//! `error`). The conversation is sent as strictly alternating user/assistant messages in which every
+//! `tool_use` is answered by a `tool_result` in the next user message (see [`super::sse`]'s turns).
 
+use std::collections::HashMap;
+use std::fmt;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{BoxFuture, Provider, ProviderConfig, ProviderError, Request, Response, StreamEvent};
+use super::sse::Event;
+use super::sse::transport::{self, Call, Decoder, Emitter, Fail, protocol};
+use super::sse::turns::{Turn, turns};
+use super::{BoxFuture, Provider, ProviderConfig, ProviderError, Request, Response, StreamEvent, Usage};
+use crate::message::ToolCall;
+
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
+pub const API_VERSION: &str = "2023-06-01";
 
 pub struct Anthropic {
     cfg: ProviderConfig,
+    url: String,
+    env_var: String,
+    client: reqwest::Client,
+}
+
+impl fmt::Debug for Anthropic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Anthropic")
+            .field("model", &self.cfg.model)
+            .field("url", &self.url)
+            .field("api_key_env", &self.env_var)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Anthropic {
     pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
-        Ok(Anthropic { cfg })
+        if cfg.model.trim().is_empty() {
+            return Err(ProviderError::Config { message: "anthropic: no model set (provider.model)".into() });
+        }
+        let base = cfg.base_url.trim().trim_end_matches('/');
+        let base = if base.is_empty() { DEFAULT_BASE_URL } else { base };
+        // `https://api.anthropic.com/v1` is a common way of writing the base too.
+        let url = if base.ends_with("/v1") { format!("{base}/messages") } else { format!("{base}/v1/messages") };
+        let env_var = match cfg.api_key_env.trim() {
+            "" => DEFAULT_API_KEY_ENV.to_owned(),
+            name => name.to_owned(),
+        };
+        let client = transport::client(&cfg, &url)?;
+        Ok(Anthropic { cfg, url, env_var, client })
+    }
+
+    /// The JSON body sent for `req`.
+    fn body(&self, req: &Request) -> Value {
+        let messages: Vec<Value> = turns(&req.messages)
+            .into_iter()
+            .map(|turn| match turn {
+                Turn::User { results, texts } => {
+                    let results = results.into_iter().map(|r| {
+                        json!({
+                            "type": "tool_result",
+                            "tool_use_id": r.id,
+                            "content": if r.content.is_empty() { "(no output)" } else { r.content },
+                            "is_error": r.is_error,
+                        })
+                    });
+                    let texts = texts.into_iter().map(|t| json!({"type": "text", "text": t}));
+                    json!({"role": "user", "content": results.chain(texts).collect::<Vec<_>>()})
+                }
+                Turn::Assistant { texts, calls } => {
+                    let texts = texts.into_iter().map(|t| json!({"type": "text", "text": t}));
+                    let calls = calls.into_iter().map(|c| {
+                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input_object(&c.arguments)})
+                    });
+                    json!({"role": "assistant", "content": texts.chain(calls).collect::<Vec<_>>()})
+                }
+            })
+            .collect();
+        let max_tokens = [req.max_tokens, self.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
+        let mut body = json!({
+            "model": self.cfg.model,
+            "max_tokens": max_tokens,
+            "messages": messages,
+            "stream": true,
+        });
+        if !req.system.trim().is_empty() {
+            body["system"] = json!(req.system);
+        }
+        if !req.tools.is_empty() {
+            body["tools"] = req
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+                .collect();
+        }
+        body
+    }
+}
+
+/// The API takes objects only: `null` is `{}`, anything else (arguments logged as a non-JSON string
+/// by older versions) is wrapped.
+fn input_object(arguments: &Value) -> Value {
+    match arguments {
+        Value::Object(_) => arguments.clone(),
+        Value::Null => json!({}),
+        other => json!({ "arguments": other }),
     }
 }
 
@@ -18,14 +118,251 @@ impl Provider for Anthropic {
     fn name(&self) -> &str {
         "anthropic"
     }
+
     fn model(&self) -> &str {
         &self.cfg.model
     }
+
     fn stream<'a>(
         &'a self,
-        _req: &'a Request,
-        _events: UnboundedSender<StreamEvent>,
+        req: &'a Request,
+        events: UnboundedSender<StreamEvent>,
     ) -> BoxFuture<'a, Result<Response, ProviderError>> {
-        Box::pin(async { Err(ProviderError::Config { message: "not implemented yet".into() }) })
+        Box::pin(async move {
+            let key = transport::api_key(&self.env_var);
+            let mut headers = HeaderMap::new();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+            if let Some(key) = &key {
+                headers.insert("x-api-key", transport::secret_header(key, &self.env_var)?);
+            }
+            let body = serde_json::to_vec(&self.body(req))
+                .map_err(|e| ProviderError::Config { message: format!("cannot encode the request: {e}") })?;
+            let call = Call {
+                client: &self.client,
+                cfg: &self.cfg,
+                url: &self.url,
+                env_var: &self.env_var,
+                key,
+                headers,
+                body,
+            };
+            transport::run(call, events, Messages::default).await
+        })
+    }
+}
+
+/// A content block being streamed.
+enum Block {
+    Text,
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+        start: Value,
+    },
+    /// Thinking and block types this code does not know: skipped.
+    Other,
+}
+
+/// Decodes one streamed Messages answer.
+#[derive(Default)]
+struct Messages {
+    text: String,
+    blocks: HashMap<u64, Block>,
+    calls: Vec<ToolCall>,
+    stop_reason: String,
+    usage: Usage,
+    /// The first tool whose arguments were not JSON, and why; reported once the stop reason is known.
+    bad_arguments: Option<(String, String)>,
+}
+
+impl Messages {
+    fn finish_block(&mut self, index: u64) {
+        let Some(Block::Tool { id, name, json, start }) = self.blocks.remove(&index) else { return };
+        let arguments = if json.trim().is_empty() {
+            if start.is_object() { start } else { json!({}) }
+        } else {
+            match serde_json::from_str::<Value>(&json) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.bad_arguments.get_or_insert((name, e.to_string()));
+                    return;
+                }
+            }
+        };
+        self.calls.push(ToolCall { id, name, arguments });
+    }
+
+    fn response(&mut self) -> Result<Response, Fail> {
+        let mut open: Vec<u64> = self.blocks.keys().copied().collect();
+        open.sort_unstable();
+        for index in open {
+            self.finish_block(index);
+        }
+        if let Some((name, err)) = &self.bad_arguments {
+            let cause = if self.stop_reason == "max_tokens" { " (the answer was cut off at max_tokens)" } else { "" };
+            return Err(protocol(format!("the arguments of tool `{name}` are not valid JSON{cause}: {err}")));
+        }
+        Ok(Response {
+            text: std::mem::take(&mut self.text),
+            tool_calls: std::mem::take(&mut self.calls),
+            stop_reason: std::mem::take(&mut self.stop_reason),
+            usage: self.usage,
+        })
+    }
+}
+
+fn str_at<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+fn u64_at(v: &Value, pointer: &str) -> Option<u64> {
+    v.pointer(pointer).and_then(Value::as_u64)
+}
+
+impl Decoder for Messages {
+    fn event(&mut self, ev: &Event, out: &mut Emitter) -> Result<Option<Response>, Fail> {
+        let v: Value = serde_json::from_str(&ev.data).map_err(|e| {
+            protocol(format!(
+                "the data of a `{}` event is not JSON ({e}): {}",
+                ev.event,
+                transport::snippet(&ev.data, 200)
+            ))
+        })?;
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or(&ev.event);
+        let index = || u64_at(&v, "/index").ok_or_else(|| protocol(format!("a `{kind}` event has no index")));
+        match kind {
+            "message_start" => {
+                let usage = v.pointer("/message/usage").unwrap_or(&Value::Null);
+                self.usage.input_tokens = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
+                    .iter()
+                    .filter_map(|k| usage.get(*k).and_then(Value::as_u64))
+                    .sum();
+                self.usage.output_tokens = usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
+            }
+            "content_block_start" => {
+                let index = index()?;
+                let block = match str_at(&v, "/content_block/type") {
+                    Some("text") => {
+                        let text = str_at(&v, "/content_block/text").unwrap_or("");
+                        out.text(text);
+                        self.text.push_str(text);
+                        Block::Text
+                    }
+                    Some("tool_use") => {
+                        let (Some(id), Some(name)) =
+                            (str_at(&v, "/content_block/id"), str_at(&v, "/content_block/name"))
+                        else {
+                            return Err(protocol("a tool_use block without id or name"));
+                        };
+                        out.tool_started(id, name);
+                        let start = v.pointer("/content_block/input").cloned().unwrap_or(Value::Null);
+                        Block::Tool { id: id.into(), name: name.into(), json: String::new(), start }
+                    }
+                    _ => Block::Other,
+                };
+                self.blocks.insert(index, block);
+            }
+            "content_block_delta" => {
+                let index = index()?;
+                let Some(block) = self.blocks.get_mut(&index) else {
+                    return Err(protocol(format!("a delta for content block {index}, which was not started")));
+                };
+                match (str_at(&v, "/delta/type"), block) {
+                    (Some("text_delta"), Block::Text) => {
+                        let text = str_at(&v, "/delta/text").unwrap_or("");
+                        out.text(text);
+                        self.text.push_str(text);
+                    }
+                    (Some("input_json_delta"), Block::Tool { json, .. }) => {
+                        json.push_str(str_at(&v, "/delta/partial_json").unwrap_or(""));
+                    }
+                    (Some(t @ ("text_delta" | "input_json_delta")), _) => {
+                        return Err(protocol(format!("a {t} for content block {index} of another type")));
+                    }
+                    _ => {} // thinking, signatures, citations...
+                }
+            }
+            "content_block_stop" => self.finish_block(index()?),
+            "message_delta" => {
+                if let Some(reason) = str_at(&v, "/delta/stop_reason") {
+                    reason.clone_into(&mut self.stop_reason);
+                }
+                if let Some(n) = u64_at(&v, "/usage/output_tokens") {
+                    self.usage.output_tokens = n;
+                }
+                if let Some(n) = u64_at(&v, "/usage/input_tokens").filter(|&n| n > 0) {
+                    self.usage.input_tokens = n;
+                }
+            }
+            "message_stop" => return self.response().map(Some),
+            "error" => {
+                let err_type = str_at(&v, "/error/type").unwrap_or("error");
+                let message = str_at(&v, "/error/message").unwrap_or("(no message)");
+                return Err(transport::stream_error(err_type, message, out));
+            }
+            _ => {} // `ping`, and event types added later
+        }
+        Ok(None)
+    }
+
+    fn end(&mut self, _out: &mut Emitter) -> Result<Response, Fail> {
+        Err(transport::cut("the stream ended before message_stop"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    #[test]
+    fn base_urls() {
+        let make = |base: &str| {
+            Anthropic::new(ProviderConfig { model: "m".into(), base_url: base.into(), ..Default::default() })
+                .unwrap()
+                .url
+        };
+        assert_eq!(make(""), "https://api.anthropic.com/v1/messages");
+        assert_eq!(make("https://api.anthropic.com/"), "https://api.anthropic.com/v1/messages");
+        assert_eq!(make("https://api.anthropic.com/v1/"), "https://api.anthropic.com/v1/messages");
+        assert_eq!(make("http://proxy:8080/anthropic"), "http://proxy:8080/anthropic/v1/messages");
+    }
+
+    #[test]
+    fn missing_model_is_a_config_error() {
+        assert!(matches!(Anthropic::new(ProviderConfig::default()), Err(ProviderError::Config { .. })));
+    }
+
+    #[test]
+    fn debug_shows_no_key() {
+        let p = Anthropic::new(ProviderConfig { model: "m".into(), ..Default::default() }).unwrap();
+        let s = format!("{p:?}");
+        assert!(s.contains("ANTHROPIC_API_KEY") && s.contains("\"m\""), "{s}");
+    }
+
+    #[test]
+    fn non_object_arguments_become_objects() {
+        let p = Anthropic::new(ProviderConfig { model: "m".into(), ..Default::default() }).unwrap();
+        let req = Request {
+            messages: vec![
+                Message::user("go"),
+                Message::assistant_tool_calls(
+                    "",
+                    vec![ToolCall::new("a", "x", Value::Null), ToolCall::new("b", "y", json!("raw text"))],
+                ),
+                Message::tool_result("a", "", false),
+                Message::tool_result("b", "B", true),
+            ],
+            ..Default::default()
+        };
+        let body = p.body(&req);
+        assert_eq!(body["messages"][1]["content"][0]["input"], json!({}));
+        assert_eq!(body["messages"][1]["content"][1]["input"], json!({"arguments": "raw text"}));
+        assert_eq!(body["messages"][2]["content"][0]["content"], "(no output)");
+        assert_eq!(body["messages"][2]["content"][1]["is_error"], true);
+        assert_eq!(body["max_tokens"], 4096);
+        assert!(body.get("system").is_none() && body.get("tools").is_none());
     }
 }
