@@ -8,7 +8,11 @@ use pseudoclaude::session::{Context, Writer, WriterOptions};
 
 fn cli(ws: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pseudoclaude")).arg("-C").arg(ws).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn session(ws: &std::path::Path, title: &str) -> Context {
@@ -25,7 +29,10 @@ fn list_show_and_check_a_healthy_session() {
     let ctx = session(ws.path(), "fix the parser");
     let (code, out, _) = cli(ws.path(), &["sessions", "list"]);
     assert_eq!(code, 0);
-    assert!(out.contains(&ctx.id) && out.contains("fix the parser") && out.contains("2 msgs") && out.contains("m1"), "{out}");
+    assert!(
+        out.contains(&ctx.id) && out.contains("fix the parser") && out.contains("2 msgs") && out.contains("m1"),
+        "{out}"
+    );
     let (code, out, _) = cli(ws.path(), &["sessions", "list", "--json"]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -51,7 +58,10 @@ fn check_reports_damage_with_line_numbers_and_exit_status_1() {
     assert!(out.contains("skipped 1 unreadable line(s) (1)") && out.contains("torn last line of 11 bytes"), "{out}");
     let (_, out, _) = cli(ws.path(), &["sessions", "check", &ctx.id, "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((v["ok"].as_bool(), v["bad_lines"][0].as_u64(), v["torn_tail_bytes"].as_u64()), (Some(false), Some(1), Some(11)));
+    assert_eq!(
+        (v["ok"].as_bool(), v["bad_lines"][0].as_u64(), v["torn_tail_bytes"].as_u64()),
+        (Some(false), Some(1), Some(11))
+    );
     let (_, out, err) = cli(ws.path(), &["sessions", "show", &ctx.id]);
     assert!(out.contains("user: t") && err.contains("note: skipped 1 unreadable line"), "{out}{err}");
 }

@@ -8,6 +8,7 @@
 //! then may the caller drop the old agent; when the last message is older than `stale_after`, a
 //! reminder is appended that the model sees with the next request.
 
+pub mod host;
 pub mod runner;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,396 @@
+//! The agent as an editor drives it: one current agent, turns on the host's own tokio threads,
+//! everything they report queued for the editor's main loop.
+//!
+//! Nothing here knows Neovim. The bridge gives [`Host::new`] a `wake` function (a libuv async
+//! handle's `send`); the editor's loop then calls [`Host::drain`] and gets every queued message at
+//! once (async handles merge wake-ups, so one wake may stand for many messages). No call of the host
+//! waits on a model, a network or a tool: `send` returns as soon as the turn is spawned.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Agent, AgentConfig, Cancel, Event, Resumed};
+use crate::message::Message;
+use crate::provider::{self, BoxFuture, Provider, ProviderConfig};
+use crate::session::{self, Context};
+use crate::tools::{Approval, ApprovalRequest, Approver, AutoApprove};
+
+/// The editor's configuration, as `setup()` validated it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct HostConfig {
+    pub workspace: PathBuf,
+    pub provider: ProviderConfig,
+    pub stale_after_hours: f64,
+    pub spill_threshold: usize,
+    pub approve: AutoApproveConfig,
+    pub retention_days: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(default)]
+pub struct AutoApproveConfig {
+    pub write_file: bool,
+    pub edit_file: bool,
+    pub run_command: bool,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            workspace: std::env::current_dir().unwrap_or_default(),
+            provider: ProviderConfig { name: String::new(), ..Default::default() },
+            stale_after_hours: 6.0,
+            spill_threshold: session::spill::DEFAULT_THRESHOLD,
+            approve: AutoApproveConfig::default(),
+            retention_days: session::retention::DEFAULT_DAYS,
+        }
+    }
+}
+
+/// What the editor's loop receives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Outbound {
+    Event(Event),
+    Approval(ApprovalAsk),
+}
+
+/// A tool waits for the user's answer; reply with [`Host::approve`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalAsk {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: u64,
+    pub tool: String,
+    pub summary: String,
+    pub detail: String,
+}
+
+/// The queue between the host's threads and the editor's loop.
+pub struct Outbox {
+    queue: Mutex<Vec<Outbound>>,
+    wake: Box<dyn Fn() + Send + Sync>,
+    approvals: Mutex<HashMap<u64, oneshot::Sender<Approval>>>,
+    next_id: AtomicU64,
+}
+
+impl Outbox {
+    fn push(&self, m: Outbound) {
+        lock(&self.queue).push(m);
+        (self.wake)();
+    }
+}
+
+struct OutboxApprover(Arc<Outbox>);
+
+impl Approver for OutboxApprover {
+    fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        let outbox = self.0.clone();
+        let id = outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = oneshot::channel();
+        lock(&outbox.approvals).insert(id, tx);
+        outbox.push(Outbound::Approval(ApprovalAsk {
+            kind: "approval",
+            id,
+            tool: req.tool,
+            summary: req.summary,
+            detail: req.detail,
+        }));
+        // An unanswered prompt (the turn was cancelled, the editor closed) counts as a no.
+        Box::pin(async move { rx.await.unwrap_or(Approval::No) })
+    }
+}
+
+/// Where a session came from and how it went, for the editor.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResumeReport {
+    pub id: String,
+    pub messages: usize,
+    pub stale_hours: Option<u64>,
+    /// What was repaired, one sentence; empty when nothing was.
+    pub notice: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CurrentSession {
+    pub id: String,
+    pub dir: PathBuf,
+    pub jsonl: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub busy: bool,
+    pub unsaved: bool,
+    pub provider: String,
+    pub model: String,
+    pub session: Option<String>,
+}
+
+pub struct Host {
+    rt: tokio::runtime::Runtime,
+    outbox: Arc<Outbox>,
+    state: Mutex<State>,
+}
+
+struct State {
+    config: HostConfig,
+    agent: Option<Arc<Agent>>,
+    turn: Option<Cancel>,
+    busy: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[derive(Debug)]
+pub struct HostError(pub String);
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HostError {}
+
+impl From<session::Error> for HostError {
+    fn from(e: session::Error) -> Self {
+        HostError(e.to_string())
+    }
+}
+
+impl From<provider::ProviderError> for HostError {
+    fn from(e: provider::ProviderError) -> Self {
+        HostError(e.to_string())
+    }
+}
+
+type HostResult<T> = Result<T, HostError>;
+
+impl Host {
+    pub fn new(wake: Box<dyn Fn() + Send + Sync>) -> HostResult<Host> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("pseudoclaude")
+            .enable_all()
+            .build()
+            .map_err(|e| HostError(format!("cannot start the agent's threads: {e}")))?;
+        let outbox = Arc::new(Outbox {
+            queue: Mutex::new(Vec::new()),
+            wake,
+            approvals: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+        });
+        let state = State { config: HostConfig::default(), agent: None, turn: None, busy: Arc::default() };
+        Ok(Host { rt, outbox, state: Mutex::new(state) })
+    }
+
+    /// Applies a new configuration; the next new chat uses it (a running one keeps its provider).
+    pub fn configure(&self, config: HostConfig) {
+        lock(&self.state).config = config;
+    }
+
+    pub fn config(&self) -> HostConfig {
+        lock(&self.state).config.clone()
+    }
+
+    /// Everything queued since the last call, in order.
+    pub fn drain(&self) -> Vec<Outbound> {
+        std::mem::take(&mut *lock(&self.outbox.queue))
+    }
+
+    /// Starts a turn; returns at once. Creates the agent (not yet its session) when there is none.
+    pub fn send(&self, text: &str) -> HostResult<()> {
+        if text.trim().is_empty() {
+            return Err(HostError("nothing to send: the message is empty".into()));
+        }
+        let mut st = lock(&self.state);
+        if st.busy.load(Ordering::SeqCst) {
+            return Err(HostError("the agent is still answering: wait, or cancel the turn with <C-c>".into()));
+        }
+        let agent = match &st.agent {
+            Some(a) => a.clone(),
+            None => {
+                let a = Arc::new(self.new_agent(&st.config)?);
+                st.agent = Some(a.clone());
+                a
+            }
+        };
+        let cancel = Cancel::new();
+        st.turn = Some(cancel.clone());
+        st.busy.store(true, Ordering::SeqCst);
+        let busy = st.busy.clone();
+        let outbox = self.outbox.clone();
+        let text = text.to_string();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+        // Forward events as they come, so the editor sees streaming text while the turn runs.
+        self.rt.spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                // Idle before the editor hears the turn is done, so it can send again at once.
+                if matches!(ev, Event::TurnDone { .. }) {
+                    busy.store(false, Ordering::SeqCst);
+                }
+                outbox.push(Outbound::Event(ev));
+            }
+        });
+        self.rt.spawn(async move { agent.turn(&text, tx, cancel).await });
+        Ok(())
+    }
+
+    /// Cancels the running turn, if any. Pending approval prompts count as declined.
+    pub fn cancel(&self) -> bool {
+        let st = lock(&self.state);
+        let running = st.busy.load(Ordering::SeqCst);
+        if let Some(c) = &st.turn {
+            c.cancel();
+        }
+        for (_, tx) in lock(&self.outbox.approvals).drain() {
+            let _ = tx.send(Approval::No);
+        }
+        running
+    }
+
+    /// Answers an approval prompt: `yes`, `no` or `always`.
+    pub fn approve(&self, id: u64, answer: &str) -> HostResult<()> {
+        let answer = match answer {
+            "yes" => Approval::Yes,
+            "no" => Approval::No,
+            "always" => Approval::Always,
+            other => return Err(HostError(format!("unknown answer {other:?}: use \"yes\", \"no\" or \"always\""))),
+        };
+        let tx = lock(&self.outbox.approvals).remove(&id);
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(answer);
+                Ok(())
+            }
+            None => Err(HostError(format!("no pending approval {id} (the turn may have been cancelled)"))),
+        }
+    }
+
+    /// Switches to session `id`. The new agent is built first (its writer opened, its log loaded);
+    /// only then is the old one dropped. On any error the current session stays as it was.
+    pub fn resume(&self, id: &str) -> HostResult<ResumeReport> {
+        let mut st = lock(&self.state);
+        if st.busy.load(Ordering::SeqCst) {
+            return Err(HostError("cannot resume while the agent is answering: cancel the turn first (<C-c>)".into()));
+        }
+        if st.agent.as_ref().and_then(|a| a.current()).is_some_and(|c| c.id == id) {
+            return Err(HostError(format!("session {id} is already the current one")));
+        }
+        let config = st.config.clone();
+        let provider = make_provider(&config)?;
+        let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(self.outbox.clone()));
+        let (agent, resumed) = Agent::resume(agent_config(&config), provider, approver, id)?;
+        let report = report(id, &agent, &resumed);
+        st.agent = Some(Arc::new(agent)); // the old agent (and its writer's lock) goes here
+        st.turn = None;
+        Ok(report)
+    }
+
+    /// Starts over with a new, empty chat (the old session stays on disk).
+    pub fn new_chat(&self) -> HostResult<()> {
+        let mut st = lock(&self.state);
+        if st.busy.load(Ordering::SeqCst) {
+            return Err(HostError("cannot start a new chat while the agent is answering".into()));
+        }
+        st.agent = None;
+        Ok(())
+    }
+
+    pub fn current(&self) -> Option<CurrentSession> {
+        let ctx: Context = lock(&self.state).agent.as_ref()?.current()?;
+        Some(CurrentSession { id: ctx.id, dir: ctx.dir, jsonl: ctx.jsonl_path })
+    }
+
+    pub fn messages(&self) -> Vec<Message> {
+        lock(&self.state).agent.as_ref().map(|a| a.messages()).unwrap_or_default()
+    }
+
+    pub fn status(&self) -> Status {
+        let st = lock(&self.state);
+        let (provider, model) = match &st.agent {
+            Some(a) => (a.provider.name().to_string(), a.provider.model().to_string()),
+            None => match make_provider(&st.config) {
+                Ok(p) => (p.name().to_string(), p.model().to_string()),
+                Err(_) => (st.config.provider.name.clone(), st.config.provider.model.clone()),
+            },
+        };
+        Status {
+            busy: st.busy.load(Ordering::SeqCst),
+            unsaved: st.agent.as_ref().is_some_and(|a| a.conversation.is_unsaved()),
+            provider,
+            model,
+            session: st.agent.as_ref().and_then(|a| a.current()).map(|c| c.id),
+        }
+    }
+
+    /// Closes the current session (its lock is released). Waits for nothing.
+    pub fn close(&self) {
+        self.cancel();
+        lock(&self.state).agent = None;
+    }
+
+    fn new_agent(&self, config: &HostConfig) -> HostResult<Agent> {
+        let provider = make_provider(config)?;
+        let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(self.outbox.clone()));
+        Ok(Agent::new(agent_config(config), provider, approver))
+    }
+}
+
+fn report(id: &str, agent: &Agent, resumed: &Resumed) -> ResumeReport {
+    let mut notice = resumed.loaded.damage_report();
+    if resumed.torn_bytes > 0 && resumed.loaded.torn_tail_bytes == 0 {
+        let torn = format!("moved a torn last line of {} bytes to conversation.jsonl.broken", resumed.torn_bytes);
+        notice = if notice.is_empty() { torn } else { format!("{notice}; {torn}") };
+    }
+    ResumeReport { id: id.to_string(), messages: agent.conversation.len(), stale_hours: resumed.stale_hours, notice }
+}
+
+/// The configured provider; with no name, the first whose key is set, else the offline demo.
+pub fn make_provider(config: &HostConfig) -> HostResult<Arc<dyn Provider>> {
+    let mut p = config.provider.clone();
+    if p.name.is_empty() || p.name == "auto" {
+        let has = |v: &str| std::env::var(v).is_ok_and(|k| !k.is_empty());
+        p.name = if has("ANTHROPIC_API_KEY") {
+            "anthropic".into()
+        } else if has("OPENAI_API_KEY") {
+            "openai".into()
+        } else {
+            "demo".into()
+        };
+    }
+    if p.model.is_empty() {
+        p.model = match p.name.as_str() {
+            "anthropic" => "claude-sonnet-4-5".into(),
+            "openai" => "gpt-4.1".into(),
+            _ => String::new(),
+        };
+    }
+    if p.name == "demo" {
+        return Ok(Arc::new(provider::demo::Demo::new(Duration::from_millis(8))));
+    }
+    Ok(Arc::from(provider::from_config(&p)?))
+}
+
+fn agent_config(config: &HostConfig) -> AgentConfig {
+    let mut c = AgentConfig::new(&config.workspace);
+    c.stale_after = Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0));
+    c.spill_threshold = config.spill_threshold;
+    c.compact.spill_threshold = config.spill_threshold;
+    c.auto_approve = AutoApprove {
+        write_file: config.approve.write_file,
+        edit_file: config.approve.edit_file,
+        run_command: config.approve.run_command,
+    };
+    c
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

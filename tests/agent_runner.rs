@@ -1,0 +1,312 @@
+//! The runner through its real log: turns with parallel tool calls, cancellation at each stage, a
+//! failing disk, the stale reminder, compaction then resume then another turn.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pseudoclaude::agent::{Agent, AgentConfig, Cancel, Event, stale_reminder};
+use pseudoclaude::compact::{ACK, BOUNDARY, SUMMARY_PREFIX};
+use pseudoclaude::message::{Message, ToolCall};
+use pseudoclaude::provider::{BoxFuture, Provider, ProviderError, Request, Response, StreamEvent};
+use pseudoclaude::session::{self, Context, Writer, WriterOptions};
+use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+/// One scripted answer: text streamed word by word, then tool calls; or a hang after the text.
+#[derive(Clone)]
+struct Script {
+    text: &'static str,
+    calls: Vec<ToolCall>,
+    hang: bool,
+}
+
+fn say(text: &'static str) -> Script {
+    Script { text, calls: Vec::new(), hang: false }
+}
+
+#[derive(Default)]
+struct Scripted {
+    answers: Mutex<VecDeque<Script>>,
+    requests: Mutex<Vec<Request>>,
+}
+
+impl Scripted {
+    fn new(answers: Vec<Script>) -> Arc<Scripted> {
+        Arc::new(Scripted { answers: Mutex::new(answers.into()), requests: Mutex::default() })
+    }
+}
+
+impl Provider for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+    fn model(&self) -> &str {
+        "scripted-1"
+    }
+    fn stream<'a>(
+        &'a self,
+        req: &'a Request,
+        events: mpsc::UnboundedSender<StreamEvent>,
+    ) -> BoxFuture<'a, Result<Response, ProviderError>> {
+        Box::pin(async move {
+            self.requests.lock().unwrap().push(req.clone());
+            // Compaction's summary request is answered apart from the script.
+            if req.messages.last().is_some_and(|m| m.content.starts_with("Summarise the conversation")) {
+                let text = format!("SUMMARY of {} messages", req.messages.len() - 1);
+                return Ok(Response { text, stop_reason: "end_turn".into(), ..Default::default() });
+            }
+            let s = self.answers.lock().unwrap().pop_front().unwrap_or_else(|| say("ok"));
+            for w in s.text.split_inclusive(' ') {
+                let _ = events.send(StreamEvent::TextDelta(w.to_string()));
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            if s.hang {
+                std::future::pending::<()>().await;
+            }
+            Ok(Response {
+                text: s.text.into(),
+                tool_calls: s.calls,
+                stop_reason: "end_turn".into(),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+/// Answers from a queue; with nothing queued, never answers (the user walked away).
+#[derive(Default)]
+struct Answers(Mutex<VecDeque<Approval>>, Mutex<Vec<ApprovalRequest>>);
+
+impl Approver for Answers {
+    fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        self.1.lock().unwrap().push(req);
+        let a = self.0.lock().unwrap().pop_front();
+        Box::pin(async move {
+            match a {
+                Some(a) => a,
+                None => std::future::pending().await,
+            }
+        })
+    }
+}
+
+fn agent(ws: &std::path::Path, provider: Arc<Scripted>) -> (Agent, Arc<Answers>) {
+    let answers = Arc::new(Answers::default());
+    (Agent::new(AgentConfig::new(ws), provider, answers.clone()), answers)
+}
+
+async fn run_turn(agent: &Agent, text: &str, cancel: Cancel) -> Vec<Event> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    agent.turn(text, tx, cancel).await;
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+    ToolCall::new(id, name, args)
+}
+
+/// What a resume would restore equals what the model sees next.
+fn assert_log_matches(agent: &Agent) -> session::Loaded {
+    let ctx = agent.current().expect("a session exists");
+    let loaded = session::load(&ctx).unwrap();
+    let strip = |m: &[Message]| {
+        m.iter()
+            .map(|m| (m.role.clone(), m.content.clone(), m.tool_calls.clone(), m.tool_result.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&loaded.messages), strip(&agent.messages()));
+    assert!(!loaded.damaged(), "{}", loaded.damage_report());
+    loaded
+}
+
+#[tokio::test]
+async fn a_turn_with_two_parallel_tool_calls_is_logged_and_resumes() {
+    let ws = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let provider = Scripted::new(vec![
+        Script {
+            text: "Looking. ",
+            calls: vec![call("c1", "read_file", json!({"path": "a.txt"})), call("c2", "list_files", json!({}))],
+            hang: false,
+        },
+        say("Both done."),
+    ]);
+    let (agent, _) = agent(ws.path(), provider.clone());
+    assert!(agent.current().is_none());
+    let events = run_turn(&agent, "read a.txt and list files", Cancel::new()).await;
+    assert!(matches!(events.last(), Some(Event::TurnDone { stop_reason }) if stop_reason == "end_turn"));
+    let results: Vec<&Event> = events.iter().filter(|e| matches!(e, Event::ToolResult { .. })).collect();
+    assert_eq!(results.len(), 2);
+    let loaded = assert_log_matches(&agent);
+    let roles: Vec<&str> = loaded.messages.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "user", "assistant"]);
+    assert_eq!(loaded.model, "scripted-1");
+    // The second request carried both results right after the calls.
+    let second = &provider.requests.lock().unwrap()[1];
+    assert_eq!(second.messages.len(), 4);
+    assert_eq!(second.messages[2].tool_result.as_ref().unwrap().tool_call_id, "c1");
+    assert_eq!(second.messages[3].tool_result.as_ref().unwrap().tool_call_id, "c2");
+
+    // Resume in a "second editor" once the first let go, and go on.
+    let id = agent.current().unwrap().id;
+    drop(agent);
+    let provider2 = Scripted::new(vec![say("Welcome back.")]);
+    let (resumed, info) =
+        Agent::resume(AgentConfig::new(ws.path()), provider2.clone(), Arc::new(Answers::default()), &id).unwrap();
+    assert_eq!(info.stale_hours, None);
+    run_turn(&resumed, "continue", Cancel::new()).await;
+    assert_eq!(provider2.requests.lock().unwrap()[0].messages.len(), 6);
+    assert_log_matches(&resumed);
+}
+
+#[tokio::test]
+async fn cancelling_while_streaming_records_the_text_the_user_saw() {
+    let ws = tempfile::tempdir().unwrap();
+    let provider = Scripted::new(vec![Script { text: "half an answer ", calls: vec![], hang: true }]);
+    let (agent, _) = agent(ws.path(), provider);
+    let cancel = Cancel::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c2.cancel();
+    });
+    let events = run_turn(&agent, "go", cancel).await;
+    assert!(events.contains(&Event::Cancelled));
+    let loaded = assert_log_matches(&agent);
+    assert_eq!(loaded.messages.len(), 2);
+    assert!(loaded.messages[1].content.starts_with("half an answer"));
+    assert!(loaded.messages[1].content.contains("[interrupted by the user]"));
+}
+
+#[tokio::test]
+async fn cancelling_while_a_tool_waits_answers_every_call_honestly() {
+    let ws = tempfile::tempdir().unwrap();
+    let provider = Scripted::new(vec![
+        Script {
+            text: "",
+            calls: vec![
+                call("c1", "run_command", json!({"command": "echo hi"})),
+                call("c2", "read_file", json!({"path": "x"})),
+            ],
+            hang: false,
+        },
+        say("after cancel"),
+    ]);
+    let (agent, answers) = agent(ws.path(), provider);
+    let cancel = Cancel::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        c2.cancel();
+    });
+    let events = run_turn(&agent, "run it", cancel).await;
+    assert!(events.contains(&Event::Cancelled));
+    assert_eq!(answers.1.lock().unwrap().len(), 1, "run_command asked for approval");
+    let loaded = assert_log_matches(&agent);
+    let results: Vec<_> = loaded.messages.iter().filter_map(|m| m.tool_result.as_ref()).collect();
+    assert_eq!(results.len(), 2, "both calls answered");
+    assert!(results.iter().all(|r| r.is_error && r.content.contains("cancelled by the user")));
+    // The next turn goes on from a valid history.
+    run_turn(&agent, "next", Cancel::new()).await;
+    assert_log_matches(&agent);
+}
+
+#[tokio::test]
+async fn a_failing_disk_stops_the_turn_and_the_next_write_resyncs_everything() {
+    let ws = tempfile::tempdir().unwrap();
+    let provider = Scripted::new(vec![say("first answer"), say("second answer")]);
+    let (agent, _) = agent(ws.path(), provider);
+    // The sessions folder cannot be created: `.PseudoClaude` is a file.
+    fs::write(ws.path().join(".PseudoClaude"), "in the way").unwrap();
+    let events = run_turn(&agent, "hello", Cancel::new()).await;
+    assert!(events.iter().any(|e| matches!(e, Event::Saved { ok: false, .. })));
+    assert!(events.iter().any(|e| matches!(e, Event::Error { message } if message.contains("could not be written"))));
+    assert!(agent.conversation.is_unsaved());
+    assert_eq!(agent.messages().len(), 1, "the message the user typed is kept");
+    fs::remove_file(ws.path().join(".PseudoClaude")).unwrap();
+    let events = run_turn(&agent, "again", Cancel::new()).await;
+    assert!(events.contains(&Event::Saved { ok: true, error: None }));
+    let loaded = assert_log_matches(&agent);
+    assert_eq!(loaded.messages.len(), 3);
+    let text = fs::read_to_string(&agent.current().unwrap().jsonl_path).unwrap();
+    assert!(text.lines().next().unwrap().contains("\"reason\":\"resync\""));
+}
+
+fn session_last_active(ws: &std::path::Path, ago: i64) -> String {
+    let ctx = Context::new(ws).unwrap();
+    let w = Writer::open(&ctx, WriterOptions::default()).unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let mut m = Message::user("old question");
+    m.ts = now - ago - 5;
+    w.append(&m).unwrap();
+    let mut a = Message::assistant("old answer");
+    a.ts = now - ago;
+    w.append(&a).unwrap();
+    ctx.id
+}
+
+#[tokio::test]
+async fn the_stale_reminder_comes_at_6h01_not_5h59_and_reaches_the_model() {
+    let ws = tempfile::tempdir().unwrap();
+    let fresh = session_last_active(ws.path(), 5 * 3600 + 59 * 60);
+    let stale = session_last_active(ws.path(), 6 * 3600 + 60);
+    let answers: Arc<dyn Approver> = Arc::new(Answers::default());
+    let (a, info) = Agent::resume(AgentConfig::new(ws.path()), Scripted::new(vec![]), answers.clone(), &fresh).unwrap();
+    assert_eq!((info.stale_hours, a.messages().len()), (None, 2));
+    drop(a);
+    let provider = Scripted::new(vec![say("rechecking")]);
+    let (a, info) = Agent::resume(AgentConfig::new(ws.path()), provider.clone(), answers, &stale).unwrap();
+    assert_eq!(info.stale_hours, Some(6));
+    assert_eq!(a.messages().last().unwrap().content, stale_reminder(6));
+    assert!(stale_reminder(6).contains("6 hours") && stale_reminder(6).contains("re-read files"));
+    // Persisted like any message: the log equals what the model saw.
+    assert_log_matches(&a);
+    run_turn(&a, "go on", Cancel::new()).await;
+    let sent = &provider.requests.lock().unwrap()[0].messages;
+    assert_eq!(sent[2].content, stale_reminder(6));
+    assert_eq!(sent[3].content, "go on");
+}
+
+#[tokio::test]
+async fn compaction_then_resume_then_another_turn() {
+    let ws = tempfile::tempdir().unwrap();
+    let long = "word ".repeat(400);
+    let provider = Scripted::new(vec![]);
+    let mut config = AgentConfig::new(ws.path());
+    config.compact.context_window = 2000;
+    config.compact.keep_recent = 2;
+    let agent = Agent::new(config.clone(), provider.clone(), Arc::new(Answers::default()));
+    let mut turns = 0;
+    loop {
+        turns += 1;
+        assert!(turns < 10, "compaction never happened");
+        let events = run_turn(&agent, &long, Cancel::new()).await;
+        if events.contains(&Event::Compacted) {
+            break;
+        }
+    }
+    let msgs = agent.messages();
+    assert!(msgs[0].content.starts_with(SUMMARY_PREFIX) && msgs[0].content.contains("SUMMARY of"), "{:?}", msgs[0]);
+    assert_eq!((msgs[1].content.as_str(), msgs[2].content.as_str()), (ACK, BOUNDARY));
+    assert_eq!(msgs.len(), 7, "summary, ack, boundary, the last exchange, the new question and its answer");
+    let text = fs::read_to_string(&agent.current().unwrap().jsonl_path).unwrap();
+    assert_eq!(text.lines().filter(|l| l.contains("\"reason\":\"compact\"")).count(), 1);
+    assert_log_matches(&agent);
+    let agent_msgs_head = msgs[..3].to_vec();
+    let id = agent.current().unwrap().id;
+    drop(agent);
+    let (resumed, _) = Agent::resume(config, provider.clone(), Arc::new(Answers::default()), &id).unwrap();
+    assert_eq!(resumed.compact.lock().await.boundary(), Some(2), "the boundary is found again");
+    provider.answers.lock().unwrap().push_back(say("after resume"));
+    run_turn(&resumed, "and now?", Cancel::new()).await;
+    assert_eq!(resumed.messages().last().unwrap().content, "after resume");
+    assert_eq!(resumed.messages()[..3], agent_msgs_head, "the compacted head survives the resume");
+    assert_log_matches(&resumed);
+}
