@@ -22,13 +22,17 @@
 //!
 //! # Adding an export
 //!
-//! One line in [`exports`]: `export("name", |a| ...)`, where the closure gets the arguments as
+//! One line in [`exports`], or in the `exports()` of the feature's submodule (`sessions.rs`: the
+//! session log; a new area gets a file of its own whose `exports()` is chained in [`exports`]):
+//! `export("name", |a| ...)`, where the closure gets the arguments as
 //! `&Args` (`a.get::<T>(0)?` converts argument 1 with serde; `Option<T>` makes it optional) and
 //! returns `BridgeResult<T>` for any `T: Serialize` (structs become Lua tables). Any
 //! `std::error::Error` converts with `?`. Lua calls it as `require("pseudoclaude.core").call("name", ...)`.
 //!
 //! Code reachable from `cargo test` must not call Neovim's C API (`nvim_oxi::api`): a test binary
 //! has no Neovim to link against. Only the entry point does (to ask for `stdpath("log")`).
+
+pub mod sessions;
 
 use std::backtrace::Backtrace;
 use std::cell::RefCell;
@@ -74,22 +78,21 @@ fn pseudoclaude_core() -> nvim_oxi::Result<Dictionary> {
 
 /// Every function exported to Lua, one line each: `export("name", |args| ...)`.
 ///
-/// Each returns `ok, value` to Lua (see [`export`]).
+/// Each returns `ok, value` to Lua (see [`export`]). Feature areas keep their exports in a
+/// submodule with an `exports()` of its own (e.g. [`sessions::exports`]), chained here.
 fn exports() -> Dictionary {
-    Dictionary::from_iter([
+    let mut all = vec![
         // --- meta -----------------------------------------------------------------------------
         export("version", |_| Ok(VERSION)),
         export("ping", |a| Ok(a.get::<Option<String>>(0)?.map_or_else(|| "pong".to_string(), |s| format!("pong {s}")))),
         export("panic_log_path", |_| Ok(panic_log_path().map(|p| p.display().to_string()))),
-        // --- session log: sessions_list, sessions_load, sessions_cleanup go here -----------------
-        //
-        // e.g. export("sessions_list", |a| Ok(crate::session::list(&a.get::<String>(0)?, ...)?)),
-        //
         // --- internal, for the end-to-end tests only (not a public API) ------------------------
         export("_test_panic", |_| -> BridgeResult<()> { panic!("_test_panic: deliberate panic") }),
         export("_test_err", |_| -> BridgeResult<()> { Err(BridgeError::msg("_test_err: deliberate error")) }),
         export("_test_echo", |a| (0..a.len()).map(|i| a.get::<serde_json::Value>(i)).collect::<BridgeResult<Vec<_>>>()),
-    ])
+    ];
+    all.extend(sessions::exports());
+    Dictionary::from_iter(all)
 }
 
 // ---------------------------------------------------------------------------------------------
