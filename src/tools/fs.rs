@@ -30,6 +30,9 @@ const MAX_DETAIL_BYTES: usize = 512 * 1024;
 
 const CANCELLED: &str = "cancelled";
 
+/// read_file and grep stop this far below the output cap, leaving room for their closing note.
+pub(crate) const NOTE_ROOM: usize = 512;
+
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 pub(crate) fn cut_str(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -54,8 +57,11 @@ fn is_binary(head: &[u8]) -> bool {
     head.contains(&0)
 }
 
+/// A file whose first bytes were already read (to tell text from binary), read from the start.
+pub(crate) type TextReader = BufReader<io::Chain<Cursor<Vec<u8>>, File>>;
+
 /// Opens a file and reads its first bytes: `None` when it looks binary, else a reader over all of it.
-pub(crate) fn open_text(path: &Path) -> io::Result<Option<BufReader<std::io::Chain<Cursor<Vec<u8>>, File>>>> {
+pub(crate) fn open_text(path: &Path) -> io::Result<Option<TextReader>> {
     let mut file = File::open(path)?;
     let mut head = Vec::new();
     (&mut file).take(BINARY_PROBE).read_to_end(&mut head)?;
@@ -160,7 +166,7 @@ pub(crate) fn read_file(req: &ReadRequest, cancel: &AtomicBool) -> Result<String
     let mut cut_by_cap = false;
     let mut stopped = false;
     loop {
-        if n % 4096 == 0 && cancel.load(Ordering::Relaxed) {
+        if n.is_multiple_of(4096) && cancel.load(Ordering::Relaxed) {
             return Err(CANCELLED.to_string());
         }
         let max = if n + 1 >= req.offset { MAX_LINE_BYTES } else { 0 };
@@ -171,26 +177,30 @@ pub(crate) fn read_file(req: &ReadRequest, cancel: &AtomicBool) -> Result<String
         if n < req.offset {
             continue;
         }
-        out.push_str(&format!("{n:>6}\t{}\n", line_text(&mut buf, total)));
-        if n - req.offset + 1 >= req.limit {
-            stopped = true;
-            break;
-        }
-        if out.len() >= req.cap {
+        let line = format!("{n:>6}\t{}\n", line_text(&mut buf, total));
+        if !out.is_empty() && out.len() + line.len() > req.cap.saturating_sub(NOTE_ROOM) {
+            // Stop below the cap, so the note saying how to read on is not cut off.
+            n -= 1;
             stopped = true;
             cut_by_cap = true;
+            break;
+        }
+        out.push_str(&line);
+        if n - req.offset + 1 >= req.limit {
+            stopped = true;
             break;
         }
     }
     if n < req.offset {
         return Err(format!("offset {} is past the end of {rel}, which has {n} lines", req.offset));
     }
-    let more = stopped && !r.fill_buf().map_err(|e| io_error(rel, e))?.is_empty();
+    // Cut by the cap, the unshown line is still to read.
+    let more = cut_by_cap || (stopped && !r.fill_buf().map_err(|e| io_error(rel, e))?.is_empty());
     if more {
         let why = if cut_by_cap { "output limit reached: " } else { "" };
         let (first, last) = (req.offset, n);
         if size <= COUNT_LINES_UP_TO {
-            let total = n + count_lines(&mut r).map_err(|e| io_error(rel, e))?;
+            let total = n + u64::from(cut_by_cap) + count_lines(&mut r).map_err(|e| io_error(rel, e))?;
             out.push_str(&format!(
                 "[{why}lines {first}-{last} of {total} shown; to read on, call read_file with offset={}]\n",
                 last + 1
@@ -329,7 +339,8 @@ pub(crate) fn write_file(res: &Resolved, content: &str, plan: &WritePlan) -> Res
     }
     atomic_write(&res.abs, content.as_bytes()).map_err(|e| format!("cannot write {rel}: {e}"))?;
     let verb = if plan.before.is_some() { "overwrote" } else { "created" };
-    Ok(format!("{verb} {rel} ({} bytes, {} lines)", content.len(), content.lines().count()))
+    let lines = content.lines().count();
+    Ok(format!("{verb} {rel} ({} bytes, {lines} line{})", content.len(), if lines == 1 { "" } else { "s" }))
 }
 
 pub(crate) struct EditPlan {

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use regex::Regex;
 
-use super::fs::{cut_str, open_text, read_line_capped, walker};
+use super::fs::{NOTE_ROOM, cut_str, open_text, read_line_capped, walker};
 use super::path::{Resolved, Root};
 
 /// Lines are matched in their first this many bytes (memory stays bounded on huge lines).
@@ -45,9 +45,16 @@ pub(crate) fn grep(
             n += 1;
             let text = String::from_utf8_lossy(&buf);
             if let Some(m) = re.find(&text) {
-                out.push_str(&format!("{rel}:{n}: {}\n", excerpt(&text, m.start())));
+                let line = format!("{rel}:{n}: {}\n", excerpt(&text, m.start()));
+                if out.len() + line.len() > cap.saturating_sub(NOTE_ROOM) {
+                    out.push_str(&format!(
+                        "[stopped at the output limit after {count} matching lines; there are more: narrow the pattern or the path]\n"
+                    ));
+                    break 'files;
+                }
+                out.push_str(&line);
                 count += 1;
-                if count >= max_matches || out.len() >= cap {
+                if count >= max_matches {
                     out.push_str(&format!(
                         "[stopped after {count} matching lines; there may be more: narrow the pattern or the path]\n"
                     ));

@@ -1,0 +1,621 @@
+//! The agent's tools against real temp workspaces, with a scripted approver.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pseudoclaude::message::ToolCall;
+use pseudoclaude::provider::BoxFuture;
+use pseudoclaude::tools::{Approval, ApprovalRequest, Approver, AutoApprove, ToolOutput, Tools};
+use serde_json::{Value, json};
+
+/// Records every request; answers from a queue (an unexpected question is answered No and fails
+/// the test through the recorded requests).
+#[derive(Default)]
+struct Script {
+    answers: Mutex<VecDeque<Approval>>,
+    asked: Mutex<Vec<ApprovalRequest>>,
+}
+
+impl Script {
+    fn asked(&self) -> Vec<ApprovalRequest> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+struct Scripted(Arc<Script>);
+
+impl Approver for Scripted {
+    fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        self.0.asked.lock().unwrap().push(req);
+        let a = self.0.answers.lock().unwrap().pop_front().unwrap_or(Approval::No);
+        Box::pin(async move { a })
+    }
+}
+
+struct Ws {
+    dir: tempfile::TempDir,
+    script: Arc<Script>,
+    tools: Tools,
+}
+
+impl Ws {
+    fn new(answers: &[Approval]) -> Ws {
+        Ws::with_auto(answers, AutoApprove::default())
+    }
+
+    fn with_auto(answers: &[Approval], auto: AutoApprove) -> Ws {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = Arc::new(Script::default());
+        script.answers.lock().unwrap().extend(answers.iter().copied());
+        let tools = Tools::new(dir.path(), Arc::new(Scripted(script.clone())), auto);
+        Ws { dir, script, tools }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        let p = self.path(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, content).unwrap();
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    async fn run(&self, name: &str, args: Value) -> ToolOutput {
+        self.tools.run(&ToolCall::new("call-1", name, args)).await
+    }
+
+    async fn ok(&self, name: &str, args: Value) -> String {
+        let out = self.run(name, args).await;
+        assert!(!out.is_error, "{name} failed: {}", out.content);
+        out.content
+    }
+
+    async fn err(&self, name: &str, args: Value) -> String {
+        let out = self.run(name, args).await;
+        assert!(out.is_error, "{name} should have failed: {}", out.content);
+        out.content
+    }
+}
+
+fn numbered(from: usize, lines: &[&str]) -> String {
+    lines.iter().enumerate().map(|(i, l)| format!("{:>6}\t{l}\n", from + i)).collect()
+}
+
+/// Whether a process runs (a zombie counts as dead: it was killed, only not yet reaped).
+fn alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z') | Some('X'))
+        }
+    }
+}
+
+fn wait_dead(pid: u32, within: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !alive(pid)
+}
+
+fn read_pid(path: &Path) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let Ok(s) = fs::read_to_string(path)
+            && let Ok(pid) = s.trim().parse()
+        {
+            return pid;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------- specs and arguments
+
+#[tokio::test]
+async fn specs_name_six_tools_with_object_schemas() {
+    let ws = Ws::new(&[]);
+    let specs = ws.tools.specs();
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["read_file", "list_files", "grep", "write_file", "edit_file", "run_command"]);
+    let required = |name: &str| -> Value {
+        specs.iter().find(|s| s.name == name).unwrap().input_schema.get("required").cloned().unwrap_or(json!([]))
+    };
+    assert_eq!(required("read_file"), json!(["path"]));
+    assert_eq!(required("list_files"), json!([]));
+    assert_eq!(required("grep"), json!(["pattern"]));
+    assert_eq!(required("write_file"), json!(["path", "content"]));
+    assert_eq!(required("edit_file"), json!(["path", "old", "new"]));
+    assert_eq!(required("run_command"), json!(["command"]));
+}
+
+#[tokio::test]
+async fn bad_arguments_are_errors_not_panics() {
+    let ws = Ws::new(&[]);
+    assert_eq!(ws.err("read_file", json!({})).await, "missing argument `path` (a string)");
+    assert_eq!(ws.err("read_file", json!({"path": 7})).await, "argument `path` must be a string, got a number");
+    assert_eq!(
+        ws.err("read_file", json!({"path": "a", "offset": "x"})).await,
+        "argument `offset` must be a non-negative integer, got \"x\""
+    );
+    assert_eq!(ws.err("read_file", json!({"path": "a", "limit": 0})).await, "`limit` must be at least 1");
+    assert_eq!(
+        ws.err("read_file", json!("{not json")).await,
+        "the arguments of read_file must be a JSON object, got a string: \"{not json\""
+    );
+    assert_eq!(ws.err("edit_file", json!({"path": "a", "old": "x"})).await, "missing argument `new` (a string)");
+    assert_eq!(ws.err("run_command", json!({"command": "  "})).await, "`command` is empty");
+    assert_eq!(
+        ws.err("rm_rf", json!({})).await,
+        "unknown tool \"rm_rf\"; the tools are: read_file, list_files, grep, write_file, edit_file, run_command"
+    );
+    assert_eq!(ws.err("read_file", json!({"path": "nope.txt"})).await, "nope.txt does not exist");
+    assert!(ws.script.asked().is_empty());
+}
+
+// ---------------------------------------------------------------- read_file
+
+#[tokio::test]
+async fn read_file_numbers_lines_like_cat_n() {
+    let ws = Ws::new(&[]);
+    ws.write("a.txt", "alpha\nbeta\r\n\ngamma");
+    assert_eq!(ws.ok("read_file", json!({"path": "a.txt"})).await, numbered(1, &["alpha", "beta", "", "gamma"]));
+    // Absolute paths inside the workspace are fine too.
+    let abs = ws.path("a.txt").to_string_lossy().into_owned();
+    assert_eq!(ws.ok("read_file", json!({"path": abs})).await, numbered(1, &["alpha", "beta", "", "gamma"]));
+    ws.write("empty.txt", "");
+    assert_eq!(ws.ok("read_file", json!({"path": "empty.txt"})).await, "[empty.txt is empty]\n");
+}
+
+#[tokio::test]
+async fn read_file_offset_and_limit() {
+    let ws = Ws::new(&[]);
+    let lines: Vec<String> = (1..=10).map(|i| format!("line {i}")).collect();
+    ws.write("ten.txt", &(lines.join("\n") + "\n"));
+    assert_eq!(
+        ws.ok("read_file", json!({"path": "ten.txt", "offset": 3, "limit": 2})).await,
+        numbered(3, &["line 3", "line 4"]) + "[lines 3-4 of 10 shown; to read on, call read_file with offset=5]\n"
+    );
+    // The last lines: no note.
+    assert_eq!(
+        ws.ok("read_file", json!({"path": "ten.txt", "offset": 9, "limit": 5})).await,
+        numbered(9, &["line 9", "line 10"])
+    );
+    // Exactly to the end: no note either.
+    assert_eq!(
+        ws.ok("read_file", json!({"path": "ten.txt", "offset": 10, "limit": 1})).await,
+        numbered(10, &["line 10"])
+    );
+    assert_eq!(
+        ws.err("read_file", json!({"path": "ten.txt", "offset": 11})).await,
+        "offset 11 is past the end of ten.txt, which has 10 lines"
+    );
+
+    // The default limit is 2000 lines.
+    let many: String = (1..=2500).map(|i| format!("{i}\n")).collect();
+    ws.write("many.txt", &many);
+    let out = ws.ok("read_file", json!({"path": "many.txt"})).await;
+    assert!(out.starts_with("     1\t1\n     2\t2\n"));
+    assert!(
+        out.ends_with("  2000\t2000\n[lines 1-2000 of 2500 shown; to read on, call read_file with offset=2001]\n"),
+        "{}",
+        &out[out.len() - 200..]
+    );
+}
+
+#[tokio::test]
+async fn read_file_refuses_binary_files_and_directories() {
+    let ws = Ws::new(&[]);
+    fs::write(ws.path("blob.bin"), b"PK\x03\x04\x00\x00data").unwrap();
+    assert_eq!(
+        ws.err("read_file", json!({"path": "blob.bin"})).await,
+        "blob.bin is a binary file (10 bytes); read_file only shows text files"
+    );
+    fs::create_dir(ws.path("dir")).unwrap();
+    assert_eq!(
+        ws.err("read_file", json!({"path": "dir"})).await,
+        "dir is a directory; use list_files to see what it holds"
+    );
+}
+
+#[tokio::test]
+async fn read_file_streams_big_files_and_cuts_long_lines() {
+    let ws = Ws::new(&[]);
+    // 80 MB of short lines: above the size up to which lines are counted, so the note gives bytes.
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(fs::File::create(ws.path("big.log")).unwrap());
+        let line = b"0123456789abcdef\n";
+        for _ in 0..(80 * 1024 * 1024 / line.len()) {
+            f.write_all(line).unwrap();
+        }
+    }
+    let size = fs::metadata(ws.path("big.log")).unwrap().len();
+    let out = ws.ok("read_file", json!({"path": "big.log", "offset": 5, "limit": 2})).await;
+    assert_eq!(
+        out,
+        numbered(5, &["0123456789abcdef", "0123456789abcdef"])
+            + &format!(
+                "[lines 5-6 shown, the file goes on ({size} bytes in all); to read on, call read_file with offset=7]\n"
+            )
+    );
+
+    // One 20 MB line is shown cut, with its length.
+    ws.write("wide.txt", &format!("{}\nnext\n", "x".repeat(20 * 1024 * 1024)));
+    let out = ws.ok("read_file", json!({"path": "wide.txt"})).await;
+    assert_eq!(
+        out,
+        format!("     1\t{}… [line cut: {} bytes in all]\n     2\tnext\n", "x".repeat(2000), 20 * 1024 * 1024)
+    );
+}
+
+#[tokio::test]
+async fn read_file_stops_at_the_output_cap() {
+    let mut ws = Ws::new(&[]);
+    ws.tools.set_output_cap(4096);
+    let lines: String = (1..=1000).map(|i| format!("{i:04} {}\n", "y".repeat(95))).collect();
+    ws.write("f.txt", &lines);
+    let out = ws.ok("read_file", json!({"path": "f.txt"})).await;
+    assert!(out.len() < 4096 + 200, "{}", out.len());
+    assert!(
+        out.ends_with("[output limit reached: lines 1-33 of 1000 shown; to read on, call read_file with offset=34]\n"),
+        "{out}"
+    );
+}
+
+// ---------------------------------------------------------------- list_files
+
+#[tokio::test]
+async fn list_files_respects_gitignore_ignore_and_hidden_files() {
+    let ws = Ws::new(&[]);
+    ws.write(".gitignore", "target/\n*.tmp\n");
+    ws.write(".ignore", "*.log\n");
+    ws.write("README.md", "hi\n");
+    ws.write("src/main.rs", "fn main() {}\n");
+    ws.write("src/lib/deep.rs", "\n");
+    ws.write("src-extra.txt", "\n");
+    ws.write("target/debug/out", "\n");
+    ws.write("scratch.tmp", "\n");
+    ws.write("build.log", "\n");
+    ws.write(".env", "SECRET=1\n");
+    ws.write(".hidden/x.txt", "\n");
+    ws.write(".PseudoClaude/sessions/s1/log.jsonl", "{}\n");
+    fs::create_dir(ws.path("empty-dir")).unwrap();
+    // Sorted by name within each directory, depth first; directories not on their own lines.
+    assert_eq!(ws.ok("list_files", json!({})).await, "README.md\nsrc/lib/deep.rs\nsrc/main.rs\nsrc-extra.txt\n");
+    assert_eq!(ws.ok("list_files", json!({"path": "src"})).await, "src/lib/deep.rs\nsrc/main.rs\n");
+    assert_eq!(ws.ok("list_files", json!({"path": "src/main.rs"})).await, "src/main.rs\n");
+    assert_eq!(
+        ws.ok("list_files", json!({"path": "empty-dir"})).await,
+        "[no files under empty-dir (hidden and ignored files are not listed)]\n"
+    );
+}
+
+#[tokio::test]
+async fn list_files_in_a_git_repo_honours_info_exclude() {
+    let ws = Ws::new(&[]);
+    ws.write(".git/info/exclude", "secret.txt\n");
+    ws.write(".git/HEAD", "ref: refs/heads/main\n");
+    ws.write("secret.txt", "\n");
+    ws.write("kept.txt", "\n");
+    assert_eq!(ws.ok("list_files", json!({})).await, "kept.txt\n");
+}
+
+#[tokio::test]
+async fn list_files_caps_at_1000_with_a_note() {
+    let ws = Ws::new(&[]);
+    fs::create_dir(ws.path("many")).unwrap();
+    for i in 0..1005 {
+        fs::write(ws.path(&format!("many/f{i:04}")), "").unwrap();
+    }
+    let out = ws.ok("list_files", json!({"path": "many"})).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1001);
+    assert_eq!(lines[0], "many/f0000");
+    assert_eq!(lines[999], "many/f0999");
+    assert_eq!(lines[1000], "[5 more files not shown (1005 in all); list a subdirectory, or use grep, to see them]");
+}
+
+// ---------------------------------------------------------------- grep
+
+#[tokio::test]
+async fn grep_finds_regex_matches_in_unignored_text_files() {
+    let ws = Ws::new(&[]);
+    ws.write(".gitignore", "vendor/\n");
+    ws.write("src/a.rs", "fn main() {\n    helper(1);\n}\nfn helper(x: u8) {}\n");
+    ws.write("src/b.txt", "nothing to see\n");
+    ws.write("vendor/c.rs", "fn vendored() {}\n");
+    fs::write(ws.path("src/blob.bin"), b"fn binary() {}\x00").unwrap();
+    assert_eq!(
+        ws.ok("grep", json!({"pattern": r"fn \w+\("})).await,
+        "src/a.rs:1: fn main() {\nsrc/a.rs:4: fn helper(x: u8) {}\n"
+    );
+    assert_eq!(ws.ok("grep", json!({"pattern": "(?i)NOTHING", "path": "src"})).await, "src/b.txt:1: nothing to see\n");
+    assert_eq!(
+        ws.ok("grep", json!({"pattern": "helper", "path": "src/a.rs"})).await,
+        "src/a.rs:2:     helper(1);\nsrc/a.rs:4: fn helper(x: u8) {}\n"
+    );
+    assert_eq!(ws.ok("grep", json!({"pattern": "zebra"})).await, "no matches\n");
+}
+
+#[tokio::test]
+async fn grep_bad_regex_is_an_error_with_the_regex_message() {
+    let ws = Ws::new(&[]);
+    let e = ws.err("grep", json!({"pattern": "fn (main"})).await;
+    assert!(e.starts_with("invalid regex \"fn (main\": "), "{e}");
+    assert!(e.contains("unclosed group"), "{e}");
+}
+
+#[tokio::test]
+async fn grep_caps_matches_and_cuts_long_lines() {
+    let ws = Ws::new(&[]);
+    let lines: String = (1..=250).map(|i| format!("hit {i}\n")).collect();
+    ws.write("hits.txt", &lines);
+    let out = ws.ok("grep", json!({"pattern": "hit"})).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 201);
+    assert_eq!(lines[199], "hits.txt:200: hit 200");
+    assert_eq!(lines[200], "[stopped after 200 matching lines; there may be more: narrow the pattern or the path]");
+
+    ws.write("wide.txt", &format!("{}NEEDLE{}\n", "a".repeat(5000), "b".repeat(5000)));
+    let out = ws.ok("grep", json!({"pattern": "NEEDLE"})).await;
+    assert!(out.starts_with("wide.txt:1: …a"), "{out}");
+    assert!(out.contains("NEEDLE"));
+    assert!(out.len() < 400, "{}", out.len());
+}
+
+// ---------------------------------------------------------------- write_file
+
+#[tokio::test]
+async fn write_file_creates_parents_atomically_after_approval() {
+    let ws = Ws::new(&[Approval::Yes, Approval::Yes]);
+    assert_eq!(
+        ws.ok("write_file", json!({"path": "deep/dir/new.txt", "content": "hi\nthere\n"})).await,
+        "created deep/dir/new.txt (9 bytes, 2 lines)"
+    );
+    assert_eq!(ws.read("deep/dir/new.txt"), "hi\nthere\n");
+    assert_eq!(
+        ws.script.asked(),
+        [ApprovalRequest {
+            tool: "write_file".into(),
+            summary: "deep/dir/new.txt".into(),
+            detail: "--- /dev/null\n+++ b/deep/dir/new.txt\n@@ -0,0 +1,2 @@\n+hi\n+there\n".into(),
+        }]
+    );
+
+    // Overwriting shows a diff and keeps the file's permissions; no temp file is left behind.
+    ws.write("run.sh", "#!/bin/sh\necho old\n");
+    fs::set_permissions(ws.path("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        ws.ok("write_file", json!({"path": "run.sh", "content": "#!/bin/sh\necho new\n"})).await,
+        "overwrote run.sh (19 bytes, 2 lines)"
+    );
+    assert_eq!(
+        ws.script.asked()[1].detail,
+        "--- a/run.sh\n+++ b/run.sh\n@@ -1,2 +1,2 @@\n #!/bin/sh\n-echo old\n+echo new\n"
+    );
+    assert_eq!(fs::metadata(ws.path("run.sh")).unwrap().permissions().mode() & 0o777, 0o755);
+    let names: Vec<String> =
+        fs::read_dir(ws.dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.contains("pseudoclaude-tmp")), "{names:?}");
+}
+
+#[tokio::test]
+async fn write_file_declined_leaves_no_file() {
+    let ws = Ws::new(&[Approval::No]);
+    let e = ws.err("write_file", json!({"path": "new/x.txt", "content": "data"})).await;
+    assert_eq!(
+        e,
+        "the user declined this write_file call (new/x.txt); the file was not changed. Do not retry it as is: ask the user how to proceed."
+    );
+    assert!(!ws.path("new/x.txt").exists());
+    assert!(!ws.path("new").exists(), "no parent directory is made before approval");
+}
+
+#[tokio::test]
+async fn always_stops_asking_for_that_tool_only() {
+    let ws = Ws::new(&[Approval::Always, Approval::Yes]);
+    ws.ok("write_file", json!({"path": "a.txt", "content": "1\n"})).await;
+    ws.ok("write_file", json!({"path": "b.txt", "content": "2\n"})).await;
+    ws.ok("write_file", json!({"path": "a.txt", "content": "3\n"})).await;
+    assert_eq!(ws.script.asked().len(), 1);
+    // edit_file still asks.
+    ws.ok("edit_file", json!({"path": "a.txt", "old": "3", "new": "4"})).await;
+    let asked = ws.script.asked();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[1].tool, "edit_file");
+    assert_eq!(ws.read("a.txt"), "4\n");
+}
+
+#[tokio::test]
+async fn auto_approve_never_asks() {
+    let ws = Ws::with_auto(&[], AutoApprove { write_file: true, edit_file: true, run_command: true });
+    ws.ok("write_file", json!({"path": "a.txt", "content": "one\n"})).await;
+    ws.ok("edit_file", json!({"path": "a.txt", "old": "one", "new": "two"})).await;
+    assert_eq!(ws.ok("run_command", json!({"command": "cat a.txt"})).await, "exit code: 0\n[stdout]\ntwo\n");
+    assert!(ws.script.asked().is_empty());
+
+    // Only the flagged tools skip the question.
+    let ws = Ws::with_auto(&[Approval::No], AutoApprove { write_file: true, ..Default::default() });
+    ws.ok("write_file", json!({"path": "a.txt", "content": "one\n"})).await;
+    ws.err("run_command", json!({"command": "touch ran"})).await;
+    assert_eq!(ws.script.asked().len(), 1);
+    assert!(!ws.path("ran").exists());
+}
+
+// ---------------------------------------------------------------- edit_file
+
+#[tokio::test]
+async fn edit_file_replaces_a_unique_match_and_shows_the_diff() {
+    let ws = Ws::new(&[Approval::Yes]);
+    ws.write("f.txt", "1\n2\n3\n4\nfive = 5\n6\n7\n8\n9\n");
+    let diff =
+        "--- a/f.txt\n+++ b/f.txt\n@@ -2,7 +2,8 @@\n 2\n 3\n 4\n-five = 5\n+five = 5.0\n+five and a half\n 6\n 7\n 8\n";
+    assert_eq!(
+        ws.ok("edit_file", json!({"path": "f.txt", "old": "five = 5\n", "new": "five = 5.0\nfive and a half\n"})).await,
+        format!("edited f.txt\n{diff}")
+    );
+    assert_eq!(ws.read("f.txt"), "1\n2\n3\n4\nfive = 5.0\nfive and a half\n6\n7\n8\n9\n");
+    assert_eq!(
+        ws.script.asked(),
+        [ApprovalRequest { tool: "edit_file".into(), summary: "f.txt".into(), detail: diff.into() }]
+    );
+}
+
+#[tokio::test]
+async fn edit_file_not_found_and_ambiguous_are_errors_without_asking() {
+    let ws = Ws::new(&[]);
+    ws.write("f.rs", "let x = 1;\nlet y = 1;\n");
+    let e = ws.err("edit_file", json!({"path": "f.rs", "old": "let z", "new": "let w"})).await;
+    assert!(e.starts_with("not found: `old` does not occur in f.rs."), "{e}");
+    let e = ws.err("edit_file", json!({"path": "f.rs", "old": " = 1;", "new": " = 2;"})).await;
+    assert!(e.starts_with("`old` occurs 2 times in f.rs; it must occur exactly once."), "{e}");
+    let e = ws.err("edit_file", json!({"path": "f.rs", "old": "", "new": "x"})).await;
+    assert!(e.starts_with("`old` is empty"), "{e}");
+    let e = ws.err("edit_file", json!({"path": "nope.rs", "old": "a", "new": "b"})).await;
+    assert_eq!(e, "nope.rs does not exist; use write_file to create it");
+    assert!(ws.script.asked().is_empty());
+    assert_eq!(ws.read("f.rs"), "let x = 1;\nlet y = 1;\n");
+}
+
+#[tokio::test]
+async fn edit_file_declined_leaves_the_file_alone() {
+    let ws = Ws::new(&[Approval::No]);
+    ws.write("f.txt", "keep me\n");
+    let e = ws.err("edit_file", json!({"path": "f.txt", "old": "keep", "new": "lose"})).await;
+    assert!(e.starts_with("the user declined this edit_file call (f.txt)"), "{e}");
+    assert_eq!(ws.read("f.txt"), "keep me\n");
+}
+
+#[tokio::test]
+async fn edit_file_matches_crlf_files_with_lf_text() {
+    let ws = Ws::new(&[Approval::Yes]);
+    ws.write("win.txt", "a\r\nb\r\nc\r\n");
+    ws.ok("edit_file", json!({"path": "win.txt", "old": "a\nb\n", "new": "A\nB\n"})).await;
+    assert_eq!(ws.read("win.txt"), "A\r\nB\r\nc\r\n");
+}
+
+// ---------------------------------------------------------------- confinement
+
+#[tokio::test]
+async fn paths_outside_the_workspace_are_refused() {
+    let ws = Ws::with_auto(&[], AutoApprove { write_file: true, edit_file: true, run_command: true });
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("secret.txt"), "top secret\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path("link")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), ws.path("alias.txt")).unwrap();
+    ws.write("ok.txt", "fine\n");
+
+    let e = ws.err("read_file", json!({"path": "../x"})).await;
+    assert!(e.starts_with("path \"../x\" is outside the workspace ("), "{e}");
+    let e = ws.err("read_file", json!({"path": "/etc/passwd"})).await;
+    assert!(e.starts_with("path \"/etc/passwd\" is outside the workspace"), "{e}");
+    let e = ws.err("read_file", json!({"path": "src/../../x"})).await;
+    assert!(e.contains("outside the workspace"), "{e}");
+    for p in ["link/secret.txt", "alias.txt"] {
+        let e = ws.err("read_file", json!({"path": p})).await;
+        assert!(e.starts_with(&format!("path \"{p}\" leads through a symlink to ")), "{e}");
+        assert!(!e.contains("top secret"));
+    }
+    let e = ws.err("write_file", json!({"path": "link/planted.txt", "content": "x"})).await;
+    assert!(e.contains("leads through a symlink"), "{e}");
+    assert!(!outside.path().join("planted.txt").exists());
+    let e = ws.err("write_file", json!({"path": "alias.txt", "content": "x"})).await;
+    assert!(e.contains("leads through a symlink"), "{e}");
+    let e = ws.err("edit_file", json!({"path": "alias.txt", "old": "top", "new": "no"})).await;
+    assert!(e.contains("leads through a symlink"), "{e}");
+    assert_eq!(fs::read_to_string(outside.path().join("secret.txt")).unwrap(), "top secret\n");
+    ws.err("list_files", json!({"path": ".."})).await;
+    ws.err("list_files", json!({"path": "link"})).await;
+    ws.err("grep", json!({"pattern": "secret", "path": "/etc"})).await;
+    ws.err("grep", json!({"pattern": "secret", "path": "link"})).await;
+    // Walking the workspace does not follow the symlinks out of it either.
+    assert_eq!(ws.ok("grep", json!({"pattern": "secret"})).await, "no matches\n");
+    // The session logs may not be changed.
+    let e = ws.err("write_file", json!({"path": ".PseudoClaude/sessions/x.jsonl", "content": "{}"})).await;
+    assert_eq!(
+        e,
+        ".PseudoClaude/sessions/x.jsonl is inside .PseudoClaude/, where the session logs live; tools may not change it"
+    );
+    assert!(!ws.path(".PseudoClaude").exists());
+    ws.write(".PseudoClaude/sessions/s/log.jsonl", "{\"a\":1}\n");
+    let e = ws.err("edit_file", json!({"path": "./.PseudoClaude/sessions/s/log.jsonl", "old": "1", "new": "2"})).await;
+    assert!(e.contains("where the session logs live"), "{e}");
+    assert_eq!(ws.read(".PseudoClaude/sessions/s/log.jsonl"), "{\"a\":1}\n");
+    assert!(ws.script.asked().is_empty());
+    // Symlinks that stay inside are fine.
+    std::os::unix::fs::symlink(ws.path("ok.txt"), ws.path("ok-link.txt")).unwrap();
+    assert_eq!(ws.ok("read_file", json!({"path": "ok-link.txt"})).await, numbered(1, &["fine"]));
+}
+
+// ---------------------------------------------------------------- run_command
+
+#[tokio::test]
+async fn run_command_reports_exit_code_stdout_and_stderr() {
+    let ws = Ws::new(&[Approval::Yes, Approval::Yes, Approval::Yes]);
+    let command = "echo out; echo err >&2; exit 3";
+    assert_eq!(ws.ok("run_command", json!({"command": command})).await, "exit code: 3\n[stdout]\nout\n[stderr]\nerr\n");
+    assert_eq!(
+        ws.script.asked(),
+        [ApprovalRequest { tool: "run_command".into(), summary: command.into(), detail: command.into() }]
+    );
+    // It runs in the workspace, with no input.
+    ws.write("here.txt", "");
+    assert_eq!(ws.ok("run_command", json!({"command": "ls; cat"})).await, "exit code: 0\n[stdout]\nhere.txt\n");
+    assert_eq!(ws.ok("run_command", json!({"command": "true"})).await, "exit code: 0\n(no output)\n");
+}
+
+#[tokio::test]
+async fn run_command_timeout_kills_the_process_group() {
+    let ws = Ws::with_auto(&[], AutoApprove { run_command: true, ..Default::default() });
+    let start = Instant::now();
+    let out =
+        ws.run("run_command", json!({"command": "echo started; sleep 30 & echo $! > pid; wait", "timeout": 1})).await;
+    let took = start.elapsed();
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content.starts_with("timed out after 1 s: killed the command and its process group"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.ends_with("[stdout]\nstarted\n"), "{}", out.content);
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    let pid = read_pid(&ws.path("pid"));
+    assert!(wait_dead(pid, Duration::from_secs(3)), "sleep {pid} still runs");
+}
+
+#[tokio::test]
+async fn dropping_the_run_future_kills_the_command() {
+    let ws = Ws::with_auto(&[], AutoApprove { run_command: true, ..Default::default() });
+    let call = ToolCall::new("c", "run_command", json!({"command": "sleep 30 & echo $! > pid; wait"}));
+    let cut = tokio::time::timeout(Duration::from_millis(800), ws.tools.run(&call)).await;
+    assert!(cut.is_err(), "the command should still have been running");
+    let pid = read_pid(&ws.path("pid"));
+    assert!(wait_dead(pid, Duration::from_secs(3)), "sleep {pid} still runs after the future was dropped");
+}
+
+#[tokio::test]
+async fn run_command_output_is_capped_keeping_both_ends() {
+    let mut ws = Ws::with_auto(&[], AutoApprove { run_command: true, ..Default::default() });
+    ws.tools.set_output_cap(4096);
+    let out = ws.ok("run_command", json!({"command": "echo first; seq 1 100000; echo last"})).await;
+    assert!(out.starts_with("exit code: 0\n[stdout]\nfirst\n1\n2\n"), "{}", &out[..100]);
+    assert!(out.contains(" bytes cut here …]"), "{out}");
+    assert!(out.ends_with("100000\nlast\n"), "{}", &out[out.len() - 100..]);
+    assert!(out.len() <= 4096 + 200, "{}", out.len());
+}
