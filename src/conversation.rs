@@ -11,10 +11,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::message::{Message, ToolCall, ToolResult};
 
+/// Persists one new message; the error says why it could not.
+pub type OnAppend = Box<dyn Fn(&Message) -> Result<(), String> + Send + Sync>;
+/// Persists a whole new context, with the reason (`compact`, `resync`, ...).
+pub type OnReplace = Box<dyn Fn(&str, &[Message]) -> Result<(), String> + Send + Sync>;
+
 /// Persists changes. The seed's two hooks; the session writer is the real one, tests inject others.
 pub struct Hooks {
-    pub on_append: Box<dyn Fn(&Message) -> Result<(), String> + Send + Sync>,
-    pub on_replace: Box<dyn Fn(&str, &[Message]) -> Result<(), String> + Send + Sync>,
+    pub on_append: OnAppend,
+    pub on_replace: OnReplace,
 }
 
 impl Hooks {

@@ -149,7 +149,7 @@ async fn a_turn_with_two_parallel_tool_calls_is_logged_and_resumes() {
     assert_eq!(roles, ["user", "assistant", "user", "user", "assistant"]);
     assert_eq!(loaded.model, "scripted-1");
     // The second request carried both results right after the calls.
-    let second = &provider.requests.lock().unwrap()[1];
+    let second = provider.requests.lock().unwrap()[1].clone();
     assert_eq!(second.messages.len(), 4);
     assert_eq!(second.messages[2].tool_result.as_ref().unwrap().tool_call_id, "c1");
     assert_eq!(second.messages[3].tool_result.as_ref().unwrap().tool_call_id, "c2");
