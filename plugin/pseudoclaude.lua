@@ -8,3 +8,18 @@ vim.g.loaded_pseudoclaude = true
 vim.api.nvim_create_user_command("PseudoClaudeVersion", function()
   require("pseudoclaude").print_version()
 end, { nargs = 0, desc = "pseudoclaude: show the plugin and native core versions" })
+
+vim.api.nvim_create_user_command("PseudoChat", function()
+  require("pseudoclaude.chat").open()
+end, { nargs = 0, desc = "pseudoclaude: open the agent buffer" })
+
+vim.api.nvim_create_user_command("PseudoCancel", function()
+  require("pseudoclaude.chat").cancel()
+end, { nargs = 0, desc = "pseudoclaude: cancel the running turn" })
+
+vim.api.nvim_create_user_command("PseudoNew", function()
+  require("pseudoclaude.chat").new_chat()
+end, { nargs = 0, desc = "pseudoclaude: start a new chat (the current session stays on disk)" })
+
+vim.keymap.set("n", "<Plug>(PseudoChat)", "<Cmd>PseudoChat<CR>", { desc = "pseudoclaude: open the agent buffer" })
+vim.keymap.set("n", "<Plug>(PseudoCancel)", "<Cmd>PseudoCancel<CR>", { desc = "pseudoclaude: cancel the turn" })

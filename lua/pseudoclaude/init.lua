@@ -77,4 +77,47 @@ function M.print_version()
   end
 end
 
+--- The agent buffer: `chat.open()`, `chat.send(text)`, `chat.cancel()`, `chat.new()` (`:help pseudoclaude-api`).
+M.chat = setmetatable({}, {
+  __index = function(_, key)
+    local chat = require("pseudoclaude.chat")
+    if key == "new" then
+      return chat.new_chat
+    end
+    return chat[key]
+  end,
+})
+
+--- The history the model sees next, in the log's own shape (`role`, `content`, `tool_calls`, `tool_result`, `ts`).
+---@return table[]
+function M.messages()
+  if not package.loaded["pseudoclaude.chat"] then
+    return {}
+  end
+  return require("pseudoclaude.chat").messages()
+end
+
+--- Sessions of the workspace on disk: `list(opts)`, `load(id)`, `cleanup()`, `delete(id)` (`:help pseudoclaude-api`).
+M.sessions = setmetatable({}, {
+  __index = function(_, key)
+    return require("pseudoclaude.sessions")[key]
+  end,
+})
+
+--- Restores a session into the agent buffer: an id, "last" or nil (the most recent other session).
+---@param id string?
+---@return pseudoclaude.ResumeReport
+function M.resume(id)
+  return require("pseudoclaude.chat").resume(id)
+end
+
+--- The current session `{id, dir, jsonl}`, or nil before the first message.
+---@return {id: string, dir: string, jsonl: string}?
+function M.current()
+  if not package.loaded["pseudoclaude.chat"] then
+    return nil
+  end
+  return require("pseudoclaude.chat").current()
+end
+
 return M

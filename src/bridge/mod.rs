@@ -32,6 +32,7 @@
 //! Code reachable from `cargo test` must not call Neovim's C API (`nvim_oxi::api`): a test binary
 //! has no Neovim to link against. Only the entry point does (to ask for `stdpath("log")`).
 
+pub mod agent;
 pub mod sessions;
 
 use std::backtrace::Backtrace;
@@ -92,6 +93,7 @@ fn exports() -> Dictionary {
         export("_test_echo", |a| (0..a.len()).map(|i| a.get::<serde_json::Value>(i)).collect::<BridgeResult<Vec<_>>>()),
     ];
     all.extend(sessions::exports());
+    all.extend(agent::exports());
     Dictionary::from_iter(all)
 }
 

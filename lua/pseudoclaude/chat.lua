@@ -1,0 +1,614 @@
+--- The agent buffer: a transcript window and an input window below it.
+---
+--- The conversation runs in the native core, on its own threads. This module only renders what the
+--- core reports (drained from its queue whenever it wakes the main loop) and sends what the user
+--- types. Nothing here waits for the disk, the network or the model.
+
+local M = {}
+local H = {}
+
+-- Public API ===========================================================================================================
+
+--- Opens (or focuses) the agent buffer. Returns the transcript buffer.
+---@return integer bufnr
+function M.open()
+  H.ensure_host()
+  if not H.valid_buf(H.buf) then
+    H.buf = H.make_buf("pseudoclaude://chat", "pseudoclaude")
+    vim.bo[H.buf].modifiable = false
+    H.render_all()
+  end
+  if not H.valid_buf(H.input_buf) then
+    H.input_buf = H.make_buf("pseudoclaude://input", "pseudoclaude-input")
+    H.map_input(H.input_buf)
+  end
+  if not H.valid_win(H.win) then
+    vim.cmd("botright vsplit")
+    H.win = vim.api.nvim_get_current_win()
+    vim.api.nvim_win_set_buf(H.win, H.buf)
+    vim.api.nvim_win_set_width(H.win, math.max(60, math.floor(vim.o.columns * 0.4)))
+    H.set_win_options(H.win)
+    vim.wo[H.win].winbar = "%{%v:lua.require'pseudoclaude.chat'.winbar()%}"
+    H.map_transcript(H.buf)
+  end
+  if not H.valid_win(H.input_win) then
+    vim.api.nvim_set_current_win(H.win)
+    vim.cmd("belowright split")
+    H.input_win = vim.api.nvim_get_current_win()
+    vim.api.nvim_win_set_buf(H.input_win, H.input_buf)
+    vim.api.nvim_win_set_height(H.input_win, 5)
+    vim.wo[H.input_win].winfixheight = true
+    vim.wo[H.input_win].winbar = " Message · <CR> send (normal) · <C-s> send (insert) · <C-c> cancel"
+  end
+  vim.api.nvim_set_current_win(H.input_win)
+  H.scroll_to_end()
+  return H.buf
+end
+
+--- Sends `text` as the user's message; opens the chat and starts a session when needed.
+---@param text string
+function M.send(text)
+  if type(text) ~= "string" then
+    error("pseudoclaude.chat.send: text must be a string, got " .. type(text), 2)
+  end
+  H.ensure_host()
+  require("pseudoclaude.core").call("agent_configure", H.config_json())
+  require("pseudoclaude.core").call("agent_send", text)
+  M.open()
+  H.state.busy = true
+  H.state.phase = "answering"
+  H.redraw_winbar()
+end
+
+--- Cancels the running turn. Returns whether one was running.
+---@return boolean
+function M.cancel()
+  if not H.host_ready then
+    return false
+  end
+  local running = require("pseudoclaude.core").call("agent_cancel")
+  return running
+end
+
+--- Restores session `id` ("last" or nil: the most recent other session) into the agent buffer.
+---@param id string?
+---@return pseudoclaude.ResumeReport
+function M.resume(id)
+  H.ensure_host()
+  if id == nil or id == "last" then
+    local list = require("pseudoclaude").sessions.list({ limit = 1 })
+    if #list == 0 then
+      error("pseudoclaude: there is no other session to resume in " .. H.workspace(), 0)
+    end
+    id = list[1].id
+  end
+  ---@class pseudoclaude.ResumeReport
+  ---@field id string
+  ---@field messages integer
+  ---@field stale_hours integer?
+  ---@field notice string
+  local report = require("pseudoclaude.core").call("agent_resume", id)
+  H.state.saved, H.state.save_error, H.state.busy = true, nil, false
+  H.state.phase = "idle"
+  if H.valid_buf(H.buf) then
+    H.render_all()
+  end
+  M.open()
+  if report.notice ~= "" then
+    H.append({ "", "⚠ Restored with repairs: " .. report.notice }, "PseudoClaudeNotice")
+    vim.notify(("pseudoclaude: session %s restored with repairs: %s"):format(id, report.notice), vim.log.levels.WARN)
+  end
+  vim.api.nvim_exec_autocmds("User", { pattern = "PseudoClaudeResumed", modeline = false, data = report })
+  return report
+end
+
+--- Starts a new, empty chat (the current session stays on disk).
+function M.new_chat()
+  H.ensure_host()
+  require("pseudoclaude.core").call("agent_new_chat")
+  H.state.saved, H.state.save_error = true, nil
+  if H.valid_buf(H.buf) then
+    H.render_all()
+  end
+end
+
+--- The current session, or nil before the first message.
+---@return {id: string, dir: string, jsonl: string}?
+function M.current()
+  if not H.host_ready then
+    return nil
+  end
+  local cur = require("pseudoclaude.core").call("agent_current")
+  if cur == nil or cur == vim.NIL then
+    return nil
+  end
+  return cur
+end
+
+--- The history the model sees next, in the log's own shape.
+---@return table[]
+function M.messages()
+  if not H.host_ready then
+    return {}
+  end
+  return require("pseudoclaude.core").call("agent_messages")
+end
+
+--- The winbar of the transcript window: session, model, turn state, whether the log is saved.
+---@return string
+function M.winbar()
+  local s = H.state
+  local parts = {
+    "%#PseudoClaudeWinbar# pseudoclaude",
+    "session " .. (s.session or "new"),
+    (s.provider or "?") .. (s.model and s.model ~= "" and (" · " .. s.model) or ""),
+    s.phase,
+  }
+  local saved = s.saved and "%#PseudoClaudeSaved#saved" or "%#PseudoClaudeUnsaved#NOT SAVED: " .. (s.save_error or "")
+  return table.concat(parts, " │ ") .. " │ " .. saved .. "%*"
+end
+
+--- Renders `messages` (the log's shape) into lines, as the agent buffer shows them. Used by the picker's preview.
+---@param messages table[]
+---@return string[] lines
+---@return {line: integer, group: string}[] highlights 0-based line numbers
+function M.render_lines(messages)
+  local lines, hls = {}, {}
+  local names = {}
+  local function add(text, group)
+    for _, l in ipairs(vim.split(text, "\n", { plain = true })) do
+      lines[#lines + 1] = l
+      if group then
+        hls[#hls + 1] = { line = #lines - 1, group = group }
+      end
+    end
+  end
+  local last_role
+  for _, m in ipairs(messages) do
+    local tr = H.nonnil(m.tool_result)
+    if tr then
+      local name = names[tr.tool_call_id] or "tool"
+      local first = (tr.content or ""):match("^[^\n]*") or ""
+      add(H.result_line(name, first, tr.content or "", tr.is_error), tr.is_error and "PseudoClaudeError" or "PseudoClaudeTool")
+    else
+      local header = H.header_for(m)
+      if header ~= last_role then
+        if #lines > 0 then
+          add("")
+        end
+        add(header, "PseudoClaudeHeader")
+        last_role = header
+      end
+      if m.content and m.content ~= "" then
+        add(m.content)
+      end
+      for _, c in ipairs(H.nonnil(m.tool_calls) or {}) do
+        names[c.id] = c.name
+        add(H.call_line(c.name, c.arguments), "PseudoClaudeTool")
+      end
+    end
+  end
+  return lines, hls
+end
+
+-- Helpers ==============================================================================================================
+
+H.state = { busy = false, phase = "idle", saved = true, save_error = nil, session = nil, provider = nil, model = nil }
+H.host_ready = false
+H.streaming = false
+
+H.ns = vim.api.nvim_create_namespace("pseudoclaude_chat")
+
+function H.nonnil(v)
+  if v == nil or v == vim.NIL then
+    return nil
+  end
+  return v
+end
+
+function H.valid_buf(b)
+  return b ~= nil and vim.api.nvim_buf_is_valid(b)
+end
+
+function H.valid_win(w)
+  return w ~= nil and vim.api.nvim_win_is_valid(w)
+end
+
+function H.workspace()
+  return require("pseudoclaude").workspace()
+end
+
+function H.config_json()
+  local cfg = require("pseudoclaude").get_config()
+  local p = cfg.provider or {}
+  return vim.json.encode({
+    workspace = H.workspace(),
+    provider = {
+      name = p.name or "",
+      model = p.model or "",
+      base_url = p.base_url or "",
+      api_key_env = p.api_key_env or "",
+    },
+    stale_after_hours = cfg.stale_after_hours,
+    spill_threshold = cfg.spill_threshold,
+    retention_days = cfg.retention_days,
+    approve = {
+      write_file = cfg.approve.write_file == true,
+      edit_file = cfg.approve.edit_file == true,
+      run_command = cfg.approve.run_command == true,
+    },
+  })
+end
+
+function H.ensure_host()
+  H.define_highlights()
+  if H.host_ready then
+    return
+  end
+  require("pseudoclaude.core").call("agent_setup", H.on_wake, H.config_json())
+  H.host_ready = true
+  H.refresh_status()
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = vim.api.nvim_create_augroup("pseudoclaude_chat", { clear = true }),
+    callback = function()
+      pcall(require("pseudoclaude.core").call, "agent_close")
+    end,
+  })
+end
+
+function H.define_highlights()
+  if H.hl_done then
+    return
+  end
+  H.hl_done = true
+  local links = {
+    PseudoClaudeHeader = "Title",
+    PseudoClaudeTool = "Comment",
+    PseudoClaudeError = "DiagnosticError",
+    PseudoClaudeNotice = "DiagnosticWarn",
+    PseudoClaudeWinbar = "WinBar",
+    PseudoClaudeSaved = "DiagnosticOk",
+    PseudoClaudeUnsaved = "DiagnosticError",
+  }
+  for group, target in pairs(links) do
+    vim.api.nvim_set_hl(0, group, { link = target, default = true })
+  end
+end
+
+function H.refresh_status()
+  local ok, st = pcall(require("pseudoclaude.core").call, "agent_status")
+  if ok then
+    H.state.provider, H.state.model = st.provider, st.model
+    H.state.session = H.nonnil(st.session)
+    if st.unsaved then
+      H.state.saved = false
+    end
+  end
+end
+
+function H.redraw_winbar()
+  if H.valid_win(H.win) then
+    vim.api.nvim__redraw({ win = H.win, winbar = true })
+  end
+end
+
+function H.make_buf(name, ft)
+  local existing = vim.fn.bufnr(name)
+  local b = existing ~= -1 and existing or vim.api.nvim_create_buf(false, true)
+  if existing == -1 then
+    vim.api.nvim_buf_set_name(b, name)
+  end
+  vim.bo[b].buftype = "nofile"
+  vim.bo[b].bufhidden = "hide"
+  vim.bo[b].swapfile = false
+  vim.bo[b].filetype = ft
+  return b
+end
+
+function H.set_win_options(w)
+  vim.wo[w].wrap = true
+  vim.wo[w].linebreak = true
+  vim.wo[w].number = false
+  vim.wo[w].relativenumber = false
+  vim.wo[w].foldmethod = "manual"
+  vim.wo[w].foldenable = true
+  vim.wo[w].foldlevel = 0
+end
+
+function H.map_input(b)
+  local o = { buffer = b, silent = true }
+  vim.keymap.set("n", "<CR>", function()
+    H.submit()
+  end, vim.tbl_extend("force", o, { desc = "pseudoclaude: send" }))
+  vim.keymap.set("i", "<C-s>", function()
+    H.submit()
+  end, vim.tbl_extend("force", o, { desc = "pseudoclaude: send" }))
+  for _, mode in ipairs({ "n", "i" }) do
+    vim.keymap.set(mode, "<C-c>", function()
+      M.cancel()
+    end, vim.tbl_extend("force", o, { desc = "pseudoclaude: cancel the turn" }))
+  end
+end
+
+function H.map_transcript(b)
+  local o = { buffer = b, silent = true }
+  vim.keymap.set("n", "<C-c>", function()
+    M.cancel()
+  end, vim.tbl_extend("force", o, { desc = "pseudoclaude: cancel the turn" }))
+  vim.keymap.set("n", "<Tab>", "za", vim.tbl_extend("force", o, { desc = "pseudoclaude: expand/fold a tool result" }))
+end
+
+function H.submit()
+  local lines = vim.api.nvim_buf_get_lines(H.input_buf, 0, -1, false)
+  local text = vim.trim(table.concat(lines, "\n"))
+  if text == "" then
+    return
+  end
+  local ok, err = pcall(M.send, text)
+  if not ok then
+    vim.notify(tostring(err), vim.log.levels.ERROR)
+    return
+  end
+  vim.api.nvim_buf_set_lines(H.input_buf, 0, -1, false, {})
+end
+
+function H.header_for(m)
+  if m.role == "user" then
+    local c = m.content or ""
+    if c:sub(1, #"[Session resumed]") == "[Session resumed]" then
+      return "## Reminder to the model"
+    end
+    return "## You"
+  end
+  return "## Agent"
+end
+
+function H.call_line(name, args)
+  local ok, enc = pcall(vim.json.encode, H.nonnil(args) or vim.empty_dict())
+  if not ok or enc == "[]" then
+    enc = "{}"
+  end
+  if #enc > 100 then
+    enc = enc:sub(1, 97) .. "..."
+  end
+  return ("▸ %s %s"):format(name, enc)
+end
+
+function H.result_line(name, first, content, is_error)
+  local n = select(2, content:gsub("\n", "")) + 1
+  local mark = is_error and "✗" or "✓"
+  if #first > 100 then
+    first = first:sub(1, 97) .. "..."
+  end
+  local more = n > 1 and (" (%d lines)"):format(n) or ""
+  return ("  %s %s: %s%s"):format(mark, name, first, more)
+end
+
+--- Appends lines at the end of the transcript; returns the 0-based index of the first one.
+function H.append(lines, group)
+  if not H.valid_buf(H.buf) then
+    return
+  end
+  local b = H.buf
+  vim.bo[b].modifiable = true
+  local n = vim.api.nvim_buf_line_count(b)
+  local empty = n == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == ""
+  local start = empty and 0 or n
+  vim.api.nvim_buf_set_lines(b, start, empty and 1 or n, false, lines)
+  vim.bo[b].modifiable = false
+  if group then
+    for i = 0, #lines - 1 do
+      vim.api.nvim_buf_set_extmark(b, H.ns, start + i, 0, { line_hl_group = group })
+    end
+  end
+  H.scroll_to_end()
+  return start
+end
+
+--- Adds streamed text to the last line.
+function H.append_text(text)
+  local b = H.buf
+  if not H.valid_buf(b) then
+    return
+  end
+  vim.bo[b].modifiable = true
+  local n = vim.api.nvim_buf_line_count(b)
+  local last = vim.api.nvim_buf_get_lines(b, n - 1, n, false)[1] or ""
+  local pieces = vim.split(last .. text, "\n", { plain = true })
+  vim.api.nvim_buf_set_lines(b, n - 1, n, false, pieces)
+  vim.bo[b].modifiable = false
+  H.scroll_to_end()
+end
+
+function H.scroll_to_end()
+  if H.valid_win(H.win) and H.valid_buf(H.buf) then
+    vim.api.nvim_win_set_cursor(H.win, { vim.api.nvim_buf_line_count(H.buf), 0 })
+  end
+end
+
+--- Adds a tool result line with its full content folded under it.
+function H.append_result(name, content, is_error)
+  local first = content:match("^[^\n]*") or ""
+  local line = H.result_line(name, first, content, is_error)
+  local body = vim.split(content, "\n", { plain = true })
+  local start = H.append({ line }, is_error and "PseudoClaudeError" or "PseudoClaudeTool")
+  if #body > 1 and start then
+    local indented = {}
+    for i, l in ipairs(body) do
+      indented[i] = "    " .. l
+    end
+    H.append(indented)
+    H.fold(start + 1, start + 1 + #body)
+  end
+end
+
+function H.fold(first, last)
+  if not H.valid_win(H.win) then
+    return
+  end
+  vim.api.nvim_win_call(H.win, function()
+    pcall(vim.cmd, ("%d,%dfold"):format(first, last))
+  end)
+end
+
+function H.render_all()
+  if not H.valid_buf(H.buf) then
+    return
+  end
+  local msgs = M.messages()
+  local lines, hls = M.render_lines(msgs)
+  vim.bo[H.buf].modifiable = true
+  vim.api.nvim_buf_clear_namespace(H.buf, H.ns, 0, -1)
+  vim.api.nvim_buf_set_lines(H.buf, 0, -1, false, lines)
+  vim.bo[H.buf].modifiable = false
+  for _, h in ipairs(hls) do
+    vim.api.nvim_buf_set_extmark(H.buf, H.ns, h.line, 0, { line_hl_group = h.group })
+  end
+  H.names = {}
+  for _, m in ipairs(msgs) do
+    for _, c in ipairs(H.nonnil(m.tool_calls) or {}) do
+      H.names[c.id] = c.name
+    end
+  end
+  H.streaming = false
+  H.refresh_status()
+  H.redraw_winbar()
+end
+
+H.names = {}
+
+-- Events from the core ----------------------------------------------------------------------------------------------
+
+function H.on_wake()
+  local ok, msgs = pcall(require("pseudoclaude.core").call, "agent_drain")
+  if not ok then
+    vim.notify("pseudoclaude: " .. tostring(msgs), vim.log.levels.ERROR)
+    return
+  end
+  for _, m in ipairs(msgs) do
+    local handler = H.handlers[m.type]
+    if handler then
+      local hok, herr = pcall(handler, m)
+      if not hok then
+        vim.notify("pseudoclaude: " .. tostring(herr), vim.log.levels.ERROR)
+      end
+    end
+  end
+  H.redraw_winbar()
+end
+
+function H.begin_agent_block()
+  if not H.streaming then
+    H.append({ "", "## Agent", "" })
+    local n = vim.api.nvim_buf_line_count(H.buf)
+    vim.api.nvim_buf_set_extmark(H.buf, H.ns, n - 2, 0, { line_hl_group = "PseudoClaudeHeader" })
+    H.streaming = true
+  end
+end
+
+H.handlers = {
+  user_recorded = function(m)
+    H.append({ "", "## You" }, "PseudoClaudeHeader")
+    H.append(vim.split(m.text, "\n", { plain = true }))
+    H.streaming = false
+    H.refresh_status()
+  end,
+  text_delta = function(m)
+    H.begin_agent_block()
+    H.append_text(m.text)
+  end,
+  tool_call_started = function(m)
+    H.names[m.id] = m.name
+  end,
+  assistant_recorded = function(m)
+    local calls = H.nonnil(m.tool_calls) or {}
+    if #calls > 0 then
+      H.begin_agent_block()
+      for _, c in ipairs(calls) do
+        H.names[c.id] = c.name
+        H.append({ H.call_line(c.name, c.arguments) }, "PseudoClaudeTool")
+      end
+      H.state.phase = "running tools"
+    end
+  end,
+  tool_result = function(m)
+    H.append_result(m.name or H.names[m.id] or "tool", m.content or "", m.is_error)
+    H.state.phase = "answering"
+  end,
+  retrying = function(m)
+    H.append({ ("… retrying (attempt %d) in %.1fs: %s"):format(m.attempt, m.wait_ms / 1000, m.reason) }, "PseudoClaudeNotice")
+  end,
+  compacted = function()
+    H.append({ "", "[older history was summarised to fit the model's context]" }, "PseudoClaudeNotice")
+    H.streaming = false
+  end,
+  saved = function(m)
+    H.state.saved = m.ok
+    H.state.save_error = H.nonnil(m.error)
+    if not m.ok then
+      vim.notify("pseudoclaude: the session log could not be written: " .. tostring(H.state.save_error), vim.log.levels.ERROR)
+    end
+  end,
+  error = function(m)
+    H.append({ "", "✗ " .. m.message }, "PseudoClaudeError")
+    H.streaming = false
+    vim.notify("pseudoclaude: " .. m.message, vim.log.levels.ERROR)
+  end,
+  cancelled = function()
+    H.append({ "", "[cancelled]" }, "PseudoClaudeNotice")
+    H.streaming = false
+  end,
+  turn_done = function(m)
+    H.state.busy = false
+    H.state.phase = "idle"
+    H.streaming = false
+    H.refresh_status()
+    vim.api.nvim_exec_autocmds("User", {
+      pattern = "PseudoClaudeTurnDone",
+      modeline = false,
+      data = { stop_reason = m.stop_reason, session = H.state.session },
+    })
+  end,
+  approval = function(m)
+    H.state.phase = "waiting for approval"
+    H.ask_approval(m)
+  end,
+}
+
+--- Shows what a tool wants to do and asks yes / no / always.
+function H.ask_approval(m)
+  local detail = vim.split(m.detail or "", "\n", { plain = true })
+  local float
+  if #detail > 0 and detail[1] ~= "" then
+    local b = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_lines(b, 0, -1, false, detail)
+    vim.bo[b].filetype = m.tool == "run_command" and "sh" or "diff"
+    local width = math.min(vim.o.columns - 4, 100)
+    local height = math.min(#detail, math.max(3, vim.o.lines - 10))
+    float = vim.api.nvim_open_win(b, false, {
+      relative = "editor",
+      row = 1,
+      col = math.floor((vim.o.columns - width) / 2),
+      width = width,
+      height = height,
+      border = "rounded",
+      title = (" %s: %s "):format(m.tool, m.summary),
+      style = "minimal",
+    })
+  end
+  local choices = { "Yes", "No", "Always (this session)" }
+  local answers = { Yes = "yes", No = "no", ["Always (this session)"] = "always" }
+  vim.ui.select(choices, { prompt = ("Allow %s %s?"):format(m.tool, m.summary) }, function(choice)
+    if float and vim.api.nvim_win_is_valid(float) then
+      vim.api.nvim_win_close(float, true)
+    end
+    local ok, err = pcall(require("pseudoclaude.core").call, "agent_approve", m.id, answers[choice] or "no")
+    if not ok then
+      vim.notify(tostring(err), vim.log.levels.WARN)
+    end
+    H.state.phase = "running tools"
+    H.redraw_winbar()
+  end)
+end
+
+return M

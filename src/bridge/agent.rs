@@ -1,0 +1,108 @@
+//! The agent's exports: the Lua chat drives a [`Host`] through these, and hears back through one
+//! libuv async handle.
+//!
+//! Turns run on the host's tokio threads. When they have something to say, the host wakes the
+//! async handle; its callback (on Neovim's main thread, where libuv's loop calls it) schedules the
+//! Lua handler given to `agent_setup`, which calls `agent_drain` and renders everything queued.
+//! Wake-ups merge, so one call of the handler may see many messages; none is ever lost because the
+//! queue, not the wake-up, holds them.
+
+use std::cell::RefCell;
+
+use nvim_oxi::libuv::AsyncHandle;
+use nvim_oxi::{Function, Object};
+
+use super::{Args, BridgeError, BridgeResult, export};
+use crate::agent::host::{Host, HostConfig};
+
+struct Installed {
+    host: Host,
+    _wake: AsyncHandle,
+}
+
+thread_local! {
+    // Exports run on Neovim's main thread only, so the host lives there.
+    static HOST: RefCell<Option<Installed>> = const { RefCell::new(None) };
+    static HANDLER: RefCell<Option<Function<(), ()>>> = const { RefCell::new(None) };
+}
+
+fn with_host<T>(f: impl FnOnce(&Host) -> BridgeResult<T>) -> BridgeResult<T> {
+    HOST.with(|h| match h.borrow().as_ref() {
+        Some(i) => f(&i.host),
+        None => Err(BridgeError::msg("the agent is not set up: call agent_setup first")),
+    })
+}
+
+fn config_from(a: &Args, index: usize) -> BridgeResult<HostConfig> {
+    let json: String = a.get(index)?;
+    serde_json::from_str(&json).map_err(|e| BridgeError::msg(format!("bad configuration: {e}")))
+}
+
+/// Creates the host on first use; later calls replace the handler and the configuration.
+fn setup(a: &Args) -> BridgeResult<()> {
+    let handler: Function<(), ()> = a.get(0)?;
+    let config = config_from(a, 1)?;
+    HANDLER.with(|h| *h.borrow_mut() = Some(handler));
+    HOST.with(|h| -> BridgeResult<()> {
+        let mut slot = h.borrow_mut();
+        if slot.is_none() {
+            let wake = AsyncHandle::new(|| {
+                nvim_oxi::schedule(|_| {
+                    HANDLER.with(|h| {
+                        if let Some(f) = h.borrow().as_ref() {
+                            // The handler is Lua's own (pcall'd by nvim-oxi); its errors stay there.
+                            let _ = f.call(());
+                        }
+                    })
+                });
+            })
+            .map_err(|e| BridgeError::msg(format!("cannot create the event handle: {e}")))?;
+            let sender = wake.clone();
+            let host = Host::new(Box::new(move || {
+                let _ = sender.send();
+            }))?;
+            *slot = Some(Installed { host, _wake: wake });
+        }
+        slot.as_ref().expect("installed").host.configure(config);
+        Ok(())
+    })
+}
+
+pub(super) fn exports() -> Vec<(&'static str, Object)> {
+    vec![
+        export("agent_setup", setup),
+        export("agent_configure", |a| {
+            let c = config_from(a, 0)?;
+            with_host(|h| {
+                h.configure(c);
+                Ok(())
+            })
+        }),
+        export("agent_send", |a| {
+            let text: String = a.get(0)?;
+            with_host(|h| Ok(h.send(&text)?))
+        }),
+        export("agent_cancel", |_| with_host(|h| Ok(h.cancel()))),
+        export("agent_approve", |a| {
+            let (id, answer): (u64, String) = (a.get(0)?, a.get(1)?);
+            with_host(|h| Ok(h.approve(id, &answer)?))
+        }),
+        export("agent_resume", |a| {
+            let id: String = a.get(0)?;
+            with_host(|h| Ok(h.resume(&id)?))
+        }),
+        export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),
+        export("agent_current", |_| with_host(|h| Ok(h.current()))),
+        export("agent_messages", |_| with_host(|h| Ok(h.messages()))),
+        export("agent_status", |_| with_host(|h| Ok(h.status()))),
+        export("agent_drain", |_| with_host(|h| Ok(h.drain()))),
+        export("agent_close", |_| {
+            HOST.with(|h| {
+                if let Some(i) = h.borrow().as_ref() {
+                    i.host.close();
+                }
+            });
+            Ok(())
+        }),
+    ]
+}

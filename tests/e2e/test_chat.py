@@ -1,0 +1,276 @@
+"""The agent buffer end to end: typing a message, the turn streaming in, the log on disk, resuming it in another
+Neovim, crashes, locks, stale sessions, approvals and cancellation. Providers are the offline demo or a fake
+OpenAI server on 127.0.0.1 speaking the real streaming format."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from conftest import Neovim
+from fake_llm import FakeOpenAI
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    f = FakeOpenAI()
+    yield f
+    f.close()
+
+
+def setup(n: Neovim, provider: dict[str, Any] | None = None, **extra: Any) -> None:
+    opts = {"provider": provider or {"name": "demo"}, **extra}
+    n.lua(
+        """
+        require("pseudoclaude").setup(...)
+        vim.g.pc_turns = 0
+        vim.g.pc_resumed = vim.NIL
+        vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeTurnDone", callback = function(ev)
+          vim.g.pc_turns = vim.g.pc_turns + 1
+          vim.g.pc_last_stop = ev.data.stop_reason
+        end })
+        vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
+          vim.g.pc_resumed = ev.data
+        end })
+        """,
+        opts,
+    )
+
+
+def openai(fake: FakeOpenAI) -> dict[str, Any]:
+    return {"name": "openai", "base_url": fake.base_url, "model": "fake-model", "api_key_env": "PC_TEST_NO_KEY"}
+
+
+def wait(n: Neovim, cond: str, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = n.lua("return " + cond)
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {cond}; transcript:\n" + "\n".join(transcript(n)))
+
+
+def wait_turns(n: Neovim, count: int) -> None:
+    wait(n, f"vim.g.pc_turns >= {count}")
+
+
+def transcript(n: Neovim) -> list[str]:
+    return n.lua(
+        "local b = vim.fn.bufnr('pseudoclaude://chat') if b == -1 then return {} end "
+        "return vim.api.nvim_buf_get_lines(b, 0, -1, false)"
+    )
+
+
+def type_message(n: Neovim, text: str) -> None:
+    """Types into the input window like a user: insert mode, the text, <C-s>."""
+    n.api.command("PseudoChat")
+    n.api.input("i" + text.replace("<", "<lt>") + "<C-s>")
+
+
+def log_lines(path: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def sessions_dir(ws: Path) -> Path:
+    return ws / ".PseudoClaude" / "sessions"
+
+
+def test_opening_and_closing_an_empty_chat_leaves_nothing(nvim: Neovim, workspace: Path) -> None:
+    setup(nvim)
+    nvim.api.command("PseudoChat")
+    wins = nvim.lua("return vim.tbl_map(function(w) return vim.fn.bufname(vim.api.nvim_win_get_buf(w)) end, vim.api.nvim_list_wins())")
+    assert "pseudoclaude://chat" in wins and "pseudoclaude://input" in wins
+    assert nvim.lua("return vim.api.nvim_get_current_buf() == vim.fn.bufnr('pseudoclaude://input')")
+    assert nvim.lua("return require('pseudoclaude').current()") is None
+    nvim.close()
+    assert not (workspace / ".PseudoClaude").exists()
+
+
+def test_a_demo_turn_streams_runs_a_tool_and_is_logged(nvim: Neovim, workspace: Path) -> None:
+    (workspace / "hello.txt").write_text("hi\n")
+    setup(nvim)
+    type_message(nvim, "hello there")
+    wait_turns(nvim, 1)
+    lines = transcript(nvim)
+    text = "\n".join(lines)
+    assert "## You" in lines and "hello there" in lines and "## Agent" in lines
+    assert "offline demo provider" in text
+    assert any(l.startswith("▸ list_files") for l in lines)
+    assert any(l.startswith("  ✓ list_files:") for l in lines), lines
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    assert cur["id"] and Path(cur["jsonl"]).exists()
+    entries = log_lines(cur["jsonl"])
+    assert [e["role"] for e in entries] == ["user", "assistant", "user", "assistant"]
+    assert entries[0]["content"] == "hello there" and entries[0]["model"] == "demo"
+    assert entries[2]["tool_result"]["content"].find("hello.txt") >= 0
+    assert len(nvim.lua("return require('pseudoclaude').messages()")) == 4
+    winbar = nvim.lua("return require('pseudoclaude.chat').winbar()")
+    assert cur["id"] in winbar and "saved" in winbar and "NOT SAVED" not in winbar
+    assert nvim.lua("return vim.api.nvim_buf_get_lines(vim.fn.bufnr('pseudoclaude://input'), 0, -1, false)") == [""]
+
+
+def test_an_openai_chat_with_two_tool_calls_is_logged_and_resumed_in_a_second_neovim(
+    start_nvim: Any, workspace: Path, fake: FakeOpenAI
+) -> None:
+    (workspace / "a.txt").write_text("alpha\nbeta\n")
+    fake.push_tools("Let me look.", [("call_1", "read_file", {"path": "a.txt"}), ("call_2", "list_files", {})])
+    fake.push_text("a.txt holds alpha and beta.")
+    first = start_nvim()
+    setup(first, openai(fake))
+    type_message(first, "what is in a.txt?")
+    wait_turns(first, 1)
+    assert fake.errors == []
+    sent = fake.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+    assert "1\talpha" in sent[3]["content"] or "alpha" in sent[3]["content"]
+    assert any("a.txt holds alpha" in l for l in transcript(first))
+    sid = first.lua("return require('pseudoclaude').current().id")
+    first.close()
+
+    second = start_nvim()
+    setup(second, openai(fake))
+    second.api.command(f"PseudoResume {sid}")
+    assert second.lua("return require('pseudoclaude').current().id") == sid
+    lines = transcript(second)
+    assert "what is in a.txt?" in lines and any(l.startswith("▸ read_file") for l in lines)
+    assert second.lua("return vim.g.pc_resumed.id") == sid
+    fake.push_text("Still here.")
+    type_message(second, "and now?")
+    wait_turns(second, 1)
+    assert fake.errors == [], fake.errors
+    again = fake.requests[-1]["messages"]
+    assert [m["role"] for m in again] == ["system", "user", "assistant", "tool", "tool", "assistant", "user"]
+
+
+def test_neovim_killed_mid_turn_resumes_cleanly_in_the_next_one(
+    start_nvim: Any, workspace: Path, fake: FakeOpenAI
+) -> None:
+    fake.push_tools("", [("call_1", "list_files", {})])
+    fake.push_hang("I am in the middle of")
+    first = start_nvim()
+    setup(first, openai(fake))
+    type_message(first, "list and explain")
+    wait(first, "vim.fn.join(vim.api.nvim_buf_get_lines(vim.fn.bufnr('pseudoclaude://chat'), 0, -1, false), '\\n'):find('middle of') ~= nil")
+    sid = first.lua("return require('pseudoclaude').current().id")
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait()
+
+    second = start_nvim()
+    setup(second, openai(fake))
+    second.api.command("PseudoResume last")
+    assert second.lua("return require('pseudoclaude').current().id") == sid
+    msgs = second.lua("return require('pseudoclaude').messages()")
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    fake.push_text("Recovered.")
+    type_message(second, "go on")
+    wait_turns(second, 1)
+    assert fake.errors == []
+
+
+def test_two_neovims_on_one_session(start_nvim: Any, workspace: Path) -> None:
+    first = start_nvim()
+    setup(first)
+    type_message(first, "mine")
+    wait_turns(first, 1)
+    sid = first.lua("return require('pseudoclaude').current().id")
+    second = start_nvim()
+    setup(second)
+    ok, err = second.lua("return { pcall(require('pseudoclaude').resume, ...) }", sid)
+    assert ok is False
+    assert "open in another editor" in err and f"pid {first.proc.pid}" in err, err
+    assert second.lua("return require('pseudoclaude').current()") is None
+    first.close()
+    second.lua("require('pseudoclaude').resume(...)", sid)
+    assert second.lua("return require('pseudoclaude').current().id") == sid
+
+
+def write_session(ws: Path, sid: str, lines: list[dict[str, Any]], tail: bytes = b"") -> Path:
+    d = sessions_dir(ws) / sid
+    (d / "tool-results").mkdir(parents=True)
+    p = d / "conversation.jsonl"
+    p.write_bytes(b"".join(json.dumps(l).encode() + b"\n" for l in lines) + tail)
+    return p
+
+
+def test_a_stale_session_shows_and_sends_the_reminder(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    old = int(time.time()) - 8 * 3600
+    write_session(
+        workspace,
+        "20261201-090000-0a0b",
+        [
+            {"type": "message", "role": "user", "content": "refactor the loader", "ts": old - 10, "model": "m"},
+            {"type": "message", "role": "assistant", "content": "Done.", "ts": old},
+        ],
+    )
+    setup(nvim, openai(fake))
+    nvim.api.command("PseudoResume 20261201-090000-0a0b")
+    lines = transcript(nvim)
+    assert "## Reminder to the model" in lines
+    assert any("8 hours" in l for l in lines)
+    assert nvim.lua("return vim.g.pc_resumed.stale_hours") == 8
+    fake.push_text("I will re-check the files.")
+    type_message(nvim, "continue")
+    wait_turns(nvim, 1)
+    sent = fake.requests[-1]["messages"]
+    user_text = " ".join(m["content"] for m in sent if m["role"] == "user")
+    assert "8 hours" in user_text and "re-read files" in user_text and "continue" in user_text
+
+
+def test_torn_and_corrupt_sessions_resume_with_a_notice(nvim: Neovim, workspace: Path) -> None:
+    now = int(time.time())
+    p = write_session(
+        workspace,
+        "20261201-100000-0c0d",
+        [
+            {"type": "message", "role": "user", "content": "first", "ts": now},
+            {"type": "message", "role": "assistant", "content": "answer", "ts": now},
+        ],
+        tail=b"not json\n" + b'{"type":"message","role":"user","content":"tor',
+    )
+    setup(nvim)
+    nvim.lua("vim.g.pc_notes = {} vim.notify = function(m, l) table.insert(vim.g.pc_notes, m) end")
+    nvim.api.command("PseudoResume 20261201-100000-0c0d")
+    notes = nvim.lua("return vim.g.pc_notes")
+    assert any("restored with repairs" in m and "unreadable line" in m for m in notes), notes
+    assert any("Restored with repairs" in l for l in transcript(nvim))
+    assert p.read_bytes().endswith(b"\n"), "the torn tail was moved aside"
+    assert (p.parent / "conversation.jsonl.broken").exists()
+    type_message(nvim, "still works")
+    wait_turns(nvim, 1)
+    assert log_lines(str(p))[-1]["role"] == "assistant"
+
+
+def test_a_declined_write_is_reported_to_the_model(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    fake.push_tools("", [("call_w", "write_file", {"path": "new.txt", "content": "x"})])
+    fake.push_text("Understood, I did not write it.")
+    setup(nvim, openai(fake))
+    nvim.lua(
+        "vim.ui.select = function(items, opts, cb) vim.g.pc_prompt = opts.prompt "
+        "vim.schedule(function() cb('No') end) end"
+    )
+    type_message(nvim, "write new.txt")
+    wait_turns(nvim, 1)
+    assert "write_file" in nvim.lua("return vim.g.pc_prompt")
+    assert not (workspace / "new.txt").exists()
+    tool_msg = [m for m in fake.requests[-1]["messages"] if m["role"] == "tool"][0]
+    assert "declined" in tool_msg["content"]
+
+
+def test_ctrl_c_cancels_a_streaming_turn_and_keeps_what_was_seen(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    fake.push_hang("Thinking about it slowly")
+    setup(nvim, openai(fake))
+    type_message(nvim, "take your time")
+    wait(nvim, "vim.fn.join(vim.api.nvim_buf_get_lines(vim.fn.bufnr('pseudoclaude://chat'), 0, -1, false), '\\n'):find('slowly') ~= nil")
+    nvim.api.input("<C-c>")
+    wait_turns(nvim, 1)
+    assert nvim.lua("return vim.g.pc_last_stop") == "cancelled"
+    assert "[cancelled]" in transcript(nvim)
+    entries = log_lines(nvim.lua("return require('pseudoclaude').current().jsonl"))
+    assert entries[-1]["role"] == "assistant" and "interrupted by the user" in entries[-1]["content"]
