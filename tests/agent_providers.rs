@@ -1,0 +1,85 @@
+//! A full turn with two parallel tool calls through each real provider, against a fake server that
+//! validates the protocol: persisted, reloaded in a new agent, and sent again.
+
+mod support;
+
+use std::fs;
+use std::sync::Arc;
+
+use pseudoclaude::agent::{Agent, AgentConfig, Cancel, Event};
+use pseudoclaude::provider::{self, BoxFuture, ProviderConfig};
+use pseudoclaude::session;
+use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
+use serde_json::json;
+use support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse};
+use tokio::sync::mpsc;
+
+struct Never;
+impl Approver for Never {
+    fn ask(&self, _: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        Box::pin(async { Approval::No })
+    }
+}
+
+async fn turn(agent: &Agent, text: &str) -> Vec<Event> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    agent.turn(text, tx, Cancel::new()).await;
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
+
+async fn two_tool_calls_then_resume(kind: Kind, name: &str) {
+    let ws = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("notes.md"), "# notes\nremember the milk\n").unwrap();
+    let server = FakeServer::start(kind);
+    let sse = match kind {
+        Kind::Anthropic => anthropic_sse,
+        Kind::OpenAi => openai_sse,
+    };
+    let calls = [("call_a", "read_file", json!({"path": "notes.md"})), ("call_b", "grep", json!({"pattern": "milk"}))];
+    server.push(Reply::sse(sse("Reading both.", &calls)));
+    server.push(Reply::sse(sse("The notes say: remember the milk.", &[])));
+    server.push(Reply::sse(sse("Welcome back.", &[])));
+    let cfg = ProviderConfig {
+        name: name.into(),
+        model: "fake-model".into(),
+        base_url: server.base_url(),
+        api_key_env: format!("PC_AGENT_PROVIDERS_{}", name.to_uppercase()),
+        retry_base_ms: 5,
+        ..Default::default()
+    };
+    let provider: Arc<dyn provider::Provider> = Arc::from(provider::from_config(&cfg).unwrap());
+    let agent = Agent::new(AgentConfig::new(ws.path()), provider.clone(), Arc::new(Never));
+    let events = turn(&agent, "what do my notes say?").await;
+    assert!(matches!(events.last(), Some(Event::TurnDone { .. })), "{events:?}");
+    assert!(!events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
+    let results: Vec<_> = events.iter().filter(|e| matches!(e, Event::ToolResult { is_error: false, .. })).collect();
+    assert_eq!(results.len(), 2, "{events:?}");
+
+    let id = agent.current().unwrap().id;
+    drop(agent);
+    let loaded = session::load(&session::Context::open(ws.path(), &id).unwrap()).unwrap();
+    assert_eq!(loaded.messages.len(), 5);
+    assert!(!loaded.damaged());
+    let (again, _) = Agent::resume(AgentConfig::new(ws.path()), provider, Arc::new(Never), &id).unwrap();
+    turn(&again, "thanks").await;
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(reqs.iter().all(|r| r.rejected.is_none()), "{:?}", reqs.iter().map(|r| &r.rejected).collect::<Vec<_>>());
+    let body = reqs[2].body.to_string();
+    assert!(body.contains("remember the milk") && body.contains("call_a") && body.contains("call_b"), "{body}");
+    assert_eq!(again.messages().last().unwrap().content, "Welcome back.");
+}
+
+#[tokio::test]
+async fn anthropic_two_parallel_tool_calls_persist_reload_and_send_again() {
+    two_tool_calls_then_resume(Kind::Anthropic, "anthropic").await;
+}
+
+#[tokio::test]
+async fn openai_two_parallel_tool_calls_persist_reload_and_send_again() {
+    two_tool_calls_then_resume(Kind::OpenAi, "openai").await;
+}
