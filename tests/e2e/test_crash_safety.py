@@ -27,7 +27,7 @@ def test_panic_does_not_kill_neovim_and_is_logged(nvim):
         ok, msg = nvim.lua("return { pcall(require('pseudoclaude.core').call, '_test_panic') }")
         assert ok is False
         assert "pseudoclaude_core._test_panic: internal error (panic): _test_panic: deliberate panic" in msg
-        assert "src/bridge.rs" in msg
+        assert "src/bridge/mod.rs" in msg
         assert nvim.alive()
     # the library still works afterwards
     assert nvim.lua("return require('pseudoclaude.core').call('ping')") == "pong"

@@ -1,0 +1,173 @@
+--- The workspace's sessions: list, load, clean up, delete. `require("pseudoclaude").sessions` is this module.
+--- See `:help pseudoclaude-sessions`.
+---
+--- The work is done by the native core (src/bridge/sessions.rs over src/session/); errors (a malformed id such as
+--- `../../etc`, a missing session, a session open in another editor) are raised with `error()` as
+--- `pseudoclaude.sessions.<function>: <what went wrong>`.
+
+---@class pseudoclaude.SessionInfo
+---@field id string `YYYYMMDD-HHMMSS-xxxx`
+---@field title string First line of the first typed user message ("" when none).
+---@field model string First model named in the log ("" when none).
+---@field messages integer Messages a resume restores.
+---@field entries integer Valid lines in the log.
+---@field bytes integer Size of the log.
+---@field modified integer Modification time of the log, unix seconds.
+---@field last_message integer Newest message time, unix seconds (0 when unknown).
+---@field bad_lines integer Lines that are not valid entries.
+---@field held_by string? Who holds the session's lock (another editor), nil when nobody does.
+
+---@class pseudoclaude.ToolCall
+---@field id string
+---@field name string
+---@field arguments any
+
+---@class pseudoclaude.ToolResult
+---@field tool_call_id string
+---@field content string The output (a preview of it when `spill` is set).
+---@field is_error boolean
+---@field spill {path: string, bytes: integer, sha256: string}?
+
+---@class pseudoclaude.Message The log's own shape; empty fields are absent.
+---@field role "user"|"assistant"
+---@field content string?
+---@field tool_calls pseudoclaude.ToolCall[]?
+---@field tool_result pseudoclaude.ToolResult?
+---@field ts integer Unix seconds (0 when unknown).
+
+---@class pseudoclaude.LoadedSession
+---@field id string
+---@field messages pseudoclaude.Message[] The history a resume restores.
+---@field bad_lines integer[] 1-based numbers of the lines that were not valid entries.
+---@field trimmed boolean An unanswered tool call at the end was cut.
+---@field dropped integer Messages left out in the middle (broken tool-call pairing).
+---@field torn_tail_bytes integer Bytes after the last complete line.
+---@field spill_problems string[] Spilled tool results that could not be read back.
+---@field title string
+---@field model string
+---@field entries integer
+---@field last_message integer
+---@field damage_report string One sentence on what was repaired; "" when nothing was.
+
+---@class pseudoclaude.SessionListOpts
+---@field limit integer? At most this many sessions (the newest); only those are summarised.
+---@field include_current boolean? Keep the current session (left out by default).
+---@field check_locks boolean? Fill `held_by` (default true).
+
+---@class pseudoclaude.Sessions
+local M = {}
+local H = {}
+
+--- Sessions of the workspace, newest first (by last write), without empty ones and without the current one.
+---@param opts pseudoclaude.SessionListOpts?
+---@return pseudoclaude.SessionInfo[]
+function M.list(opts)
+  opts = opts or {}
+  H.check_type("list", "opts", opts, "table")
+  local limit = opts.limit
+  if limit ~= nil and (type(limit) ~= "number" or limit < 0 or limit ~= math.floor(limit)) then
+    error(("pseudoclaude.sessions.list: opts.limit: expected an integer >= 0, got %s"):format(vim.inspect(limit)), 0)
+  end
+  local current = not opts.include_current and M.current_id() or nil
+  return H.call("list", "sessions_list", M.workspace(), {
+    exclude = current,
+    limit = limit,
+    check_locks = opts.check_locks ~= false,
+    include_empty = false,
+  })
+end
+
+--- One session's summary (as in `list()`), with `held_by`.
+---@param id string
+---@return pseudoclaude.SessionInfo
+function M.info(id)
+  H.check_type("info", "id", id, "string")
+  return H.call("info", "sessions_info", M.workspace(), id)
+end
+
+--- The history a resume of session `id` restores, and what had to be repaired to get it.
+---@param id string
+---@return pseudoclaude.LoadedSession
+function M.load(id)
+  H.check_type("load", "id", id, "string")
+  return H.call("load", "sessions_load", M.workspace(), id)
+end
+
+--- Removes the sessions idle for more than `retention_days` (`:help pseudoclaude-config-retention_days`), never
+--- the current one nor one open in another editor. Returns the ids removed, oldest first.
+---@return string[]
+function M.cleanup()
+  local days = require("pseudoclaude").get_config().retention_days
+  return H.call("cleanup", "sessions_cleanup", M.workspace(), days, M.current_id())
+end
+
+--- Deletes session `id` (its whole directory). Refused for the current session and for one open in another
+--- editor.
+---@param id string
+function M.delete(id)
+  H.check_type("delete", "id", id, "string")
+  if id == M.current_id() then
+    error(("pseudoclaude.sessions.delete: session %s is the current session"):format(id), 0)
+  end
+  H.call("delete", "sessions_delete", M.workspace(), id)
+end
+
+--- Id of the current chat's session, or nil (no chat yet, or no chat module).
+---@return string?
+function M.current_id()
+  local ok, cur = pcall(require("pseudoclaude").current)
+  if not ok then
+    return nil
+  end
+  if type(cur) == "table" then
+    cur = cur.session_id or cur.id
+  end
+  return type(cur) == "string" and cur or nil
+end
+
+--- The workspace whose sessions these are: config `workspace`, or the current directory.
+---@return string
+function M.workspace()
+  return require("pseudoclaude").workspace()
+end
+
+-- Helpers ------------------------------------------------------------------------------------------------------
+
+--- Calls native `name`; a failure is raised as `pseudoclaude.sessions.<fn>: <message>`, at level 0 (the message
+--- says all; a Lua position would only add noise).
+---@param fn string
+---@param name string
+---@param ... any
+---@return any
+function H.call(fn, name, ...)
+  local lib = require("pseudoclaude.core").load()
+  local native = lib[name]
+  if type(native) ~= "function" then
+    error(
+      ("pseudoclaude.sessions.%s: the native library has no function %q (stale library? %s)"):format(
+        fn,
+        name,
+        require("pseudoclaude.core").build_hint()
+      ),
+      0
+    )
+  end
+  local ok, value = native(...)
+  if ok ~= true then
+    local msg = tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", "")
+    error(("pseudoclaude.sessions.%s: %s"):format(fn, msg), 0)
+  end
+  return value
+end
+
+---@param fn string
+---@param name string
+---@param value any
+---@param expected type
+function H.check_type(fn, name, value, expected)
+  if type(value) ~= expected then
+    error(("pseudoclaude.sessions.%s: %s: expected %s, got %s"):format(fn, name, expected, type(value)), 0)
+  end
+end
+
+return M
