@@ -23,3 +23,13 @@ end, { nargs = 0, desc = "pseudoclaude: start a new chat (the current session st
 
 vim.keymap.set("n", "<Plug>(PseudoChat)", "<Cmd>PseudoChat<CR>", { desc = "pseudoclaude: open the agent buffer" })
 vim.keymap.set("n", "<Plug>(PseudoCancel)", "<Cmd>PseudoCancel<CR>", { desc = "pseudoclaude: cancel the turn" })
+
+vim.api.nvim_create_user_command("PseudoResume", function(opts)
+  require("pseudoclaude.picker").command(opts.args)
+end, {
+  nargs = "?",
+  complete = function(arglead)
+    return require("pseudoclaude.picker").complete(arglead)
+  end,
+  desc = "pseudoclaude: pick a session to resume; `last` or an id resumes it directly",
+})

@@ -1,0 +1,54 @@
+--- Highlight groups of pseudoclaude. Each is a `default` link, so a colorscheme or the user's own `:highlight`
+--- wins; they are defined on first use and again after every `:colorscheme`. See `:help pseudoclaude-highlights`.
+
+local M = {}
+local H = {}
+
+--- Group name -> the group it links to by default.
+---@type table<string, string>
+M.links = {
+  PseudoClaudePickerNormal = "NormalFloat", -- picker windows' text
+  PseudoClaudePickerBorder = "FloatBorder", -- their borders
+  PseudoClaudePickerTitle = "FloatTitle", -- their titles
+  PseudoClaudePickerPrompt = "Question", -- the "> " before the query
+  PseudoClaudePickerCounter = "Comment", -- "matches/total" at the right of the prompt
+  PseudoClaudePickerSelection = "Visual", -- the highlighted session
+  PseudoClaudePickerMatch = "Special", -- characters the query matched
+  PseudoClaudePickerAge = "Comment", -- "3h ago"
+  PseudoClaudePickerCount = "Number", -- "12 msgs"
+  PseudoClaudePickerModel = "Type", -- model name
+  PseudoClaudePickerHeld = "WarningMsg", -- a session open in another editor
+  PseudoClaudePickerEmpty = "Comment", -- "no match"
+  PseudoClaudePickerPreviewTitle = "Title", -- session title in the preview
+  PseudoClaudePickerPreviewMeta = "Comment", -- id, model, count, age
+  PseudoClaudePickerPreviewUser = "Statement", -- "You:"
+  PseudoClaudePickerPreviewAgent = "Function", -- "Agent:"
+  PseudoClaudePickerPreviewTool = "Comment", -- "▸ read_file {...}"
+  PseudoClaudePickerPreviewResult = "Comment", -- "✓ result: ..."
+  PseudoClaudePickerPreviewError = "ErrorMsg", -- "✗ error: ..."
+  PseudoClaudePickerDamage = "WarningMsg", -- "⚠ repaired on load: ..."
+}
+
+--- Defines the groups (keeping any the user or the colorscheme set) and re-defines them after `:colorscheme`.
+--- Cheap to call again.
+function M.setup()
+  if H.done then
+    return
+  end
+  H.done = true
+  M.apply()
+  vim.api.nvim_create_autocmd("ColorScheme", {
+    group = vim.api.nvim_create_augroup("PseudoClaudeHighlights", { clear = true }),
+    callback = M.apply,
+    desc = "pseudoclaude: restore default highlight links",
+  })
+end
+
+--- Defines every group as a `default` link.
+function M.apply()
+  for name, link in pairs(M.links) do
+    vim.api.nvim_set_hl(0, name, { link = link, default = true })
+  end
+end
+
+return M

@@ -1,0 +1,750 @@
+--- The session picker of `:PseudoResume`: a prompt, a results list and a preview, in floating windows.
+---
+--- The first rows come from `sessions.list({ limit = max_items })`, which summarises only the newest sessions; the
+--- full list, searched by the fuzzy filter, is read right after the first draw (or at the first keystroke, if that
+--- comes first) and kept for the picker's life. Rows and previews are drawn only for what is visible, so a
+--- keystroke costs the filter plus one screenful. See `:help pseudoclaude-picker`.
+
+local M = {}
+local H = {}
+
+---@class pseudoclaude.picker.Opts
+---@field max_items integer? Sessions listed before typing (default: config `picker.max_items`).
+---@field backend "float"|"select"? Default: config `picker.backend`.
+
+---@class pseudoclaude.picker.Stats Timestamps are `vim.uv.hrtime()` values (ns).
+---@field opened_at integer `open()` called
+---@field rows_at integer? first rows drawn
+---@field preview_at integer? first preview drawn
+---@field full_ms number? time to read the full list (ms)
+---@field full_count integer? sessions in the full list
+---@field filters {query: string, ms: number, matches: integer}[] one per query change: filter + draw of the rows
+---@field previews {id: string, ms: number}[] one per preview drawn: load + render + draw
+
+---@class pseudoclaude.picker.State
+---@field top_items pseudoclaude.SessionInfo[] The first list (`limit = max_items`).
+---@field items pseudoclaude.SessionInfo[] What the filter searches: `top_items`, then the full list.
+---@field full boolean Whether `items` is the full list.
+---@field matcher pseudoclaude.picker.Matcher? Over `items`, once full.
+---@field query string
+---@field matches integer[] Indices into `items`, in display order.
+---@field sel integer Selected position in `matches` (1-based).
+---@field top integer First visible position in `matches`.
+---@field wins {prompt: integer, results: integer, preview: integer?}
+---@field bufs {prompt: integer, results: integer, preview: integer?}
+---@field origin_win integer
+---@field augroup integer
+---@field previews table<string, pseudoclaude.picker.Preview>
+---@field preview_id string? Session shown in the preview.
+---@field preview_pending boolean
+---@field max_items integer
+---@field now integer Unix seconds at open, for ages.
+---@field stats pseudoclaude.picker.Stats
+
+---@type pseudoclaude.picker.State?
+local state = nil
+
+local api = vim.api
+local ns = api.nvim_create_namespace("pseudoclaude.picker")
+local COUNTER_MARK = 1
+local PREFIX_MARK = 2
+
+--- Opens the picker (or, with `backend = "select"`, `vim.ui.select()`) over the workspace's sessions, the current
+--- one left out. Raises when the sessions cannot be listed.
+---@param opts pseudoclaude.picker.Opts?
+function M.open(opts)
+  opts = opts or {}
+  local cfg = require("pseudoclaude").get_config().picker
+  local max_items = opts.max_items or cfg.max_items
+  local backend = opts.backend or cfg.backend
+  local opened_at = vim.uv.hrtime()
+  M.close()
+  local sessions = require("pseudoclaude.sessions")
+  local top = sessions.list({ limit = max_items })
+  if backend == "select" then
+    return H.select(top)
+  end
+  if #top == 0 then
+    H.notify(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), vim.log.levels.INFO)
+    return
+  end
+  require("pseudoclaude.highlights").setup()
+
+  local s = { ---@type pseudoclaude.picker.State
+    top_items = top,
+    items = top,
+    full = false,
+    query = "",
+    matches = {},
+    sel = 1,
+    top = 1,
+    wins = {},
+    bufs = {},
+    origin_win = api.nvim_get_current_win(),
+    augroup = api.nvim_create_augroup("PseudoClaudePicker", { clear = true }),
+    previews = {},
+    preview_pending = false,
+    max_items = max_items,
+    now = os.time(),
+    stats = { opened_at = opened_at, filters = {}, previews = {} },
+  }
+  state = s
+  H.open_windows(s)
+  H.default_matches(s)
+  H.draw_rows(s)
+  s.stats.rows_at = vim.uv.hrtime()
+  H.draw_preview(s)
+  s.stats.preview_at = vim.uv.hrtime()
+  H.attach(s)
+  vim.cmd.startinsert()
+  -- the full list, for filtering, once the first rows are on screen
+  vim.schedule(function()
+    if state == s and not s.full then
+      H.ensure_full(s)
+      if s.query == "" then
+        H.refresh(s, false)
+      end
+    end
+  end)
+end
+
+--- Closes the picker's windows and wipes its buffers; does nothing when it is not open.
+function M.close()
+  local s = state
+  if not s then
+    return
+  end
+  state = nil
+  pcall(api.nvim_del_augroup_by_id, s.augroup)
+  local in_prompt = api.nvim_get_current_win() == s.wins.prompt
+  if in_prompt and api.nvim_win_is_valid(s.origin_win) then
+    pcall(api.nvim_set_current_win, s.origin_win)
+  end
+  for _, win in pairs(s.wins) do
+    if api.nvim_win_is_valid(win) then
+      pcall(api.nvim_win_close, win, true)
+    end
+  end
+  for _, buf in pairs(s.bufs) do
+    if api.nvim_buf_is_valid(buf) then
+      pcall(api.nvim_buf_delete, buf, { force = true })
+    end
+  end
+  if in_prompt then
+    vim.cmd.stopinsert()
+  end
+end
+
+--- Whether the picker is open.
+---@return boolean
+function M.is_open()
+  return state ~= nil
+end
+
+--- The picker's state, for tests and benchmarks (read-only; nil when closed).
+---@return pseudoclaude.picker.State?
+function M.get_state()
+  return state
+end
+
+--- The highlighted session, or nil.
+---@return pseudoclaude.SessionInfo?
+function M.selected()
+  return state and H.selected(state) or nil
+end
+
+--- Moves the highlight by `delta` rows (clamped to the list).
+---@param delta integer
+function M.move(delta)
+  local s = state
+  if not s or #s.matches == 0 then
+    return
+  end
+  local sel = math.max(1, math.min(s.sel + delta, #s.matches))
+  if sel ~= s.sel then
+    s.sel = sel
+    H.draw_rows(s)
+    H.request_preview(s)
+  end
+end
+
+--- Scrolls the preview half a page down (`dir` > 0) or up.
+---@param dir integer
+function M.scroll_preview(dir)
+  local win = state and state.wins.preview
+  if not win or not api.nvim_win_is_valid(win) then
+    return
+  end
+  local key = api.nvim_replace_termcodes(dir > 0 and "<C-d>" or "<C-u>", true, false, true)
+  api.nvim_win_call(win, function()
+    pcall(vim.cmd.normal, { key, bang = true })
+  end)
+end
+
+--- Resumes the highlighted session: closes the picker, then calls `require("pseudoclaude").resume(id)`. A session
+--- open in another editor is refused with an error message and the picker stays open.
+function M.resume_selected()
+  local s = state
+  local item = s and H.selected(s)
+  if not s or not item then
+    return
+  end
+  local ok, info = pcall(require("pseudoclaude.sessions").info, item.id)
+  if not ok then
+    return H.notify(info, vim.log.levels.ERROR)
+  end
+  if info.held_by then
+    if not item.held_by then
+      item.held_by = info.held_by
+      s.previews[item.id], s.preview_id = nil, nil
+      H.draw_rows(s)
+      H.request_preview(s)
+    end
+    return H.notify(H.held_message(item, info.held_by), vim.log.levels.ERROR)
+  end
+  M.close()
+  vim.schedule(function()
+    local done, err = pcall(require("pseudoclaude").resume, item.id)
+    if not done then
+      H.notify(err, vim.log.levels.ERROR)
+    end
+  end)
+end
+
+--- Deletes the highlighted session after asking (y/N on the command line); the picker stays open on the next one.
+function M.delete_selected()
+  local s = state
+  local item = s and H.selected(s)
+  if not s or not item then
+    return
+  end
+  local question = ("Delete session %q (%s)?"):format(require("pseudoclaude.picker.render").title(item), item.id)
+  if not H.confirm(question) or state ~= s then
+    return
+  end
+  local ok, err = pcall(require("pseudoclaude.sessions").delete, item.id)
+  if not ok then
+    return H.notify(err, vim.log.levels.ERROR)
+  end
+  H.remove(s, item.id)
+end
+
+--- `:PseudoResume [last|{id}]`: no argument opens the picker; `last` resumes the most recent session; an id
+--- resumes that session. Errors are reported with `vim.notify`.
+---@param args string?
+function M.command(args)
+  args = vim.trim(args or "")
+  local ok, err = pcall(function()
+    if args == "" then
+      return M.open()
+    end
+    local id = args
+    if args == "last" then
+      local sessions = require("pseudoclaude.sessions")
+      local newest = sessions.list({ limit = 1, check_locks = false })
+      if #newest == 0 then
+        error(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), 0)
+      end
+      id = newest[1].id
+    end
+    H.resume(id)
+  end)
+  if not ok then
+    H.notify(err, vim.log.levels.ERROR)
+  end
+end
+
+--- Completion of `:PseudoResume`: "last" and the session ids, newest first, that start with `arglead`.
+---@param arglead string
+---@return string[]
+function M.complete(arglead)
+  local out = {}
+  if vim.startswith("last", arglead) then
+    out[1] = "last"
+  end
+  local ok, list = pcall(require("pseudoclaude.sessions").list, { check_locks = false })
+  if ok then
+    for _, item in ipairs(list) do
+      if vim.startswith(item.id, arglead) then
+        out[#out + 1] = item.id
+      end
+    end
+  end
+  return out
+end
+
+-- Helpers ------------------------------------------------------------------------------------------------------
+
+---@param msg any
+---@param level integer?
+function H.notify(msg, level)
+  vim.notify(tostring(msg), level or vim.log.levels.ERROR)
+end
+
+--- Asks a yes/no question on the command line; only "y" or "Y" is yes. (Not `vim.fn.confirm()`, which answers
+--- its default without asking when no UI is attached.)
+---@param question string
+---@return boolean
+function H.confirm(question)
+  vim.cmd.redraw()
+  api.nvim_echo({ { question .. " [y/N] ", "Question" } }, false, {})
+  local ok, key = pcall(vim.fn.getcharstr)
+  api.nvim_echo({ { "" } }, false, {})
+  return ok and (key == "y" or key == "Y")
+end
+
+---@param item pseudoclaude.SessionInfo
+---@param holder string
+---@return string
+function H.held_message(item, holder)
+  return ("pseudoclaude: session %s (%s) is open in another editor (%s); close it there first"):format(
+    require("pseudoclaude.picker.render").title(item),
+    item.id,
+    holder
+  )
+end
+
+--- Resumes session `id` unless another editor holds it; raises otherwise.
+---@param id string
+function H.resume(id)
+  local info = require("pseudoclaude.sessions").info(id)
+  if info.held_by then
+    error(H.held_message(info, info.held_by), 0)
+  end
+  require("pseudoclaude").resume(id)
+end
+
+--- The `vim.ui.select()` backend: the same sessions, one line each.
+---@param items pseudoclaude.SessionInfo[]
+function H.select(items)
+  local render = require("pseudoclaude.picker.render")
+  local now = os.time()
+  vim.ui.select(items, {
+    prompt = "Resume session",
+    kind = "pseudoclaude.session",
+    format_item = function(item)
+      local parts = { render.title(item), render.age(now - render.activity(item)), render.count(item.messages) }
+      if (item.model or "") ~= "" then
+        parts[#parts + 1] = item.model
+      end
+      if item.held_by then
+        parts[#parts + 1] = "open in another editor"
+      end
+      return table.concat(parts, " · ")
+    end,
+  }, function(item)
+    if item then
+      local ok, err = pcall(H.resume, item.id)
+      if not ok then
+        H.notify(err, vim.log.levels.ERROR)
+      end
+    end
+  end)
+end
+
+---@param s pseudoclaude.picker.State
+---@return pseudoclaude.SessionInfo?
+function H.selected(s)
+  local i = s.matches[s.sel]
+  return i and s.items[i] or nil
+end
+
+--- Creates the buffers and windows.
+---@param s pseudoclaude.picker.State
+function H.open_windows(s)
+  local layout = H.layout()
+  for _, name in ipairs({ "results", "preview", "prompt" }) do
+    local cfg = layout[name]
+    if cfg then
+      local buf = api.nvim_create_buf(false, true)
+      vim.bo[buf].bufhidden = "wipe"
+      vim.bo[buf].swapfile = false
+      s.bufs[name] = buf
+      local win = api.nvim_open_win(buf, name == "prompt", cfg)
+      s.wins[name] = win
+      local wo = vim.wo[win]
+      wo.winhighlight =
+        "NormalFloat:PseudoClaudePickerNormal,FloatBorder:PseudoClaudePickerBorder,FloatTitle:PseudoClaudePickerTitle"
+      wo.wrap = name == "preview"
+      wo.linebreak = name == "preview"
+      wo.cursorline = false
+      if name ~= "prompt" then
+        vim.bo[buf].modifiable = false
+      end
+    end
+  end
+  local prompt = s.bufs.prompt
+  vim.bo[prompt].filetype = "pseudoclaude_picker"
+  vim.b[prompt].completion = false -- blink.cmp and friends: no completion menu in the prompt
+  api.nvim_buf_set_extmark(prompt, ns, 0, 0, {
+    id = PREFIX_MARK,
+    virt_text = { { "> ", "PseudoClaudePickerPrompt" } },
+    virt_text_pos = "inline",
+    right_gravity = false,
+  })
+end
+
+---@return pseudoclaude.picker.Layout
+function H.layout()
+  return require("pseudoclaude.picker.layout").compute(vim.o.columns, vim.o.lines, { cmdheight = vim.o.cmdheight })
+end
+
+--- Mappings and autocommands.
+---@param s pseudoclaude.picker.State
+function H.attach(s)
+  local buf = s.bufs.prompt
+  local function map(modes, lhs, fn, desc)
+    vim.keymap.set(
+      modes,
+      lhs,
+      fn,
+      { buffer = buf, nowait = true, silent = true, desc = "pseudoclaude picker: " .. desc }
+    )
+  end
+  local function down()
+    M.move(1)
+  end
+  local function up()
+    M.move(-1)
+  end
+  map("i", "<C-n>", down, "next session")
+  map("i", "<Down>", down, "next session")
+  map("i", "<C-p>", up, "previous session")
+  map("i", "<Up>", up, "previous session")
+  map({ "i", "n" }, "<CR>", M.resume_selected, "resume")
+  map({ "i", "n" }, "<Esc>", M.close, "close")
+  map({ "i", "n" }, "<C-c>", M.close, "close")
+  map("n", "q", M.close, "close")
+  map({ "i", "n" }, "<C-d>", function()
+    M.scroll_preview(1)
+  end, "scroll the preview down")
+  map({ "i", "n" }, "<C-u>", function()
+    M.scroll_preview(-1)
+  end, "scroll the preview up")
+  map({ "i", "n" }, "<C-x>", M.delete_selected, "delete the session")
+  map("n", "j", down, "next session")
+  map("n", "k", up, "previous session")
+
+  local group = s.augroup
+  api.nvim_create_autocmd({ "TextChangedI", "TextChanged" }, {
+    group = group,
+    buffer = buf,
+    callback = function()
+      H.on_change(s)
+    end,
+  })
+  -- leaving the prompt, or closing any of the windows, closes the picker
+  api.nvim_create_autocmd("WinLeave", {
+    group = group,
+    buffer = buf,
+    callback = function()
+      vim.schedule(function()
+        if state == s and api.nvim_get_current_win() ~= s.wins.prompt then
+          M.close()
+        end
+      end)
+    end,
+  })
+  api.nvim_create_autocmd("WinClosed", {
+    group = group,
+    callback = function(ev)
+      local closed = tonumber(ev.match)
+      for _, win in pairs(s.wins) do
+        if win == closed then
+          vim.schedule(function()
+            if state == s then
+              M.close()
+            end
+          end)
+          return
+        end
+      end
+    end,
+  })
+  api.nvim_create_autocmd("VimResized", {
+    group = group,
+    callback = function()
+      H.relayout(s)
+    end,
+  })
+end
+
+---@param s pseudoclaude.picker.State
+function H.relayout(s)
+  local layout = H.layout()
+  for name, win in pairs(s.wins) do
+    if layout[name] and api.nvim_win_is_valid(win) then
+      api.nvim_win_set_config(win, layout[name])
+    end
+  end
+  H.draw_rows(s)
+  s.preview_id = nil
+  s.previews = {}
+  H.request_preview(s)
+end
+
+--- Reads the full list (once) and builds the matcher over it.
+---@param s pseudoclaude.picker.State
+function H.ensure_full(s)
+  if s.full then
+    return
+  end
+  local t = vim.uv.hrtime()
+  local ok, all = pcall(require("pseudoclaude.sessions").list)
+  if not ok then
+    H.notify(all, vim.log.levels.ERROR)
+    all = s.top_items
+  end
+  H.set_items(s, all)
+  s.full = true
+  s.stats.full_ms = (vim.uv.hrtime() - t) / 1e6
+  s.stats.full_count = #all
+end
+
+--- Replaces the searched items and rebuilds the matcher.
+---@param s pseudoclaude.picker.State
+---@param items pseudoclaude.SessionInfo[]
+function H.set_items(s, items)
+  local hay = {}
+  for i, item in ipairs(items) do
+    hay[i] = (item.title or "") .. " " .. (item.model or "") .. " " .. item.id
+  end
+  s.items = items
+  s.matcher = require("pseudoclaude.picker.matcher").new(hay)
+end
+
+--- Without a query: the `max_items` newest.
+---@param s pseudoclaude.picker.State
+function H.default_matches(s)
+  local m = {}
+  for i = 1, math.min(s.max_items, #s.items) do
+    m[i] = i
+  end
+  s.matches = m
+end
+
+--- The prompt's text changed: filter and redraw.
+---@param s pseudoclaude.picker.State
+function H.on_change(s)
+  if state ~= s then
+    return
+  end
+  local t = vim.uv.hrtime()
+  local query = api.nvim_buf_get_lines(s.bufs.prompt, 0, 1, false)[1] or ""
+  if query == s.query then
+    return
+  end
+  H.ensure_full(s)
+  local previous = s.query
+  s.query = query
+  if query == "" then
+    H.default_matches(s)
+  else
+    -- typing forward narrows: only the previous matches can still match
+    local narrowing = previous ~= "" and vim.startswith(query, previous)
+    s.matches = s.matcher:filter(query, narrowing and s.matches or nil)
+  end
+  s.sel, s.top = 1, 1
+  H.draw_rows(s)
+  local stats = s.stats.filters
+  stats[#stats + 1] = { query = query, ms = (vim.uv.hrtime() - t) / 1e6, matches = #s.matches }
+  H.request_preview(s)
+end
+
+--- Recomputes the matches for the current query (after the items changed), keeping the selection when it can.
+---@param s pseudoclaude.picker.State
+---@param reset_selection boolean
+function H.refresh(s, reset_selection)
+  local before = H.selected(s)
+  if s.query == "" then
+    H.default_matches(s)
+  else
+    s.matches = s.matcher:filter(s.query)
+  end
+  s.sel = 1
+  if before and not reset_selection then
+    for k, i in ipairs(s.matches) do
+      if s.items[i].id == before.id then
+        s.sel = k
+        break
+      end
+    end
+  end
+  H.draw_rows(s)
+  H.request_preview(s)
+end
+
+--- Drops a deleted session from the lists and redraws.
+---@param s pseudoclaude.picker.State
+---@param id string
+function H.remove(s, id)
+  H.ensure_full(s)
+  local kept = {}
+  for _, item in ipairs(s.items) do
+    if item.id ~= id then
+      kept[#kept + 1] = item
+    end
+  end
+  H.set_items(s, kept)
+  s.previews[id] = nil
+  s.preview_id = nil
+  local sel = s.sel
+  H.refresh(s, true)
+  s.sel = math.max(1, math.min(sel, #s.matches))
+  H.draw_rows(s)
+end
+
+--- Draws the visible rows, the selection, the match highlights and the counter.
+---@param s pseudoclaude.picker.State
+function H.draw_rows(s)
+  local win, buf = s.wins.results, s.bufs.results
+  if not api.nvim_win_is_valid(win) then
+    return
+  end
+  local height, width = api.nvim_win_get_height(win), api.nvim_win_get_width(win)
+  local n = #s.matches
+  s.sel = math.max(1, math.min(s.sel, n))
+  if s.sel < s.top then
+    s.top = s.sel
+  elseif s.sel >= s.top + height then
+    s.top = s.sel - height + 1
+  end
+  s.top = math.max(1, math.min(s.top, n - height + 1))
+
+  local visible = {}
+  for k = 0, height - 1 do
+    local i = s.matches[s.top + k]
+    if not i then
+      break
+    end
+    visible[#visible + 1] = s.items[i]
+  end
+  local render = require("pseudoclaude.picker.render")
+  local lines, rows = render.rows(visible, width, s.now)
+  if n == 0 then
+    lines = { #s.items == 0 and "  no sessions" or "  no match" }
+  end
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  if n == 0 then
+    api.nvim_buf_set_extmark(buf, ns, 0, 0, { end_row = 0, end_col = #lines[1], hl_group = "PseudoClaudePickerEmpty" })
+  end
+  for k, row in ipairs(rows) do
+    for _, h in ipairs(row.hls) do
+      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = 100 })
+    end
+  end
+  if s.query ~= "" and s.matcher then
+    H.draw_match_highlights(s, buf, rows)
+  end
+  if n > 0 then
+    local line = s.sel - s.top
+    api.nvim_buf_set_extmark(buf, ns, line, 0, { line_hl_group = "PseudoClaudePickerSelection", priority = 50 })
+    api.nvim_win_set_cursor(win, { line + 1, 0 })
+  end
+  local total = #s.items .. (s.full and "" or "+")
+  api.nvim_buf_set_extmark(s.bufs.prompt, ns, 0, 0, {
+    id = COUNTER_MARK,
+    virt_text = { { ("%d/%s"):format(n, total), "PseudoClaudePickerCounter" } },
+    virt_text_pos = "right_align",
+  })
+end
+
+--- Highlights the characters the query matched, in the title and model columns of the visible rows.
+---@param s pseudoclaude.picker.State
+---@param buf integer
+---@param rows pseudoclaude.picker.Row[]
+function H.draw_match_highlights(s, buf, rows)
+  for k, row in ipairs(rows) do
+    local i = s.matches[s.top + k - 1]
+    local positions = s.matcher:positions(i, s.query)
+    local hay = s.matcher.haystacks[i]
+    local title_len = #(s.items[i].title or "")
+    for _, p in ipairs(positions or {}) do
+      local col ---@type integer?
+      if p < row.title_bytes then
+        col = row.title_col + p
+      elseif row.model_col and p > title_len and p - title_len - 1 < row.model_bytes then
+        col = row.model_col + p - title_len - 1
+      end
+      if col then
+        local len = H.char_len(hay, p + 1)
+        api.nvim_buf_set_extmark(buf, ns, k - 1, col, {
+          end_col = col + len,
+          hl_group = "PseudoClaudePickerMatch",
+          priority = 200,
+        })
+      end
+    end
+  end
+end
+
+--- Bytes of the UTF-8 character starting at byte `i` of `s`.
+---@param s string
+---@param i integer
+---@return integer
+function H.char_len(s, i)
+  local b = s:byte(i) or 0
+  return b >= 0xF0 and 4 or b >= 0xE0 and 3 or b >= 0xC0 and 2 or 1
+end
+
+--- Draws the preview soon (once the keys typed so far are handled).
+---@param s pseudoclaude.picker.State
+function H.request_preview(s)
+  if s.preview_pending then
+    return
+  end
+  s.preview_pending = true
+  vim.schedule(function()
+    s.preview_pending = false
+    if state == s then
+      H.draw_preview(s)
+    end
+  end)
+end
+
+--- Shows the selected session's history in the preview window.
+---@param s pseudoclaude.picker.State
+function H.draw_preview(s)
+  local win, buf = s.wins.preview, s.bufs.preview
+  if not win or not api.nvim_win_is_valid(win) then
+    return
+  end
+  local item = H.selected(s)
+  if (item and item.id) == s.preview_id then
+    return
+  end
+  local t = vim.uv.hrtime()
+  local p = { lines = {}, hls = {} } ---@type pseudoclaude.picker.Preview
+  if item then
+    p = s.previews[item.id]
+    if not p then
+      local ok, loaded = pcall(require("pseudoclaude.sessions").load, item.id)
+      if ok then
+        p = require("pseudoclaude.picker.render").preview(loaded, item, s.now, api.nvim_win_get_width(win))
+      else
+        p = { lines = { tostring(loaded) }, hls = { { 0, 0, -1, "PseudoClaudePickerPreviewError" } } }
+      end
+      s.previews[item.id] = p
+    end
+  end
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, p.lines)
+  vim.bo[buf].modifiable = false
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  for _, h in ipairs(p.hls) do
+    local line = p.lines[h[1] + 1]
+    api.nvim_buf_set_extmark(buf, ns, h[1], h[2], {
+      end_col = h[3] < 0 and #line or h[3],
+      hl_group = h[4],
+    })
+  end
+  api.nvim_win_set_cursor(win, { 1, 0 })
+  s.preview_id = item and item.id
+  local stats = s.stats.previews
+  stats[#stats + 1] = { id = item and item.id or "", ms = (vim.uv.hrtime() - t) / 1e6 }
+end
+
+return M

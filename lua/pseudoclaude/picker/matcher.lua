@@ -1,0 +1,306 @@
+--- Fuzzy matching for the session picker: which haystacks contain the query's characters in order, ranked by
+--- match quality, then by position in the list (the list is newest first, so ties go to the newest).
+---
+--- Two engines with one interface:
+--- - "lua": a subsequence matcher in plain Lua over haystacks lower-cased once, allocating nothing per haystack
+---   (scores are packed with the index into one number, so the ranking is one `table.sort` of numbers);
+--- - "vim": `vim.fn.matchfuzzy()`, Neovim's C matcher.
+--- `tests/bench/picker_bench.py` measures both; the picker uses `M.DEFAULT_ENGINE`.
+---
+--- Typing forward narrows: `filter(query, previous_matches)` only looks at the previous matches.
+
+local M = {}
+local H = {}
+
+---@alias pseudoclaude.picker.MatchEngine "lua"|"vim"
+
+--- The engine the picker uses (see doc/benchmarks.md, "Picker").
+---@type pseudoclaude.picker.MatchEngine
+M.DEFAULT_ENGINE = "lua"
+
+---@class pseudoclaude.picker.Matcher
+---@field haystacks string[] The texts matched against, in list order.
+---@field engine pseudoclaude.picker.MatchEngine
+---@field lower string[]? Lower-cased haystacks ("lua" engine).
+---@field index table<string, integer>? Haystack -> index ("vim" engine).
+local Matcher = {}
+Matcher.__index = Matcher
+
+--- A matcher over `haystacks` (kept by reference; do not modify it afterwards).
+---@param haystacks string[]
+---@param engine pseudoclaude.picker.MatchEngine?
+---@return pseudoclaude.picker.Matcher
+function M.new(haystacks, engine)
+  engine = engine or M.DEFAULT_ENGINE
+  local self = setmetatable({ haystacks = haystacks, engine = engine }, Matcher)
+  if engine == "lua" then
+    local lower = {}
+    for i = 1, #haystacks do
+      lower[i] = haystacks[i]:lower()
+    end
+    self.lower = lower
+  elseif engine == "vim" then
+    local index = {}
+    for i = 1, #haystacks do
+      index[haystacks[i]] = i
+    end
+    self.index = index
+  else
+    error(("pseudoclaude.picker.matcher: unknown engine %q"):format(tostring(engine)), 2)
+  end
+  return self
+end
+
+--- Indices of the haystacks matching `query`, best first (ties: lower index first). `candidates` (indices, any
+--- order) restricts the search, e.g. to the matches of a prefix of `query`. An empty query matches everything, in
+--- list order.
+---@param query string
+---@param candidates integer[]?
+---@return integer[]
+function Matcher:filter(query, candidates)
+  if query == "" then
+    if candidates then
+      local out = H.copy(candidates)
+      table.sort(out)
+      return out
+    end
+    local out = {}
+    for i = 1, #self.haystacks do
+      out[i] = i
+    end
+    return out
+  end
+  if self.engine == "vim" then
+    return H.filter_vim(self, query, candidates)
+  end
+  return H.filter_lua(self, query, candidates)
+end
+
+--- 0-based byte offsets, in `self.haystacks[i]`, of the characters that `query` matched (for highlighting), or
+--- nil when it does not match.
+---@param i integer
+---@param query string
+---@return integer[]?
+function Matcher:positions(i, query)
+  local hay = self.haystacks[i]
+  if self.engine == "vim" then
+    return H.positions_vim(hay, query)
+  end
+  local smart = query:find("%u") ~= nil
+  local units, n = H.units(smart and query or query:lower())
+  local out = {}
+  if not H.score(smart and hay or self.lower[i], units, n, out) then
+    return nil
+  end
+  return out
+end
+
+-- Helpers ------------------------------------------------------------------------------------------------------
+
+local find, byte = string.find, string.byte
+
+--- Scores are packed as `(OFFSET - score) * SHIFT + index`, so sorting the numbers ascending sorts by score
+--- descending, then index ascending. Exact in a double: |score| < 2^19, index < 2^24.
+local SHIFT = 16777216 -- 2^24
+local OFFSET = 524288 -- 2^19
+
+local BONUS_START = 12 -- match at the haystack's first byte
+local BONUS_BOUNDARY = 8 -- match right after a separator
+local BONUS_CONSECUTIVE = 6 -- match right after the previous match
+local BONUS_SUBSTRING = 10 -- the query appears as is
+local MATCH = 16 -- per matched character
+
+--- Bytes after which a match starts a word.
+local SEPARATORS = {}
+for _, c in ipairs({ " ", "-", "_", ".", "/", ":", ",", "(", "[", "{", "'", '"', "\t" }) do
+  SEPARATORS[byte(c)] = true
+end
+
+---@param list integer[]
+---@return integer[]
+function H.copy(list)
+  local out = {}
+  for j = 1, #list do
+    out[j] = list[j]
+  end
+  return out
+end
+
+--- The query's characters (UTF-8 sequences); allocated once per query, not per haystack.
+---@param q string
+---@return string[] units
+---@return integer n
+function H.units(q)
+  local units, n = {}, 0
+  for ch in q:gmatch("[%z\1-\127\194-\244][\128-\191]*") do
+    n = n + 1
+    units[n] = ch
+  end
+  return units, n
+end
+
+--- Score of `s` for the query `units[1..n]`, or nil when it does not match. When `out` is given, the 0-based
+--- byte offsets of the matched characters are stored in it.
+---
+--- The query as a plain substring scores best (its leftmost occurrence); otherwise the leftmost subsequence
+--- match is found, then tightened from its end backwards (the latest start that still matches), which favours
+--- compact matches; word starts and runs of consecutive characters earn bonuses, gaps cost.
+---@param s string
+---@param units string[]
+---@param n integer
+---@param out integer[]?
+---@return integer?
+function H.score(s, units, n, out)
+  -- forward: does it match at all, and where does the leftmost match end?
+  local pos = 1
+  for k = 1, n do
+    local _, b = find(s, units[k], pos, true)
+    if not b then
+      return nil
+    end
+    pos = b + 1
+  end
+  local score = 0
+  local q = n == 1 and units[1] or table.concat(units, "", 1, n)
+  local a = find(s, q, 1, true)
+  if a then
+    -- contiguous
+    score = BONUS_SUBSTRING + MATCH * n + BONUS_CONSECUTIVE * (n - 1)
+    if a == 1 then
+      score = score + BONUS_START
+    elseif SEPARATORS[byte(s, a - 1)] then
+      score = score + BONUS_BOUNDARY
+    end
+    if out then
+      local p = a
+      for k = 1, n do
+        out[k] = p - 1
+        p = p + #units[k]
+      end
+    end
+    return score - H.lead_penalty(a)
+  end
+  -- backward from the end of the leftmost match: the latest start that still matches
+  local p = pos - 1 -- last byte of the last matched unit
+  local next_start = nil ---@type integer?
+  for k = n, 1, -1 do
+    local u = units[k]
+    local len = #u
+    local first = byte(u, 1)
+    local at = p - len + 1
+    while at >= 1 do
+      if byte(s, at) == first and (len == 1 or find(s, u, at, true) == at) then
+        break
+      end
+      at = at - 1
+    end
+    -- (the forward pass guarantees a match exists)
+    score = score + MATCH
+    if at == 1 then
+      score = score + BONUS_START
+    elseif SEPARATORS[byte(s, at - 1)] then
+      score = score + BONUS_BOUNDARY
+    end
+    if next_start then
+      local gap = next_start - (at + len)
+      if gap == 0 then
+        score = score + BONUS_CONSECUTIVE
+      else
+        score = score - (gap < 24 and gap or 24)
+      end
+    end
+    if out then
+      out[k] = at - 1
+    end
+    next_start = at
+    p = at - 1
+  end
+  return score - H.lead_penalty(next_start)
+end
+
+--- A small cost for starting late in the haystack.
+---@param start integer 1-based byte where the match starts
+---@return integer
+function H.lead_penalty(start)
+  local lead = (start - 1) / 8
+  return lead < 8 and math.floor(lead) or 8
+end
+
+---@param self pseudoclaude.picker.Matcher
+---@param query string
+---@param candidates integer[]?
+---@return integer[]
+function H.filter_lua(self, query, candidates)
+  local smart = query:find("%u") ~= nil
+  local hays = smart and self.haystacks or self.lower
+  local units, n = H.units(smart and query or query:lower())
+  local score = H.score
+  local keys, nk = {}, 0
+  if candidates then
+    for j = 1, #candidates do
+      local i = candidates[j]
+      local s = score(hays[i], units, n)
+      if s then
+        nk = nk + 1
+        keys[nk] = (OFFSET - s) * SHIFT + i
+      end
+    end
+  else
+    for i = 1, #hays do
+      local s = score(hays[i], units, n)
+      if s then
+        nk = nk + 1
+        keys[nk] = (OFFSET - s) * SHIFT + i
+      end
+    end
+  end
+  table.sort(keys)
+  for j = 1, nk do
+    keys[j] = keys[j] % SHIFT
+  end
+  return keys
+end
+
+---@param self pseudoclaude.picker.Matcher
+---@param query string
+---@param candidates integer[]?
+---@return integer[]
+function H.filter_vim(self, query, candidates)
+  local list = self.haystacks
+  if candidates then
+    -- matchfuzzy breaks ties by list order: keep the list's order
+    local sorted = H.copy(candidates)
+    table.sort(sorted)
+    list = {}
+    for j = 1, #sorted do
+      list[j] = self.haystacks[sorted[j]]
+    end
+  end
+  local matched = vim.fn.matchfuzzy(list, query)
+  local index, out = self.index, {}
+  for j = 1, #matched do
+    out[j] = index[matched[j]]
+  end
+  return out
+end
+
+---@param hay string
+---@param query string
+---@return integer[]?
+function H.positions_vim(hay, query)
+  local res = vim.fn.matchfuzzypos({ hay }, query)
+  local chars = res[2][1]
+  if not chars then
+    return nil
+  end
+  local ascii = not hay:find("[\128-\255]")
+  local out = {}
+  for k, c in ipairs(chars) do
+    out[k] = ascii and c or vim.fn.byteidx(hay, c)
+  end
+  return out
+end
+
+M._H = H
+
+return M

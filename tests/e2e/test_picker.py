@@ -1,0 +1,532 @@
+""":PseudoResume: the floating session picker, driven by typed keys, over sessions written to disk as JSONL."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import pytest
+
+from session_files import chat, entry, hold_lock, session_dir, session_id, snapshot, write_session
+
+# The real chat module comes later: a stub records what the picker asks it to resume.
+STUB_CHAT = """
+package.loaded["pseudoclaude.chat"] = {
+  resume = function(id) vim.g.resumed = id end,
+  current = function() return nil end,
+}
+_G.notes = {}
+vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
+"""
+
+STATE = """
+local picker = require("pseudoclaude.picker")
+local s = picker.get_state()
+if not s then return vim.NIL end
+local out = { full = s.full, query = s.query, count = #s.matches, items = #s.items, top_items = #s.top_items }
+out.selected = (picker.selected() or {}).id
+for name, win in pairs(s.wins) do
+  local buf = vim.api.nvim_win_get_buf(win)
+  out[name] = { win = win, buf = buf, lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false) }
+end
+return out
+"""
+
+
+def wait_for(fn: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what} (last value: {value!r})")
+        time.sleep(0.02)
+
+
+def state(nvim) -> dict[str, Any] | None:
+    return nvim.lua(STATE)
+
+
+def open_picker(nvim) -> dict[str, Any]:
+    nvim.api.input(":PseudoResume<CR>")
+    return wait_for(lambda: state(nvim), what="the picker to open")
+
+
+def type_keys(nvim, keys: str, query: str) -> dict[str, Any]:
+    nvim.api.input(keys)
+    return wait_for(lambda: (s := state(nvim)) and s["query"] == query and s, what=f"query {query!r}")
+
+
+def floats(nvim) -> list[int]:
+    return [w.handle for w in nvim.api.windows if nvim.api.api.win_get_config(w)["relative"] != ""]
+
+
+def notes(nvim) -> list[dict[str, Any]]:
+    return nvim.lua("return _G.notes")
+
+
+def titles(lines: list[str]) -> list[str]:
+    """The title column of result rows (the marker is 2 cells, the age column follows 2 spaces)."""
+    return [line[2:].split("  ")[0].rstrip() for line in lines]
+
+
+def match_marks(nvim, buf: int) -> list[tuple[int, int, int]]:
+    marks = nvim.lua(
+        "return vim.api.nvim_buf_get_extmarks(..., -1, 0, -1, { details = true, type = 'highlight' })", buf
+    )
+    return sorted((m[1], m[2], m[3]["end_col"]) for m in marks if m[3].get("hl_group") == "PseudoClaudePickerMatch")
+
+
+@pytest.fixture
+def ws12(workspace):
+    """Twelve sessions an hour apart, "task 11" the newest; ids newest first."""
+    now = time.time()
+    ids = []
+    for i in range(12):
+        sid = session_id(i)
+        model = "gpt-5" if i % 3 == 0 else "claude-x"
+        title = "zebra parser overhaul" if i == 0 else f"task {i}"
+        write_session(workspace, sid, title=title, model=model, mtime=now - 3600 * (12 - i) - 60)
+        ids.append(sid)
+    return list(reversed(ids))
+
+
+@pytest.fixture
+def nv(nvim, ws12):
+    nvim.api.command("set columns=160 lines=48")
+    nvim.lua(STUB_CHAT)
+    return nvim
+
+
+def test_opens_three_floats_listing_the_nine_newest(nv, ws12):
+    s = open_picker(nv)
+    assert sorted(floats(nv)) == sorted([s["prompt"]["win"], s["results"]["win"], s["preview"]["win"]])
+    assert nv.api.current.window.handle == s["prompt"]["win"]
+    wait_for(lambda: nv.api.api.get_mode()["mode"] == "i", what="insert mode")
+    lines = s["results"]["lines"]
+    assert titles(lines) == [f"task {i}" for i in range(11, 2, -1)]
+    assert "1h ago" in lines[0] and "2 msgs" in lines[0] and lines[0].rstrip().endswith("claude-x")
+    assert "9h ago" in lines[8] and lines[8].rstrip().endswith("gpt-5")
+    assert s["selected"] == ws12[0]
+    assert s["top_items"] == 9  # the first rows came from list({ limit = 9 })
+    # the full list is read right after the first draw, for filtering
+    s = wait_for(lambda: (x := state(nv)) and x["full"] and x, what="the full list")
+    assert s["items"] == 12 and s["results"]["lines"] == lines
+
+
+def test_max_items_comes_from_the_config(nv, ws12):
+    nv.lua("require('pseudoclaude').setup({ picker = { max_items = 3 } })")
+    s = open_picker(nv)
+    assert titles(s["results"]["lines"]) == ["task 11", "task 10", "task 9"]
+
+
+def test_typing_filters_across_all_sessions_and_highlights_matches(nv, ws12):
+    open_picker(nv)
+    s = type_keys(nv, "zebra", "zebra")
+    assert titles(s["results"]["lines"]) == ["zebra parser overhaul"]  # the oldest session, not among the first 9
+    assert s["selected"] == ws12[-1]
+    assert match_marks(nv, s["results"]["buf"]) == [(0, c, c + 1) for c in range(2, 7)]
+    # fuzzy: z, b, then the p of "parser"
+    s = type_keys(nv, "<C-w>zbp", "zbp")
+    assert titles(s["results"]["lines"]) == ["zebra parser overhaul"]
+    assert match_marks(nv, s["results"]["buf"]) == [(0, 2, 3), (0, 4, 5), (0, 8, 9)]
+    # the model is searched too, and highlighted where shown
+    s = type_keys(nv, "<C-w>gpt", "gpt")
+    rows = s["results"]["lines"]
+    assert titles(rows) == ["task 9", "task 6", "task 3", "zebra parser overhaul"]  # ties: newest first
+    col = rows[0].index("gpt-5")
+    assert match_marks(nv, s["results"]["buf"])[:3] == [(0, col, col + 1), (0, col + 1, col + 2), (0, col + 2, col + 3)]
+    # nothing matches
+    s = type_keys(nv, "<C-w>qqqq", "qqqq")
+    assert s["results"]["lines"] == ["  no match"] and s.get("selected") is None
+    # an empty query shows the newest again
+    s = type_keys(nv, "<C-w>", "")
+    assert titles(s["results"]["lines"]) == [f"task {i}" for i in range(11, 2, -1)]
+
+
+def test_ranking_prefers_the_better_match_then_the_newer(nv, workspace):
+    now = time.time()
+    write_session(workspace, session_id(100), title="please audit running services report", mtime=now - 10)
+    write_session(workspace, session_id(101), title="fix the parser", mtime=now - 20000)
+    open_picker(nv)
+    s = type_keys(nv, "parser", "parser")
+    got = titles(s["results"]["lines"])
+    # the two with "parser" as such first, then the newest, a scattered match
+    assert sorted(got[:2]) == ["fix the parser", "zebra parser overhaul"]
+    assert got[2] == "please audit running services report"
+
+
+def test_moving_changes_the_selection_and_the_preview(nv, ws12):
+    s = open_picker(nv)
+    assert s["preview"]["lines"][0] == "task 11"
+
+    def moved(keys: str, index: int) -> dict[str, Any]:
+        nv.api.input(keys)
+        return wait_for(
+            lambda: (x := state(nv)) and x["selected"] == ws12[index] and x["preview"]["lines"][0] == f"task {11 - index}" and x,
+            what=f"selection {index}",
+        )
+
+    s = moved("<C-n>", 1)
+    assert nv.api.api.win_get_cursor(s["results"]["win"]) == [2, 0]
+    s = moved("<Down>", 2)
+    assert nv.api.api.win_get_cursor(s["results"]["win"]) == [3, 0]
+    assert s["preview"]["lines"][1] == ws12[2] + " · gpt-5 · 2 messages · 3h ago"
+    moved("<Up>", 1)
+    moved("<C-p>", 0)
+    moved("<C-p>", 0)  # stays on the first
+    for _ in range(12):
+        nv.api.input("<C-n>")
+    moved("", 8)  # the last of the nine
+
+
+@pytest.mark.parametrize("key", ["<Esc>", "<C-c>"])
+def test_closing_keys_close_everything_and_change_nothing(nv, workspace, key):
+    nv.lua("require('pseudoclaude').sessions.list()")  # summary caches written once, before the snapshot
+    before = snapshot(workspace)
+    bufs = [b.handle for b in nv.api.buffers]
+    wins = [w.handle for w in nv.api.windows]
+    all_bufs = nv.lua("return vim.api.nvim_list_bufs()")
+    open_picker(nv)
+    type_keys(nv, "task", "task")
+    nv.api.input("<C-n>")
+    nv.api.input(key)
+    wait_for(lambda: state(nv) is None, what="the picker to close")
+    assert [w.handle for w in nv.api.windows] == wins
+    assert [b.handle for b in nv.api.buffers] == bufs
+    assert nv.lua("return vim.api.nvim_list_bufs()") == all_bufs  # no hidden scratch buffer either
+    assert nv.api.api.get_mode()["mode"] == "n"
+    assert nv.lua("return vim.g.resumed") is None
+    assert notes(nv) == []
+    assert snapshot(workspace) == before
+
+
+def test_enter_resumes_the_selected_session(nv, ws12):
+    open_picker(nv)
+    nv.api.input("<C-n>")
+    wait_for(lambda: state(nv)["selected"] == ws12[1], what="selection")
+    nv.api.input("<CR>")
+    wait_for(lambda: nv.lua("return vim.g.resumed") == ws12[1], what="resume")
+    assert state(nv) is None and floats(nv) == []
+    assert notes(nv) == []
+
+
+@pytest.mark.parametrize("answer, deleted", [("y", True), ("n", False), ("<Esc>", False)])
+def test_ctrl_x_deletes_after_confirmation(nv, workspace, ws12, answer, deleted):
+    open_picker(nv)
+    nv.api.input("<C-n>")
+    wait_for(lambda: state(nv)["selected"] == ws12[1], what="selection")
+    nv.api.input("<C-x>")
+    time.sleep(0.1)
+    assert session_dir(workspace, ws12[1]).exists()  # nothing before the answer
+    nv.api.input(answer)
+    if deleted:
+        wait_for(lambda: not session_dir(workspace, ws12[1]).exists(), what="deletion")
+        s = wait_for(lambda: (x := state(nv)) and "task 10" not in titles(x["results"]["lines"]) and x, what="redraw")
+        assert titles(s["results"]["lines"]) == ["task 11"] + [f"task {i}" for i in range(9, 1, -1)]
+        assert s["selected"] == ws12[2]
+    else:
+        time.sleep(0.2)
+        s = state(nv)
+        assert s is not None and session_dir(workspace, ws12[1]).exists()
+        assert "task 10" in titles(s["results"]["lines"]) and s["query"] == ""
+    assert nv.lua("return vim.g.resumed") is None
+
+
+def test_a_session_held_by_another_editor_is_marked_and_not_resumed(nv, workspace, ws12):
+    with hold_lock(session_dir(workspace, ws12[1]), pid=4242, host="elsewhere"):
+        s = open_picker(nv)
+        rows = s["results"]["lines"]
+        assert rows[1].startswith("! task 10") and rows[0].startswith("  task 11")
+        nv.api.input("<C-n>")
+        s = wait_for(lambda: (x := state(nv)) and x["preview"]["lines"][0] == "task 10" and x, what="preview")
+        assert any("open in another editor (pid 4242 on elsewhere" in line for line in s["preview"]["lines"])
+        nv.api.input("<CR>")
+        wait_for(lambda: notes(nv), what="an error")
+        note = notes(nv)[0]
+        assert "is open in another editor (pid 4242 on elsewhere" in note["msg"] and note["level"] == 4
+        assert nv.lua("return vim.g.resumed") is None
+        assert state(nv) is not None  # still open: pick another one
+        nv.api.input("<C-p><CR>")
+        wait_for(lambda: nv.lua("return vim.g.resumed") == ws12[0], what="resume")
+
+
+def test_a_session_taken_after_the_list_is_refused_too(nv, workspace, ws12):
+    open_picker(nv)
+    with hold_lock(session_dir(workspace, ws12[0])):
+        nv.api.input("<CR>")
+        wait_for(lambda: notes(nv), what="an error")
+        assert "open in another editor" in notes(nv)[0]["msg"]
+        s = wait_for(lambda: (x := state(nv)) and x["results"]["lines"][0].startswith("! ") and x, what="marker")
+        assert nv.lua("return vim.g.resumed") is None and s["selected"] == ws12[0]
+
+
+def test_select_backend_goes_through_vim_ui_select(nv, workspace, ws12):
+    with hold_lock(session_dir(workspace, ws12[2])):
+        nv.lua(
+            """
+            require("pseudoclaude").setup({ picker = { backend = "select" } })
+            vim.ui.select = function(items, opts, on_choice)
+              vim.g.select_prompt = opts.prompt
+              vim.g.select_ids = vim.tbl_map(function(i) return i.id end, items)
+              vim.g.select_labels = vim.tbl_map(opts.format_item, items)
+              on_choice(items[2])
+            end
+            """
+        )
+        nv.api.command("PseudoResume")
+        assert floats(nv) == []
+        assert nv.lua("return vim.g.select_prompt") == "Resume session"
+        assert nv.lua("return vim.g.select_ids") == ws12[:9]
+        labels = nv.lua("return vim.g.select_labels")
+        assert labels[0] == "task 11 · 1h ago · 2 msgs · claude-x"
+        assert labels[2] == "task 9 · 3h ago · 2 msgs · gpt-5 · open in another editor"
+        assert nv.lua("return vim.g.resumed") == ws12[1]
+        # a held one is refused with an error
+        nv.lua("vim.ui.select = function(items, opts, on_choice) on_choice(items[3]) end")
+        nv.api.command("PseudoResume")
+        assert "open in another editor" in notes(nv)[-1]["msg"]
+        assert nv.lua("return vim.g.resumed") == ws12[1]
+        # cancelled: nothing happens
+        nv.lua("vim.ui.select = function(items, opts, on_choice) on_choice(nil) end")
+        nv.api.command("PseudoResume")
+        assert nv.lua("return vim.g.resumed") == ws12[1] and len(notes(nv)) == 1
+
+
+def test_resume_last_and_by_id(nv, ws12):
+    nv.api.command("PseudoResume last")
+    assert nv.lua("return vim.g.resumed") == ws12[0]
+    nv.api.command(f"PseudoResume {ws12[5]}")
+    assert nv.lua("return vim.g.resumed") == ws12[5]
+    nv.api.command("PseudoResume ../../etc")
+    assert 'invalid session id "../../etc"' in notes(nv)[-1]["msg"]
+    nv.api.command("PseudoResume 20200101-000000-abcd")
+    assert "no session 20200101-000000-abcd" in notes(nv)[-1]["msg"]
+    assert nv.lua("return vim.g.resumed") == ws12[5]
+    assert floats(nv) == []
+
+
+def test_command_completion_lists_last_and_the_ids_newest_first(nv, ws12):
+    assert nv.api.call("getcompletion", "PseudoResume ", "cmdline") == ["last"] + ws12
+    prefix = ws12[0][:15]
+    assert nv.api.call("getcompletion", f"PseudoResume {prefix}", "cmdline") == [i for i in ws12 if i.startswith(prefix)]
+    assert nv.api.call("getcompletion", "PseudoResume la", "cmdline") == ["last"]
+
+
+def test_tab_completes_an_id_on_the_command_line(nv, ws12):
+    nv.api.command("set wildmode=full")
+    nv.lua("vim.keymap.set('c', '<F2>', function() vim.g.typed = vim.fn.getcmdline() return '' end, { expr = true })")
+    nv.api.input(f":PseudoResume {ws12[3][:-2]}<Tab><F2><Esc>")
+    wait_for(lambda: nv.lua("return vim.g.typed"), what="the command line")
+    assert nv.lua("return vim.g.typed") == f"PseudoResume {ws12[3]}"
+
+
+def test_preview_folds_tool_calls_and_shows_damage(nv, workspace):
+    ts = int(time.time()) - 30
+    sid = session_id(200)
+    write_session(
+        workspace,
+        sid,
+        [
+            entry("user", "why does it crash?\nsecond line", ts=ts, model="m1"),
+            entry(
+                "assistant",
+                "Let me look.",
+                ts=ts + 1,
+                tool_calls=[
+                    {"id": "c1", "name": "read_file", "arguments": {"path": "a.rs"}},
+                    {"id": "c2", "name": "run_command", "arguments": {"command": "cargo test"}},
+                ],
+            ),
+            entry("user", ts=ts + 2, tool_result={"tool_call_id": "c1", "content": "\nfn main() {\n}\n", "is_error": False}),
+            entry("user", ts=ts + 3, tool_result={"tool_call_id": "c2", "content": "permission denied", "is_error": True}),
+            entry("assistant", "Fixed.", ts=ts + 4),
+        ],
+        mtime=time.time(),
+        tail="garbage line\n",
+    )
+    s = open_picker(nv)
+    assert s["selected"] == sid
+    assert s["preview"]["lines"] == [
+        "why does it crash?",
+        f"{sid} · m1 · 5 messages · now",
+        "⚠ repaired on load: skipped 1 unreadable line(s) (6)",
+        "",
+        "You:",
+        "  why does it crash?",
+        "  second line",
+        "",
+        "Agent:",
+        "  Let me look.",
+        '  ▸ read_file {"path":"a.rs"}',
+        '  ▸ run_command {"command":"cargo test"}',
+        "  ✓ result: fn main() {…",
+        "  ✗ error: permission denied",
+        "  Fixed.",
+    ]
+    marks = nv.lua(
+        "return vim.api.nvim_buf_get_extmarks(..., -1, 0, -1, { details = true })", s["preview"]["buf"]
+    )
+    groups = {m[1]: m[3]["hl_group"] for m in marks}
+    assert groups[2] == "PseudoClaudePickerDamage"
+    assert groups[4] == "PseudoClaudePickerPreviewUser" and groups[8] == "PseudoClaudePickerPreviewAgent"
+    assert groups[10] == "PseudoClaudePickerPreviewTool" and groups[13] == "PseudoClaudePickerPreviewError"
+
+
+def test_ctrl_d_and_ctrl_u_scroll_the_preview(nv, workspace):
+    ts = int(time.time()) - 30
+    lines = [entry("user", "long one", ts=ts)]
+    for k in range(60):
+        lines.append(entry("assistant" if k % 2 == 0 else "user", f"message {k}\nline two", ts=ts + k))
+    write_session(workspace, session_id(300), lines, mtime=time.time())
+    s = open_picker(nv)
+    win = s["preview"]["win"]
+
+    def topline() -> int:
+        return nv.api.call("getwininfo", win)[0]["topline"]
+
+    assert topline() == 1
+    nv.api.input("<C-d>")
+    wait_for(lambda: topline() > 1, what="scrolling down")
+    down = topline()
+    nv.api.input("<C-d>")
+    wait_for(lambda: topline() > down, what="scrolling further")
+    nv.api.input("<C-u><C-u>")
+    wait_for(lambda: topline() == 1, what="scrolling back")
+    assert state(nv)["query"] == ""  # the keys did not reach the prompt
+
+
+@pytest.mark.parametrize("how", ["close preview", "close results", "leave prompt"])
+def test_closing_or_leaving_any_window_closes_all(nv, how):
+    bufs = nv.lua("return vim.api.nvim_list_bufs()")
+    s = open_picker(nv)
+    if how == "close preview":
+        nv.api.api.win_close(s["preview"]["win"], True)
+    elif how == "close results":
+        nv.api.api.win_close(s["results"]["win"], True)
+    else:
+        nv.api.input("<C-o><C-w>p")
+    wait_for(lambda: state(nv) is None and floats(nv) == [], what="everything closed")
+    assert nv.lua("return vim.api.nvim_list_bufs()") == bufs
+    assert nv.lua("return vim.g.resumed") is None
+
+
+def test_no_session_is_a_notice_not_a_window(nvim):
+    nvim.lua(STUB_CHAT)
+    nvim.api.command("PseudoResume")
+    assert floats(nvim) == []
+    assert "no session to resume" in notes(nvim)[0]["msg"]
+
+
+def test_highlight_groups_are_default_links(nv):
+    nv.api.command("highlight PseudoClaudePickerMatch guifg=#ff0000")
+    open_picker(nv)
+    assert nv.lua("return vim.api.nvim_get_hl(0, { name = 'PseudoClaudePickerSelection' }).link") == "Visual"
+    assert nv.lua("return vim.api.nvim_get_hl(0, { name = 'PseudoClaudePickerMatch' }).fg") == 0xFF0000
+    names = nv.lua("return vim.tbl_keys(require('pseudoclaude.highlights').links)")
+    assert all(n.startswith("PseudoClaudePicker") for n in names)
+    nv.api.command("colorscheme default")  # clears the links; they come back
+    assert nv.lua("return vim.api.nvim_get_hl(0, { name = 'PseudoClaudePickerSelection' }).link") == "Visual"
+
+
+def test_the_picker_is_loaded_lazily(nv):
+    assert nv.loaded_modules() == ["pseudoclaude.chat"]  # the stub only
+    assert nv.api.call("exists", ":PseudoResume") == 2
+    open_picker(nv)
+    assert {"pseudoclaude.picker", "pseudoclaude.sessions", "pseudoclaude.highlights"} <= set(nv.loaded_modules())
+
+
+# -- pure parts: layout, matcher, rendering ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns, lines", [(200, 60), (120, 40), (99, 40), (80, 24), (40, 12), (20, 8), (10, 5)])
+def test_layout_fits_the_editor_without_overlaps(nvim, columns, lines):
+    lay = nvim.lua("return require('pseudoclaude.picker.layout').compute(...)", columns, lines, {"cmdheight": 1})
+    wins = {k: v for k, v in lay.items() if isinstance(v, dict)}
+    assert set(wins) >= {"prompt", "results"}
+    boxes = []
+    for name, c in wins.items():
+        assert c["relative"] == "editor" and c["style"] == "minimal" and c["width"] >= 1 and c["height"] >= 1
+        top, left = c["row"], c["col"]
+        bottom, right = top + c["height"] + 2, left + c["width"] + 2  # rounded borders
+        if columns >= 20 and lines >= 8:
+            assert 0 <= top and bottom <= lines - 1 and 0 <= left and right <= columns, (name, c)
+        boxes.append((name, top, left, bottom, right))
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            overlap = a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]
+            assert not overlap, (a, b)
+    assert wins["prompt"]["height"] == 1 and wins["prompt"]["focusable"] is True
+    assert wins["results"]["focusable"] is False
+    if columns >= 120:
+        assert lay["orientation"] == "horizontal" and wins["preview"]["col"] > wins["results"]["col"]
+    elif lines >= 24:
+        assert lay["orientation"] == "vertical" and wins["preview"]["row"] > wins["results"]["row"]
+    if lines <= 8:
+        assert "preview" not in wins
+
+
+@pytest.mark.parametrize("engine", ["lua", "vim"])
+def test_matcher_engines_rank_and_locate_matches(nvim, engine):
+    got = nvim.lua(
+        """
+        local m = require("pseudoclaude.picker.matcher").new({
+          "please audit running services report m 1",
+          "fix the parser m 2",
+          "Parser rewrite m 3",
+          "unrelated m 4",
+          "fix the parser m 5",
+        }, ...)
+        return {
+          m:filter("parser"),
+          m:filter("fxp"),
+          m:filter("zzz"),
+          m:filter(""),
+          m:filter("parser", { 5, 4, 2 }),
+          m:positions(2, "fxp"),
+          m:positions(4, "fxp") or vim.NIL,
+        }
+        """,
+        engine,
+    )
+    parser, fxp, none, everything, narrowed, positions, no_positions = got
+    assert sorted(parser[:3]) == [2, 3, 5]  # the substring matches first...
+    assert parser.index(2) < parser.index(5)  # ...equal ones newest (first in the list) first
+    assert parser[-1] == 1  # the scattered match last
+    assert 2 in fxp and 5 in fxp and 4 not in fxp
+    assert none == [] and everything == [1, 2, 3, 4, 5]
+    assert narrowed == [2, 5]
+    assert positions[0] == 0 and positions[1] == 2 and no_positions is None
+
+
+def test_lua_matcher_is_smart_case_and_handles_utf8(nvim):
+    got = nvim.lua(
+        """
+        local m = require("pseudoclaude.picker.matcher").new({ "Parser one", "parser two", "café résumé" }, "lua")
+        return { m:filter("parser"), m:filter("Parser"), m:filter("résumé"), m:positions(3, "cr") }
+        """
+    )
+    assert sorted(got[0]) == [1, 2] and got[1] == [1] and got[2] == [3]
+    assert got[3] == [0, len("café ".encode())]  # byte offsets
+
+
+def test_render_ages_counts_and_fitting(nvim):
+    got = nvim.lua(
+        """
+        local r = require("pseudoclaude.picker.render")
+        local ages = vim.tbl_map(r.age, { 0, 59, 60, 3 * 3600 + 5, 2 * 86400, 40 * 86400, 400 * 86400 })
+        local lines = r.rows({
+          { id = "x", title = "a very long title that cannot fit in the window at all", model = "claude-x",
+            messages = 1, modified = 100, last_message = 0 },
+          { id = "y", title = "", model = "", messages = 12, modified = 0, last_message = 100, held_by = "pid 1" },
+        }, 50, 100 + 7200)
+        return { ages, lines, r.count(1), r.count(3) }
+        """
+    )
+    ages, lines, one, three = got
+    assert ages == ["now", "now", "1m ago", "3h ago", "2d ago", "1mo ago", "1y ago"]
+    assert one == "1 msg" and three == "3 msgs"
+    assert all(nvim.api.call("strdisplaywidth", line) <= 50 for line in lines)
+    assert lines[0].startswith("  a very long") and "…" in lines[0] and "2h ago" in lines[0] and " 1 msg" in lines[0]
+    assert lines[1].startswith("! (untitled)") and "12 msgs" in lines[1]
