@@ -1,9 +1,10 @@
 --- The session picker of `:PseudoResume`: a prompt, a results list and a preview, in floating windows.
 ---
 --- The first rows come from `sessions.list({ limit = max_items })`, which summarises only the newest sessions; the
---- full list, searched by the fuzzy filter, is read right after the first draw (or at the first keystroke, if that
---- comes first) and kept for the picker's life. Rows and previews are drawn only for what is visible, so a
---- keystroke costs the filter plus one screenful. See `:help pseudoclaude-picker`.
+--- full list, searched by the fuzzy filter, is read right after the first draw on a background thread
+--- (`sessions.list_async`) and kept for the picker's life. Until it arrives, typing filters the first rows; then the
+--- query is applied to every session. Rows and previews are drawn only for what is visible, so a keystroke costs
+--- the filter plus one screenful. See `:help pseudoclaude-picker`.
 
 local M = {}
 local H = {}
@@ -16,7 +17,8 @@ local H = {}
 ---@field opened_at integer `open()` called
 ---@field rows_at integer? first rows drawn
 ---@field preview_at integer? first preview drawn
----@field full_ms number? time to read the full list (ms)
+---@field full_at integer? the full list in place (read in the background)
+---@field full_apply_ms number? main-thread time to put the full list in place (matcher, query, rows)
 ---@field full_count integer? sessions in the full list
 ---@field filters {query: string, ms: number, matches: integer}[] one per query change: filter + draw of the rows
 ---@field previews {id: string, ms: number}[] one per preview drawn: load + render + draw
@@ -25,7 +27,8 @@ local H = {}
 ---@field top_items pseudoclaude.SessionInfo[] The first list (`limit = max_items`).
 ---@field items pseudoclaude.SessionInfo[] What the filter searches: `top_items`, then the full list.
 ---@field full boolean Whether `items` is the full list.
----@field matcher pseudoclaude.picker.Matcher? Over `items`, once full.
+---@field deleted table<string, true> Sessions deleted while the full list was being read.
+---@field matcher pseudoclaude.picker.Matcher Over `items`.
 ---@field query string
 ---@field matches integer[] Indices into `items`, in display order.
 ---@field sel integer Selected position in `matches` (1-based).
@@ -74,6 +77,7 @@ function M.open(opts)
     top_items = top,
     items = top,
     full = false,
+    deleted = {},
     query = "",
     matches = {},
     sel = 1,
@@ -89,6 +93,7 @@ function M.open(opts)
     stats = { opened_at = opened_at, filters = {}, previews = {} },
   }
   state = s
+  H.set_items(s, top)
   H.open_windows(s)
   H.default_matches(s)
   H.draw_rows(s)
@@ -97,15 +102,7 @@ function M.open(opts)
   s.stats.preview_at = vim.uv.hrtime()
   H.attach(s)
   vim.cmd.startinsert()
-  -- the full list, for filtering, once the first rows are on screen
-  vim.schedule(function()
-    if state == s and not s.full then
-      H.ensure_full(s)
-      if s.query == "" then
-        H.refresh(s, false)
-      end
-    end
-  end)
+  H.read_full_list(s)
 end
 
 --- Closes the picker's windows and wipes its buffers; does nothing when it is not open.
@@ -374,7 +371,10 @@ function H.open_windows(s)
     end
   end
   local prompt = s.bufs.prompt
-  vim.bo[prompt].filetype = "pseudoclaude_picker"
+  -- a filetype to recognise the prompt by, without FileType autocommands (a search of 'runtimepath': 1 ms)
+  api.nvim_buf_call(prompt, function()
+    vim.cmd("noautocmd setlocal filetype=pseudoclaude_picker")
+  end)
   vim.b[prompt].completion = false -- blink.cmp and friends: no completion menu in the prompt
   api.nvim_buf_set_extmark(prompt, ns, 0, 0, {
     id = PREFIX_MARK,
@@ -483,22 +483,46 @@ function H.relayout(s)
   H.request_preview(s)
 end
 
---- Reads the full list (once) and builds the matcher over it.
+--- Starts reading the full list in the background; when it arrives, it replaces the first rows as what the query
+--- searches. (Read right after the first draw instead when no thread can be started.)
 ---@param s pseudoclaude.picker.State
-function H.ensure_full(s)
-  if s.full then
-    return
+function H.read_full_list(s)
+  local sessions = require("pseudoclaude.sessions")
+  local ok = pcall(sessions.list_async, {}, function(err, items)
+    if state ~= s or s.full then
+      return
+    end
+    if err then
+      H.notify(err, vim.log.levels.ERROR)
+    end
+    H.use_full_list(s, items or s.items)
+  end)
+  if not ok then
+    vim.schedule(function()
+      if state == s and not s.full then
+        local read, items = pcall(sessions.list)
+        H.use_full_list(s, read and items or s.items)
+      end
+    end)
+  end
+end
+
+--- The full list is here: search it from now on, and apply the current query to it.
+---@param s pseudoclaude.picker.State
+---@param items pseudoclaude.SessionInfo[]
+function H.use_full_list(s, items)
+  if next(s.deleted) then
+    items = vim.tbl_filter(function(item)
+      return not s.deleted[item.id]
+    end, items)
   end
   local t = vim.uv.hrtime()
-  local ok, all = pcall(require("pseudoclaude.sessions").list)
-  if not ok then
-    H.notify(all, vim.log.levels.ERROR)
-    all = s.top_items
-  end
-  H.set_items(s, all)
+  H.set_items(s, items)
   s.full = true
-  s.stats.full_ms = (vim.uv.hrtime() - t) / 1e6
-  s.stats.full_count = #all
+  H.refresh(s, false)
+  s.stats.full_at = vim.uv.hrtime()
+  s.stats.full_apply_ms = (s.stats.full_at - t) / 1e6
+  s.stats.full_count = #items
 end
 
 --- Replaces the searched items and rebuilds the matcher.
@@ -534,7 +558,6 @@ function H.on_change(s)
   if query == s.query then
     return
   end
-  H.ensure_full(s)
   local previous = s.query
   s.query = query
   if query == "" then
@@ -578,7 +601,7 @@ end
 ---@param s pseudoclaude.picker.State
 ---@param id string
 function H.remove(s, id)
-  H.ensure_full(s)
+  s.deleted[id] = true
   local kept = {}
   for _, item in ipairs(s.items) do
     if item.id ~= id then

@@ -77,6 +77,35 @@ function M.list(opts)
   })
 end
 
+--- `list(opts)` read on a background thread: returns at once, then calls `on_done(nil, sessions)` (or
+--- `on_done(message)` on an error) on the main thread. For long lists (reading ten thousand sessions takes a
+--- quarter of a second) that must not freeze the editor.
+---@param opts pseudoclaude.SessionListOpts?
+---@param on_done fun(err: string?, sessions: pseudoclaude.SessionInfo[]?)
+function M.list_async(opts, on_done)
+  opts = opts or {}
+  H.check_type("list_async", "opts", opts, "table")
+  H.check_type("list_async", "on_done", on_done, "function")
+  local current = not opts.include_current and M.current_id() or nil
+  H.call("list_async", "sessions_list_async", M.workspace(), {
+    exclude = current,
+    limit = opts.limit,
+    check_locks = opts.check_locks ~= false,
+    include_empty = false,
+  }, function(ok, value)
+    if not ok then
+      return on_done(
+        ("pseudoclaude.sessions.list_async: %s"):format(tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
+      )
+    end
+    local decoded, list = pcall(vim.json.decode, value, { luanil = { object = true, array = true } })
+    if not decoded then
+      return on_done("pseudoclaude.sessions.list_async: cannot decode the list: " .. tostring(list))
+    end
+    on_done(nil, list)
+  end)
+end
+
 --- One session's summary (as in `list()`), with `held_by`.
 ---@param id string
 ---@return pseudoclaude.SessionInfo

@@ -7,25 +7,40 @@
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
 //! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?}`? | `SessionInfo[]`, newest first |
+//! | `sessions_list_async` | workspace, options as above, `callback(ok, json)` | a ticket number, at once |
 //! | `sessions_info`    | workspace, id                               | `SessionInfo` with `held_by`     |
 //! | `sessions_load`    | workspace, id                               | `Loaded` + `damage_report`       |
 //! | `sessions_cleanup` | workspace, days (may be fractional), keep?  | ids removed, oldest first        |
 //! | `sessions_delete`  | workspace, id                               | the id removed                   |
+//!
+//! `sessions_list_async` reads the list on a thread of its own, so that listing thousands of sessions
+//! (about 25 µs each, most of it the kernel's) never freezes the editor; when it is done, one libuv
+//! async handle wakes Neovim's main thread, which calls `callback(true, "<JSON array>")` (or
+//! `callback(false, "<message>")`) from a `vim.schedule` callback. The list travels as JSON because
+//! `vim.json.decode` builds ten thousand tables several times faster than converting them one object
+//! at a time.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-use nvim_oxi::Object;
+use nvim_oxi::libuv::AsyncHandle;
+use nvim_oxi::{Function, Object};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Args, BridgeError, BridgeResult, export};
+use super::{Args, BridgeError, BridgeResult, export, payload_text};
 use crate::session::{self, Context, ListOptions, Loaded, RetentionOptions, SessionInfo, lock};
 
 /// The session exports, chained into the export table by [`super::exports`].
 pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
         export("sessions_list", |a| list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
+        export("sessions_list_async", list_async),
         export("sessions_info", |a| info(&workspace(a)?, &a.get::<String>(1)?)),
         export("sessions_load", |a| load(&workspace(a)?, &a.get::<String>(1)?)),
         export("sessions_cleanup", |a| cleanup(&workspace(a)?, a.get::<f64>(1)?, a.get::<Option<String>>(2)?)),
@@ -105,6 +120,66 @@ pub fn delete(workspace: &Path, id: &str) -> BridgeResult<String> {
         .map_err(|e| BridgeError::msg(format!("cannot remove session {id} ({}): {e}", ctx.dir.display())))?;
     drop(guard);
     Ok(ctx.id)
+}
+
+/// Lists finished by background threads, waiting for the main thread: (ticket, JSON or error).
+static FINISHED: Mutex<Vec<(u64, BridgeResult<String>)>> = Mutex::new(Vec::new());
+static NEXT_TICKET: AtomicU64 = AtomicU64::new(1);
+
+/// Lua's `callback(ok, json_or_message)`.
+type ListCallback = Function<(bool, String), ()>;
+
+thread_local! {
+    // Main thread only: the handle that wakes it, and the Lua callbacks by ticket.
+    static WAKE: RefCell<Option<AsyncHandle>> = const { RefCell::new(None) };
+    static CALLBACKS: RefCell<HashMap<u64, ListCallback>> = RefCell::new(HashMap::new());
+}
+
+/// `sessions_list_async(workspace, opts, callback)`: starts the list on its own thread and returns
+/// a ticket; `callback(ok, json_or_message)` is called later on the main thread.
+fn list_async(a: &Args) -> BridgeResult<u64> {
+    let ws = workspace(a)?;
+    let args = table_arg::<ListArgs>(a, 1)?;
+    let callback: ListCallback = a.get(2)?;
+    let wake = WAKE.with(|w| -> BridgeResult<AsyncHandle> {
+        let mut slot = w.borrow_mut();
+        if slot.is_none() {
+            // One handle for the process (nvim-oxi never closes one); wake-ups merge, the queue does not.
+            let handle = AsyncHandle::new(|| nvim_oxi::schedule(|_| deliver_finished()))
+                .map_err(|e| BridgeError::msg(format!("cannot create the event handle: {e}")))?;
+            *slot = Some(handle);
+        }
+        Ok(slot.as_ref().expect("just set").clone())
+    })?;
+    let ticket = NEXT_TICKET.fetch_add(1, Ordering::Relaxed);
+    CALLBACKS.with(|c| c.borrow_mut().insert(ticket, callback));
+    let spawned = std::thread::Builder::new().name("pseudoclaude-list".into()).spawn(move || {
+        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            list(&ws, &args).and_then(|v| serde_json::to_string(&v).map_err(BridgeError::from))
+        }))
+        .unwrap_or_else(|p| Err(BridgeError::msg(format!("internal error (panic): {}", payload_text(p.as_ref())))));
+        FINISHED.lock().unwrap_or_else(PoisonError::into_inner).push((ticket, result));
+        let _ = wake.send();
+    });
+    if let Err(e) = spawned {
+        CALLBACKS.with(|c| c.borrow_mut().remove(&ticket));
+        return Err(BridgeError::msg(format!("cannot start the list thread: {e}")));
+    }
+    Ok(ticket)
+}
+
+/// On the main thread: hands every finished list to its callback.
+fn deliver_finished() {
+    let finished = std::mem::take(&mut *FINISHED.lock().unwrap_or_else(PoisonError::into_inner));
+    for (ticket, result) in finished {
+        let Some(callback) = CALLBACKS.with(|c| c.borrow_mut().remove(&ticket)) else { continue };
+        let (ok, value) = match result {
+            Ok(json) => (true, json),
+            Err(e) => (false, format!("pseudoclaude_core.sessions_list_async: {e}")),
+        };
+        // The callback is Lua's (called under pcall by nvim-oxi); an error in it stays there.
+        let _ = callback.call((ok, value));
+    }
 }
 
 /// Argument 1, the workspace directory: a non-empty string.

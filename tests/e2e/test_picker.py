@@ -48,9 +48,10 @@ def state(nvim) -> dict[str, Any] | None:
     return nvim.lua(STATE)
 
 
-def open_picker(nvim) -> dict[str, Any]:
+def open_picker(nvim, full: bool = True) -> dict[str, Any]:
+    """Opens the picker; with `full`, waits for the full list (read in the background) to be in place."""
     nvim.api.input(":PseudoResume<CR>")
-    return wait_for(lambda: state(nvim), what="the picker to open")
+    return wait_for(lambda: (s := state(nvim)) and (s["full"] or not full) and s, what="the picker to open")
 
 
 def type_keys(nvim, keys: str, query: str) -> dict[str, Any]:
@@ -143,6 +144,29 @@ def test_typing_filters_across_all_sessions_and_highlights_matches(nv, ws12):
     # an empty query shows the newest again
     s = type_keys(nv, "<C-w>", "")
     assert titles(s["results"]["lines"]) == [f"task {i}" for i in range(11, 2, -1)]
+
+
+def test_typing_before_the_full_list_arrives_filters_the_first_rows_then_all(nv, ws12):
+    # hold the background list back until the test releases it
+    nv.lua(
+        """
+        local sessions = require("pseudoclaude.sessions")
+        local real = sessions.list_async
+        sessions.list_async = function(opts, on_done)
+          _G.release_list = function() real(opts, on_done) end
+        end
+        """
+    )
+    s = open_picker(nv, full=False)
+    assert s["full"] is False and s["top_items"] == 9
+    s = type_keys(nv, "task", "task")
+    assert titles(s["results"]["lines"]) == [f"task {i}" for i in range(11, 2, -1)]  # the first rows only
+    s = type_keys(nv, " 1", "task 1")
+    assert titles(s["results"]["lines"]) == ["task 11", "task 10"]
+    nv.lua("_G.release_list()")
+    s = wait_for(lambda: (x := state(nv)) and x["full"] and x, what="the full list")
+    assert titles(s["results"]["lines"]) == ["task 11", "task 10", "task 1"]
+    assert s["items"] == 12
 
 
 def test_ranking_prefers_the_better_match_then_the_newer(nv, workspace):

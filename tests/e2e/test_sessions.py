@@ -187,3 +187,39 @@ def test_sessions_module_is_lazy(nvim):
     assert "pseudoclaude.sessions" not in nvim.loaded_modules()
     assert nvim.lua("return type(require('pseudoclaude').sessions.list)") == "function"
     assert "pseudoclaude.sessions" in nvim.loaded_modules()
+
+
+def test_list_async_calls_back_with_the_same_list(nvim, workspace, three):
+    with hold_lock(session_dir(workspace, three[2]), pid=4242, host="elsewhere"):
+        nvim.lua(
+            """
+            _G.got = nil
+            require('pseudoclaude').sessions.list_async({ limit = 3 }, function(err, list) _G.got = { err or vim.NIL, list } end)
+            """
+        )
+        err, listed = wait_until(nvim, "return _G.got")
+        assert err is None
+        assert listed == nvim.lua("return require('pseudoclaude').sessions.list()")
+    assert [s["id"] for s in listed] == three and "pid 4242 on elsewhere" in listed[2]["held_by"]
+    assert "held_by" not in listed[0]  # nil, not vim.NIL
+
+
+def test_list_async_reports_errors_to_the_callback(nvim, workspace):
+    (workspace / ".PseudoClaude").mkdir()
+    (workspace / ".PseudoClaude" / "sessions").write_text("not a directory")
+    nvim.lua(
+        "_G.got = nil require('pseudoclaude').sessions.list_async({}, function(err, list) _G.got = { err, list or vim.NIL } end)"
+    )
+    err, listed = wait_until(nvim, "return _G.got")
+    assert err.startswith("pseudoclaude.sessions.list_async: cannot read sessions directory") and listed is None
+    assert nvim.alive()
+
+
+def wait_until(nvim, code, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = nvim.lua(code)
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {code}"
+        time.sleep(0.02)
