@@ -15,6 +15,7 @@ local H = {}
 
 ---@class pseudoclaude.picker.Stats Timestamps are `vim.uv.hrtime()` values (ns).
 ---@field opened_at integer `open()` called
+---@field list_ms number time of the first list (`limit = max_items`), ms
 ---@field rows_at integer? first rows drawn
 ---@field preview_at integer? first preview drawn
 ---@field full_at integer? the full list in place (read in the background)
@@ -63,7 +64,9 @@ function M.open(opts)
   local opened_at = vim.uv.hrtime()
   M.close()
   local sessions = require("pseudoclaude.sessions")
+  local listed_at = vim.uv.hrtime()
   local top = sessions.list({ limit = max_items })
+  local list_ms = (vim.uv.hrtime() - listed_at) / 1e6
   if backend == "select" then
     return H.select(top)
   end
@@ -90,7 +93,7 @@ function M.open(opts)
     preview_pending = false,
     max_items = max_items,
     now = os.time(),
-    stats = { opened_at = opened_at, filters = {}, previews = {} },
+    stats = { opened_at = opened_at, list_ms = list_ms, filters = {}, previews = {} },
   }
   state = s
   H.set_items(s, top)

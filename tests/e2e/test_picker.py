@@ -554,3 +554,30 @@ def test_render_ages_counts_and_fitting(nvim):
     assert all(nvim.api.call("strdisplaywidth", line) <= 50 for line in lines)
     assert lines[0].startswith("  a very long") and "…" in lines[0] and "2h ago" in lines[0] and " 1 msg" in lines[0]
     assert lines[1].startswith("! (untitled)") and "12 msgs" in lines[1]
+
+
+def test_help_tags_for_the_picker_and_the_sessions_api(nvim, tmp_path):
+    import shutil
+
+    from conftest import ROOT
+
+    doc = tmp_path / "doc-root" / "doc"
+    shutil.copytree(ROOT / "doc", doc)
+    nvim.api.command(f"helptags {doc}")
+    nvim.api.command(f"set rtp^={doc.parent}")
+    for tag in [
+        ":PseudoResume",
+        "pseudoclaude-picker",
+        "pseudoclaude-sessions-api",
+        "pseudoclaude.sessions.list()",
+        "pseudoclaude.sessions.load()",
+        "pseudoclaude.sessions.delete()",
+        "pseudoclaude.sessions.cleanup()",
+        "pseudoclaude-highlights",
+    ]:
+        nvim.api.command(f"help {tag}")
+        assert nvim.api.current.buffer.name == str(doc / "pseudoclaude.txt")
+    text = (doc / "pseudoclaude.txt").read_text()
+    links = nvim.lua("return require('pseudoclaude.highlights').links")
+    for group, link in links.items():
+        assert f"    {group} " in text and f" {link} " in text, group
