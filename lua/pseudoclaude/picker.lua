@@ -67,12 +67,12 @@ function M.open(opts)
   local listed_at = vim.uv.hrtime()
   local top = sessions.list({ limit = max_items })
   local list_ms = (vim.uv.hrtime() - listed_at) / 1e6
-  if backend == "select" then
-    return H.select(top)
-  end
   if #top == 0 then
     H.notify(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), vim.log.levels.INFO)
     return
+  end
+  if backend == "select" then
+    return H.select(top)
   end
   require("pseudoclaude.highlights").setup()
 
@@ -367,6 +367,7 @@ function H.open_windows(s)
         "NormalFloat:PseudoClaudePickerNormal,FloatBorder:PseudoClaudePickerBorder,FloatTitle:PseudoClaudePickerTitle"
       wo.wrap = name == "preview"
       wo.linebreak = name == "preview"
+      wo.breakindent = name == "preview"
       wo.cursorline = false
       if name ~= "prompt" then
         vim.bo[buf].modifiable = false

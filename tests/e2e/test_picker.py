@@ -436,10 +436,13 @@ def test_closing_or_leaving_any_window_closes_all(nv, how):
     assert nv.lua("return vim.g.resumed") is None
 
 
-def test_no_session_is_a_notice_not_a_window(nvim):
+@pytest.mark.parametrize("backend", ["float", "select"])
+def test_no_session_is_a_notice_not_a_window(nvim, backend):
     nvim.lua(STUB_CHAT)
+    nvim.lua("require('pseudoclaude').setup({ picker = { backend = ... } })", backend)
+    nvim.lua("vim.ui.select = function() vim.g.selected = true end")
     nvim.api.command("PseudoResume")
-    assert floats(nvim) == []
+    assert floats(nvim) == [] and nvim.lua("return vim.g.selected") is None
     assert "no session to resume" in notes(nvim)[0]["msg"]
 
 
@@ -581,3 +584,61 @@ def test_help_tags_for_the_picker_and_the_sessions_api(nvim, tmp_path):
     links = nvim.lua("return require('pseudoclaude.highlights').links")
     for group, link in links.items():
         assert f"    {group} " in text and f" {link} " in text, group
+
+
+# -- on a real terminal -------------------------------------------------------------------------------------------
+
+
+def test_smoke_in_a_real_terminal_with_tmux(workspace, ws12, tmp_path):
+    """The picker as a person sees it: Neovim's TUI in tmux, keys sent with send-keys, the screen read back."""
+    import os
+    import shutil
+    import subprocess
+
+    from conftest import NVIM, ROOT
+
+    tmux = shutil.which("tmux")
+    if not tmux:
+        pytest.skip("needs tmux")
+    sock = tmp_path / "tmux.sock"
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "NVIM"))}
+    for var, sub in (("XDG_CONFIG_HOME", "c"), ("XDG_DATA_HOME", "d"), ("XDG_STATE_HOME", "s"), ("XDG_CACHE_HOME", "h")):
+        env[var] = str(home / sub)
+    env["TERM"] = "xterm-256color"
+
+    def run(*args: str) -> str:
+        return subprocess.run([tmux, "-S", str(sock), *args], env=env, check=True, capture_output=True, text=True).stdout
+
+    def screen() -> str:
+        return run("capture-pane", "-p", "-t", "pc")
+
+    def wait_screen(pred, what: str) -> str:
+        def check() -> str | None:
+            s = screen()
+            return s if pred(s) else None
+
+        return wait_for(check, what=what)
+
+    command = f"{NVIM} --clean --cmd 'set rtp^={ROOT}' -c 'set noshowmode'"
+    run("-f", "/dev/null", "new-session", "-d", "-s", "pc", "-x", "160", "-y", "40", "-c", str(workspace), command)
+    try:
+        wait_screen(lambda s: "~" in s, "Neovim to start")
+        with hold_lock(session_dir(workspace, ws12[1])):
+            run("send-keys", "-t", "pc", ":PseudoResume", "Enter")
+            s = wait_screen(lambda s: "Resume session" in s and "task 11" in s, "the picker")
+        assert "Sessions" in s and "Preview" in s and "╭" in s
+        rows = [line for line in s.splitlines() if "msgs" in line]
+        assert len(rows) == 9 and "task 11" in rows[0] and "1h ago" in rows[0] and "2 msgs" in rows[0]
+        assert "! task 10" in rows[1]  # held by "another editor" (this test) when listed
+        assert "You:" in s and "answer 1 to task 11" in s  # the preview
+        run("send-keys", "-t", "pc", "zebra")
+        s = wait_screen(lambda s: "zebra parser overhaul" in s and "task 11" not in s, "the filter")
+        assert "> zebra" in s and "1/12" in s
+        run("send-keys", "-t", "pc", "Escape")
+        s = wait_screen(lambda s: "Resume session" not in s, "the picker to close")
+        assert "zebra" not in s
+        run("send-keys", "-t", "pc", ":echo 'mode:' . mode() . ' wins:' . winnr('$')", "Enter")
+        wait_screen(lambda s: "mode:n wins:1" in s, "Normal mode, one window")
+    finally:
+        subprocess.run([tmux, "-S", str(sock), "kill-server"], env=env, capture_output=True)

@@ -23,6 +23,8 @@ M.WIDTH_RATIO = 0.85
 M.HEIGHT_RATIO = 0.8
 --- Picker widths from which the preview goes beside the results.
 M.HORIZONTAL_MIN_WIDTH = 100
+--- Share of the picker's width that the results take when the preview is beside them.
+M.RESULTS_SHARE = 0.55
 --- Least height of the preview's text area worth showing.
 M.PREVIEW_MIN_HEIGHT = 3
 
@@ -48,7 +50,7 @@ function M.compute(columns, lines, opts)
 
   if width >= M.HORIZONTAL_MIN_WIDTH and height >= prompt_h + 1 + 2 * b then
     out.orientation = "horizontal"
-    local left = math.floor(width / 2)
+    local left = math.floor(width * M.RESULTS_SHARE)
     out.prompt = H.win(row, col, left - 2 * b, 1)
     out.results = H.win(row + prompt_h, col, left - 2 * b, height - prompt_h - 2 * b)
     out.preview = H.win(row, col + left, width - left - 2 * b, height - 2 * b)

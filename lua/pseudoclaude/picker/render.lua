@@ -11,7 +11,7 @@ M.MESSAGE_MAX_LINES = 200
 --- Width of the age column ("12mo ago").
 M.AGE_WIDTH = 8
 --- Widest model column.
-M.MODEL_MAX_WIDTH = 24
+M.MODEL_MAX_WIDTH = 16
 --- Marker of a session open in another editor (first two cells of its row).
 M.HELD_MARKER = "! "
 
