@@ -286,6 +286,33 @@ def test_a_session_taken_after_the_list_is_refused_too(nv, workspace, ws12):
         assert nv.lua("return vim.g.resumed") is None and s["selected"] == ws12[0]
 
 
+def test_deleting_a_held_session_is_refused(nv, workspace, ws12):
+    with hold_lock(session_dir(workspace, ws12[0]), pid=4242, host="elsewhere"):
+        open_picker(nv)
+        nv.api.input("<C-x>")
+        time.sleep(0.1)
+        nv.api.input("y")
+        wait_for(lambda: notes(nv), what="an error")
+        assert "is open in another editor (pid 4242 on elsewhere" in notes(nv)[0]["msg"]
+        assert (session_dir(workspace, ws12[0]) / "conversation.jsonl").exists()
+        assert titles(state(nv)["results"]["lines"])[0] == "task 11"
+
+
+def test_the_layout_follows_a_resize(nv):
+    s = open_picker(nv)
+    before = nv.api.api.win_get_config(s["preview"]["win"])
+    nv.api.command("set columns=90 lines=40")
+    wait_for(
+        lambda: nv.api.api.win_get_config(s["preview"]["win"])["row"] > before["row"], what="the preview moved below"
+    )
+    assert nv.api.api.win_get_width(s["results"]["win"]) <= 90
+    s = state(nv)
+    width = nv.api.api.win_get_width(s["results"]["win"])
+    assert len(s["results"]["lines"]) == 9
+    assert all(nv.api.call("strdisplaywidth", line) <= width for line in s["results"]["lines"])
+    assert s["preview"]["lines"][0] == "task 11"
+
+
 def test_select_backend_goes_through_vim_ui_select(nv, workspace, ws12):
     with hold_lock(session_dir(workspace, ws12[2])):
         nv.lua(
