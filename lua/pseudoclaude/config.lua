@@ -1,7 +1,7 @@
 --- Configuration: defaults, merging and validation. See `:help pseudoclaude-config`.
 
 ---@class pseudoclaude.ProviderConfig
----@field name string Provider name; "demo" is the built-in offline provider.
+---@field name string "auto" (default: anthropic when $ANTHROPIC_API_KEY is set, else openai when $OPENAI_API_KEY is set, else demo), "anthropic", "openai" or "demo" (offline).
 ---@field model string? Model name; nil = the provider's default.
 ---@field base_url string? API base URL; nil = the provider's default.
 ---@field api_key_env string? Name of the environment variable that holds the API key.
@@ -38,7 +38,7 @@ local M = {}
 ---@type pseudoclaude.Config
 M.defaults = {
   provider = {
-    name = "demo",
+    name = "auto",
     model = nil,
     base_url = nil,
     api_key_env = nil,
@@ -108,7 +108,9 @@ end
 function M.validate(cfg)
   check("opts", cfg, "table")
   check("provider", cfg.provider, "table")
-  check("provider.name", cfg.provider.name, "string")
+  check("provider.name", cfg.provider.name, function(v)
+    return v == "auto" or v == "anthropic" or v == "openai" or v == "demo"
+  end, false, 'one of "auto", "anthropic", "openai", "demo"')
   check("provider.model", cfg.provider.model, "string", true)
   check("provider.base_url", cfg.provider.base_url, "string", true)
   check("provider.api_key_env", cfg.provider.api_key_env, "string", true)

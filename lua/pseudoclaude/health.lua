@@ -92,23 +92,73 @@ function M.check()
 
   health.start("pseudoclaude: provider")
   local provider = pc.get_config().provider
-  health.info(("provider: %s%s"):format(provider.name, provider.model and (", model " .. provider.model) or ""))
-  if provider.api_key_env then
-    local key = os.getenv(provider.api_key_env)
+  local name, why = M.resolve_provider(provider)
+  health.info(
+    ("provider: %s%s%s"):format(
+      provider.name,
+      name ~= provider.name and (" → " .. name .. " (" .. why .. ")") or "",
+      provider.model and (", model " .. provider.model) or ""
+    )
+  )
+  if name == "demo" then
+    health.ok(
+      "the demo provider needs no API key (it answers offline; set $ANTHROPIC_API_KEY or $OPENAI_API_KEY for a real model)"
+    )
+  else
+    local var = provider.api_key_env or (name == "anthropic" and "ANTHROPIC_API_KEY" or "OPENAI_API_KEY")
+    local key = os.getenv(var)
     if key and key ~= "" then
-      health.ok(("API key variable $%s is set"):format(provider.api_key_env))
+      health.ok(("API key variable $%s is set"):format(var))
+    elseif name == "openai" and provider.base_url then
+      health.info(("API key variable $%s is not set (fine for a local server at %s)"):format(var, provider.base_url))
     else
-      health.warn(("API key variable $%s is not set"):format(provider.api_key_env), {
-        ("export %s=... before starting Neovim"):format(provider.api_key_env),
+      health.warn(("API key variable $%s is not set"):format(var), {
+        ("export %s=... before starting Neovim"):format(var),
       })
     end
-  elseif provider.name == "demo" then
-    health.ok("the demo provider needs no API key")
-  else
-    health.warn(("no `provider.api_key_env` configured for provider %s"):format(provider.name), {
-      "Set provider.api_key_env in setup() to the name of the environment variable holding the key",
-    })
   end
+
+  health.start("pseudoclaude: sessions held by other editors")
+  local lib = require("pseudoclaude.core").try_load()
+  if not lib then
+    health.info("skipped: the native library is not available")
+    return
+  end
+  local ok, list = pcall(pc.sessions.list, { include_current = false })
+  if not ok then
+    health.warn("cannot list sessions: " .. tostring(list))
+    return
+  end
+  local held = 0
+  for _, s in ipairs(list) do
+    if s.held_by and s.held_by ~= vim.NIL then
+      held = held + 1
+      health.info(("%s (%s) is open in another editor: %s"):format(s.id, s.title, s.held_by))
+    end
+  end
+  if held == 0 then
+    health.ok(("no session of this workspace is open in another editor (%d sessions)"):format(#list))
+  end
+end
+
+--- The provider "auto" stands for, and why.
+---@param provider pseudoclaude.ProviderConfig
+---@return string name
+---@return string why
+function M.resolve_provider(provider)
+  if provider.name ~= "auto" then
+    return provider.name, ""
+  end
+  local function set(v)
+    local k = os.getenv(v)
+    return k ~= nil and k ~= ""
+  end
+  if set("ANTHROPIC_API_KEY") then
+    return "anthropic", "$ANTHROPIC_API_KEY is set"
+  elseif set("OPENAI_API_KEY") then
+    return "openai", "$OPENAI_API_KEY is set"
+  end
+  return "demo", "no API key is set"
 end
 
 return M

@@ -24,14 +24,16 @@ def test_checkhealth_reports_ok(nvim, workspace):
     sessions = section(report, "pseudoclaude: sessions directory")
     assert f"OK {workspace}/.PseudoClaude/sessions does not exist yet" in sessions
     provider = section(report, "pseudoclaude: provider")
-    assert "provider: demo" in provider
+    assert "provider: auto → demo (no API key is set)" in provider
     assert "OK the demo provider needs no API key" in provider
+    held = section(report, "pseudoclaude: sessions held by other editors")
+    assert "OK no session of this workspace is open in another editor" in held, held
     assert nvim.alive()
 
 
 def test_checkhealth_reports_missing_library_and_api_key(start_nvim, fake_plugin):
     n = start_nvim(plugin_root=fake_plugin)
-    n.lua("require('pseudoclaude').setup({ provider = { name = 'x', api_key_env = 'PSEUDOCLAUDE_TEST_UNSET_KEY' } })")
+    n.lua("require('pseudoclaude').setup({ provider = { name = 'anthropic', api_key_env = 'PSEUDOCLAUDE_TEST_UNSET_KEY' } })")
     report = health_report(n)
     lib = section(report, "pseudoclaude: native library")
     assert "ERROR pseudoclaude: native library not found" in lib
@@ -45,3 +47,30 @@ def test_checkhealth_reports_unwritable_sessions_dir(nvim, workspace):
     report = health_report(nvim)
     sessions = section(report, "pseudoclaude: sessions directory")
     assert "ERROR" in sessions and "is not a directory" in sessions, sessions
+
+
+def test_checkhealth_names_sessions_held_by_another_editor(nvim, workspace):
+    import fcntl
+    import json as _json
+    import os as _os
+    import time as _time
+
+    d = workspace / ".PseudoClaude" / "sessions" / "20261201-120000-beef"
+    d.mkdir(parents=True)
+    (d / "conversation.jsonl").write_text(
+        _json.dumps({"type": "message", "role": "user", "content": "held one", "ts": int(_time.time())}) + "\n"
+    )
+    lock = open(d / "lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    lock.write(_json.dumps({"pid": _os.getpid(), "host": "testhost", "since": int(_time.time())}))
+    lock.flush()
+    try:
+        held = section(health_report(nvim), "pseudoclaude: sessions held by other editors")
+        assert "20261201-120000-beef (held one) is open in another editor" in held and f"pid {_os.getpid()}" in held, held
+    finally:
+        lock.close()
+
+
+def test_an_unknown_provider_name_is_refused(nvim):
+    ok, msg = nvim.lua("return { pcall(require('pseudoclaude').setup, { provider = { name = 'gpt' } }) }")
+    assert ok is False and "provider.name" in msg and '"auto"' in msg, msg

@@ -11,7 +11,7 @@ def setup_error(nvim, opts_lua: str) -> str:
 
 def test_defaults(nvim):
     cfg = nvim.lua("require('pseudoclaude').setup() return require('pseudoclaude').get_config()")
-    assert cfg["provider"] == {"name": "demo"}  # model, base_url, api_key_env are nil
+    assert cfg["provider"] == {"name": "auto"}  # model, base_url, api_key_env are nil
     assert cfg["stale_after_hours"] == 6
     assert cfg["picker"] == {"max_items": 9, "backend": "float"}
     assert cfg["retention_days"] == 30
@@ -25,7 +25,7 @@ def test_options_are_merged_over_defaults(nvim):
         "require('pseudoclaude').setup({ provider = { model = 'm1' }, picker = { max_items = 3 }, "
         "approve = { edit_file = true } }) return require('pseudoclaude').get_config()"
     )
-    assert cfg["provider"] == {"name": "demo", "model": "m1"}
+    assert cfg["provider"] == {"name": "auto", "model": "m1"}
     assert cfg["picker"] == {"max_items": 3, "backend": "float"}
     assert cfg["approve"] == {"write_file": False, "edit_file": True, "run_command": False}
 
@@ -45,7 +45,7 @@ def test_wrong_type_is_a_clear_error(nvim):
     [
         ("'nope'", "pseudoclaude.setup: opts: expected table, got string"),
         ("{ provider = 'openai' }", "provider: expected table, got string"),
-        ("{ provider = { name = 42 } }", "provider.name: expected string, got number"),
+        ("{ provider = { name = 42 } }", "provider.name: expected one of \"auto\", \"anthropic\", \"openai\", \"demo\", got 42"),
         ("{ stale_after_hours = -1 }", "stale_after_hours: expected a positive number of hours"),
         ("{ picker = { max_items = 2.5 } }", "picker.max_items: expected an integer >= 1"),
         ("{ picker = { backend = 'telescope' } }", 'picker.backend: expected "float" or "select"'),
