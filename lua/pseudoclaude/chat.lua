@@ -169,7 +169,10 @@ function M.render_lines(messages)
     if tr then
       local name = names[tr.tool_call_id] or "tool"
       local first = (tr.content or ""):match("^[^\n]*") or ""
-      add(H.result_line(name, first, tr.content or "", tr.is_error), tr.is_error and "PseudoClaudeError" or "PseudoClaudeTool")
+      add(
+        H.result_line(name, first, tr.content or "", tr.is_error),
+        tr.is_error and "PseudoClaudeError" or "PseudoClaudeTool"
+      )
     else
       local header = H.header_for(m)
       if header ~= last_role then
@@ -536,7 +539,10 @@ H.handlers = {
     H.state.phase = "answering"
   end,
   retrying = function(m)
-    H.append({ ("… retrying (attempt %d) in %.1fs: %s"):format(m.attempt, m.wait_ms / 1000, m.reason) }, "PseudoClaudeNotice")
+    H.append(
+      { ("… retrying (attempt %d) in %.1fs: %s"):format(m.attempt, m.wait_ms / 1000, m.reason) },
+      "PseudoClaudeNotice"
+    )
   end,
   compacted = function()
     H.append({ "", "[older history was summarised to fit the model's context]" }, "PseudoClaudeNotice")
@@ -546,7 +552,10 @@ H.handlers = {
     H.state.saved = m.ok
     H.state.save_error = H.nonnil(m.error)
     if not m.ok then
-      vim.notify("pseudoclaude: the session log could not be written: " .. tostring(H.state.save_error), vim.log.levels.ERROR)
+      vim.notify(
+        "pseudoclaude: the session log could not be written: " .. tostring(H.state.save_error),
+        vim.log.levels.ERROR
+      )
     end
   end,
   error = function(m)
