@@ -5,6 +5,9 @@
 ---@field model string? Model name; nil = the provider's default.
 ---@field base_url string? API base URL; nil = the provider's default.
 ---@field api_key_env string? Name of the environment variable that holds the API key.
+---@field connect_timeout integer? Seconds to wait for a connection (default 10).
+---@field idle_timeout integer? Longest silence, in seconds, while an answer streams (default 120).
+---@field max_retries integer? Retries of 429, 5xx and connection failures (default 3).
 
 ---@class pseudoclaude.PickerConfig
 ---@field max_items integer Most sessions shown by the session picker.
@@ -69,7 +72,15 @@ local known = {
     approve = true,
     workspace = true,
   },
-  provider = { name = true, model = true, base_url = true, api_key_env = true },
+  provider = {
+    name = true,
+    model = true,
+    base_url = true,
+    api_key_env = true,
+    connect_timeout = true,
+    idle_timeout = true,
+    max_retries = true,
+  },
   picker = { max_items = true, backend = true },
   approve = { write_file = true, edit_file = true, run_command = true },
 }
@@ -114,6 +125,11 @@ function M.validate(cfg)
   check("provider.model", cfg.provider.model, "string", true)
   check("provider.base_url", cfg.provider.base_url, "string", true)
   check("provider.api_key_env", cfg.provider.api_key_env, "string", true)
+  for _, key in ipairs({ "connect_timeout", "idle_timeout", "max_retries" }) do
+    check("provider." .. key, cfg.provider[key], function(v)
+      return v == nil or (is_integer(v) and v >= 0)
+    end, false, "an integer >= 0")
+  end
   check("stale_after_hours", cfg.stale_after_hours, "number")
   check("stale_after_hours", cfg.stale_after_hours, positive_number, false, "a positive number of hours")
   check("picker", cfg.picker, "table")

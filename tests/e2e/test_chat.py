@@ -276,3 +276,25 @@ def test_ctrl_c_cancels_a_streaming_turn_and_keeps_what_was_seen(nvim: Neovim, w
     assert "[cancelled]" in transcript(nvim)
     entries = log_lines(nvim.lua("return require('pseudoclaude').current().jsonl"))
     assert entries[-1]["role"] == "assistant" and "interrupted by the user" in entries[-1]["content"]
+
+
+def test_a_silent_provider_times_out_with_a_clear_error(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    fake.push_hang("")
+    setup(nvim, {**openai(fake), "idle_timeout": 1, "connect_timeout": 2, "max_retries": 0})
+    nvim.lua("_G.pc_notes = {} vim.notify = function(m, l) table.insert(_G.pc_notes, m) end")
+    type_message(nvim, "hello?")
+    wait_turns(nvim, 1)
+    assert nvim.lua("return vim.g.pc_last_stop") == "error"
+    assert any("no answer from the provider" in l for l in transcript(nvim)), transcript(nvim)
+    assert any("no answer from the provider" in m for m in nvim.lua("return _G.pc_notes"))
+    # What the user typed is safe in the log; nothing half-made follows it.
+    entries = log_lines(nvim.lua("return require('pseudoclaude').current().jsonl"))
+    assert [e["content"] for e in entries] == ["hello?"]
+
+
+def test_a_refused_request_shows_the_servers_reason(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    setup(nvim, openai(fake))  # nothing scripted: the fake answers 400 with its reason
+    type_message(nvim, "anyone?")
+    wait_turns(nvim, 1)
+    text = "\n".join(transcript(nvim))
+    assert "refused the request (HTTP 400)" in text and "no scripted answer" in text, text
