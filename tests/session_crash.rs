@@ -92,6 +92,8 @@ fn append_forever(ctx: &Context) {
                     msgs.remove(0);
                 }
                 msgs.push(Message::assistant(&label));
+                // Said first: the kill may land after the line is on disk but before the ack.
+                say(&format!("begin-replace {label}"));
                 w.replace("compact", &msgs).unwrap();
                 say(&format!("ack {label} replace"));
                 continue;
@@ -113,9 +115,15 @@ fn sigkill_at_random_moments_loses_no_acknowledged_entry() {
         assert_eq!(out.next().as_deref(), Some("ready"), "round {round}: child did not start");
         let wanted = rng.random_range(0..12);
         // After an acknowledged replace, only it and what follows must be there.
+        let mut in_flight_replace: Option<String> = None;
         let mut note = |line: String, acked: &mut Vec<String>| {
+            if let Some(label) = line.strip_prefix("begin-replace ") {
+                in_flight_replace = Some(label.to_string());
+                return;
+            }
             let Some(ack) = line.strip_prefix("ack ") else { return };
             if let Some(label) = ack.strip_suffix(" replace") {
+                in_flight_replace = None;
                 replaces += 1;
                 acked.clear();
                 acked.push(label.to_string());
@@ -141,6 +149,16 @@ fn sigkill_at_random_moments_loses_no_acknowledged_entry() {
         let loaded = session::load(&ctx).unwrap();
         assert!(loaded.bad_lines.is_empty(), "round {round}: {}", loaded.damage_report());
         let text: Vec<&str> = loaded.messages.iter().map(|m| m.content.as_str()).collect();
+        // A replace cut short by the kill is either wholly there (its snapshot ends with its label,
+        // and what it summarised is gone) or wholly absent; never a part.
+        if let Some(label) = in_flight_replace.take() {
+            if text.last() == Some(&label.as_str()) {
+                acked.clear();
+                acked.push(label);
+            } else {
+                assert!(!text.contains(&label.as_str()), "round {round}: a partial replace");
+            }
+        }
         let mut from = 0;
         for label in &acked {
             let prefix = format!("{label} ");
