@@ -564,3 +564,32 @@ fn retention_goes_by_last_activity_and_spares_sessions_in_use() {
     let none = session::cleanup(ws.path(), &RetentionOptions { days: 0, keep: None, now }).unwrap();
     assert!(none.is_empty(), "0 disables retention");
 }
+
+#[test]
+fn a_limited_list_reads_the_activity_hint_and_agrees_with_a_full_scan() {
+    let ws = workspace();
+    let ctxs: Vec<Context> = (0..12).map(|_| Context::new(ws.path()).unwrap()).collect();
+    let mut rng = StdRng::seed_from_u64(3);
+    for round in 0..40 {
+        let ctx = &ctxs[rng.random_range(0..ctxs.len())];
+        let w = writer(ctx);
+        w.append(&Message::user(format!("m{round}"))).unwrap();
+        drop(w);
+        std::thread::sleep(std::time::Duration::from_millis(12)); // distinct modification times (coarse kernel clock)
+    }
+    let activity = session::sessions_dir(ws.path()).join("activity");
+    assert!(fs::read_to_string(&activity).unwrap().lines().count() >= 40);
+    let ids =
+        |o: &ListOptions| -> Vec<String> { session::list(ws.path(), o).unwrap().into_iter().map(|s| s.id).collect() };
+    let full = ids(&ListOptions::default());
+    for limit in [1, 3, 5] {
+        assert_eq!(ids(&ListOptions { limit: Some(limit), ..Default::default() }), full[..limit.min(full.len())]);
+        let ex = ListOptions { limit: Some(limit), exclude: Some(full[0].clone()), ..Default::default() };
+        assert_eq!(ids(&ex), full[1..=limit.min(full.len() - 1)]);
+    }
+    // Without the hint (or when it cannot fill the limit) the list scans everything.
+    fs::remove_file(&activity).unwrap();
+    assert_eq!(ids(&ListOptions { limit: Some(3), ..Default::default() }), full[..3]);
+    fs::write(&activity, format!("{} 1\ngarbage\n", full[5])).unwrap();
+    assert_eq!(ids(&ListOptions { limit: Some(3), ..Default::default() }), full[..3]);
+}

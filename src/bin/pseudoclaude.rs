@@ -1,7 +1,7 @@
 //! `pseudoclaude`: inspect a workspace's sessions without the editor.
 //!
 //! ```text
-//! pseudoclaude [-C DIR] sessions list [--json] [--all]
+//! pseudoclaude [-C DIR] sessions list [--json] [--all] [--limit N]
 //! pseudoclaude [-C DIR] sessions show ID [--json]
 //! pseudoclaude [-C DIR] sessions check ID [--json]
 //! pseudoclaude [-C DIR] sessions cleanup [--days N]
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use pseudoclaude::message::Message;
 use pseudoclaude::session::{self, Context, ListOptions, RetentionOptions, retention};
 
-const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] | show ID [--json] | check ID [--json] | cleanup [--days N]>
+const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] | show ID [--json] | check ID [--json] | cleanup [--days N]>
 
   list     sessions of the workspace, newest first (--all: include empty ones)
   show     the history a resume would restore
@@ -35,7 +35,11 @@ fn main() -> ExitCode {
     let all = take_flag(&mut args, "--all");
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match words.as_slice() {
-        ["sessions", "list"] => cmd_list(&workspace, json, all),
+        ["sessions", "list"] => cmd_list(&workspace, json, all, None),
+        ["sessions", "list", "--limit", n] => match n.parse() {
+            Ok(limit) => cmd_list(&workspace, json, all, Some(limit)),
+            Err(_) => return usage_error(&format!("--limit needs a number, not {n:?}")),
+        },
         ["sessions", "show", id] => cmd_show(&workspace, id, json),
         ["sessions", "check", id] => cmd_check(&workspace, id, json),
         ["sessions", "cleanup"] => cmd_cleanup(&workspace, retention::DEFAULT_DAYS),
@@ -71,9 +75,9 @@ fn usage_error(why: &str) -> ExitCode {
 
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
-fn cmd_list(workspace: &std::path::Path, json: bool, all: bool) -> CmdResult {
+fn cmd_list(workspace: &std::path::Path, json: bool, all: bool, limit: Option<usize>) -> CmdResult {
     let sessions =
-        session::list(workspace, &ListOptions { include_empty: all, check_locks: true, ..Default::default() })?;
+        session::list(workspace, &ListOptions { include_empty: all, check_locks: true, exclude: None, limit })?;
     if json {
         println!("{}", serde_json::to_string_pretty(&sessions)?);
         return Ok(ExitCode::SUCCESS);

@@ -34,6 +34,9 @@ pub struct SessionInfo {
     pub bytes: u64,
     /// Modification time of `conversation.jsonl`, unix seconds.
     pub modified: i64,
+    /// The same, in nanoseconds: what the list sorts by (seconds tie too often).
+    #[serde(skip)]
+    pub modified_ns: i64,
     /// Newest message time, unix seconds (0 when unknown).
     pub last_message: i64,
     pub bad_lines: usize,
@@ -62,6 +65,11 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_err("cannot read sessions directory", &dir)(e)),
     };
+    if let Some(limit) = opts.limit
+        && let Some(found) = list_recent(workspace, &dir, opts, limit)?
+    {
+        return Ok(found);
+    }
     // Order by a stat of each log first, so only the sessions shown are summarised.
     let mut found: Vec<(i64, String)> = Vec::new();
     for ent in rd.flatten() {
@@ -73,7 +81,7 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         let dir = ent.path();
         let modified = fs::metadata(dir.join(super::CONVERSATION_FILE_NAME))
             .or_else(|_| fs::metadata(&dir))
-            .map(|m| mtime(&m))
+            .map(|m| mtime_ns(&m))
             .unwrap_or(0);
         found.push((modified, id.to_string()));
     }
@@ -95,17 +103,49 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         out.push(info);
     }
     // A log written between the stat and its summary moves up.
-    out.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| b.id.cmp(&a.id)));
+    sort_newest_first(&mut out);
     Ok(out)
+}
+
+/// The `limit` newest sessions found from the activity hint alone; `None` when the hint is missing
+/// or cannot fill the limit (the caller then scans everything).
+fn list_recent(workspace: &Path, dir: &Path, opts: &ListOptions, limit: usize) -> Result<Option<Vec<SessionInfo>>> {
+    let Some(ids) = super::activity::recent(dir) else { return Ok(None) };
+    let mut out = Vec::new();
+    for id in ids {
+        if out.len() >= limit {
+            break;
+        }
+        if opts.exclude.as_deref() == Some(id.as_str()) {
+            continue;
+        }
+        let ctx = Context::for_id(workspace, &id)?;
+        if !ctx.dir.is_dir() {
+            continue; // deleted since
+        }
+        let Ok(mut info) = info(&ctx) else { continue };
+        if info.messages == 0 && !opts.include_empty {
+            continue;
+        }
+        if opts.check_locks {
+            info.held_by = lock::holder(&ctx);
+        }
+        out.push(info);
+    }
+    if out.len() < limit {
+        return Ok(None);
+    }
+    sort_newest_first(&mut out);
+    Ok(Some(out))
 }
 
 /// One session's list entry, from its cache when the cache is current.
 pub fn info(ctx: &Context) -> Result<SessionInfo> {
     let path = &ctx.jsonl_path;
     let (bytes, modified) = match fs::metadata(path) {
-        Ok(m) => (m.len(), mtime(&m)),
+        Ok(m) => (m.len(), mtime_ns(&m)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let modified = fs::metadata(&ctx.dir).map(|m| mtime(&m)).unwrap_or(0);
+            let modified = fs::metadata(&ctx.dir).map(|m| mtime_ns(&m)).unwrap_or(0);
             return Ok(to_info(ctx, State::default(), 0, modified));
         }
         Err(e) => return Err(io_err("cannot stat", path)(e)),
@@ -128,7 +168,7 @@ pub fn info(ctx: &Context) -> Result<SessionInfo> {
     Ok(to_info(ctx, state, bytes, modified))
 }
 
-fn to_info(ctx: &Context, s: State, bytes: u64, modified: i64) -> SessionInfo {
+fn to_info(ctx: &Context, s: State, bytes: u64, modified_ns: i64) -> SessionInfo {
     SessionInfo {
         id: ctx.id.clone(),
         title: s.title,
@@ -136,15 +176,21 @@ fn to_info(ctx: &Context, s: State, bytes: u64, modified: i64) -> SessionInfo {
         messages: s.messages,
         entries: s.entries,
         bytes,
-        modified,
+        modified: modified_ns.div_euclid(1_000_000_000),
+        modified_ns,
         last_message: s.last_message,
         bad_lines: s.bad_lines,
         held_by: None,
     }
 }
 
-fn mtime(m: &fs::Metadata) -> i64 {
-    m.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs() as i64)
+/// Newest first: by log modification time, then id.
+fn sort_newest_first(out: &mut [SessionInfo]) {
+    out.sort_by(|a, b| b.modified_ns.cmp(&a.modified_ns).then_with(|| b.id.cmp(&a.id)));
+}
+
+fn mtime_ns(m: &fs::Metadata) -> i64 {
+    m.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as i64)
 }
 
 const SUMMARY_VERSION: u32 = 1;

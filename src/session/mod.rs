@@ -17,6 +17,7 @@
 //! (replaying), [`replay`] (the fold both the loader and the list use, so they cannot disagree),
 //! [`list`], [`retention`], [`lock`], [`spill`].
 
+pub mod activity;
 pub mod entry;
 pub mod list;
 pub mod loader;

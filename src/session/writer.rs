@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::Mutex;
 
+use super::activity;
 use super::lock::{self, Guard};
 use super::{Context, Entry, Error, Result, io_err, private_file_options, spill, sync_dir};
 use crate::message::{Message, now};
@@ -52,6 +53,8 @@ struct Inner {
     wrote_entry: bool,
     /// A failed write could not be cut back; the next write must do that first.
     needs_truncate: bool,
+    /// `sessions/activity`, told of each entry (see [`super::activity`]).
+    activity: Option<File>,
 }
 
 /// What [`Writer::open`] found and repaired.
@@ -86,7 +89,8 @@ impl Writer {
             sync_dir(&ctx.dir)?;
         }
         let (committed_len, torn_bytes) = repair_torn_tail(ctx, &mut file)?;
-        let inner = Inner { file, committed_len, wrote_entry: false, needs_truncate: false };
+        let activity = ctx.dir.parent().and_then(activity::open);
+        let inner = Inner { file, committed_len, wrote_entry: false, needs_truncate: false, activity };
         Ok((Writer { ctx: ctx.clone(), opts, inner: Mutex::new(inner), _lock: guard }, Repair { torn_bytes }))
     }
 
@@ -145,6 +149,9 @@ impl Writer {
         }
         inner.committed_len += line.len() as u64;
         inner.wrote_entry = true;
+        if let Some(a) = &mut inner.activity {
+            activity::record(a, &self.ctx.id, now());
+        }
         Ok(())
     }
 
