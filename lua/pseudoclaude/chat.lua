@@ -539,6 +539,8 @@ H.handlers = {
   end,
   tool_result = function(m)
     H.append_result(m.name or H.names[m.id] or "tool", m.content or "", m.is_error)
+    -- The answer after the tools is a block of its own, never glued to a (folded) result.
+    H.streaming = false
     H.state.phase = "answering"
   end,
   retrying = function(m)

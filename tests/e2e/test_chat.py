@@ -104,6 +104,18 @@ def test_a_demo_turn_streams_runs_a_tool_and_is_logged(nvim: Neovim, workspace: 
     assert "offline demo provider" in text
     assert any(l.startswith("▸ list_files") for l in lines)
     assert any(l.startswith("  ✓ list_files:") for l in lines), lines
+    # The answer after the tool stands in a block of its own, outside the result's fold.
+    result_at = next(i for i, l in enumerate(lines) if l.startswith("  ✓ list_files:"))
+    answer_at = next(i for i, l in enumerate(lines) if "That was the whole loop" in l)
+    assert answer_at > result_at and "## Agent" in lines[result_at:answer_at], lines
+    assert not lines[answer_at].startswith("    ")
+    folded = nvim.lua(
+        "local a, b = ... local w = vim.fn.bufwinid('pseudoclaude://chat') return vim.api.nvim_win_call(w, function() "
+        "return { vim.fn.foldclosed(a), vim.fn.foldclosed(b) } end)",
+        result_at + 1,
+        answer_at + 1,
+    )
+    assert folded[1] == -1, "the answer is not folded away"
     cur = nvim.lua("return require('pseudoclaude').current()")
     assert cur["id"] and Path(cur["jsonl"]).exists()
     entries = log_lines(cur["jsonl"])
