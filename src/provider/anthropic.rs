@@ -42,18 +42,11 @@ impl fmt::Debug for Anthropic {
 
 impl Anthropic {
     pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
-        if cfg.model.trim().is_empty() {
-            return Err(ProviderError::Config { message: "anthropic: no model set (provider.model)".into() });
-        }
-        let base = cfg.base_url.trim().trim_end_matches('/');
-        let base = if base.is_empty() { DEFAULT_BASE_URL } else { base };
         // `https://api.anthropic.com/v1` is a common way of writing the base too.
-        let url = if base.ends_with("/v1") { format!("{base}/messages") } else { format!("{base}/v1/messages") };
-        let env_var = match cfg.api_key_env.trim() {
-            "" => DEFAULT_API_KEY_ENV.to_owned(),
-            name => name.to_owned(),
-        };
-        let client = transport::client(&cfg, &url)?;
+        let transport::Endpoint { url, env_var, client } =
+            transport::endpoint(&cfg, "anthropic", DEFAULT_BASE_URL, DEFAULT_API_KEY_ENV, |base| {
+                if base.ends_with("/v1") { format!("{base}/messages") } else { format!("{base}/v1/messages") }
+            })?;
         Ok(Anthropic { cfg, url, env_var, client })
     }
 

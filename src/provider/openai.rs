@@ -43,17 +43,10 @@ impl fmt::Debug for OpenAi {
 
 impl OpenAi {
     pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
-        if cfg.model.trim().is_empty() {
-            return Err(ProviderError::Config { message: "openai: no model set (provider.model)".into() });
-        }
-        let base = cfg.base_url.trim().trim_end_matches('/');
-        let base = if base.is_empty() { DEFAULT_BASE_URL } else { base };
-        let url = format!("{base}/chat/completions");
-        let env_var = match cfg.api_key_env.trim() {
-            "" => DEFAULT_API_KEY_ENV.to_owned(),
-            name => name.to_owned(),
-        };
-        let client = transport::client(&cfg, &url)?;
+        let transport::Endpoint { url, env_var, client } =
+            transport::endpoint(&cfg, "openai", DEFAULT_BASE_URL, DEFAULT_API_KEY_ENV, |base| {
+                format!("{base}/chat/completions")
+            })?;
         let completion_tokens_field = reqwest::Url::parse(&url)
             .ok()
             .and_then(|u| u.host_str().map(|h| h.eq_ignore_ascii_case("api.openai.com")))

@@ -239,6 +239,36 @@ pub(crate) mod transport {
     }
 
     /// Builds the HTTP client for `url`. Loopback URLs (a local model server) bypass any proxy.
+    /// Where a provider sends its requests, with which key, through which client.
+    pub(crate) struct Endpoint {
+        pub(crate) url: String,
+        pub(crate) env_var: String,
+        pub(crate) client: reqwest::Client,
+    }
+
+    /// Resolves a provider's configuration: the model must be set; an empty `base_url` or
+    /// `api_key_env` takes the provider's default; `path` makes the request URL from the base
+    /// (without a trailing slash).
+    pub(crate) fn endpoint(
+        cfg: &ProviderConfig,
+        provider: &str,
+        default_base: &str,
+        default_env: &str,
+        path: impl Fn(&str) -> String,
+    ) -> Result<Endpoint, ProviderError> {
+        if cfg.model.trim().is_empty() {
+            return Err(ProviderError::Config { message: format!("{provider}: no model set (provider.model)") });
+        }
+        let base = cfg.base_url.trim().trim_end_matches('/');
+        let url = path(if base.is_empty() { default_base } else { base });
+        let env_var = match cfg.api_key_env.trim() {
+            "" => default_env.to_owned(),
+            name => name.to_owned(),
+        };
+        let client = client(cfg, &url)?;
+        Ok(Endpoint { url, env_var, client })
+    }
+
     pub(crate) fn client(cfg: &ProviderConfig, url: &str) -> Result<reqwest::Client, ProviderError> {
         let parsed = reqwest::Url::parse(url)
             .map_err(|e| ProviderError::Config { message: format!("invalid base_url ({url}): {e}") })?;
