@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use pseudoclaude::message::{Message, ToolCall};
 use pseudoclaude::provider::anthropic::Anthropic;
-use pseudoclaude::provider::{Provider, ProviderConfig, ProviderError, Request, Response, StreamEvent, ToolSpec};
+use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, StreamEvent};
 use serde_json::{Value, json};
+use support::client::{self, ask, assert_all_valid, deltas, retries, run, set_key, tools};
 use support::{
     FakeServer, Kind, Reply, SSE_INPUT_TOKENS, SSE_OUTPUT_TOKENS, anthropic_error_event, anthropic_sse, crlf,
     refused_base_url, split_awkwardly, truncate_before,
@@ -18,77 +19,7 @@ use support::{
 const UNSET: &str = "PSEUDOCLAUDE_TEST_ANTHROPIC_NEVER_SET";
 
 fn config(base_url: String) -> ProviderConfig {
-    ProviderConfig {
-        name: "anthropic".into(),
-        model: "claude-test".into(),
-        base_url,
-        api_key_env: UNSET.into(),
-        connect_timeout_secs: 2,
-        idle_timeout_secs: 5,
-        max_retries: 2,
-        retry_base_ms: 10,
-        max_tokens: 1000,
-    }
-}
-
-/// Puts `value` in `var`, a name only the calling test uses (tests run in parallel threads).
-fn set_key(var: &str, value: &str) {
-    unsafe { std::env::set_var(var, value) }
-}
-
-fn tools() -> Vec<ToolSpec> {
-    vec![
-        ToolSpec {
-            name: "read_file".into(),
-            description: "Reads a file".into(),
-            input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        },
-        ToolSpec {
-            name: "list_files".into(),
-            description: "Lists files".into(),
-            input_schema: json!({"type": "object", "properties": {"dir": {"type": "string"}}}),
-        },
-    ]
-}
-
-fn ask(text: &str) -> Request {
-    Request { system: "You are terse.".into(), messages: vec![Message::user(text)], tools: tools(), max_tokens: 0 }
-}
-
-async fn run(p: &Anthropic, req: &Request) -> (Result<Response, ProviderError>, Vec<StreamEvent>) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let result = p.stream(req, tx).await;
-    let mut events = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        events.push(e);
-    }
-    (result, events)
-}
-
-fn deltas(events: &[StreamEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::TextDelta(t) => Some(t.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn retries(events: &[StreamEvent]) -> Vec<(u32, Duration, String)> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            StreamEvent::Retrying { attempt, wait, reason } => Some((*attempt, *wait, reason.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-fn assert_all_valid(server: &FakeServer) {
-    for (i, r) in server.requests().iter().enumerate() {
-        assert!(r.rejected.is_none(), "request {i} refused by the fake API: {:?}", r.rejected);
-    }
+    client::config("anthropic", "claude-test", UNSET, base_url)
 }
 
 /// One SSE event as the API writes it.

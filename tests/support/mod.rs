@@ -29,6 +29,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of it
 
+pub mod client;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
