@@ -38,7 +38,12 @@ function M.open()
     vim.api.nvim_win_set_buf(H.input_win, H.input_buf)
     vim.api.nvim_win_set_height(H.input_win, 5)
     vim.wo[H.input_win].winfixheight = true
-    vim.wo[H.input_win].winbar = " Message · <CR> send (normal) · <C-s> send (insert) · <C-c> cancel"
+    local keys = require("pseudoclaude").get_config().keys
+    vim.wo[H.input_win].winbar = (" Message · %s send (normal) · %s send (insert) · %s cancel"):format(
+      keys.send or "-",
+      keys.send_insert or "-",
+      keys.cancel or "-"
+    )
   end
   vim.api.nvim_set_current_win(H.input_win)
   H.scroll_to_end()
@@ -321,27 +326,24 @@ function H.set_win_options(w)
   vim.wo[w].foldlevel = 0
 end
 
-function H.map_input(b)
-  local o = { buffer = b, silent = true }
-  vim.keymap.set("n", "<CR>", function()
-    H.submit()
-  end, vim.tbl_extend("force", o, { desc = "pseudoclaude: send" }))
-  vim.keymap.set("i", "<C-s>", function()
-    H.submit()
-  end, vim.tbl_extend("force", o, { desc = "pseudoclaude: send" }))
-  for _, mode in ipairs({ "n", "i" }) do
-    vim.keymap.set(mode, "<C-c>", function()
-      M.cancel()
-    end, vim.tbl_extend("force", o, { desc = "pseudoclaude: cancel the turn" }))
+--- Maps `lhs` (a configured key, or false for none) in buffer `b`.
+function H.map(b, modes, lhs, rhs, desc)
+  if lhs then
+    vim.keymap.set(modes, lhs, rhs, { buffer = b, silent = true, desc = "pseudoclaude: " .. desc })
   end
 end
 
+function H.map_input(b)
+  local keys = require("pseudoclaude").get_config().keys
+  H.map(b, "n", keys.send, H.submit, "send")
+  H.map(b, "i", keys.send_insert, H.submit, "send")
+  H.map(b, { "n", "i" }, keys.cancel, M.cancel, "cancel the turn")
+end
+
 function H.map_transcript(b)
-  local o = { buffer = b, silent = true }
-  vim.keymap.set("n", "<C-c>", function()
-    M.cancel()
-  end, vim.tbl_extend("force", o, { desc = "pseudoclaude: cancel the turn" }))
-  vim.keymap.set("n", "<Tab>", "za", vim.tbl_extend("force", o, { desc = "pseudoclaude: expand/fold a tool result" }))
+  local keys = require("pseudoclaude").get_config().keys
+  H.map(b, "n", keys.cancel, M.cancel, "cancel the turn")
+  H.map(b, "n", keys.toggle_fold, "za", "expand/fold a tool result")
 end
 
 function H.submit()

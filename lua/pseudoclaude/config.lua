@@ -18,6 +18,12 @@
 ---@field edit_file boolean Run the edit_file tool without asking first.
 ---@field run_command boolean Run the run_command tool without asking first.
 
+---@class pseudoclaude.KeysConfig Keys of the agent buffer; false disables one.
+---@field send string|false Send the message (Normal mode, input window).
+---@field send_insert string|false Send the message (Insert mode, input window).
+---@field cancel string|false Cancel the running turn (both windows, Normal and Insert mode).
+---@field toggle_fold string|false Expand or fold a tool result (transcript window).
+
 ---@class pseudoclaude.Config
 ---@field provider pseudoclaude.ProviderConfig
 ---@field stale_after_hours number A session idle for longer than this is "stale" (offered for resume, not continued).
@@ -25,6 +31,7 @@
 ---@field retention_days number Sessions older than this many days are removed by cleanup; 0 = keep forever.
 ---@field spill_threshold integer Tool outputs larger than this many bytes are stored beside the log, not in it.
 ---@field approve pseudoclaude.ApproveConfig
+---@field keys pseudoclaude.KeysConfig
 ---@field workspace string? Directory whose `.PseudoClaude/` holds the sessions; nil = the current directory.
 
 ---@class pseudoclaude.UserConfig Options for setup(); every key is optional and merged over the defaults.
@@ -34,6 +41,7 @@
 ---@field retention_days? number
 ---@field spill_threshold? integer
 ---@field approve? pseudoclaude.ApproveConfig|{}
+---@field keys? pseudoclaude.KeysConfig|{}
 ---@field workspace? string
 
 local M = {}
@@ -58,6 +66,12 @@ M.defaults = {
     edit_file = false,
     run_command = false,
   },
+  keys = {
+    send = "<CR>",
+    send_insert = "<C-s>",
+    cancel = "<C-c>",
+    toggle_fold = "<Tab>",
+  },
   workspace = nil,
 }
 
@@ -70,6 +84,7 @@ local known = {
     retention_days = true,
     spill_threshold = true,
     approve = true,
+    keys = true,
     workspace = true,
   },
   provider = {
@@ -83,6 +98,7 @@ local known = {
   },
   picker = { max_items = true, backend = true },
   approve = { write_file = true, edit_file = true, run_command = true },
+  keys = { send = true, send_insert = true, cancel = true, toggle_fold = true },
 }
 
 local PICKER_BACKENDS = { float = true, select = true }
@@ -149,6 +165,12 @@ function M.validate(cfg)
   check("approve.write_file", cfg.approve.write_file, "boolean")
   check("approve.edit_file", cfg.approve.edit_file, "boolean")
   check("approve.run_command", cfg.approve.run_command, "boolean")
+  check("keys", cfg.keys, "table")
+  for _, key in ipairs({ "send", "send_insert", "cancel", "toggle_fold" }) do
+    check("keys." .. key, cfg.keys[key], function(v)
+      return v == false or (type(v) == "string" and v ~= "")
+    end, false, "a key (string) or false")
+  end
   check("workspace", cfg.workspace, "string", true)
 end
 

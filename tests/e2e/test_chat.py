@@ -71,7 +71,7 @@ def transcript(n: Neovim) -> list[str]:
 def type_message(n: Neovim, text: str) -> None:
     """Types into the input window like a user: insert mode, the text, <C-s>."""
     n.api.command("PseudoChat")
-    n.api.input("i" + text.replace("<", "<lt>") + "<C-s>")
+    n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
 
 
 def log_lines(path: str) -> list[dict[str, Any]]:
@@ -310,3 +310,37 @@ def test_a_refused_request_shows_the_servers_reason(nvim: Neovim, workspace: Pat
     wait_turns(nvim, 1)
     text = "\n".join(transcript(nvim))
     assert "refused the request (HTTP 400)" in text and "no scripted answer" in text, text
+
+
+def test_the_chat_keys_are_configurable(nvim: Neovim, workspace: Path) -> None:
+    setup(nvim, None, keys={"send": False, "send_insert": "<C-g>", "cancel": "<C-x>"})
+    nvim.api.command("PseudoChat")
+    maps = nvim.lua(
+        "local b = vim.fn.bufnr('pseudoclaude://input') local out = {} "
+        "for _, mode in ipairs({ 'n', 'i' }) do for _, m in ipairs(vim.api.nvim_buf_get_keymap(b, mode)) do "
+        "table.insert(out, mode .. ' ' .. m.lhs) end end table.sort(out) return out"
+    )
+    assert maps == ["i <C-G>", "i <C-X>", "n <C-X>"], maps
+    nvim.api.input("ivia C-g<C-g>")
+    wait_turns(nvim, 1)
+    assert "via C-g" in transcript(nvim)
+    ok, msg = nvim.lua("return { pcall(require('pseudoclaude').setup, { keys = { send = 1 } }) }")
+    assert ok is False and "keys.send" in msg, msg
+
+
+def test_a_write_failure_shows_in_the_winbar_and_is_resolved_by_the_next_write(nvim: Neovim, workspace: Path) -> None:
+    setup(nvim)
+    nvim.lua("_G.pc_notes = {} vim.notify = function(m, l) table.insert(_G.pc_notes, m) end")
+    (workspace / ".PseudoClaude").write_text("in the way")  # the sessions folder cannot be created
+    type_message(nvim, "first")
+    wait_turns(nvim, 1)
+    assert "NOT SAVED" in nvim.lua("return require('pseudoclaude.chat').winbar()")
+    assert any("could not be written" in m for m in nvim.lua("return _G.pc_notes"))
+    (workspace / ".PseudoClaude").unlink()
+    type_message(nvim, "second")
+    wait_turns(nvim, 2)
+    winbar = nvim.lua("return require('pseudoclaude.chat').winbar()")
+    assert "NOT SAVED" not in winbar and "saved" in winbar, winbar
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    entries = log_lines(cur["jsonl"])
+    assert entries[0]["reason"] == "resync" and [m["content"] for m in entries[0]["messages"]][:2] == ["first", "second"]
