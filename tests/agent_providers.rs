@@ -83,3 +83,34 @@ async fn anthropic_two_parallel_tool_calls_persist_reload_and_send_again() {
 async fn openai_two_parallel_tool_calls_persist_reload_and_send_again() {
     two_tool_calls_then_resume(Kind::OpenAi, "openai").await;
 }
+
+#[tokio::test]
+async fn the_api_key_is_sent_but_never_written_to_the_session() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(Kind::Anthropic);
+    let secret = "sk-ant-test-0123456789-do-not-log";
+    server.require_api_key(secret);
+    server.push(Reply::sse(anthropic_sse("Hello.", &[])));
+    let env = "PC_AGENT_PROVIDERS_SECRET_KEY";
+    unsafe { std::env::set_var(env, secret) };
+    let cfg = ProviderConfig {
+        name: "anthropic".into(),
+        model: "fake-model".into(),
+        base_url: server.base_url(),
+        api_key_env: env.into(),
+        ..Default::default()
+    };
+    let provider: Arc<dyn provider::Provider> = Arc::from(provider::from_config(&cfg).unwrap());
+    let agent = Agent::new(AgentConfig::new(ws.path()), provider, Arc::new(Never));
+    let events = turn(&agent, "hi").await;
+    assert!(!events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
+    assert_eq!(server.requests()[0].header("x-api-key"), Some(secret));
+    let dir = agent.current().unwrap().dir;
+    for entry in fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = fs::read(&path).unwrap();
+            assert!(!String::from_utf8_lossy(&bytes).contains(secret), "{} holds the key", path.display());
+        }
+    }
+}

@@ -310,3 +310,39 @@ async fn compaction_then_resume_then_another_turn() {
     assert_eq!(resumed.messages()[..3], agent_msgs_head, "the compacted head survives the resume");
     assert_log_matches(&resumed);
 }
+
+#[tokio::test]
+async fn the_system_prompt_carries_pseudoclaude_md() {
+    let ws = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("PSEUDOCLAUDE.md"), "Always answer in French.\n").unwrap();
+    let provider = Scripted::new(vec![say("Bonjour.")]);
+    let (agent, _) = agent(ws.path(), provider.clone());
+    run_turn(&agent, "hello", Cancel::new()).await;
+    let system = provider.requests.lock().unwrap()[0].system.clone();
+    assert!(system.contains("coding agent") && system.contains("Always answer in French."), "{system}");
+}
+
+#[tokio::test]
+async fn a_resumed_seed_log_with_a_large_inline_result_is_spilled_before_the_next_request() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let big = "x".repeat(200_000);
+    let lines = [
+        json!({"role": "user", "content": "grep it", "ts": 1}),
+        json!({"role": "assistant", "tool_calls": [{"id": "c1", "name": "grep", "arguments": "{}"}], "ts": 2}),
+        json!({"role": "user", "tool_result": {"tool_call_id": "c1", "content": big}, "ts": 3}),
+        json!({"role": "assistant", "content": "found", "ts": 4}),
+    ];
+    fs::write(&ctx.jsonl_path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let provider = Scripted::new(vec![say("ok")]);
+    let mut config = AgentConfig::new(ws.path());
+    config.stale_after = Duration::from_secs(u64::MAX / 4);
+    let (agent, _) = Agent::resume(config, provider.clone(), Arc::new(Answers::default()), &ctx.id).unwrap();
+    run_turn(&agent, "and?", Cancel::new()).await;
+    let sent = provider.requests.lock().unwrap()[0].messages[2].tool_result.clone().unwrap();
+    assert!(sent.spill.is_some() && sent.content.len() < 4096, "the model sees a preview");
+    assert_eq!(session::spill::read(&ctx, sent.spill.as_ref().unwrap()).unwrap(), big);
+    let text = fs::read_to_string(&ctx.jsonl_path).unwrap();
+    assert!(text.lines().any(|l| l.contains("\"reason\":\"spill\"")));
+    assert_log_matches(&agent);
+}
