@@ -33,3 +33,14 @@ end, {
   end,
   desc = "pseudoclaude: pick a session to resume; `last` or an id resumes it directly",
 })
+
+vim.api.nvim_create_user_command("PseudoCleanup", function()
+  local ok, removed = pcall(require("pseudoclaude").sessions.cleanup)
+  if not ok then
+    vim.notify(tostring(removed), vim.log.levels.ERROR)
+  elseif #removed == 0 then
+    vim.notify("pseudoclaude: no session idle beyond retention_days")
+  else
+    vim.notify(("pseudoclaude: removed %d idle session(s): %s"):format(#removed, table.concat(removed, ", ")))
+  end
+end, { nargs = 0, desc = "pseudoclaude: remove sessions idle for more than retention_days" })

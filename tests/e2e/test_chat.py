@@ -344,3 +344,16 @@ def test_a_write_failure_shows_in_the_winbar_and_is_resolved_by_the_next_write(n
     cur = nvim.lua("return require('pseudoclaude').current()")
     entries = log_lines(cur["jsonl"])
     assert entries[0]["reason"] == "resync" and [m["content"] for m in entries[0]["messages"]][:2] == ["first", "second"]
+
+
+def test_pseudocleanup_removes_idle_sessions_and_says_which(nvim: Neovim, workspace: Path) -> None:
+    old = int(time.time()) - 40 * 86400
+    p = write_session(workspace, "20261001-080000-0e0f", [{"role": "user", "content": "ancient", "ts": old}])
+    os.utime(p, (old, old))
+    write_session(workspace, "20261201-080000-0a0a", [{"role": "user", "content": "recent", "ts": int(time.time())}])
+    setup(nvim)
+    nvim.lua("_G.pc_notes = {} vim.notify = function(m, l) table.insert(_G.pc_notes, m) end")
+    nvim.api.command("PseudoCleanup")
+    assert nvim.lua("return _G.pc_notes") == ["pseudoclaude: removed 1 idle session(s): 20261001-080000-0e0f"]
+    assert not p.parent.exists()
+    assert (sessions_dir(workspace) / "20261201-080000-0a0a").exists()
