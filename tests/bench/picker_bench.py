@@ -18,14 +18,27 @@ The time of the first `:PseudoResume` in a fresh Neovim (loading the modules and
 apart. Then the matcher alone, both engines, on the same texts: `lua` (plain Lua, the default) and `vim`
 (`vim.fn.matchfuzzy`, C). All times are measured inside Neovim with `vim.uv.hrtime()`; medians.
 
-Usage: tests/bench/picker_bench.py [--sizes 1000,10000] [--rounds 7] [--write]
-  --write  also replace the "## Picker" section of doc/benchmarks.md with the results
+Side by side, in the same Neovim and the same rounds (alternating with ours), mini.pick (mini.nvim):
+`MiniPick.start({ source = { items = <strings> } })` over in-memory strings, the very texts our picker filters
+(title, model, id of each session), measured the same way: start until its first rows are drawn, and each typed
+character of "parse" until the rows of the new matches are drawn. Its start blocks in a `getcharstr()` loop, so it
+is started from a scheduled callback and typed into with `nvim_input()`, as its own tests do; "drawn" is taken
+from hooks outside it (see MINI_SETUP). mini.nvim is never part of this project: it is read at run time from a
+git repository or a checkout (--mini, or $PSEUDOCLAUDE_BENCH_MINI, else the local mirror MINI_MIRROR; a git
+repository's lua/mini/pick.lua is extracted into the git-ignored .deps/mini.nvim). Without it the mini.pick
+column is left out, with a note saying why.
+
+Usage: tests/bench/picker_bench.py [--sizes 1000,10000] [--rounds 7] [--mini PATH | --no-mini] [--write]
+  --write    also replace the "## Picker" section of doc/benchmarks.md with the results
+  --mini     mini.nvim to compare with: a git repository (bare or not) or a checkout with lua/mini/pick.lua
+  --no-mini  measure our picker only
 Needs the release library (cargo build --release) and Neovim (scripts/ensure-nvim provides one).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import platform
 import random
@@ -34,6 +47,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import time
@@ -155,6 +169,132 @@ require("pseudoclaude.core").call("sessions_list_async", vim.uv.cwd(), { check_l
 end)
 """
 
+# mini.pick, side by side. Its items: the texts our picker filters (`H.set_items` in lua/pseudoclaude/picker.lua),
+# read once here, in memory from then on. 'ignorecase' + 'smartcase' make its matching case-insensitive for a
+# lower-case query, as ours is (mini.pick follows those options; ours is smart-case on its own).
+#
+# When are its rows drawn? mini.pick draws synchronously and then runs `:redraw` itself (`H.picker_update`:
+# matches, border text, `source.show` (buffer lines + match highlights), current line, `redraw`). So:
+# - `nvim_buf_attach` on its results buffer (it sets 'filetype' minipick on it while opening) flags that its rows
+#   changed, and whether the first row is non-empty;
+# - a decoration provider's `on_start` (called as a redraw begins) after such a change is "rows drawn": the lines,
+#   highlights and cursor are in place, the screen is about to be updated (ours is measured at the same point: its
+#   rows in the buffer, the screen not yet redrawn);
+# - `vim.on_key` (its `getcharstr()` has taken a typed key) starts a keystroke.
+# A redraw without a change of rows is not counted: its first `show` (no items yet, empty), and the redraw after a
+# keystroke whose matching has yielded (it matches in a coroutine, 10 ms slices) while the old rows stay.
+MINI_SETUP = """
+local dir = ...
+vim.opt.rtp:prepend(dir)
+vim.o.ignorecase, vim.o.smartcase = true, true
+require("mini.pick").setup()
+local mp = { on = false, keys = {} }
+_G.bench_mp = mp
+mp.items = {}
+for i, item in ipairs(require("pseudoclaude").sessions.list({ check_locks = false })) do
+  mp.items[i] = (item.title or "") .. " " .. (item.model or "") .. " " .. item.id
+end
+local ns = vim.api.nvim_create_namespace("pseudoclaude_bench_minipick")
+vim.api.nvim_create_autocmd("FileType", { pattern = "minipick", callback = function(ev)
+  vim.api.nvim_buf_attach(ev.buf, false, { on_lines = function(_, buf)
+    if mp.on then
+      mp.dirty = true
+      mp.nonempty = (vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1] or "") ~= ""
+    end
+  end })
+end })
+vim.on_key(function()
+  if mp.on and mp.rows_ms then
+    mp.key_at, mp.dirty = vim.uv.hrtime(), false
+  end
+end, ns)
+vim.api.nvim_set_decoration_provider(ns, { on_start = function()
+  if not (mp.on and mp.dirty) then return end
+  local now = vim.uv.hrtime()
+  mp.dirty = false
+  if not mp.rows_ms then
+    if mp.nonempty then mp.rows_ms = (now - mp.opened_at) / 1e6 end
+  elseif mp.key_at then
+    mp.keys[#mp.keys + 1] = (now - mp.key_at) / 1e6
+    mp.key_at = nil
+  end
+end })
+return #mp.items
+"""
+
+MINI_OPEN = """
+local mp = _G.bench_mp
+mp.on, mp.rows_ms, mp.keys, mp.key_at, mp.dirty, mp.nonempty = true, nil, {}, nil, false, false
+vim.schedule(function()
+  mp.opened_at = vim.uv.hrtime()
+  MiniPick.start({ source = { items = mp.items, name = "Sessions" } })
+end)
+"""
+
+# polled while it runs: kept cheap, as it is served whenever mini.pick yields to the event loop
+MINI_POLL = """
+local mp = _G.bench_mp
+return { rows = mp.rows_ms or vim.NIL, keys = #mp.keys, active = MiniPick.is_picker_active() }
+"""
+
+MINI_DONE = """
+local mp = _G.bench_mp
+return { keys = mp.keys, query = table.concat(MiniPick.get_picker_query() or {}),
+         count = #((MiniPick.get_picker_matches() or {}).all_inds or {}) }
+"""
+
+MINI_MIRROR = Path("/work/.mirror/echasnovski+mini.nvim/repo")
+MINI_DEPS = ROOT / ".deps" / "mini.nvim"  # git-ignored
+
+
+def git_out(*args: str) -> str | None:
+    r = subprocess.run(["git", *args], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def obtain_mini(spec: str | None) -> tuple[Path | None, str]:
+    """mini.nvim for the side-by-side run, at run time: (runtime dir, what it is) or (None, why not).
+
+    `spec` (or $PSEUDOCLAUDE_BENCH_MINI, else MINI_MIRROR) is a checkout with lua/mini/pick.lua, used in place, or
+    a git repository, bare or not, whose HEAD's lua/mini/pick.lua (and LICENSE) is extracted into .deps/mini.nvim.
+    Without an explicit source and no MINI_MIRROR, a copy left in .deps/mini.nvim by an earlier run is used."""
+    explicit = spec or os.environ.get("PSEUDOCLAUDE_BENCH_MINI")
+    src = Path(explicit).expanduser() if explicit else MINI_MIRROR
+    if (src / "lua" / "mini" / "pick.lua").is_file():
+        top = git_out("-C", str(src), "rev-parse", "--show-toplevel")
+        if top and Path(top).resolve() == src.resolve():
+            rev = git_out("-C", str(src), "log", "-1", "--format=%h (%cs)")
+            return src.resolve(), f"mini.nvim {rev}, a checkout read in place"
+        if (src / "REVISION").is_file():  # a copy this script extracted
+            return src.resolve(), (src / "REVISION").read_text().strip()
+        return src.resolve(), "mini.nvim (revision unknown), a copy read in place"
+    gitdir = src / ".git" if (src / ".git").exists() else src
+    commit = git_out(f"--git-dir={gitdir}", "rev-parse", "--verify", "HEAD^{commit}") if src.exists() else None
+    if commit:
+        archive = None
+        for paths in (["lua/mini/pick.lua", "LICENSE"], ["lua/mini/pick.lua"]):
+            r = subprocess.run(["git", f"--git-dir={gitdir}", "archive", commit, *paths], capture_output=True)
+            if r.returncode == 0:
+                archive = r.stdout
+                break
+        if archive is None:
+            return None, f"{src} has no lua/mini/pick.lua at HEAD"
+        shutil.rmtree(MINI_DEPS, ignore_errors=True)
+        MINI_DEPS.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(MINI_DEPS, filter="data")
+            else:
+                tar.extractall(MINI_DEPS)
+        rev = git_out(f"--git-dir={gitdir}", "log", "-1", "--format=%h (%cs)", commit) or commit[:12]
+        what = f"mini.nvim {rev}, extracted at run time from a local git repository into `.deps/mini.nvim`"
+        (MINI_DEPS / "REVISION").write_text(what + "\n")
+        return MINI_DEPS, what
+    if not explicit and (MINI_DEPS / "lua" / "mini" / "pick.lua").is_file():
+        rev = (MINI_DEPS / "REVISION").read_text().strip() if (MINI_DEPS / "REVISION").is_file() else "mini.nvim"
+        return MINI_DEPS, f"{rev} (the copy left by an earlier run; {src} is gone)"
+    return None, f"no mini.nvim at {src} (neither a checkout with lua/mini/pick.lua nor a git repository)"
+
 
 def wait_for(fn, timeout=30.0):
     deadline = time.monotonic() + timeout
@@ -171,7 +311,26 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def bench_size(n: int, rounds: int, tmp: Path) -> dict[str, float]:
+def mini_round(nv: Neovim) -> dict:
+    """One mini.pick round: start until the first rows are drawn, then "parse" typed one key at a time."""
+    # RPC requests are served whenever mini.pick yields to the event loop (it sets its items on the next turn, and
+    # matches in 10 ms slices), so the polling starts only once it has had time to draw
+    nv.lua(MINI_OPEN)
+    time.sleep(0.05)
+    rows = wait_for(lambda: (x := nv.lua(MINI_POLL)) and x["rows"] is not None and x)["rows"]
+    for k, ch in enumerate(QUERY, 1):
+        nv.api.input(ch)
+        time.sleep(0.02)
+        wait_for(lambda k=k: nv.lua(MINI_POLL)["keys"] >= k)
+    done = nv.lua(MINI_DONE)
+    assert done["query"] == QUERY, done["query"]
+    nv.api.input("<Esc>")
+    wait_for(lambda: not nv.lua(MINI_POLL)["active"])
+    nv.lua("_G.bench_mp.on = false")
+    return {"rows": rows, "keys": done["keys"], "count": done["count"]}
+
+
+def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, float]:
     ws = tmp / f"ws{n}"
     ws.mkdir()
     t = time.monotonic()
@@ -189,10 +348,15 @@ def bench_size(n: int, rounds: int, tmp: Path) -> dict[str, float]:
         wait_for(lambda: (s := nv.lua(STATS)) and s["full"])
         nv.api.input("<Esc>")
         wait_for(lambda: nv.lua(STATS) is None)
+        if mini:
+            assert nv.lua(MINI_SETUP, str(mini)) == n
+            mini_round(nv)  # warm-up, not counted (ours had its cold open above)
 
         res: dict[str, list[float]] = {
             k: [] for k in ("rows", "own", "preview", "full", "full_apply", "key", "key1", "kpreview")
         }
+        mres: dict[str, list[float]] = {"mini_rows": [], "mini_key": [], "mini_key1": []}
+        mini_matches = None
         for _ in range(rounds):
             o = nv.lua(OPEN)
             res["rows"].append(o["rows"])
@@ -214,6 +378,12 @@ def bench_size(n: int, rounds: int, tmp: Path) -> dict[str, float]:
             matches = s["count"]
             nv.api.input("<Esc>")
             wait_for(lambda: nv.lua(STATS) is None)
+            if mini:  # same round, right after ours
+                m = mini_round(nv)
+                mres["mini_rows"].append(m["rows"])
+                mres["mini_key"].extend(m["keys"])
+                mres["mini_key1"].append(m["keys"][0])
+                mini_matches = m["count"]
         engines = {e: nv.lua(MATCHER, e, QUERY, rounds) for e in ("lua", "vim")}
         timed = [nv.lua(LISTS) for _ in range(rounds)]
         limited = [med([t[k] for t in timed]) for k in range(3)]
@@ -234,6 +404,8 @@ def bench_size(n: int, rounds: int, tmp: Path) -> dict[str, float]:
         list_all=limited[1],
         list_all_nolocks=limited[2],
     )
+    if mini:
+        out.update({k: med(v) for k, v in mres.items()}, mini_matches=mini_matches)
     for e, r in engines.items():
         out[f"{e}_key"], out[f"{e}_first"], out[f"{e}_build"] = r["key"], r["first"], r["build"]
         out["counts"] = r["counts"]
@@ -247,29 +419,55 @@ def fmt(ms: float) -> str:
 def table(results: list[dict[str, float]]) -> str:
     sizes = [f"{int(r['n']):,} sessions" for r in results]
     rows = [
-        ("`:PseudoResume` → first rows drawn", "rows", "≈4 ms / ≈11 ms"),
-        ("… of which the picker's own (all but `list({ limit = 9 })`)", "own", "-"),
-        ("`:PseudoResume` → first preview drawn", "preview", "-"),
-        ("full list in place for filtering, read in the background (from `:PseudoResume`)", "full", "-"),
-        ("main thread's share: JSON decode of the full list", "decode", "-"),
-        ("main thread's share: matcher, query, rows for the full list", "full_apply", "-"),
-        (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key", "≈2.3 ms / ≈7 ms"),
-        ("keystroke: the first one (searches every session)", "key1", "-"),
-        ("preview redrawn after a keystroke", "kpreview", "-"),
-        ("first `:PseudoResume` in a fresh Neovim (Lua modules load) → first rows", "cold_rows", "-"),
-        ("`sessions.list({ limit = 9 })`", "list9", "-"),
-        ("`sessions.list()` (with lock checks)", "list_all", "-"),
-        ("`sessions.list({ check_locks = false })`", "list_all_nolocks", "-"),
-        ("matcher `lua`: one keystroke of 'parse', narrowing (median)", "lua_key", "-"),
-        ("matcher `lua`: first keystroke 'p'", "lua_first", "-"),
-        ("matcher `vim` (`matchfuzzy`): one keystroke, narrowing (median)", "vim_key", "-"),
-        ("matcher `vim` (`matchfuzzy`): first keystroke 'p'", "vim_first", "-"),
-        ("matcher `lua`: preparing the texts (lower-casing, once per picker)", "lua_build", "-"),
+        ("`:PseudoResume` → first rows drawn", "rows"),
+        ("… of which the picker's own (all but `list({ limit = 9 })`)", "own"),
+        ("`:PseudoResume` → first preview drawn", "preview"),
+        ("full list in place for filtering, read in the background (from `:PseudoResume`)", "full"),
+        ("main thread's share: JSON decode of the full list", "decode"),
+        ("main thread's share: matcher, query, rows for the full list", "full_apply"),
+        (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key"),
+        ("keystroke: the first one (searches every session)", "key1"),
+        ("preview redrawn after a keystroke", "kpreview"),
+        ("first `:PseudoResume` in a fresh Neovim (Lua modules load) → first rows", "cold_rows"),
+        ("`sessions.list({ limit = 9 })`", "list9"),
+        ("`sessions.list()` (with lock checks)", "list_all"),
+        ("`sessions.list({ check_locks = false })`", "list_all_nolocks"),
+        ("matcher `lua`: one keystroke of 'parse', narrowing (median)", "lua_key"),
+        ("matcher `lua`: first keystroke 'p'", "lua_first"),
+        ("matcher `vim` (`matchfuzzy`): one keystroke, narrowing (median)", "vim_key"),
+        ("matcher `vim` (`matchfuzzy`): first keystroke 'p'", "vim_first"),
+        ("matcher `lua`: preparing the texts (lower-casing, once per picker)", "lua_build"),
     ]
-    lines = ["| Measure | " + " | ".join(sizes) + " | mini.pick, 1,000 / 10,000 in-memory items |"]
-    lines.append("|---|" + "---|" * len(sizes) + "---|")
-    for label, key, bar in rows:
-        lines.append(f"| {label} | " + " | ".join(fmt(r[key]) for r in results) + f" | {bar} |")
+    lines = ["| Measure | " + " | ".join(sizes) + " |"]
+    lines.append("|---|" + "---|" * len(sizes))
+    for label, key in rows:
+        lines.append(f"| {label} | " + " | ".join(fmt(r[key]) for r in results) + " |")
+    return "\n".join(lines)
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x"
+
+
+def side_by_side(results: list[dict[str, float]]) -> str:
+    """Ours against mini.pick, same run: one row per measure and size."""
+    rows = [
+        ("start → first rows drawn", "rows", "mini_rows"),
+        (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key", "mini_key"),
+        (f"keystroke: the first one, {QUERY[0]!r} (searches every item)", "key1", "mini_key1"),
+    ]
+    lines = [
+        "| Measure | Items | pseudoclaude `:PseudoResume` (sessions read from disk) "
+        "| mini.pick `MiniPick.start` (in-memory strings) | Ratio, ours / mini.pick |",
+        "|---|---|---|---|---|",
+    ]
+    for label, ours, theirs in rows:
+        for r in results:
+            lines.append(
+                f"| {label} | {int(r['n']):,} | {fmt(r[ours])} | {fmt(r[theirs])} | {ratio(r[ours], r[theirs])} |"
+            )
+    for r in results:
+        lines.append(f"| matches for {QUERY!r} (sanity) | {int(r['n']):,} | {r['matches']} | {r['mini_matches']} | - |")
     return "\n".join(lines)
 
 
@@ -284,22 +482,77 @@ def machine() -> str:
     return f"nproc {os.cpu_count()}, {cpu}, Linux {platform.release()}, load average at start {load}"
 
 
-def section(results: list[dict[str, float]], rounds: int, total: float) -> str:
+def wrap(text: str, indent: int = 0) -> str:
+    """Fills `text` to the doc's width, never breaking inside `code`; `indent` = what precedes it on its line."""
+    text = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), text)
+    filled = textwrap.fill(
+        text, 116, initial_indent=" " * indent, break_long_words=False, break_on_hyphens=False
+    )
+    return filled[indent:].replace("\0", " ")
+
+
+def para(text: str) -> str:
+    """A paragraph written over several source lines, refilled to the doc's width."""
+    return wrap(" ".join(text.split()))
+
+
+def section(results: list[dict[str, float]], rounds: int, total: float, mini: str, mini_ok: bool) -> str:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     nvim_version = subprocess.run([NVIM, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     big = results[-1]
     verdict = (
-        f"with {int(big['n']):,} sessions the first rows take {fmt(big['rows'])}, of which "
+        f"With {int(big['n']):,} sessions the first rows take {fmt(big['rows'])}, of which "
         f"`sessions.list({{ limit = 9 }})` is {fmt(big['rows'] - big['own'])}: it finds the newest sessions from the "
         f"writers' activity hint (`sessions/activity`, read from its tail) instead of a `stat` per log, and "
-        f"summarises only those. The picker's own share is {fmt(big['own'])}. Filtering is within the bar at both "
-        f"sizes; the full list arrives in the background and costs the main thread "
-        f"{fmt(big['decode'] + big['full_apply'])} when it does."
+        f"summarises only those. The picker's own share is {fmt(big['own'])}. The full list arrives in the "
+        f"background and costs the main thread {fmt(big['decode'] + big['full_apply'])} when it does."
     )
+    if mini_ok:
+        parts = [
+            f"{int(r['n']):,} items: first rows in {ratio(r['rows'], r['mini_rows'])} of mini.pick's time, "
+            f"a keystroke in {ratio(r['key'], r['mini_key'])}"
+            for r in results
+        ]
+        verdict = "; ".join(parts) + " (same run). " + verdict
+        setup = para(
+            f"""mini.pick: {mini}; the same Neovim, alternating with ours in every round (one warm-up round of it
+            first, not counted). Default configuration (`setup()`), plus 'ignorecase' and 'smartcase' so that its
+            matching is case-insensitive for a lower-case query, as ours is."""
+        )
+        work = para(
+            """Not the same work: ours reads the sessions from disk (`sessions.list({ limit = 9 })` in the first
+            rows; the full list on a background thread), draws three windows (results, prompt, preview) and formats
+            each row (title, age, message count, model, aligned); mini.pick is handed the strings in memory (the very
+            texts ours filters: title, model and id of each session) and shows them as they are, in one window. Both
+            match fuzzily and sort by match quality; ours narrows (each typed character searches only the previous
+            matches), as mini.pick does."""
+        )
+        drawn = para(
+            """How "rows drawn" is detected for mini.pick, from outside it (it is not modified): it draws
+            synchronously and then runs `:redraw` itself. `nvim_buf_attach` on its results buffer (found by its
+            'filetype', `minipick`) flags that its rows changed; the next redraw to begin (a decoration provider's
+            `on_start`) after such a change is "drawn": its lines, match highlights and current line are in place
+            and the screen is about to be updated. Ours is measured at the same point (its rows in the buffer, before
+            the screen is redrawn). First rows: from just before `MiniPick.start()` (called from a scheduled
+            callback, since it then waits for keys in a `getcharstr()` loop) to the first such redraw with a
+            non-empty first row; it sets its items on the next turn of the event loop. Keystroke: from `vim.on_key`
+            (its `getcharstr()` took the key, sent with `nvim_input()`) to the first redraw after its rows changed
+            (it then draws the same rows once more before waiting for the next key: not counted); a redraw while it
+            is still matching (in a coroutine, 10 ms slices) is not counted either. The bench polls it only once it
+            has had time to draw (its RPC requests are served whenever mini.pick yields to the event loop)."""
+        )
+        mini_text = f"### Against mini.pick, same run\n\n{setup}\n\n{side_by_side(results)}\n\n{work}\n\n{drawn}\n"
+    else:
+        verdict = (
+            "mini.pick was not measured in this run; measured earlier on these machines it took ≈4 / ≈11 ms to its "
+            "first rows and ≈2.3 / ≈7 ms per keystroke (1,000 / 10,000 in-memory items). " + verdict
+        )
+        skipped = para(
+            f"""Not measured in this run: {mini}. Pass `--mini PATH` (a mini.nvim git repository or checkout) or
+            set `PSEUDOCLAUDE_BENCH_MINI` to measure it side by side."""
+        )
+        mini_text = f"### Against mini.pick\n\n{skipped}\n"
     counts = "; ".join(f"{int(r['n']):,}: {' → '.join(str(c) for c in r['counts'])}" for r in results)
-    # wrap, but never inside `code`
-    verdict = re.sub(r"`[^`]*`", lambda m: m.group(0).replace(" ", "\0"), verdict)
-    verdict = textwrap.fill(verdict, 116, initial_indent=" " * 35, break_long_words=False)[35:].replace("\0", " ")
     return f"""## Picker
 
 Produced by `tests/bench/picker_bench.py --write`; rerun it to refresh this section.
@@ -309,6 +562,9 @@ Produced by `tests/bench/picker_bench.py --write`; rerun it to refresh this sect
 - Machine: {machine()}
 - Rounds: {rounds} per size (medians); total run time {total:.0f} s
 
+{mini_text}
+### Our picker in detail
+
 {table(results)}
 
 Sessions matching as "{QUERY}" is typed ({counts}).
@@ -317,8 +573,9 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
 
 - **first rows / first preview**: from just before `vim.cmd("PseudoResume")` until the results buffer holds the rows
   (resp. the preview buffer the selected session's history). This includes `sessions.list({{ limit = 9 }})`, which
-  finds the 9 newest from the activity hint and summarises only them (from their warm `summary.json` caches), opening the three
-  windows and drawing. The sessions are real directories on disk (ext4, page cache warm), written by the script.
+  finds the 9 newest from the activity hint and summarises only them (from their warm `summary.json` caches),
+  opening the three windows and drawing. The sessions are real directories on disk (ext4, page cache warm),
+  written by the script.
 - **full list**: from `:PseudoResume` until every session is searchable: `sessions.list_async()` reads them on a
   background thread (started right after the first draw), then the main thread decodes the JSON it sends, prepares
   the matcher and applies the query (the two "main thread's share" rows: the only time the editor is busy).
@@ -328,12 +585,7 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
 - **matcher**: `matcher.new(texts, engine):filter(query, previous)` alone on the same texts, for both engines.
   `lua` is the picker's engine.
 
-Against the bar: {verdict}
-
-mini.pick could not be measured side by side: mini.nvim is not available from the package registries this
-machine reaches (it is published only as a git repository), so its column quotes the bar set in the issue
-(mini.pick's own figures for in-memory items). Unlike those, the figures here include reading the sessions from
-disk.
+In short: {wrap(verdict, len("In short: "))}
 """
 
 
@@ -353,20 +605,33 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--mini", help="mini.nvim git repository or checkout (default: $PSEUDOCLAUDE_BENCH_MINI, "
+                    f"else {MINI_MIRROR})")
+    ap.add_argument("--no-mini", action="store_true", help="measure our picker only")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     started = time.monotonic()
+    if args.no_mini:
+        mini, mini_note = None, "left out with `--no-mini`"
+    else:
+        mini, mini_note = obtain_mini(args.mini)
+    print(f"picker bench: mini.pick: {mini_note}", file=sys.stderr)
     tmp = Path(tempfile.mkdtemp(prefix="pc-bench-"))
     results = []
     try:
         for n in (int(x) for x in args.sizes.split(",")):
             print(f"picker bench: {n} sessions", file=sys.stderr)
-            results.append(bench_size(n, args.rounds, tmp))
+            results.append(bench_size(n, args.rounds, tmp, mini))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if mini:
+        print(side_by_side(results))
+        print()
+    else:
+        print(f"mini.pick not measured: {mini_note}\n")
     print(table(results))
     if args.write:
-        write_doc(section(results, args.rounds, time.monotonic() - started))
+        write_doc(section(results, args.rounds, time.monotonic() - started, mini_note, mini is not None))
         print("wrote doc/benchmarks.md", file=sys.stderr)
 
 
