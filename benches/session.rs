@@ -90,8 +90,11 @@ fn main() {
 
     let doc = manifest.join("doc");
     fs::create_dir_all(&doc).expect("create doc/");
-    let md = render_markdown(&machine, total, &table);
-    fs::write(doc.join("benchmarks.md"), md).expect("write doc/benchmarks.md");
+    let mut md = render_markdown(&machine, total, &table);
+    // Other benchmarks own the later sections (`## Picker`, `## Main loop and start-up`): keep them.
+    let path = doc.join("benchmarks.md");
+    md.push_str(&other_sections(&fs::read_to_string(&path).unwrap_or_default()));
+    fs::write(&path, md).expect("write doc/benchmarks.md");
     println!("written to doc/benchmarks.md");
 }
 
@@ -1002,4 +1005,23 @@ fn bench_list(root: &Path) -> Vec<Row> {
             Verdict::Info,
         ),
     ]
+}
+
+/// The sections of an existing `doc/benchmarks.md` that this bench does not write.
+fn other_sections(old: &str) -> String {
+    const OURS: &[&str] = &["## What each row measures"];
+    let mut out = String::new();
+    let mut keep = false;
+    for line in old.split_inclusive('\n') {
+        if line.starts_with("## ") {
+            keep = !OURS.iter().any(|h| line.trim_end() == *h);
+            if keep && !out.is_empty() && !out.ends_with("\n\n") {
+                out.push('\n');
+            }
+        }
+        if keep {
+            out.push_str(line);
+        }
+    }
+    if out.is_empty() { out } else { format!("\n{out}") }
 }
