@@ -144,9 +144,9 @@ end
 function M.winbar()
   local s = H.state
   local parts = {
-    "%#PseudoClaudeWinbar# pseudoclaude",
-    "session " .. (s.session or "new"),
-    (s.provider or "?") .. (s.model and s.model ~= "" and (" · " .. s.model) or ""),
+    -- Narrow side windows are common: no prefix, and the model alone when the provider says the same.
+    "%#PseudoClaudeWinbar# " .. (s.session or "new session"),
+    (s.model and s.model ~= "" and s.model ~= s.provider) and s.model or (s.provider or "?"),
     s.phase,
   }
   local saved = s.saved and "%#PseudoClaudeSaved#saved" or "%#PseudoClaudeUnsaved#NOT SAVED: " .. (s.save_error or "")
