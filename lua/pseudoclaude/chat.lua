@@ -6,6 +6,7 @@
 
 local M = {}
 local H = {}
+local T = require("pseudoclaude.transcript")
 
 -- Public API ===========================================================================================================
 
@@ -153,52 +154,6 @@ function M.winbar()
   return table.concat(parts, " │ ") .. " │ " .. saved .. "%*"
 end
 
---- Renders `messages` (the log's shape) into lines, as the agent buffer shows them. Used by the picker's preview.
----@param messages table[]
----@return string[] lines
----@return {line: integer, group: string}[] highlights 0-based line numbers
-function M.render_lines(messages)
-  local lines, hls = {}, {}
-  local names = {}
-  local function add(text, group)
-    for _, l in ipairs(vim.split(text, "\n", { plain = true })) do
-      lines[#lines + 1] = l
-      if group then
-        hls[#hls + 1] = { line = #lines - 1, group = group }
-      end
-    end
-  end
-  local last_role
-  for _, m in ipairs(messages) do
-    local tr = H.nonnil(m.tool_result)
-    if tr then
-      local name = names[tr.tool_call_id] or "tool"
-      local first = (tr.content or ""):match("^[^\n]*") or ""
-      add(
-        H.result_line(name, first, tr.content or "", tr.is_error),
-        tr.is_error and "PseudoClaudeError" or "PseudoClaudeTool"
-      )
-    else
-      local header = H.header_for(m)
-      if header ~= last_role then
-        if #lines > 0 then
-          add("")
-        end
-        add(header, "PseudoClaudeHeader")
-        last_role = header
-      end
-      if m.content and m.content ~= "" then
-        add(m.content)
-      end
-      for _, c in ipairs(H.nonnil(m.tool_calls) or {}) do
-        names[c.id] = c.name
-        add(H.call_line(c.name, c.arguments), "PseudoClaudeTool")
-      end
-    end
-  end
-  return lines, hls
-end
-
 -- Helpers ==============================================================================================================
 
 H.state = { busy = false, phase = "idle", saved = true, save_error = nil, session = nil, provider = nil, model = nil }
@@ -207,12 +162,16 @@ H.streaming = false
 
 H.ns = vim.api.nvim_create_namespace("pseudoclaude_chat")
 
-function H.nonnil(v)
-  if v == nil or v == vim.NIL then
-    return nil
-  end
-  return v
-end
+--- Highlight group of each kind of transcript line.
+H.groups = {
+  you = "PseudoClaudeHeader",
+  agent = "PseudoClaudeHeader",
+  reminder = "PseudoClaudeNotice",
+  call = "PseudoClaudeTool",
+  result = "PseudoClaudeTool",
+  error = "PseudoClaudeError",
+  more = "PseudoClaudeTool",
+}
 
 function H.valid_buf(b)
   return b ~= nil and vim.api.nvim_buf_is_valid(b)
@@ -290,7 +249,7 @@ function H.refresh_status()
   local ok, st = pcall(require("pseudoclaude.core").call, "agent_status")
   if ok then
     H.state.provider, H.state.model = st.provider, st.model
-    H.state.session = H.nonnil(st.session)
+    H.state.session = T.nonnil(st.session)
     if st.unsaved then
       H.state.saved = false
     end
@@ -360,38 +319,6 @@ function H.submit()
   vim.api.nvim_buf_set_lines(H.input_buf, 0, -1, false, {})
 end
 
-function H.header_for(m)
-  if m.role == "user" then
-    local c = m.content or ""
-    if c:sub(1, #"[Session resumed]") == "[Session resumed]" then
-      return "## Reminder to the model"
-    end
-    return "## You"
-  end
-  return "## Agent"
-end
-
-function H.call_line(name, args)
-  local ok, enc = pcall(vim.json.encode, H.nonnil(args) or vim.empty_dict())
-  if not ok or enc == "[]" then
-    enc = "{}"
-  end
-  if #enc > 100 then
-    enc = enc:sub(1, 97) .. "..."
-  end
-  return ("▸ %s %s"):format(name, enc)
-end
-
-function H.result_line(name, first, content, is_error)
-  local n = select(2, content:gsub("\n", "")) + 1
-  local mark = is_error and "✗" or "✓"
-  if #first > 100 then
-    first = first:sub(1, 97) .. "..."
-  end
-  local more = n > 1 and (" (%d lines)"):format(n) or ""
-  return ("  %s %s: %s%s"):format(mark, name, first, more)
-end
-
 --- Appends lines at the end of the transcript; returns the 0-based index of the first one.
 function H.append(lines, group)
   if not H.valid_buf(H.buf) then
@@ -436,8 +363,7 @@ end
 
 --- Adds a tool result line with its full content folded under it.
 function H.append_result(name, content, is_error)
-  local first = content:match("^[^\n]*") or ""
-  local line = H.result_line(name, first, content, is_error)
+  local line = T.result_line(name, content, is_error)
   local body = vim.split(content, "\n", { plain = true })
   local start = H.append({ line }, is_error and "PseudoClaudeError" or "PseudoClaudeTool")
   if #body > 1 and start then
@@ -464,17 +390,17 @@ function H.render_all()
     return
   end
   local msgs = M.messages()
-  local lines, hls = M.render_lines(msgs)
+  local lines, marks = T.render(msgs)
   vim.bo[H.buf].modifiable = true
   vim.api.nvim_buf_clear_namespace(H.buf, H.ns, 0, -1)
   vim.api.nvim_buf_set_lines(H.buf, 0, -1, false, lines)
   vim.bo[H.buf].modifiable = false
-  for _, h in ipairs(hls) do
-    vim.api.nvim_buf_set_extmark(H.buf, H.ns, h.line, 0, { line_hl_group = h.group })
+  for _, mark in ipairs(marks) do
+    vim.api.nvim_buf_set_extmark(H.buf, H.ns, mark.line, 0, { line_hl_group = H.groups[mark.kind] })
   end
   H.names = {}
   for _, m in ipairs(msgs) do
-    for _, c in ipairs(H.nonnil(m.tool_calls) or {}) do
+    for _, c in ipairs(T.nonnil(m.tool_calls) or {}) do
       H.names[c.id] = c.name
     end
   end
@@ -529,12 +455,12 @@ H.handlers = {
     H.names[m.id] = m.name
   end,
   assistant_recorded = function(m)
-    local calls = H.nonnil(m.tool_calls) or {}
+    local calls = T.nonnil(m.tool_calls) or {}
     if #calls > 0 then
       H.begin_agent_block()
       for _, c in ipairs(calls) do
         H.names[c.id] = c.name
-        H.append({ H.call_line(c.name, c.arguments) }, "PseudoClaudeTool")
+        H.append({ T.call_line(c.name, c.arguments) }, "PseudoClaudeTool")
       end
       H.state.phase = "running tools"
     end
@@ -557,7 +483,7 @@ H.handlers = {
   end,
   saved = function(m)
     H.state.saved = m.ok
-    H.state.save_error = H.nonnil(m.error)
+    H.state.save_error = T.nonnil(m.error)
     if not m.ok then
       vim.notify(
         "pseudoclaude: the session log could not be written: " .. tostring(H.state.save_error),

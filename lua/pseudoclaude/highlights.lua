@@ -21,11 +21,11 @@ M.links = {
   PseudoClaudePickerEmpty = "Comment", -- "no match"
   PseudoClaudePickerPreviewTitle = "Title", -- session title in the preview
   PseudoClaudePickerPreviewMeta = "Comment", -- id, model, count, age
-  PseudoClaudePickerPreviewUser = "Statement", -- "You:"
-  PseudoClaudePickerPreviewAgent = "Function", -- "Agent:"
+  PseudoClaudePickerPreviewUser = "Statement", -- "## You"
+  PseudoClaudePickerPreviewAgent = "Function", -- "## Agent"
   PseudoClaudePickerPreviewTool = "Comment", -- "▸ read_file {...}"
-  PseudoClaudePickerPreviewResult = "Comment", -- "✓ result: ..."
-  PseudoClaudePickerPreviewError = "ErrorMsg", -- "✗ error: ..."
+  PseudoClaudePickerPreviewResult = "Comment", -- "✓ read_file: ..."
+  PseudoClaudePickerPreviewError = "ErrorMsg", -- "✗ run_command: ..."
   PseudoClaudePickerDamage = "WarningMsg", -- "⚠ repaired on load: ..."
 }
 

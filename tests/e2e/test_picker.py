@@ -404,18 +404,21 @@ def test_preview_folds_tool_calls_and_shows_damage(nv, workspace):
         f"{sid} · m1 · 5 messages · now",
         "⚠ repaired on load: skipped 1 unreadable line(s) (6)",
         "",
-        "You:",
-        "  why does it crash?",
-        "  second line",
+        "## You",
+        "why does it crash?",
+        "second line",
         "",
-        "Agent:",
-        "  Let me look.",
-        '  ▸ read_file {"path":"a.rs"}',
-        '  ▸ run_command {"command":"cargo test"}',
-        "  ✓ result: fn main() {…",
-        "  ✗ error: permission denied",
-        "  Fixed.",
+        "## Agent",
+        "Let me look.",
+        '▸ read_file {"path":"a.rs"}',
+        '▸ run_command {"command":"cargo test"}',
+        "  ✓ read_file: fn main() { (4 lines)",
+        "  ✗ run_command: permission denied",
+        "Fixed.",
     ]
+    # Exactly as the agent buffer renders the same history.
+    body = nv.lua("return (require('pseudoclaude.transcript').render(require('pseudoclaude').sessions.load(...).messages))", sid)
+    assert s["preview"]["lines"][4:] == body
     marks = nv.lua(
         "return vim.api.nvim_buf_get_extmarks(..., -1, 0, -1, { details = true })", s["preview"]["buf"]
     )
@@ -658,7 +661,7 @@ def test_smoke_in_a_real_terminal_with_tmux(workspace, ws12, tmp_path):
         rows = [line for line in s.splitlines() if "msgs" in line]
         assert len(rows) == 9 and "task 11" in rows[0] and "1h ago" in rows[0] and "2 msgs" in rows[0]
         assert "! task 10" in rows[1]  # held by "another editor" (this test) when listed
-        assert "You:" in s and "answer 1 to task 11" in s  # the preview
+        assert "## You" in s and "answer 1 to task 11" in s  # the preview
         run("send-keys", "-t", "pc", "zebra")
         s = wait_screen(lambda s: "zebra parser overhaul" in s and "task 11" not in s, "the filter")
         assert "> zebra" in s and "1/12" in s

@@ -132,8 +132,8 @@ end
 ---@field hls [integer, integer, integer, string][] line (0-based), start column, end column (-1: end of line), group
 
 --- The history a resume restores, readable: a header (title; id, model, count, age; a notice when the session is
---- open elsewhere or its log needed repairs), then each message under `You:` / `Agent:`, with tool calls and
---- results folded to one line each.
+--- open elsewhere or its log needed repairs), then the history exactly as the agent buffer renders it
+--- (`pseudoclaude.transcript`): speakers' headers, tool calls and results on one line each.
 ---@param loaded pseudoclaude.LoadedSession
 ---@param item pseudoclaude.SessionInfo
 ---@param now integer unix seconds
@@ -166,31 +166,20 @@ function M.preview(loaded, item, now, width)
   end
   local header = #lines
 
-  local speaker = nil ---@type string?
-  for _, m in ipairs(loaded.messages or {}) do
-    local who = (m.role == "assistant" or m.tool_result) and "Agent:" or "You:"
-    if who ~= speaker then
-      add("")
-      add(who, who == "You:" and "PseudoClaudePickerPreviewUser" or "PseudoClaudePickerPreviewAgent")
-      speaker = who
-    end
-    if m.tool_result then
-      local r = m.tool_result
-      local sign, label, group = "✓", "result: ", "PseudoClaudePickerPreviewResult"
-      if r.is_error then
-        sign, label, group = "✗", "error: ", "PseudoClaudePickerPreviewError"
-      end
-      add("  " .. sign .. " " .. label .. H.first_line(r.content or "", width - #label - 2), group)
-    else
-      if (m.content or "") ~= "" then
-        H.add_text(add, m.content)
-      end
-      for _, call in ipairs(m.tool_calls or {}) do
-        local args = H.json(call.arguments)
-        local text = H.cut(tostring(call.name) .. " " .. args, width - 2)
-        add("  ▸ " .. text, "PseudoClaudePickerPreviewTool")
-      end
-    end
+  -- The history exactly as the agent buffer will show it.
+  local body, marks = require("pseudoclaude.transcript").render(loaded.messages or {}, {
+    width = width,
+    max_text_lines = M.MESSAGE_MAX_LINES,
+  })
+  local mark_at = {}
+  for _, mark in ipairs(marks) do
+    mark_at[mark.line + 1] = H.PREVIEW_GROUPS[mark.kind]
+  end
+  if #body > 0 then
+    add("")
+  end
+  for i, line in ipairs(body) do
+    add(line, mark_at[i])
   end
   if n == 0 then
     add("")
@@ -224,86 +213,16 @@ end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
 
---- Adds a message's text, indented, at most `M.MESSAGE_MAX_LINES` lines.
----@param add fun(line: string, group: string?)
----@param text string
-function H.add_text(add, text)
-  local count = 0
-  local total = select(2, text:gsub("\n", "\n")) + 1
-  for line in (text .. "\n"):gmatch("(.-)\r?\n") do
-    count = count + 1
-    if count > M.MESSAGE_MAX_LINES then
-      add(("  … %d more lines"):format(total - M.MESSAGE_MAX_LINES), "PseudoClaudePickerPreviewMeta")
-      return
-    end
-    add("  " .. line)
-  end
-end
-
---- The first non-blank line of `text`, trimmed and cut to `max` characters, with "…" when there is more.
----@param text string
----@param max integer
----@return string
-function H.first_line(text, max)
-  local rest = text:sub(#text:match("^%s*") + 1)
-  local raw = rest:match("^[^\n]*")
-  local line = raw:gsub("%s+$", "")
-  if line == "" then
-    return "(empty)"
-  end
-  local more = rest:find("%S", #raw + 1) ~= nil
-  local cut = H.cut(line, max)
-  if more and cut == line then
-    cut = cut .. "…"
-  end
-  return cut
-end
-
---- `s` cut to at most `max` characters, with "…" when cut.
----@param s string
----@param max integer
----@return string
-function H.cut(s, max)
-  if #s <= max then
-    return s
-  end
-  local chars = vim.fn.strcharpart(s, 0, math.max(max - 1, 1))
-  if chars == s then
-    return s
-  end
-  return chars .. "…"
-end
-
---- Compact JSON, keys sorted (Lua tables have no order), `/` unescaped; `{}` for an empty table.
----@param v any
----@return string
-function H.json(v)
-  if type(v) ~= "table" then
-    if v == nil then
-      return "{}"
-    end
-    local ok, s = pcall(vim.json.encode, v)
-    return ok and (s:gsub("\\/", "/")) or tostring(v)
-  end
-  if next(v) == nil then
-    return "{}"
-  end
-  local parts = {}
-  if vim.islist(v) then
-    for i, x in ipairs(v) do
-      parts[i] = H.json(x)
-    end
-    return "[" .. table.concat(parts, ",") .. "]"
-  end
-  local keys = vim.tbl_keys(v)
-  table.sort(keys, function(a, b)
-    return tostring(a) < tostring(b)
-  end)
-  for i, k in ipairs(keys) do
-    parts[i] = H.json(tostring(k)) .. ":" .. H.json(v[k])
-  end
-  return "{" .. table.concat(parts, ",") .. "}"
-end
+--- Preview highlight group of each kind of transcript line.
+H.PREVIEW_GROUPS = {
+  you = "PseudoClaudePickerPreviewUser",
+  agent = "PseudoClaudePickerPreviewAgent",
+  reminder = "PseudoClaudePickerDamage",
+  call = "PseudoClaudePickerPreviewTool",
+  result = "PseudoClaudePickerPreviewResult",
+  error = "PseudoClaudePickerPreviewError",
+  more = "PseudoClaudePickerPreviewMeta",
+}
 
 --- Display width of `s`.
 ---@param s string
