@@ -316,10 +316,10 @@ impl Host {
         let st = lock(&self.state);
         let (provider, model) = match &st.agent {
             Some(a) => (a.provider.name().to_string(), a.provider.model().to_string()),
-            None => match make_provider(&st.config) {
-                Ok(p) => (p.name().to_string(), p.model().to_string()),
-                Err(_) => (st.config.provider.name.clone(), st.config.provider.model.clone()),
-            },
+            None => {
+                let p = resolve_provider(&st.config);
+                (p.name, p.model)
+            }
         };
         Status {
             busy: st.busy.load(Ordering::SeqCst),
@@ -352,8 +352,9 @@ fn report(id: &str, agent: &Agent, resumed: &Resumed) -> ResumeReport {
     ResumeReport { id: id.to_string(), messages: agent.conversation.len(), stale_hours: resumed.stale_hours, notice }
 }
 
-/// The configured provider; with no name, the first whose key is set, else the offline demo.
-pub fn make_provider(config: &HostConfig) -> HostResult<Arc<dyn Provider>> {
+/// The provider configuration in effect: with no name (or "auto"), the first provider whose key is
+/// set, else the offline demo; with no model, the provider's default.
+pub fn resolve_provider(config: &HostConfig) -> ProviderConfig {
     let mut p = config.provider.clone();
     if p.name.is_empty() || p.name == "auto" {
         let has = |v: &str| std::env::var(v).is_ok_and(|k| !k.is_empty());
@@ -369,9 +370,15 @@ pub fn make_provider(config: &HostConfig) -> HostResult<Arc<dyn Provider>> {
         p.model = match p.name.as_str() {
             "anthropic" => "claude-sonnet-4-5".into(),
             "openai" => "gpt-4.1".into(),
-            _ => String::new(),
+            _ => "demo".into(),
         };
     }
+    p
+}
+
+/// The configured provider, built (an HTTP client for the real ones).
+pub fn make_provider(config: &HostConfig) -> HostResult<Arc<dyn Provider>> {
+    let p = resolve_provider(config);
     if p.name == "demo" {
         return Ok(Arc::new(provider::demo::Demo::new(Duration::from_millis(8))));
     }
