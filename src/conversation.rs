@@ -127,17 +127,6 @@ impl Conversation {
     pub fn is_unsaved(&self) -> bool {
         lock(&self.persist).unsaved
     }
-
-    /// Writes the whole conversation now if it is unsaved (the user asked to retry).
-    pub fn resync(&self) -> Result<(), Unsaved> {
-        let mut state = lock(&self.persist);
-        if !state.unsaved {
-            return Ok(());
-        }
-        let all = self.snapshot();
-        let written = (self.hooks.on_replace)(REASON_RESYNC, &all);
-        settle(&mut state, written)
-    }
 }
 
 fn settle(state: &mut State, written: Result<(), String>) -> Result<(), Unsaved> {

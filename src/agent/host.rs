@@ -195,10 +195,6 @@ impl Host {
         lock(&self.state).config = config;
     }
 
-    pub fn config(&self) -> HostConfig {
-        lock(&self.state).config.clone()
-    }
-
     /// Everything queued since the last call, in order.
     pub fn drain(&self) -> Vec<Outbound> {
         std::mem::take(&mut *lock(&self.outbox.queue))

@@ -50,7 +50,7 @@ pub struct Pending {
 
 pub const TITLE_MAX_CHARS: usize = 80;
 
-/// The fold. `Replay::counting()` for the list, `Replay::keeping()` for the loader.
+/// The fold. `Replay::keeping()` for the loader, `Replay::resume_counting(state)` for the list.
 #[derive(Debug, Default)]
 pub struct Replay {
     pub state: State,
@@ -80,11 +80,7 @@ impl Replay {
         Replay { kept: Some(Kept::default()), ..Default::default() }
     }
 
-    pub fn counting() -> Replay {
-        Replay::default()
-    }
-
-    /// Continues a counting replay from a saved state.
+    /// A replay that keeps only counts, continuing from `state` (`State::default()` to start).
     pub fn resume_counting(state: State) -> Replay {
         Replay { state, ..Default::default() }
     }
