@@ -115,6 +115,11 @@ impl Conversation {
         lock(&self.messages).clone()
     }
 
+    /// Reads the messages in place, without copying them (a slice of a 100 MiB history for the screen).
+    pub fn with_messages<T>(&self, f: impl FnOnce(&[Message]) -> T) -> T {
+        f(&lock(&self.messages))
+    }
+
     pub fn len(&self) -> usize {
         lock(&self.messages).len()
     }

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod bridge;
 pub mod compact;
 pub mod conversation;
+pub mod display;
 pub mod message;
 pub mod provider;
 pub mod session;

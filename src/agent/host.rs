@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Agent, AgentConfig, Cancel, Event, Resumed};
+use crate::display;
 use crate::message::Message;
 use crate::provider::{self, BoxFuture, Provider, ProviderConfig};
 use crate::session::{self, Context};
@@ -60,6 +61,19 @@ impl Default for HostConfig {
 pub enum Outbound {
     Event(Event),
     Approval(ApprovalAsk),
+    Resumed(ResumeDone),
+}
+
+/// A resume started by [`Host::resume_async`] has finished: the history is in place (`ok`), or the
+/// current session is as it was and `error` says why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResumeDone {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub ticket: u64,
+    pub ok: bool,
+    pub report: Option<ResumeReport>,
+    pub error: Option<String>,
 }
 
 /// A tool waits for the user's answer; reply with [`Host::approve`].
@@ -109,11 +123,13 @@ impl Approver for OutboxApprover {
 }
 
 /// Where a session came from and how it went, for the editor.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResumeReport {
     pub id: String,
     pub messages: usize,
     pub stale_hours: Option<u64>,
+    /// Seconds between the last message and the resume, when the stale reminder was added.
+    pub stale_seconds: Option<u64>,
     /// What was repaired, one sentence; empty when nothing was.
     pub notice: String,
 }
@@ -137,7 +153,7 @@ pub struct Status {
 pub struct Host {
     rt: tokio::runtime::Runtime,
     outbox: Arc<Outbox>,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
 }
 
 struct State {
@@ -145,6 +161,11 @@ struct State {
     agent: Option<Arc<Agent>>,
     turn: Option<Cancel>,
     busy: Arc<std::sync::atomic::AtomicBool>,
+    /// Bumped whenever the current agent changes, so that a resume finishing after a newer switch
+    /// (a new chat, another resume) does not replace it.
+    generation: u64,
+    /// A resume is being read on the host's threads.
+    resuming: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -186,8 +207,15 @@ impl Host {
             approvals: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
         });
-        let state = State { config: HostConfig::default(), agent: None, turn: None, busy: Arc::default() };
-        Ok(Host { rt, outbox, state: Mutex::new(state) })
+        let state = State {
+            config: HostConfig::default(),
+            agent: None,
+            turn: None,
+            busy: Arc::default(),
+            generation: 0,
+            resuming: None,
+        };
+        Ok(Host { rt, outbox, state: Arc::new(Mutex::new(state)) })
     }
 
     /// Applies a new configuration; the next new chat uses it (a running one keeps its provider).
@@ -208,6 +236,9 @@ impl Host {
         let mut st = lock(&self.state);
         if st.busy.load(Ordering::SeqCst) {
             return Err(HostError("the agent is still answering: wait, or cancel the turn with <C-c>".into()));
+        }
+        if st.resuming.is_some() {
+            return Err(HostError("a session is being restored: send again once it shows".into()));
         }
         let agent = match &st.agent {
             Some(a) => a.clone(),
@@ -271,22 +302,70 @@ impl Host {
 
     /// Switches to session `id`. The new agent is built first (its writer opened, its log loaded);
     /// only then is the old one dropped. On any error the current session stays as it was.
+    /// Reads the session on the calling thread: the editor uses [`Host::resume_async`].
     pub fn resume(&self, id: &str) -> HostResult<ResumeReport> {
+        let (config, generation) = self.resume_check(id)?;
+        let built = build_resumed(&config, &self.outbox, id);
         let mut st = lock(&self.state);
+        st.resuming = None;
+        let (agent, report) = built?;
+        install(&mut st, generation, agent)?;
+        Ok(report)
+    }
+
+    /// [`Host::resume`] on the host's threads: returns a ticket at once; the outcome arrives in the
+    /// queue as [`Outbound::Resumed`] with that ticket (the lock, torn-tail repair, replay and spill
+    /// checks all run off the editor's main loop).
+    pub fn resume_async(&self, id: &str) -> HostResult<u64> {
+        let (config, generation) = self.resume_check(id)?;
+        let ticket = self.outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
+        lock(&self.state).resuming = Some(ticket);
+        let outbox = self.outbox.clone();
+        let state = self.state_handle();
+        let id = id.to_string();
+        self.rt.spawn_blocking(move || {
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build_resumed(&config, &outbox, &id)))
+                .unwrap_or_else(|_| Err(HostError(format!("internal error while reading session {id}"))));
+            let outcome = {
+                let mut st = lock(&state);
+                st.resuming = None;
+                built.and_then(|(agent, report)| install(&mut st, generation, agent).map(|()| report))
+            };
+            let done = match outcome {
+                Ok(report) => ResumeDone { kind: "resumed", ticket, ok: true, report: Some(report), error: None },
+                Err(e) => ResumeDone { kind: "resumed", ticket, ok: false, report: None, error: Some(e.0) },
+            };
+            outbox.push(Outbound::Resumed(done));
+        });
+        Ok(ticket)
+    }
+
+    /// What a resume may start from: not while a turn runs or another resume is read.
+    fn resume_check(&self, id: &str) -> HostResult<(HostConfig, u64)> {
+        let st = lock(&self.state);
         if st.busy.load(Ordering::SeqCst) {
             return Err(HostError("cannot resume while the agent is answering: cancel the turn first (<C-c>)".into()));
+        }
+        if st.resuming.is_some() {
+            return Err(HostError("another session is being restored: wait for it to show".into()));
         }
         if st.agent.as_ref().and_then(|a| a.current()).is_some_and(|c| c.id == id) {
             return Err(HostError(format!("session {id} is already the current one")));
         }
-        let config = st.config.clone();
-        let provider = make_provider(&config)?;
-        let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(self.outbox.clone()));
-        let (agent, resumed) = Agent::resume(agent_config(&config), provider, approver, id)?;
-        let report = report(id, &agent, &resumed);
-        st.agent = Some(Arc::new(agent)); // the old agent (and its writer's lock) goes here
-        st.turn = None;
-        Ok(report)
+        Ok((st.config.clone(), st.generation))
+    }
+
+    fn state_handle(&self) -> Arc<Mutex<State>> {
+        self.state.clone()
+    }
+
+    /// Messages `[from, to)` of the current history as the screen gets them (see [`crate::display`]).
+    pub fn history_slice(&self, from: usize, to: usize, max_bytes: usize) -> display::Slice {
+        let agent = lock(&self.state).agent.clone();
+        match agent {
+            Some(a) => a.with_messages(|m| display::slice(m, from, to, max_bytes)),
+            None => display::slice(&[], 0, 0, max_bytes),
+        }
     }
 
     /// Starts over with a new, empty chat (the old session stays on disk).
@@ -296,6 +375,7 @@ impl Host {
             return Err(HostError("cannot start a new chat while the agent is answering".into()));
         }
         st.agent = None;
+        st.generation += 1;
         Ok(())
     }
 
@@ -329,7 +409,9 @@ impl Host {
     /// Closes the current session (its lock is released). Waits for nothing.
     pub fn close(&self) {
         self.cancel();
-        lock(&self.state).agent = None;
+        let mut st = lock(&self.state);
+        st.agent = None;
+        st.generation += 1;
     }
 
     fn new_agent(&self, config: &HostConfig) -> HostResult<Agent> {
@@ -339,13 +421,42 @@ impl Host {
     }
 }
 
+/// Builds the agent of session `id` (the slow part of a resume: lock, repair, replay).
+fn build_resumed(config: &HostConfig, outbox: &Arc<Outbox>, id: &str) -> HostResult<(Agent, ResumeReport)> {
+    let provider = make_provider(config)?;
+    let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(outbox.clone()));
+    let (agent, resumed) = Agent::resume(agent_config(config), provider, approver, id)?;
+    let report = report(id, &agent, &resumed);
+    Ok((agent, report))
+}
+
+/// Makes `agent` the current one, unless the current one changed since the resume began.
+fn install(st: &mut State, generation: u64, agent: Agent) -> HostResult<()> {
+    if st.generation != generation {
+        return Err(HostError("the chat changed while the session was being restored: resume it again".into()));
+    }
+    if st.busy.load(Ordering::SeqCst) {
+        return Err(HostError("a turn started while the session was being restored: resume it again".into()));
+    }
+    st.agent = Some(Arc::new(agent)); // the old agent (and its writer's lock) goes here
+    st.turn = None;
+    st.generation += 1;
+    Ok(())
+}
+
 fn report(id: &str, agent: &Agent, resumed: &Resumed) -> ResumeReport {
     let mut notice = resumed.loaded.damage_report();
     if resumed.torn_bytes > 0 && resumed.loaded.torn_tail_bytes == 0 {
         let torn = format!("moved a torn last line of {} bytes to conversation.jsonl.broken", resumed.torn_bytes);
         notice = if notice.is_empty() { torn } else { format!("{notice}; {torn}") };
     }
-    ResumeReport { id: id.to_string(), messages: agent.conversation.len(), stale_hours: resumed.stale_hours, notice }
+    ResumeReport {
+        id: id.to_string(),
+        messages: agent.messages().len(),
+        stale_hours: resumed.stale_seconds.map(|s| s / 3600),
+        stale_seconds: resumed.stale_seconds,
+        notice,
+    }
 }
 
 /// The provider configuration in effect: with no name (or "auto"), the first provider whose key is

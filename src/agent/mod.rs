@@ -6,7 +6,10 @@
 //! chat leaves nothing behind). A resumed agent ([`Agent::resume`]) follows the seed's switch-over:
 //! load the log, open the writer (torn-tail repair, the lock), rebuild the conversation, and only
 //! then may the caller drop the old agent; when the last message is older than `stale_after`, a
-//! reminder is appended that the model sees with the next request.
+//! reminder is added that the model sees with the next request. The reminder is *pending* until the
+//! user sends: it shows in [`Agent::messages`] at once but reaches the log only with the next user
+//! message, so a resume that is left without a word leaves the log byte-identical (and the session's
+//! place in the list unchanged).
 
 pub mod host;
 pub mod runner;
@@ -93,6 +96,8 @@ pub struct Resumed {
     pub torn_bytes: u64,
     /// Hours since the last message, when the stale reminder was added.
     pub stale_hours: Option<u64>,
+    /// The same in seconds.
+    pub stale_seconds: Option<u64>,
 }
 
 pub struct Agent {
@@ -103,6 +108,8 @@ pub struct Agent {
     pub log: Arc<SessionLog>,
     pub compact: tokio::sync::Mutex<Runtime>,
     pub system: String,
+    /// Messages the model reads next that the log gets with the next user message (the stale reminder).
+    pending: Mutex<Vec<Message>>,
 }
 
 impl Agent {
@@ -110,7 +117,7 @@ impl Agent {
     pub fn new(config: AgentConfig, provider: Arc<dyn Provider>, approver: Arc<dyn Approver>) -> Agent {
         let log = SessionLog::lazy(&config.workspace, writer_options(&config, provider.as_ref()));
         let conversation = Conversation::new(log.hooks());
-        Agent::assemble(config, provider, approver, conversation, log)
+        Agent::assemble(config, provider, approver, conversation, log, Vec::new())
     }
 
     /// Reopens session `id`. Nothing of the caller's current agent is touched: on error it stays.
@@ -129,16 +136,14 @@ impl Agent {
         let log = SessionLog::opened(&config.workspace, opts, writer);
         let conversation = Conversation::from_messages(loaded.messages.clone(), log.hooks());
         let mut resumed = Resumed { torn_bytes: repair.torn_bytes, ..Default::default() };
-        if let Some(hours) = stale_hours(loaded.last_message, now(), config.stale_after) {
-            conversation.add(Message::user(stale_reminder(hours))).map_err(|e| session::Error::Io {
-                action: "cannot record the resume reminder in".into(),
-                path: ctx.jsonl_path.clone(),
-                source: std::io::Error::other(e.0),
-            })?;
-            resumed.stale_hours = Some(hours);
+        let mut pending = Vec::new();
+        if let Some(idle) = stale_seconds(loaded.last_message, now(), config.stale_after) {
+            pending.push(Message::user(stale_reminder_after(idle)));
+            resumed.stale_hours = Some(idle / 3600);
+            resumed.stale_seconds = Some(idle);
         }
         resumed.loaded = loaded;
-        Ok((Agent::assemble(config, provider, approver, conversation, log), resumed))
+        Ok((Agent::assemble(config, provider, approver, conversation, log, pending), resumed))
     }
 
     fn assemble(
@@ -147,11 +152,12 @@ impl Agent {
         approver: Arc<dyn Approver>,
         conversation: Arc<Conversation>,
         log: Arc<SessionLog>,
+        pending: Vec<Message>,
     ) -> Agent {
         let tools = Arc::new(Tools::new(&config.workspace, approver, config.auto_approve));
         let compact = tokio::sync::Mutex::new(Runtime::open(config.compact.clone(), &conversation.snapshot()));
         let system = system_prompt(&config.workspace);
-        Agent { config, provider, tools, conversation, log, compact, system }
+        Agent { config, provider, tools, conversation, log, compact, system, pending: Mutex::new(pending) }
     }
 
     /// The session, once it exists.
@@ -159,9 +165,26 @@ impl Agent {
         self.log.context()
     }
 
-    /// The history the model sees next.
+    /// The history the model sees next (pending messages included).
     pub fn messages(&self) -> Vec<Message> {
-        self.conversation.snapshot()
+        let mut all = self.conversation.snapshot();
+        all.extend(self.pending.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned());
+        all
+    }
+
+    /// Reads the history the model sees next in place (pending messages included), without copying it.
+    pub fn with_messages<T>(&self, f: impl FnOnce(&[&Message]) -> T) -> T {
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        self.conversation.with_messages(|m| f(&m.iter().chain(pending.iter()).collect::<Vec<_>>()))
+    }
+
+    /// Moves the pending messages into the conversation (and so the log), before the user's next one.
+    pub(crate) fn commit_pending(&self) -> Result<(), crate::conversation::Unsaved> {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        for m in pending {
+            self.conversation.add(m)?;
+        }
+        Ok(())
     }
 }
 
@@ -171,22 +194,41 @@ fn writer_options(config: &AgentConfig, provider: &dyn Provider) -> WriterOption
 
 /// Whole hours since `last`, when more than `stale_after` has passed. A log without times is not stale.
 pub fn stale_hours(last: i64, now: i64, stale_after: Duration) -> Option<u64> {
+    stale_seconds(last, now, stale_after).map(|s| s / 3600)
+}
+
+/// Seconds since `last`, when more than `stale_after` has passed.
+pub fn stale_seconds(last: i64, now: i64, stale_after: Duration) -> Option<u64> {
     if last <= 0 {
         return None;
     }
     let idle = now.saturating_sub(last).max(0) as u64;
-    (idle > stale_after.as_secs()).then_some(idle / 3600)
+    (idle > stale_after.as_secs()).then_some(idle)
 }
 
 pub const STALE_REMINDER_PREFIX: &str = "[Session resumed]";
 
-/// The reminder the model reads after a long pause.
+/// The reminder the model reads after a long pause of `hours`.
 pub fn stale_reminder(hours: u64) -> String {
+    stale_reminder_after(hours * 3600)
+}
+
+/// The reminder after `idle` seconds: in minutes under one hour (a `stale_after_hours` of 0.5 is
+/// allowed), in hours above.
+pub fn stale_reminder_after(idle: u64) -> String {
+    let pause = match idle {
+        i if i < 3600 => plural(i / 60, "minute"),
+        i => plural(i / 3600, "hour"),
+    };
     format!(
-        "{STALE_REMINDER_PREFIX} This conversation was resumed {hours} hours after its last message. Files in the \
+        "{STALE_REMINDER_PREFIX} This conversation was resumed {pause} after its last message. Files in the \
          workspace and any external state (processes, branches, services) may have changed since: re-read files and \
          re-check state before acting on what the earlier messages say about them."
     )
+}
+
+fn plural(n: u64, unit: &str) -> String {
+    if n == 1 { format!("1 {unit}") } else { format!("{n} {unit}s") }
 }
 
 const BASE_PROMPT: &str = "You are pseudoclaude, a coding agent working inside the user's Neovim, in the workspace \
@@ -215,5 +257,13 @@ mod tests {
         assert_eq!(stale_hours(now - (5 * 3600 + 59 * 60), now, six), None);
         assert_eq!(stale_hours(now - (6 * 3600 + 60), now, six), Some(6));
         assert_eq!(stale_hours(0, now, six), None);
+    }
+
+    #[test]
+    fn the_reminder_speaks_in_minutes_under_an_hour() {
+        assert!(stale_reminder_after(40 * 60 + 5).contains("resumed 40 minutes after"));
+        assert!(stale_reminder_after(61).contains("resumed 1 minute after"));
+        assert!(stale_reminder_after(7 * 3600 + 100).contains("resumed 7 hours after"));
+        assert!(stale_reminder_after(3600).contains("resumed 1 hour after"));
     }
 }

@@ -148,6 +148,7 @@ impl Agent {
         cancel: &Cancel,
         was_unsaved: bool,
     ) -> Result<String, Stop> {
+        self.commit_pending()?;
         self.conversation.add_user(text)?;
         if was_unsaved {
             let _ = events.send(Event::Saved { ok: true, error: None });

@@ -91,6 +91,15 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             let id: String = a.get(0)?;
             with_host(|h| Ok(h.resume(&id)?))
         }),
+        export("agent_resume_async", |a| {
+            let id: String = a.get(0)?;
+            with_host(|h| Ok(h.resume_async(&id)?))
+        }),
+        export("agent_history_slice", |a| {
+            let (from, to): (usize, usize) = (a.get(0)?, a.get(1)?);
+            let max_bytes = a.get::<Option<usize>>(2)?.unwrap_or(crate::display::MAX_DISPLAY_BYTES);
+            with_host(|h| Ok(h.history_slice(from, to, max_bytes)))
+        }),
         export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),
         export("agent_current", |_| with_host(|h| Ok(h.current()))),
         export("agent_messages", |_| with_host(|h| Ok(h.messages()))),

@@ -33,6 +33,7 @@
 //! has no Neovim to link against. Only the entry point does (to ask for `stdpath("log")`).
 
 pub mod agent;
+pub mod jobs;
 pub mod sessions;
 
 use std::backtrace::Backtrace;

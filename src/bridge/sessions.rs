@@ -7,33 +7,29 @@
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
 //! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?}`? | `SessionInfo[]`, newest first |
-//! | `sessions_list_async` | workspace, options as above, `callback(ok, json)` | a ticket number, at once |
+//! | `sessions_list_async` | workspace, options as above, `callback(ok, json_chunks)` | a ticket number, at once |
+//! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
+//! | `sessions_preview_async` | workspace, id, limits?, `callback(ok, preview)` | a ticket number, at once |
 //! | `sessions_info`    | workspace, id                               | `SessionInfo` with `held_by`     |
 //! | `sessions_load`    | workspace, id                               | `Loaded` + `damage_report`       |
 //! | `sessions_cleanup` | workspace, days (may be fractional), keep?  | ids removed, oldest first        |
 //! | `sessions_delete`  | workspace, id                               | the id removed                   |
 //!
-//! `sessions_list_async` reads the list on a thread of its own, so that listing thousands of sessions
-//! (about 25 µs each, most of it the kernel's) never freezes the editor; when it is done, one libuv
-//! async handle wakes Neovim's main thread, which calls `callback(true, "<JSON array>")` (or
-//! `callback(false, "<message>")`) from a `vim.schedule` callback. The list travels as JSON because
-//! `vim.json.decode` builds ten thousand tables several times faster than converting them one object
-//! at a time.
+//! The `_async` exports run on the bridge's worker threads ([`super::jobs`]), so that listing
+//! thousands of sessions (about 25 µs each, most of it the kernel's) or reading a 100 MiB one never
+//! freezes the editor. The full list travels as JSON chunks because `vim.json.decode` builds ten
+//! thousand tables several times faster than converting them one object at a time, and a chunk per
+//! main-loop step keeps each step short.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fs;
-use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 
-use nvim_oxi::libuv::AsyncHandle;
-use nvim_oxi::{Function, Object};
+use nvim_oxi::Object;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Args, BridgeError, BridgeResult, export, payload_text};
+use super::{Args, BridgeError, BridgeResult, export, jobs};
+use crate::display;
 use crate::session::{self, Context, ListOptions, Loaded, RetentionOptions, SessionInfo, lock};
 
 /// The session exports, chained into the export table by [`super::exports`].
@@ -41,6 +37,8 @@ pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
         export("sessions_list", |a| list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
         export("sessions_list_async", list_async),
+        export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
+        export("sessions_preview_async", preview_async),
         export("sessions_info", |a| info(&workspace(a)?, &a.get::<String>(1)?)),
         export("sessions_load", |a| load(&workspace(a)?, &a.get::<String>(1)?)),
         export("sessions_cleanup", |a| cleanup(&workspace(a)?, a.get::<f64>(1)?, a.get::<Option<String>>(2)?)),
@@ -122,64 +120,76 @@ pub fn delete(workspace: &Path, id: &str) -> BridgeResult<String> {
     Ok(ctx.id)
 }
 
-/// Lists finished by background threads, waiting for the main thread: (ticket, JSON or error).
-static FINISHED: Mutex<Vec<(u64, BridgeResult<String>)>> = Mutex::new(Vec::new());
-static NEXT_TICKET: AtomicU64 = AtomicU64::new(1);
+/// Sessions per JSON chunk of `sessions_list_async`: decoding one costs the main loop about 2 ms.
+const LIST_CHUNK: usize = 1000;
 
-/// Lua's `callback(ok, json_or_message)`.
-type ListCallback = Function<(bool, String), ()>;
-
-thread_local! {
-    // Main thread only: the handle that wakes it, and the Lua callbacks by ticket.
-    static WAKE: RefCell<Option<AsyncHandle>> = const { RefCell::new(None) };
-    static CALLBACKS: RefCell<HashMap<u64, ListCallback>> = RefCell::new(HashMap::new());
-}
-
-/// `sessions_list_async(workspace, opts, callback)`: starts the list on its own thread and returns
-/// a ticket; `callback(ok, json_or_message)` is called later on the main thread.
+/// `sessions_list_async(workspace, opts, callback)`: reads the list on a worker thread and returns a
+/// ticket at once; `callback(true, chunks)` gets the list as JSON arrays of at most [`LIST_CHUNK`]
+/// sessions each, so that Lua can decode them one per main-loop step (one 10,000-session decode is
+/// about 27 ms, more than a frame).
 fn list_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let args = table_arg::<ListArgs>(a, 1)?;
-    let callback: ListCallback = a.get(2)?;
-    let wake = WAKE.with(|w| -> BridgeResult<AsyncHandle> {
-        let mut slot = w.borrow_mut();
-        if slot.is_none() {
-            // One handle for the process (nvim-oxi never closes one); wake-ups merge, the queue does not.
-            let handle = AsyncHandle::new(|| nvim_oxi::schedule(|_| deliver_finished()))
-                .map_err(|e| BridgeError::msg(format!("cannot create the event handle: {e}")))?;
-            *slot = Some(handle);
-        }
-        Ok(slot.as_ref().expect("just set").clone())
-    })?;
-    let ticket = NEXT_TICKET.fetch_add(1, Ordering::Relaxed);
-    CALLBACKS.with(|c| c.borrow_mut().insert(ticket, callback));
-    let spawned = std::thread::Builder::new().name("pseudoclaude-list".into()).spawn(move || {
-        let result = panic::catch_unwind(AssertUnwindSafe(|| {
-            list(&ws, &args).and_then(|v| serde_json::to_string(&v).map_err(BridgeError::from))
-        }))
-        .unwrap_or_else(|p| Err(BridgeError::msg(format!("internal error (panic): {}", payload_text(p.as_ref())))));
-        FINISHED.lock().unwrap_or_else(PoisonError::into_inner).push((ticket, result));
-        let _ = wake.send();
-    });
-    if let Err(e) = spawned {
-        CALLBACKS.with(|c| c.borrow_mut().remove(&ticket));
-        return Err(BridgeError::msg(format!("cannot start the list thread: {e}")));
-    }
-    Ok(ticket)
+    let callback: jobs::Callback = a.get(2)?;
+    jobs::spawn("sessions_list_async", None, callback, move || {
+        let all = list(&ws, &args)?;
+        all.chunks(LIST_CHUNK).map(|c| serde_json::to_string(c).map_err(BridgeError::from)).collect::<BridgeResult<Vec<_>>>()
+    })
 }
 
-/// On the main thread: hands every finished list to its callback.
-fn deliver_finished() {
-    let finished = std::mem::take(&mut *FINISHED.lock().unwrap_or_else(PoisonError::into_inner));
-    for (ticket, result) in finished {
-        let Some(callback) = CALLBACKS.with(|c| c.borrow_mut().remove(&ticket)) else { continue };
-        let (ok, value) = match result {
-            Ok(json) => (true, json),
-            Err(e) => (false, format!("pseudoclaude_core.sessions_list_async: {e}")),
-        };
-        // The callback is Lua's (called under pcall by nvim-oxi); an error in it stays there.
-        let _ = callback.call((ok, value));
+/// Limits of a preview (`sessions_preview_async`), every key optional.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct PreviewArgs {
+    pub max_messages: usize,
+    pub budget: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for PreviewArgs {
+    fn default() -> Self {
+        PreviewArgs { max_messages: 400, budget: 512 * 1024, max_bytes: 16 * 1024 }
     }
+}
+
+/// What the picker's preview shows of a session: its summary and the end of its history.
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    pub id: String,
+    pub title: String,
+    pub model: String,
+    /// Messages a resume restores.
+    pub messages: usize,
+    pub last_message: i64,
+    pub damage_report: String,
+    pub tail: display::Slice,
+}
+
+/// The preview of session `id`, read and cut to `limits`.
+pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult<Preview> {
+    let ctx = Context::open(workspace, id)?;
+    let loaded = session::load(&ctx)?;
+    let damage_report = loaded.damage_report();
+    let tail = display::tail(&loaded.messages, limits.max_messages, limits.budget, limits.max_bytes);
+    Ok(Preview {
+        id: loaded.id,
+        title: loaded.title,
+        model: loaded.model,
+        messages: loaded.messages.len(),
+        last_message: loaded.last_message,
+        damage_report,
+        tail,
+    })
+}
+
+/// `sessions_preview_async(workspace, id, limits, callback)`: [`preview`] on a worker thread. Previews
+/// share one lane: asking for another drops one not yet started.
+fn preview_async(a: &Args) -> BridgeResult<u64> {
+    let ws = workspace(a)?;
+    let id: String = a.get(1)?;
+    let limits = table_arg::<PreviewArgs>(a, 2)?;
+    let callback: jobs::Callback = a.get(3)?;
+    jobs::spawn("sessions_preview_async", Some("preview"), callback, move || preview(&ws, &id, &limits))
 }
 
 /// Argument 1, the workspace directory: a non-empty string.
