@@ -106,14 +106,18 @@ pub fn slice(history: &[&Message], from: usize, to: usize, max_bytes: usize) -> 
 /// bytes of text, each message cut to `max_bytes`.
 pub fn tail(history: &[Message], max_messages: usize, budget: usize, max_bytes: usize) -> Slice {
     let refs: Vec<&Message> = history.iter().collect();
-    tail_of(&refs, max_messages, budget, max_bytes)
+    slice_back(&refs, refs.len(), max_messages, budget, max_bytes)
 }
 
-fn tail_of(history: &[&Message], max_messages: usize, budget: usize, max_bytes: usize) -> Slice {
-    let mut from = history.len();
+/// The messages just before `to` that fit at most `max_messages` messages and about `budget` bytes
+/// of text (at least one message), each cut to `max_bytes`: the agent buffer draws a restored
+/// history from its end backwards, one such slice per main-loop step.
+pub fn slice_back(history: &[&Message], to: usize, max_messages: usize, budget: usize, max_bytes: usize) -> Slice {
+    let to = to.min(history.len());
+    let mut from = to;
     let mut used = 0usize;
-    while from > 0 && history.len() - from < max_messages {
-        let m = &history[from - 1];
+    while from > 0 && to - from < max_messages {
+        let m = history[from - 1];
         let size = m.content.len().min(max_bytes) + m.tool_result.as_ref().map_or(0, |t| t.content.len().min(max_bytes));
         if used > 0 && used + size > budget {
             break;
@@ -121,7 +125,7 @@ fn tail_of(history: &[&Message], max_messages: usize, budget: usize, max_bytes: 
         used += size;
         from -= 1;
     }
-    slice(history, from, history.len(), max_bytes)
+    slice(history, from, to, max_bytes)
 }
 
 #[cfg(test)]

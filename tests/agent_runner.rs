@@ -262,13 +262,17 @@ async fn the_stale_reminder_comes_at_6h01_not_5h59_and_reaches_the_model() {
     assert_eq!((info.stale_hours, a.messages().len()), (None, 2));
     drop(a);
     let provider = Scripted::new(vec![say("rechecking")]);
+    let log = Context::open(ws.path(), &stale).unwrap().jsonl_path;
+    let before = fs::read(&log).unwrap();
     let (a, info) = Agent::resume(AgentConfig::new(ws.path()), provider.clone(), answers, &stale).unwrap();
     assert_eq!(info.stale_hours, Some(6));
     assert_eq!(a.messages().last().unwrap().content, stale_reminder(6));
     assert!(stale_reminder(6).contains("6 hours") && stale_reminder(6).contains("re-read files"));
-    // Persisted like any message: the log equals what the model saw.
-    assert_log_matches(&a);
+    // Shown at once, but not written until the user sends: a resume left alone changes nothing on disk.
+    assert_eq!(fs::read(&log).unwrap(), before);
     run_turn(&a, "go on", Cancel::new()).await;
+    // Then persisted like any message: the log equals what the model saw.
+    assert_log_matches(&a);
     let sent = &provider.requests.lock().unwrap()[0].messages;
     assert_eq!(sent[2].content, stale_reminder(6));
     assert_eq!(sent[3].content, "go on");

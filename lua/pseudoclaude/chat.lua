@@ -17,7 +17,7 @@ function M.open()
   if not H.valid_buf(H.buf) then
     H.buf = H.make_buf("pseudoclaude://chat", "pseudoclaude")
     vim.bo[H.buf].modifiable = false
-    H.render_all()
+    H.restore()
   end
   if not H.valid_buf(H.input_buf) then
     H.input_buf = H.make_buf("pseudoclaude://input", "pseudoclaude-input")
@@ -76,36 +76,42 @@ function M.cancel()
   return running
 end
 
---- Restores session `id` ("last" or nil: the most recent other session) into the agent buffer.
+---@class pseudoclaude.ResumeOpts
+---@field on_done fun(report: pseudoclaude.ResumeReport)? Called when the history is in place, or the resume failed.
+
+---@class pseudoclaude.ResumeReport
+---@field ok boolean Whether the session is now the current one.
+---@field id string
+---@field messages integer?
+---@field stale_hours integer?
+---@field stale_seconds integer?
+---@field notice string? What was repaired, one sentence ("" when nothing was).
+---@field error string? Why the resume failed (the current session is as it was).
+
+--- Restores session `id` ("last" or nil: the most recent other session) into the agent buffer. Returns at once: the
+--- session is read on the core's threads and drawn from its end in slices, so the editor never waits. When the
+--- history is in place (or the resume failed, leaving the current session as it was) `opts.on_done(report)` is
+--- called and the `User PseudoClaudeResumed` autocmd fires with the report as its data.
 ---@param id string?
----@return pseudoclaude.ResumeReport
-function M.resume(id)
+---@param opts pseudoclaude.ResumeOpts?
+function M.resume(id, opts)
+  opts = opts or {}
   H.ensure_host()
   if id == nil or id == "last" then
-    local list = require("pseudoclaude").sessions.list({ limit = 1 })
+    local list = require("pseudoclaude").sessions.list({ limit = 1, check_locks = false })
     if #list == 0 then
       error("pseudoclaude: there is no other session to resume in " .. H.workspace(), 0)
     end
     id = list[1].id
   end
-  ---@class pseudoclaude.ResumeReport
-  ---@field id string
-  ---@field messages integer
-  ---@field stale_hours integer?
-  ---@field notice string
-  local report = require("pseudoclaude.core").call("agent_resume", id)
-  H.state.saved, H.state.save_error, H.state.busy = true, nil, false
-  H.state.phase = "idle"
-  if H.valid_buf(H.buf) then
-    H.render_all()
+  local ok, ticket = pcall(require("pseudoclaude.core").call, "agent_resume_async", id)
+  if not ok then
+    H.resume_finished(id, opts, { ok = false, id = id, error = require("pseudoclaude.errors").plain(ticket) })
+    return
   end
-  M.open()
-  if report.notice ~= "" then
-    H.append({ "", "⚠ Restored with repairs: " .. report.notice }, "PseudoClaudeNotice")
-    vim.notify(("pseudoclaude: session %s restored with repairs: %s"):format(id, report.notice), vim.log.levels.WARN)
-  end
-  vim.api.nvim_exec_autocmds("User", { pattern = "PseudoClaudeResumed", modeline = false, data = report })
-  return report
+  H.resumes[ticket] = { id = id, opts = opts, started = vim.uv.hrtime() }
+  H.state.phase = "restoring " .. id
+  H.redraw_winbar()
 end
 
 --- Starts a new, empty chat (the current session stays on disk).
@@ -114,7 +120,7 @@ function M.new_chat()
   require("pseudoclaude.core").call("agent_new_chat")
   H.state.saved, H.state.save_error = true, nil
   if H.valid_buf(H.buf) then
-    H.render_all()
+    H.restore()
   end
 end
 
@@ -158,7 +164,18 @@ end
 
 H.state = { busy = false, phase = "idle", saved = true, save_error = nil, session = nil, provider = nil, model = nil }
 H.host_ready = false
+--- An answer is streaming into the last line.
 H.streaming = false
+--- The last message drawn (the log's shape), for the renderer's header rule; nil at the top of the buffer.
+H.prev = nil
+--- Resumes started and not yet finished, by ticket.
+---@type table<integer, {id: string, opts: pseudoclaude.ResumeOpts, started: integer}>
+H.resumes = {}
+--- Bumped by each restore: slices of an older one stop drawing.
+H.restore_gen = 0
+--- Messages per slice of a restore and bytes of text per slice: one slice is one short main-loop step.
+H.SLICE_MESSAGES = 200
+H.SLICE_BYTES = 192 * 1024
 
 H.ns = vim.api.nvim_create_namespace("pseudoclaude_chat")
 
@@ -227,22 +244,7 @@ function H.ensure_host()
 end
 
 function H.define_highlights()
-  if H.hl_done then
-    return
-  end
-  H.hl_done = true
-  local links = {
-    PseudoClaudeHeader = "Title",
-    PseudoClaudeTool = "Comment",
-    PseudoClaudeError = "DiagnosticError",
-    PseudoClaudeNotice = "DiagnosticWarn",
-    PseudoClaudeWinbar = "WinBar",
-    PseudoClaudeSaved = "DiagnosticOk",
-    PseudoClaudeUnsaved = "DiagnosticError",
-  }
-  for group, target in pairs(links) do
-    vim.api.nvim_set_hl(0, group, { link = target, default = true })
-  end
+  require("pseudoclaude.highlights").setup()
 end
 
 function H.refresh_status()
@@ -313,7 +315,7 @@ function H.submit()
   end
   local ok, err = pcall(M.send, text)
   if not ok then
-    vim.notify(tostring(err), vim.log.levels.ERROR)
+    require("pseudoclaude.errors").report(err)
     return
   end
   vim.api.nvim_buf_set_lines(H.input_buf, 0, -1, false, {})
@@ -361,52 +363,129 @@ function H.scroll_to_end()
   end
 end
 
---- Adds a tool result line with its full content folded under it.
-function H.append_result(name, content, is_error)
-  local line = T.result_line(name, content, is_error)
-  local body = vim.split(content, "\n", { plain = true })
-  local start = H.append({ line }, is_error and "PseudoClaudeError" or "PseudoClaudeTool")
-  if #body > 1 and start then
-    local indented = {}
-    for i, l in ipairs(body) do
-      indented[i] = "    " .. l
-    end
-    H.append(indented)
-    H.fold(start + 1, start + 1 + #body)
-  end
-end
-
-function H.fold(first, last)
-  if not H.valid_win(H.win) then
+--- Draws rendered lines at the end of the transcript (or, with `at_top`, above everything): lines, their marks and
+--- their folds.
+---@param lines string[]
+---@param marks {line: integer, kind: pseudoclaude.TranscriptKind}[]
+---@param folds {[1]: integer, [2]: integer}[]
+---@param at_top boolean?
+function H.draw(lines, marks, folds, at_top)
+  local b = H.buf
+  if not H.valid_buf(b) or #lines == 0 then
     return
   end
-  vim.api.nvim_win_call(H.win, function()
-    pcall(vim.cmd, ("%d,%dfold"):format(first, last))
-  end)
-end
-
-function H.render_all()
-  if not H.valid_buf(H.buf) then
-    return
-  end
-  local msgs = M.messages()
-  local lines, marks = T.render(msgs)
-  vim.bo[H.buf].modifiable = true
-  vim.api.nvim_buf_clear_namespace(H.buf, H.ns, 0, -1)
-  vim.api.nvim_buf_set_lines(H.buf, 0, -1, false, lines)
-  vim.bo[H.buf].modifiable = false
+  vim.bo[b].modifiable = true
+  local n = vim.api.nvim_buf_line_count(b)
+  local empty = n == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == ""
+  local start = (empty or at_top) and 0 or n
+  vim.api.nvim_buf_set_lines(b, start, empty and 1 or start, false, lines)
+  vim.bo[b].modifiable = false
   for _, mark in ipairs(marks) do
-    vim.api.nvim_buf_set_extmark(H.buf, H.ns, mark.line, 0, { line_hl_group = H.groups[mark.kind] })
+    vim.api.nvim_buf_set_extmark(b, H.ns, start + mark.line, 0, { line_hl_group = H.groups[mark.kind] })
   end
-  H.names = {}
-  for _, m in ipairs(msgs) do
-    for _, c in ipairs(T.nonnil(m.tool_calls) or {}) do
-      H.names[c.id] = c.name
+  if #folds > 0 and H.valid_win(H.win) then
+    vim.api.nvim_win_call(H.win, function()
+      for _, f in ipairs(folds) do
+        pcall(vim.cmd, ("%d,%dfold"):format(start + f[1] + 1, start + f[2] + 1))
+      end
+    end)
+  end
+  if not at_top then
+    H.scroll_to_end()
+  end
+end
+
+--- Renders message `m` after what is drawn (the live chat), exactly as a restore would.
+---@param m table
+function H.draw_message(m)
+  local out = { lines = {}, marks = {}, folds = {} }
+  T.add_message(out, m, H.prev, H.names, { first = H.is_empty() })
+  H.draw(out.lines, out.marks, out.folds)
+  H.prev = m
+end
+
+---@return boolean
+function H.is_empty()
+  local b = H.buf
+  return not H.valid_buf(b)
+    or (vim.api.nvim_buf_line_count(b) == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == "")
+end
+
+--- Empties the transcript: lines, marks and the window's folds (nothing of the previous chat stays).
+function H.clear()
+  local b = H.buf
+  if not H.valid_buf(b) then
+    return
+  end
+  vim.bo[b].modifiable = true
+  vim.api.nvim_buf_clear_namespace(b, H.ns, 0, -1)
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
+  vim.bo[b].modifiable = false
+  for _, w in ipairs(vim.fn.win_findbuf(b)) do
+    vim.api.nvim_win_call(w, function()
+      pcall(vim.cmd, "normal! zE")
+    end)
+  end
+  H.prev, H.names, H.streaming = nil, {}, false
+end
+
+--- Draws the current history from scratch, from its end backwards, one slice per main-loop step (the first
+--- screenful at once); `on_done()` runs when all of it is drawn.
+---@param on_done fun()?
+function H.restore(on_done)
+  if not H.valid_buf(H.buf) then
+    return on_done and on_done()
+  end
+  H.restore_gen = H.restore_gen + 1
+  local gen = H.restore_gen
+  H.clear()
+  local core = require("pseudoclaude.core")
+  local first = true
+  local function step(to)
+    if gen ~= H.restore_gen or not H.valid_buf(H.buf) then
+      return
+    end
+    local ok, slice = pcall(core.call, "agent_history_slice", to, H.SLICE_MESSAGES, H.SLICE_BYTES)
+    if not ok then
+      require("pseudoclaude.errors").report(slice)
+      return on_done and on_done()
+    end
+    local msgs = slice.messages or {}
+    if first then
+      -- The live chat goes on after the last message.
+      H.prev = msgs[#msgs] or T.nonnil(slice.prev)
+      for k, v in pairs(slice.names or {}) do
+        H.names[k] = v
+      end
+    end
+    for _, m in ipairs(msgs) do
+      for _, c in ipairs(T.nonnil(m.tool_calls) or {}) do
+        H.names[c.id] = c.name
+      end
+    end
+    local lines, marks, folds = T.render(msgs, { prev = T.nonnil(slice.prev), names = slice.names })
+    H.draw(lines, marks, folds, not first)
+    if first then
+      H.scroll_to_end()
+      H.refresh_status()
+      H.redraw_winbar()
+    end
+    first = false
+    if slice.from > 0 then
+      vim.defer_fn(function()
+        step(slice.from)
+      end, 0)
+    else
+      if H.valid_win(H.win) and vim.api.nvim_get_current_win() ~= H.win then
+        H.scroll_to_end()
+      end
+      if on_done then
+        on_done()
+      end
     end
   end
-  H.streaming = false
-  H.refresh_status()
-  H.redraw_winbar()
+  -- `to` past the end (the largest integer that crosses to Rust as one): the whole history.
+  step(2147483647)
 end
 
 H.names = {}
@@ -416,7 +495,7 @@ H.names = {}
 function H.on_wake()
   local ok, msgs = pcall(require("pseudoclaude.core").call, "agent_drain")
   if not ok then
-    vim.notify("pseudoclaude: " .. tostring(msgs), vim.log.levels.ERROR)
+    require("pseudoclaude.errors").report(msgs)
     return
   end
   for _, m in ipairs(msgs) do
@@ -424,27 +503,28 @@ function H.on_wake()
     if handler then
       local hok, herr = pcall(handler, m)
       if not hok then
-        vim.notify("pseudoclaude: " .. tostring(herr), vim.log.levels.ERROR)
+        require("pseudoclaude.errors").report(herr)
       end
     end
   end
   H.redraw_winbar()
 end
 
+--- The answer starts streaming: its header (when the renderer would draw one), then the line the text flows into.
 function H.begin_agent_block()
-  if not H.streaming then
-    H.append({ "", "## Agent", "" })
-    local n = vim.api.nvim_buf_line_count(H.buf)
-    vim.api.nvim_buf_set_extmark(H.buf, H.ns, n - 2, 0, { line_hl_group = "PseudoClaudeHeader" })
-    H.streaming = true
+  if H.streaming then
+    return
   end
+  local m = { role = "assistant" }
+  H.draw_message(m)
+  H.append({ "" })
+  H.streaming = true
 end
 
 H.handlers = {
   user_recorded = function(m)
-    H.append({ "", "## You" }, "PseudoClaudeHeader")
-    H.append(vim.split(m.text, "\n", { plain = true }))
     H.streaming = false
+    H.draw_message({ role = "user", content = m.text })
     H.refresh_status()
   end,
   text_delta = function(m)
@@ -457,16 +537,19 @@ H.handlers = {
   assistant_recorded = function(m)
     local calls = T.nonnil(m.tool_calls) or {}
     if #calls > 0 then
-      H.begin_agent_block()
-      for _, c in ipairs(calls) do
-        H.names[c.id] = c.name
-        H.append({ T.call_line(c.name, c.arguments) }, "PseudoClaudeTool")
-      end
+      -- the calls, drawn as the renderer draws them after the text (under a header when nothing streamed)
+      H.draw_message({ role = "assistant", tool_calls = calls })
       H.state.phase = "running tools"
     end
+    H.prev = { role = "assistant" }
+    H.streaming = false
   end,
   tool_result = function(m)
-    H.append_result(m.name or H.names[m.id] or "tool", m.content or "", m.is_error)
+    H.names[m.id] = m.name or H.names[m.id]
+    H.draw_message({
+      role = "user",
+      tool_result = { tool_call_id = m.id, content = m.content or "", is_error = m.is_error },
+    })
     -- The answer after the tools is a block of its own, never glued to a (folded) result.
     H.streaming = false
     H.state.phase = "answering"
@@ -515,7 +598,55 @@ H.handlers = {
     H.state.phase = "waiting for approval"
     H.ask_approval(m)
   end,
+  resumed = function(m)
+    local pending = H.resumes[m.ticket]
+    H.resumes[m.ticket] = nil
+    if not pending then
+      return
+    end
+    if not m.ok then
+      H.state.phase = H.state.busy and H.state.phase or "idle"
+      return H.resume_finished(pending.id, pending.opts, {
+        ok = false,
+        id = pending.id,
+        error = require("pseudoclaude.errors").plain(T.nonnil(m.error) or "the session could not be restored"),
+      })
+    end
+    local report = m.report
+    report.ok = true
+    H.state.saved, H.state.save_error, H.state.busy = true, nil, false
+    H.state.phase = "idle"
+    M.open()
+    H.restore(function()
+      if report.notice ~= "" then
+        H.append({ "", "⚠ Restored with repairs: " .. report.notice }, "PseudoClaudeNotice")
+        vim.notify(
+          ("pseudoclaude: session %s restored with repairs: %s"):format(report.id, report.notice),
+          vim.log.levels.WARN
+        )
+      end
+      H.resume_finished(report.id, pending.opts, report)
+    end)
+  end,
 }
+
+--- Tells the caller and the `User PseudoClaudeResumed` autocmd how a resume ended; a failure is also shown.
+---@param id string
+---@param opts pseudoclaude.ResumeOpts
+---@param report pseudoclaude.ResumeReport
+function H.resume_finished(id, opts, report)
+  if not report.ok then
+    require("pseudoclaude.errors").report(("cannot resume session %s: %s"):format(id, report.error))
+  end
+  H.redraw_winbar()
+  if opts.on_done then
+    local ok, err = pcall(opts.on_done, report)
+    if not ok then
+      require("pseudoclaude.errors").report(err)
+    end
+  end
+  vim.api.nvim_exec_autocmds("User", { pattern = "PseudoClaudeResumed", modeline = false, data = report })
+end
 
 --- Shows what a tool wants to do and asks yes / no / always.
 function H.ask_approval(m)
@@ -546,7 +677,7 @@ function H.ask_approval(m)
     end
     local ok, err = pcall(require("pseudoclaude.core").call, "agent_approve", m.id, answers[choice] or "no")
     if not ok then
-      vim.notify(tostring(err), vim.log.levels.WARN)
+      require("pseudoclaude.errors").report(err, vim.log.levels.WARN)
     end
     H.state.phase = "running tools"
     H.redraw_winbar()

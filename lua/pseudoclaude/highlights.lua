@@ -27,6 +27,13 @@ M.links = {
   PseudoClaudePickerPreviewResult = "Comment", -- "✓ read_file: ..."
   PseudoClaudePickerPreviewError = "ErrorMsg", -- "✗ run_command: ..."
   PseudoClaudePickerDamage = "WarningMsg", -- "⚠ repaired on load: ..."
+  PseudoClaudeHeader = "Title", -- agent buffer: "## You", "## Agent"
+  PseudoClaudeTool = "Comment", -- agent buffer: tool calls and results
+  PseudoClaudeError = "DiagnosticError", -- agent buffer: errors
+  PseudoClaudeNotice = "DiagnosticWarn", -- agent buffer: notices (repairs, reminder, cancelled)
+  PseudoClaudeWinbar = "WinBar", -- agent buffer's winbar
+  PseudoClaudeSaved = "DiagnosticOk", -- winbar: "saved"
+  PseudoClaudeUnsaved = "DiagnosticError", -- winbar: "NOT SAVED"
 }
 
 --- Defines the groups (keeping any the user or the colorscheme set) and re-defines them after `:colorscheme`.

@@ -104,11 +104,12 @@ M.sessions = setmetatable({}, {
   end,
 })
 
---- Restores a session into the agent buffer: an id, "last" or nil (the most recent other session).
+--- Restores a session into the agent buffer: an id, "last" or nil (the most recent other session). Returns at once;
+--- `opts.on_done(report)` and the `User PseudoClaudeResumed` autocmd tell when the history is in place (or why not).
 ---@param id string?
----@return pseudoclaude.ResumeReport
-function M.resume(id)
-  return require("pseudoclaude.chat").resume(id)
+---@param opts pseudoclaude.ResumeOpts?
+function M.resume(id, opts)
+  return require("pseudoclaude.chat").resume(id, opts)
 end
 
 --- The current session `{id, dir, jsonl}`, or nil before the first message.

@@ -33,6 +33,7 @@ local H = {}
 ---@field query string
 ---@field matches integer[] Indices into `items`, in display order.
 ---@field sel integer Selected position in `matches` (1-based).
+---@field sel_id string? The highlighted session: kept highlighted while the list changes under it.
 ---@field top integer First visible position in `matches`.
 ---@field wins {prompt: integer, results: integer, preview: integer?}
 ---@field bufs {prompt: integer, results: integer, preview: integer?}
@@ -41,6 +42,7 @@ local H = {}
 ---@field previews table<string, pseudoclaude.picker.Preview>
 ---@field preview_id string? Session shown in the preview.
 ---@field preview_pending boolean
+---@field loading string? Session whose preview is being read in the background.
 ---@field max_items integer
 ---@field now integer Unix seconds at open, for ages.
 ---@field stats pseudoclaude.picker.Stats
@@ -72,7 +74,7 @@ function M.open(opts)
     return
   end
   if backend == "select" then
-    return H.select(top)
+    return H.select()
   end
   require("pseudoclaude.highlights").setup()
 
@@ -99,6 +101,7 @@ function M.open(opts)
   H.set_items(s, top)
   H.open_windows(s)
   H.default_matches(s)
+  s.sel_id = top[1] and top[1].id
   H.draw_rows(s)
   s.stats.rows_at = vim.uv.hrtime()
   H.draw_preview(s)
@@ -163,6 +166,7 @@ function M.move(delta)
   local sel = math.max(1, math.min(s.sel + delta, #s.matches))
   if sel ~= s.sel then
     s.sel = sel
+    s.sel_id = s.items[s.matches[sel]].id
     H.draw_rows(s)
     H.request_preview(s)
   end
@@ -181,32 +185,33 @@ function M.scroll_preview(dir)
   end)
 end
 
---- Resumes the highlighted session: closes the picker, then calls `require("pseudoclaude").resume(id)`. A session
---- open in another editor is refused with an error message and the picker stays open.
+--- Resumes the highlighted session: closes the picker, then calls `require("pseudoclaude").resume(id)` (which
+--- returns at once and reads the session in the background). A session open in another editor is refused with an
+--- error message and the picker stays open.
 function M.resume_selected()
   local s = state
   local item = s and H.selected(s)
   if not s or not item then
     return
   end
-  local ok, info = pcall(require("pseudoclaude.sessions").info, item.id)
+  local ok, holder = pcall(require("pseudoclaude.sessions").holder, item.id)
   if not ok then
-    return H.notify(info, vim.log.levels.ERROR)
+    return require("pseudoclaude.errors").report(holder)
   end
-  if info.held_by then
+  if holder then
     if not item.held_by then
-      item.held_by = info.held_by
+      item.held_by = holder
       s.previews[item.id], s.preview_id = nil, nil
       H.draw_rows(s)
       H.request_preview(s)
     end
-    return H.notify(H.held_message(item, info.held_by), vim.log.levels.ERROR)
+    return H.notify(H.held_message(item, holder), vim.log.levels.ERROR)
   end
   M.close()
   vim.schedule(function()
     local done, err = pcall(require("pseudoclaude").resume, item.id)
     if not done then
-      H.notify(err, vim.log.levels.ERROR)
+      require("pseudoclaude.errors").report(err)
     end
   end)
 end
@@ -250,11 +255,12 @@ function M.command(args)
     H.resume(id)
   end)
   if not ok then
-    H.notify(err, vim.log.levels.ERROR)
+    require("pseudoclaude.errors").report(err)
   end
 end
 
---- Completion of `:PseudoResume`: "last" and the session ids, newest first, that start with `arglead`.
+--- Completion of `:PseudoResume`: "last" and the session ids, most recently active first, that start with
+--- `arglead`. Reads folder names only (no log), so it stays instant at 10,000 sessions.
 ---@param arglead string
 ---@return string[]
 function M.complete(arglead)
@@ -262,11 +268,12 @@ function M.complete(arglead)
   if vim.startswith("last", arglead) then
     out[1] = "last"
   end
-  local ok, list = pcall(require("pseudoclaude.sessions").list, { check_locks = false })
+  local ok, ids = pcall(require("pseudoclaude.sessions").ids)
   if ok then
-    for _, item in ipairs(list) do
-      if vim.startswith(item.id, arglead) then
-        out[#out + 1] = item.id
+    local current = require("pseudoclaude.sessions").current_id()
+    for _, id in ipairs(ids) do
+      if id ~= current and vim.startswith(id, arglead) then
+        out[#out + 1] = id
       end
     end
   end
@@ -304,19 +311,29 @@ function H.held_message(item, holder)
   )
 end
 
---- Resumes session `id` unless another editor holds it; raises otherwise.
+--- Resumes session `id` unless another editor holds it; raises otherwise. Reads no log: the resume itself runs in
+--- the background.
 ---@param id string
 function H.resume(id)
-  local info = require("pseudoclaude.sessions").info(id)
-  if info.held_by then
-    error(H.held_message(info, info.held_by), 0)
+  local holder = require("pseudoclaude.sessions").holder(id)
+  if holder then
+    error(H.held_message({ id = id }, holder), 0)
   end
   require("pseudoclaude").resume(id)
 end
 
---- The `vim.ui.select()` backend: the same sessions, one line each.
+--- The `vim.ui.select()` backend: every session, newest first, one line each (read in the background).
+function H.select()
+  require("pseudoclaude.sessions").list_async({}, function(err, items)
+    if err then
+      return require("pseudoclaude.errors").report(err)
+    end
+    H.select_from(items or {})
+  end)
+end
+
 ---@param items pseudoclaude.SessionInfo[]
-function H.select(items)
+function H.select_from(items)
   local render = require("pseudoclaude.picker.render")
   local now = os.time()
   vim.ui.select(items, {
@@ -336,7 +353,7 @@ function H.select(items)
     if item then
       local ok, err = pcall(H.resume, item.id)
       if not ok then
-        H.notify(err, vim.log.levels.ERROR)
+        require("pseudoclaude.errors").report(err)
       end
     end
   end)
@@ -523,7 +540,7 @@ function H.use_full_list(s, items)
   local t = vim.uv.hrtime()
   H.set_items(s, items)
   s.full = true
-  H.refresh(s, false)
+  H.refresh(s)
   s.stats.full_at = vim.uv.hrtime()
   s.stats.full_apply_ms = (s.stats.full_at - t) / 1e6
   s.stats.full_count = #items
@@ -571,37 +588,50 @@ function H.on_change(s)
     local narrowing = previous ~= "" and vim.startswith(query, previous)
     s.matches = s.matcher:filter(query, narrowing and s.matches or nil)
   end
-  s.sel, s.top = 1, 1
+  H.reselect(s)
   H.draw_rows(s)
   local stats = s.stats.filters
   stats[#stats + 1] = { query = query, ms = (vim.uv.hrtime() - t) / 1e6, matches = #s.matches }
   H.request_preview(s)
 end
 
---- Recomputes the matches for the current query (after the items changed), keeping the selection when it can.
+--- Puts the highlight back on `s.sel_id` when it is still among the matches, else on the first match (or, with
+--- `fallback`, on that position: the row after a deleted session).
 ---@param s pseudoclaude.picker.State
----@param reset_selection boolean
-function H.refresh(s, reset_selection)
-  local before = H.selected(s)
+---@param fallback integer?
+function H.reselect(s, fallback)
+  local sel = nil
+  if s.sel_id then
+    for k, i in ipairs(s.matches) do
+      if s.items[i].id == s.sel_id then
+        sel = k
+        break
+      end
+    end
+  end
+  s.sel = math.max(1, math.min(sel or fallback or 1, #s.matches))
+  if not sel then
+    s.top = 1
+  end
+  local item = H.selected(s)
+  s.sel_id = item and item.id or nil
+end
+
+--- Recomputes the matches for the current query (after the items changed), keeping the highlighted session.
+---@param s pseudoclaude.picker.State
+---@param fallback integer? Position to highlight when the highlighted session is gone.
+function H.refresh(s, fallback)
   if s.query == "" then
     H.default_matches(s)
   else
     s.matches = s.matcher:filter(s.query)
   end
-  s.sel = 1
-  if before and not reset_selection then
-    for k, i in ipairs(s.matches) do
-      if s.items[i].id == before.id then
-        s.sel = k
-        break
-      end
-    end
-  end
+  H.reselect(s, fallback)
   H.draw_rows(s)
   H.request_preview(s)
 end
 
---- Drops a deleted session from the lists and redraws.
+--- Drops a deleted session from the lists and redraws; the highlight moves to the row that took its place.
 ---@param s pseudoclaude.picker.State
 ---@param id string
 function H.remove(s, id)
@@ -612,13 +642,12 @@ function H.remove(s, id)
       kept[#kept + 1] = item
     end
   end
+  local sel = s.sel
   H.set_items(s, kept)
   s.previews[id] = nil
   s.preview_id = nil
-  local sel = s.sel
-  H.refresh(s, true)
-  s.sel = math.max(1, math.min(sel, #s.matches))
-  H.draw_rows(s)
+  s.sel_id = nil
+  H.refresh(s, sel)
 end
 
 --- Draws the visible rows, the selection, the match highlights and the counter.
@@ -732,10 +761,12 @@ function H.request_preview(s)
   end)
 end
 
---- Shows the selected session's history in the preview window.
+--- Shows the selected session's history in the preview window. A session not read yet shows a "loading" line at
+--- once and is read in the background; what arrives for a session the highlight has left is kept for later but not
+--- drawn.
 ---@param s pseudoclaude.picker.State
 function H.draw_preview(s)
-  local win, buf = s.wins.preview, s.bufs.preview
+  local win = s.wins.preview
   if not win or not api.nvim_win_is_valid(win) then
     return
   end
@@ -744,19 +775,72 @@ function H.draw_preview(s)
     return
   end
   local t = vim.uv.hrtime()
-  local p = { lines = {}, hls = {} } ---@type pseudoclaude.picker.Preview
+  local render = require("pseudoclaude.picker.render")
+  local p = { lines = {}, hls = {}, folds = {} } ---@type pseudoclaude.picker.Preview
   if item then
     p = s.previews[item.id]
     if not p then
-      local ok, loaded = pcall(require("pseudoclaude.sessions").load, item.id)
-      if ok then
-        p = require("pseudoclaude.picker.render").preview(loaded, item, s.now, api.nvim_win_get_width(win))
-      else
-        p = { lines = { tostring(loaded) }, hls = { { 0, 0, -1, "PseudoClaudePickerPreviewError" } } }
-      end
-      s.previews[item.id] = p
+      H.show_preview(s, render.loading(item, s.now), nil)
+      H.load_preview(s, item)
+      return
     end
   end
+  H.show_preview(s, p, item and item.id)
+  local stats = s.stats.previews
+  stats[#stats + 1] = { id = item and item.id or "", ms = (vim.uv.hrtime() - t) / 1e6 }
+end
+
+--- Reads the preview of `item` in the background, once at a time per session.
+---@param s pseudoclaude.picker.State
+---@param item pseudoclaude.SessionInfo
+function H.load_preview(s, item)
+  if s.loading == item.id then
+    return
+  end
+  s.loading = item.id
+  local asked = vim.uv.hrtime()
+  local render = require("pseudoclaude.picker.render")
+  local ok, err = pcall(require("pseudoclaude.sessions").preview_async, item.id, function(perr, preview)
+    if s.loading == item.id then
+      s.loading = nil
+    end
+    if state ~= s or perr == "superseded" then
+      return
+    end
+    local win = s.wins.preview
+    if not win or not api.nvim_win_is_valid(win) then
+      return
+    end
+    local t = vim.uv.hrtime()
+    local p
+    if perr then
+      p = render.failed(item, perr)
+    else
+      p = render.preview(preview, item, s.now, api.nvim_win_get_width(win))
+    end
+    s.previews[item.id] = p
+    local current = H.selected(s)
+    if current and current.id == item.id then
+      H.show_preview(s, p, item.id)
+      local stats = s.stats.previews
+      stats[#stats + 1] = { id = item.id, ms = (vim.uv.hrtime() - t) / 1e6, wait_ms = (t - asked) / 1e6 }
+    elseif current and not s.previews[current.id] then
+      H.load_preview(s, current)
+    end
+  end)
+  if not ok then
+    s.loading = nil
+    s.previews[item.id] = render.failed(item, err)
+    H.show_preview(s, s.previews[item.id], item.id)
+  end
+end
+
+--- Puts preview `p` in the preview window (`id`: the session it shows; nil while it is loading).
+---@param s pseudoclaude.picker.State
+---@param p pseudoclaude.picker.Preview
+---@param id string?
+function H.show_preview(s, p, id)
+  local win, buf = s.wins.preview, s.bufs.preview
   vim.bo[buf].modifiable = true
   api.nvim_buf_set_lines(buf, 0, -1, false, p.lines)
   vim.bo[buf].modifiable = false
@@ -768,10 +852,17 @@ function H.draw_preview(s)
       hl_group = h[4],
     })
   end
+  api.nvim_win_call(win, function()
+    vim.wo[win].foldmethod = "manual"
+    vim.wo[win].foldenable = true
+    vim.wo[win].foldlevel = 0
+    pcall(vim.cmd, "normal! zE")
+    for _, f in ipairs(p.folds or {}) do
+      pcall(vim.cmd, ("%d,%dfold"):format(f[1] + 1, f[2] + 1))
+    end
+  end)
   api.nvim_win_set_cursor(win, { 1, 0 })
-  s.preview_id = item and item.id
-  local stats = s.stats.previews
-  stats[#stats + 1] = { id = item and item.id or "", ms = (vim.uv.hrtime() - t) / 1e6 }
+  s.preview_id = id
 end
 
 return M

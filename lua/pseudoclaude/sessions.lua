@@ -92,18 +92,72 @@ function M.list_async(opts, on_done)
     limit = opts.limit,
     check_locks = opts.check_locks ~= false,
     include_empty = false,
-  }, function(ok, value)
+  }, function(ok, chunks)
     if not ok then
       return on_done(
-        ("pseudoclaude.sessions.list_async: %s"):format(tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
+        ("pseudoclaude.sessions.list_async: %s"):format(tostring(chunks):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
       )
     end
-    local decoded, list = pcall(vim.json.decode, value, { luanil = { object = true, array = true } })
-    if not decoded then
-      return on_done("pseudoclaude.sessions.list_async: cannot decode the list: " .. tostring(list))
+    -- One chunk (1,000 sessions, ~2 ms) per main-loop step: a 10,000-session decode at once is over a frame.
+    local list, k = {}, 0
+    local function step()
+      k = k + 1
+      local chunk = chunks[k]
+      if chunk == nil then
+        return on_done(nil, list)
+      end
+      local decoded, part = pcall(vim.json.decode, chunk, { luanil = { object = true, array = true } })
+      if not decoded then
+        return on_done("pseudoclaude.sessions.list_async: cannot decode the list: " .. tostring(part))
+      end
+      for _, item in ipairs(part) do
+        list[#list + 1] = item
+      end
+      vim.schedule(step)
     end
-    on_done(nil, list)
+    step()
   end)
+end
+
+---@class pseudoclaude.SessionPreview
+---@field id string
+---@field title string
+---@field model string
+---@field messages integer Messages a resume restores.
+---@field last_message integer
+---@field damage_report string
+---@field tail {from: integer, total: integer, messages: table[], prev: table?, names: table<string, string>} The end of
+--- the history (from 0-based message `from`), each text cut for display (`cut_bytes`).
+
+--- What the picker's preview shows of session `id`, read on a background thread: `on_done(nil, preview)` or
+--- `on_done(message)` on the main thread. A newer call drops an older one that has not started
+--- (`on_done("superseded")`).
+---@param id string
+---@param on_done fun(err: string?, preview: pseudoclaude.SessionPreview?)
+function M.preview_async(id, on_done)
+  H.check_type("preview_async", "id", id, "string")
+  H.call("preview_async", "sessions_preview_async", M.workspace(), id, vim.empty_dict(), function(ok, value)
+    if not ok then
+      return on_done(tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", ""), nil)
+    end
+    on_done(nil, value)
+  end)
+end
+
+--- Ids of the workspace's session folders, most recently active first, without reading any log: cheap enough for
+--- command-line completion at any number of sessions.
+---@return string[]
+function M.ids()
+  return H.call("ids", "sessions_ids", M.workspace())
+end
+
+--- Who holds session `id`'s lock (another editor), or nil; reads no log.
+---@param id string
+---@return string?
+function M.holder(id)
+  H.check_type("holder", "id", id, "string")
+  local h = H.call("holder", "sessions_holder", M.workspace(), id)
+  return h ~= vim.NIL and h or nil
 end
 
 --- One session's summary (as in `list()`), with `held_by`.

@@ -1,12 +1,18 @@
---- How a conversation reads on screen: the one renderer of the agent buffer and the picker's preview, so the
---- preview shows a session exactly as the agent buffer will. Pure: messages in, lines and marks out.
+--- How a conversation reads on screen: the one renderer of the live agent buffer, a restored one and the picker's
+--- preview, so the same history gives the same lines, marks and folds wherever it is shown. Pure: messages in,
+--- lines, marks and folds out.
 ---
---- Format: a header line per speaker ("## You", "## Agent", "## Reminder to the model"), the text as it is, each
---- tool call on one line (`▸ read_file {"path":"a.rs"}`), each result on one line (`  ✓ read_file: first line (N
---- lines)`, `✗` for an error).
+--- Format: a blank line and a header line when the speaker changes or after tool results ("## You", "## Agent",
+--- "## Reminder to the model"), the text as it is, each tool call on one line (`▸ read_file {"path":"a.rs"}`), each
+--- result on one line (`  ✓ read_file: first line (N lines)`, `✗` for an error) with its whole output under it,
+--- indented and folded (`<Tab>` opens it). A text longer than `MAX_DISPLAY_BYTES` shows its start and says how
+--- much was left out (the model still reads all of it; `src/display.rs` cuts restored messages the same way).
 
 local M = {}
 local H = {}
+
+--- Bytes of one message's text (or one tool output) shown; must equal `MAX_DISPLAY_BYTES` in src/display.rs.
+M.MAX_DISPLAY_BYTES = 256 * 1024
 
 --- Kinds of marked lines; callers map them to their highlight groups.
 ---@alias pseudoclaude.TranscriptKind "you"|"agent"|"reminder"|"call"|"result"|"error"|"more"
@@ -14,46 +20,92 @@ local H = {}
 ---@class pseudoclaude.TranscriptOpts
 ---@field width integer? Cut call and result lines to this many characters (default 100).
 ---@field max_text_lines integer? Show at most this many lines of one message's text.
+---@field prev table? The message just before the first one (a slice of a longer history): decides its header.
+---@field names table<string, string>? Tool names by call id, for results whose calls came before the slice.
+---@field first boolean? The first line goes at the very top (no blank line before the first header).
 
---- Renders `messages` (the log's shape: `role`, `content`, `tool_calls`, `tool_result`).
+---@class pseudoclaude.Rendered
+---@field lines string[]
+---@field marks {line: integer, kind: pseudoclaude.TranscriptKind}[] 0-based line numbers
+---@field folds {[1]: integer, [2]: integer}[] 0-based, inclusive line ranges to fold (tool outputs)
+
+--- Renders `messages` (the log's shape: `role`, `content`, `tool_calls`, `tool_result`; `cut_bytes` when the text
+--- was cut for display).
 ---@param messages table[]
 ---@param opts pseudoclaude.TranscriptOpts?
 ---@return string[] lines
----@return {line: integer, kind: pseudoclaude.TranscriptKind}[] marks 0-based line numbers
+---@return {line: integer, kind: pseudoclaude.TranscriptKind}[] marks
+---@return {[1]: integer, [2]: integer}[] folds
 function M.render(messages, opts)
   opts = opts or {}
-  local lines, marks = {}, {}
-  local function add(text, kind)
-    lines[#lines + 1] = text
-    if kind then
-      marks[#marks + 1] = { line = #lines - 1, kind = kind }
-    end
+  local out = { lines = {}, marks = {}, folds = {} } ---@type pseudoclaude.Rendered
+  local names = {}
+  for k, v in pairs(opts.names or {}) do
+    names[k] = v
   end
-  local names, speaker = {}, nil
+  local prev = M.nonnil(opts.prev)
+  local first = opts.first ~= false and prev == nil
   for _, m in ipairs(messages) do
-    local tr = M.nonnil(m.tool_result)
-    if tr then
-      add(
-        M.result_line(names[tr.tool_call_id] or "tool", tr.content or "", tr.is_error, opts.width),
-        tr.is_error and "error" or "result"
-      )
-    else
-      local header, kind = M.header_for(m)
-      if header ~= speaker then
-        if #lines > 0 then
-          add("")
-        end
-        add(header, kind)
-        speaker = header
-      end
-      H.add_text(add, m.content or "", opts.max_text_lines)
-      for _, c in ipairs(M.nonnil(m.tool_calls) or {}) do
-        names[c.id] = c.name
-        add(M.call_line(c.name, c.arguments, opts.width), "call")
-      end
+    M.add_message(out, m, prev, names, { width = opts.width, max_text_lines = opts.max_text_lines, first = first })
+    first = false
+    prev = m
+  end
+  return out.lines, out.marks, out.folds
+end
+
+--- Appends message `m` to `out`. `prev` is the message before it (nil for the first); `names` maps call ids to
+--- tool names and learns the calls of `m`.
+---@param out pseudoclaude.Rendered
+---@param m table
+---@param prev table?
+---@param names table<string, string>
+---@param opts {width: integer?, max_text_lines: integer?, first: boolean?}
+function M.add_message(out, m, prev, names, opts)
+  local function add(text, kind)
+    out.lines[#out.lines + 1] = text
+    if kind then
+      out.marks[#out.marks + 1] = { line = #out.lines - 1, kind = kind }
     end
   end
-  return lines, marks
+  local tr = M.nonnil(m.tool_result)
+  if tr then
+    local name = names[tr.tool_call_id] or "tool"
+    local content = tr.content or ""
+    add(M.result_line(name, content, tr.is_error, opts.width, m.cut_bytes), tr.is_error and "error" or "result")
+    local body = M.result_body(content, m.cut_bytes)
+    if body then
+      local start = #out.lines
+      for _, l in ipairs(body) do
+        add(l)
+      end
+      out.folds[#out.folds + 1] = { start, #out.lines - 1 }
+    end
+    return
+  end
+  local header, kind = M.header_for(m)
+  if M.needs_header(m, prev) then
+    if not opts.first then
+      add("")
+    end
+    add(header, kind)
+  end
+  H.add_text(add, m.content or "", opts.max_text_lines, m.cut_bytes)
+  for _, c in ipairs(M.nonnil(m.tool_calls) or {}) do
+    names[c.id] = c.name
+    add(M.call_line(c.name, c.arguments, opts.width), "call")
+  end
+end
+
+--- Whether message `m` starts a block of its own: the first one, a change of speaker, or after tool results (the
+--- answer after the tools is never glued to a folded result).
+---@param m table
+---@param prev table?
+---@return boolean
+function M.needs_header(m, prev)
+  if prev == nil or M.nonnil(prev.tool_result) then
+    return true
+  end
+  return M.header_for(m) ~= M.header_for(prev)
 end
 
 --- The header of a message's speaker, and its kind.
@@ -82,18 +134,53 @@ function M.call_line(name, args, width)
   return H.cut(("▸ %s %s"):format(name, H.json(M.nonnil(args))), width or 100)
 end
 
+--- Lines of a tool output as counted everywhere (the result line, its fold): a final newline ends the last line,
+--- it does not start another.
+---@param content string
+---@return integer
+function M.count_lines(content)
+  if content == "" then
+    return 0
+  end
+  local n = select(2, content:gsub("\n", ""))
+  return content:sub(-1) == "\n" and n or n + 1
+end
+
 --- `  ✓ name: first line (N lines)` (or `✗` for an error) on one line.
 ---@param name string
 ---@param content string
 ---@param is_error boolean?
 ---@param width integer?
+---@param cut_bytes integer? bytes of the output not shown (the count is then a lower bound)
 ---@return string
-function M.result_line(name, content, is_error, width)
-  local n = select(2, content:gsub("\n", "")) + 1
-  local more = n > 1 and (" (%d lines)"):format(n) or ""
+function M.result_line(name, content, is_error, width, cut_bytes)
+  local n = M.count_lines(content)
+  local more = n > 1 and (" (%d%s lines)"):format(n, (cut_bytes or 0) > 0 and "+" or "") or ""
   local head = ("  %s %s: "):format(is_error and "✗" or "✓", name)
   local first = vim.trim(content:match("^%s*([^\n]*)") or "")
   return head .. H.cut(first, math.max((width or 100) - #head - #more, 10)) .. more
+end
+
+--- The folded lines under a result: its whole output, indented; nil when it has a single line.
+---@param content string
+---@param cut_bytes integer?
+---@return string[]?
+function M.result_body(content, cut_bytes)
+  if M.count_lines(content) <= 1 then
+    return nil
+  end
+  local shown, extra = H.cap(content, cut_bytes)
+  if shown:sub(-1) == "\n" then
+    shown = shown:sub(1, -2)
+  end
+  local body = vim.split(shown, "\n", { plain = true })
+  for i, l in ipairs(body) do
+    body[i] = "    " .. l
+  end
+  if extra > 0 then
+    body[#body + 1] = "    " .. H.cut_note(extra)
+  end
+  return body
 end
 
 --- nil for nil and vim.NIL (what a JSON null becomes).
@@ -106,11 +193,35 @@ end
 
 -- Helpers ==============================================================================================================
 
-function H.add_text(add, text, max)
+--- `text` cut to `MAX_DISPLAY_BYTES` (at a character start), and the bytes left out (`cut` already, plus any cut here).
+---@param text string
+---@param cut integer?
+---@return string
+---@return integer
+function H.cap(text, cut)
+  cut = M.nonnil(cut) or 0
+  if #text <= M.MAX_DISPLAY_BYTES then
+    return text, cut
+  end
+  local stop = M.MAX_DISPLAY_BYTES
+  while stop > 0 and (text:byte(stop + 1) or 0) >= 0x80 and (text:byte(stop + 1) or 0) < 0xC0 do
+    stop = stop - 1
+  end
+  return text:sub(1, stop), cut + #text - stop
+end
+
+---@param bytes integer
+---@return string
+function H.cut_note(bytes)
+  return ("… %d more bytes not shown (the model reads all of it)"):format(bytes)
+end
+
+function H.add_text(add, text, max, cut)
   if text == "" then
     return
   end
-  local parts = vim.split(text, "\n", { plain = true })
+  local shown, extra = H.cap(text, cut)
+  local parts = vim.split(shown, "\n", { plain = true })
   for i, l in ipairs(parts) do
     if max and i > max then
       add(("… %d more lines"):format(#parts - max), "more")
@@ -118,11 +229,14 @@ function H.add_text(add, text, max)
     end
     add(l)
   end
+  if extra > 0 then
+    add(H.cut_note(extra), "more")
+  end
 end
 
 --- `s` cut to at most `max` characters, with "…" when cut.
 function H.cut(s, max)
-  if vim.fn.strchars(s) <= max then
+  if #s <= max or vim.fn.strchars(s) <= max then
     return s
   end
   return vim.fn.strcharpart(s, 0, math.max(max - 1, 1)) .. "…"

@@ -359,12 +359,14 @@ impl Host {
         self.state.clone()
     }
 
-    /// Messages `[from, to)` of the current history as the screen gets them (see [`crate::display`]).
-    pub fn history_slice(&self, from: usize, to: usize, max_bytes: usize) -> display::Slice {
+    /// The messages of the current history just before `to` that fit `max_messages` and about
+    /// `budget` bytes, as the screen gets them (see [`crate::display`]).
+    pub fn history_slice(&self, to: usize, max_messages: usize, budget: usize) -> display::Slice {
         let agent = lock(&self.state).agent.clone();
+        let max = display::MAX_DISPLAY_BYTES;
         match agent {
-            Some(a) => a.with_messages(|m| display::slice(m, from, to, max_bytes)),
-            None => display::slice(&[], 0, 0, max_bytes),
+            Some(a) => a.with_messages(|m| display::slice_back(m, to, max_messages, budget, max)),
+            None => display::slice(&[], 0, 0, max),
         }
     }
 

@@ -96,9 +96,8 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             with_host(|h| Ok(h.resume_async(&id)?))
         }),
         export("agent_history_slice", |a| {
-            let (from, to): (usize, usize) = (a.get(0)?, a.get(1)?);
-            let max_bytes = a.get::<Option<usize>>(2)?.unwrap_or(crate::display::MAX_DISPLAY_BYTES);
-            with_host(|h| Ok(h.history_slice(from, to, max_bytes)))
+            let (to, max_messages, budget): (usize, usize, usize) = (a.get(0)?, a.get(1)?, a.get(2)?);
+            with_host(|h| Ok(h.history_slice(to, max_messages, budget)))
         }),
         export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),
         export("agent_current", |_| with_host(|h| Ok(h.current()))),

@@ -9,6 +9,7 @@
 //! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?}`? | `SessionInfo[]`, newest first |
 //! | `sessions_list_async` | workspace, options as above, `callback(ok, json_chunks)` | a ticket number, at once |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
+//! | `sessions_holder`  | workspace, id                               | who holds its lock, or nil (no read of the log) |
 //! | `sessions_preview_async` | workspace, id, limits?, `callback(ok, preview)` | a ticket number, at once |
 //! | `sessions_info`    | workspace, id                               | `SessionInfo` with `held_by`     |
 //! | `sessions_load`    | workspace, id                               | `Loaded` + `damage_report`       |
@@ -37,6 +38,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
         export("sessions_list", |a| list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
         export("sessions_list_async", list_async),
+        export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
         export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
         export("sessions_preview_async", preview_async),
         export("sessions_info", |a| info(&workspace(a)?, &a.get::<String>(1)?)),

@@ -57,6 +57,13 @@ def wait(n: Neovim, cond: str, timeout: float = 20.0) -> Any:
     raise AssertionError(f"timed out waiting for {cond}; transcript:\n" + "\n".join(transcript(n)))
 
 
+def resume_cmd(n: Neovim, command: str, timeout: float = 20.0) -> dict[str, Any]:
+    """Runs a resume command (it returns at once) and waits for `User PseudoClaudeResumed`; returns its report."""
+    n.lua("vim.g.pc_resumed = vim.NIL")
+    n.api.command(command)
+    return wait(n, "vim.g.pc_resumed", timeout)
+
+
 def wait_turns(n: Neovim, count: int) -> None:
     wait(n, f"vim.g.pc_turns >= {count}")
 
@@ -148,7 +155,7 @@ def test_an_openai_chat_with_two_tool_calls_is_logged_and_resumed_in_a_second_ne
 
     second = start_nvim()
     setup(second, openai(fake))
-    second.api.command(f"PseudoResume {sid}")
+    assert resume_cmd(second, f"PseudoResume {sid}")["ok"] is True
     assert second.lua("return require('pseudoclaude').current().id") == sid
     lines = transcript(second)
     assert "what is in a.txt?" in lines and any(l.startswith("▸ read_file") for l in lines)
@@ -176,7 +183,7 @@ def test_neovim_killed_mid_turn_resumes_cleanly_in_the_next_one(
 
     second = start_nvim()
     setup(second, openai(fake))
-    second.api.command("PseudoResume last")
+    assert resume_cmd(second, "PseudoResume last")["ok"] is True
     assert second.lua("return require('pseudoclaude').current().id") == sid
     msgs = second.lua("return require('pseudoclaude').messages()")
     assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
@@ -194,12 +201,17 @@ def test_two_neovims_on_one_session(start_nvim: Any, workspace: Path) -> None:
     sid = first.lua("return require('pseudoclaude').current().id")
     second = start_nvim()
     setup(second)
-    ok, err = second.lua("return { pcall(require('pseudoclaude').resume, ...) }", sid)
-    assert ok is False
+    second.lua("_G.pc_notes = {} vim.notify = function(m) table.insert(_G.pc_notes, m) end")
+    report = resume_cmd(second, f"lua require('pseudoclaude').resume('{sid}')")
+    assert report["ok"] is False
+    err = report["error"]
     assert "open in another editor" in err and f"pid {first.proc.pid}" in err, err
+    # one plain sentence for the user: no Lua position, no native function name
+    notes = second.lua("return _G.pc_notes")
+    assert notes and all(".lua:" not in m and "pseudoclaude_core" not in m for m in notes), notes
     assert second.lua("return require('pseudoclaude').current()") is None
     first.close()
-    second.lua("require('pseudoclaude').resume(...)", sid)
+    assert resume_cmd(second, f"lua require('pseudoclaude').resume('{sid}')")["ok"] is True
     assert second.lua("return require('pseudoclaude').current().id") == sid
 
 
@@ -222,11 +234,16 @@ def test_a_stale_session_shows_and_sends_the_reminder(nvim: Neovim, workspace: P
         ],
     )
     setup(nvim, openai(fake))
-    nvim.api.command("PseudoResume 20261201-090000-0a0b")
+    log = sessions_dir(workspace) / "20261201-090000-0a0b" / "conversation.jsonl"
+    before = log.read_bytes()
+    resume_cmd(nvim, "PseudoResume 20261201-090000-0a0b")
     lines = transcript(nvim)
     assert "## Reminder to the model" in lines
     assert any("8 hours" in l for l in lines)
     assert nvim.lua("return vim.g.pc_resumed.stale_hours") == 8
+    # shown at once (buffer and messages()), but the log is untouched until the user sends
+    assert "8 hours" in nvim.lua("return require('pseudoclaude').messages()")[-1]["content"]
+    assert log.read_bytes() == before
     fake.push_text("I will re-check the files.")
     type_message(nvim, "continue")
     wait_turns(nvim, 1)
@@ -248,7 +265,7 @@ def test_torn_and_corrupt_sessions_resume_with_a_notice(nvim: Neovim, workspace:
     )
     setup(nvim)
     nvim.lua("_G.pc_notes = {} vim.notify = function(m, l) table.insert(_G.pc_notes, m) end")
-    nvim.api.command("PseudoResume 20261201-100000-0c0d")
+    resume_cmd(nvim, "PseudoResume 20261201-100000-0c0d")
     notes = nvim.lua("return _G.pc_notes")
     assert any("restored with repairs" in m and "unreadable line" in m for m in notes), notes
     assert any("Restored with repairs" in l for l in transcript(nvim))

@@ -25,6 +25,7 @@ local s = picker.get_state()
 if not s then return vim.NIL end
 local out = { full = s.full, query = s.query, count = #s.matches, items = #s.items, top_items = #s.top_items }
 out.selected = (picker.selected() or {}).id
+out.preview_id = s.preview_id
 for name, win in pairs(s.wins) do
   local buf = vim.api.nvim_win_get_buf(win)
   out[name] = { win = win, buf = buf, lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false) }
@@ -49,9 +50,18 @@ def state(nvim) -> dict[str, Any] | None:
 
 
 def open_picker(nvim, full: bool = True) -> dict[str, Any]:
-    """Opens the picker; with `full`, waits for the full list (read in the background) to be in place."""
+    """Opens the picker; with `full`, waits for the full list (read in the background) to be in place and the
+    highlighted session's preview (read in the background too) to be drawn."""
     nvim.api.input(":PseudoResume<CR>")
-    return wait_for(lambda: (s := state(nvim)) and (s["full"] or not full) and s, what="the picker to open")
+    return wait_for(
+        lambda: (s := state(nvim)) and (not full or (s["full"] and s["preview_id"] == s["selected"])) and s,
+        what="the picker to open",
+    )
+
+
+def preview_ready(nvim) -> dict[str, Any]:
+    """Waits until the preview shows the highlighted session (it is read in the background)."""
+    return wait_for(lambda: (s := state(nvim)) and s["preview_id"] == s["selected"] and s, what="the preview")
 
 
 def type_keys(nvim, keys: str, query: str) -> dict[str, Any]:
@@ -327,9 +337,11 @@ def test_select_backend_goes_through_vim_ui_select(nv, workspace, ws12):
             """
         )
         nv.api.command("PseudoResume")
+        # every session, newest first (not only the first rows), read in the background
+        wait_for(lambda: nv.lua("return vim.g.select_ids"), what="vim.ui.select")
         assert floats(nv) == []
         assert nv.lua("return vim.g.select_prompt") == "Resume session"
-        assert nv.lua("return vim.g.select_ids") == ws12[:9]
+        assert nv.lua("return vim.g.select_ids") == ws12
         labels = nv.lua("return vim.g.select_labels")
         assert labels[0] == "task 11 · 1h ago · 2 msgs · claude-x"
         assert labels[2] == "task 9 · 3h ago · 2 msgs · gpt-5 · open in another editor"
@@ -337,7 +349,7 @@ def test_select_backend_goes_through_vim_ui_select(nv, workspace, ws12):
         # a held one is refused with an error
         nv.lua("vim.ui.select = function(items, opts, on_choice) on_choice(items[3]) end")
         nv.api.command("PseudoResume")
-        assert "open in another editor" in notes(nv)[-1]["msg"]
+        wait_for(lambda: notes(nv) and "open in another editor" in notes(nv)[-1]["msg"], what="the refusal")
         assert nv.lua("return vim.g.resumed") == ws12[1]
         # cancelled: nothing happens
         nv.lua("vim.ui.select = function(items, opts, on_choice) on_choice(nil) end")
@@ -412,10 +424,18 @@ def test_preview_folds_tool_calls_and_shows_damage(nv, workspace):
         "Let me look.",
         '▸ read_file {"path":"a.rs"}',
         '▸ run_command {"command":"cargo test"}',
-        "  ✓ read_file: fn main() { (4 lines)",
+        "  ✓ read_file: fn main() { (3 lines)",
+        "    ",
+        "    fn main() {",
+        "    }",
         "  ✗ run_command: permission denied",
+        "",
+        "## Agent",
         "Fixed.",
     ]
+    # the output is folded under its result line, as in the agent buffer (3 lines, as the result line says)
+    win = s["preview"]["win"]
+    assert nv.lua("return vim.api.nvim_win_call(..., function() return { vim.fn.foldclosed(14), vim.fn.foldclosedend(14) } end)", win) == [14, 16]
     # Exactly as the agent buffer renders the same history.
     body = nv.lua("return (require('pseudoclaude.transcript').render(require('pseudoclaude').sessions.load(...).messages))", sid)
     assert s["preview"]["lines"][4:] == body
@@ -425,7 +445,8 @@ def test_preview_folds_tool_calls_and_shows_damage(nv, workspace):
     groups = {m[1]: m[3]["hl_group"] for m in marks}
     assert groups[2] == "PseudoClaudePickerDamage"
     assert groups[4] == "PseudoClaudePickerPreviewUser" and groups[8] == "PseudoClaudePickerPreviewAgent"
-    assert groups[10] == "PseudoClaudePickerPreviewTool" and groups[13] == "PseudoClaudePickerPreviewError"
+    assert groups[10] == "PseudoClaudePickerPreviewTool" and groups[16] == "PseudoClaudePickerPreviewError"
+    assert groups[12] == "PseudoClaudePickerPreviewResult" and groups[18] == "PseudoClaudePickerPreviewAgent"
 
 
 def test_ctrl_d_and_ctrl_u_scroll_the_preview(nv, workspace):
@@ -482,7 +503,9 @@ def test_highlight_groups_are_default_links(nv):
     assert nv.lua("return vim.api.nvim_get_hl(0, { name = 'PseudoClaudePickerSelection' }).link") == "Visual"
     assert nv.lua("return vim.api.nvim_get_hl(0, { name = 'PseudoClaudePickerMatch' }).fg") == 0xFF0000
     names = nv.lua("return vim.tbl_keys(require('pseudoclaude.highlights').links)")
-    assert all(n.startswith("PseudoClaudePicker") for n in names)
+    assert all(n.startswith("PseudoClaude") for n in names)
+    # the agent buffer's groups are in the same registry, so they come back after :colorscheme too
+    assert "PseudoClaudeHeader" in names
     nv.api.command("colorscheme default")  # clears the links; they come back
     assert nv.lua("return vim.api.nvim_get_hl(0, { name = 'PseudoClaudePickerSelection' }).link") == "Visual"
 
@@ -661,7 +684,8 @@ def test_smoke_in_a_real_terminal_with_tmux(workspace, ws12, tmp_path):
         rows = [line for line in s.splitlines() if "msgs" in line]
         assert len(rows) == 9 and "task 11" in rows[0] and "1h ago" in rows[0] and "2 msgs" in rows[0]
         assert "! task 10" in rows[1]  # held by "another editor" (this test) when listed
-        assert "## You" in s and "answer 1 to task 11" in s  # the preview
+        s = wait_screen(lambda s: "answer 1 to task 11" in s, "the preview (read in the background)")
+        assert "## You" in s
         run("send-keys", "-t", "pc", "zebra")
         s = wait_screen(lambda s: "zebra parser overhaul" in s and "task 11" not in s, "the filter")
         assert "> zebra" in s and "1/12" in s

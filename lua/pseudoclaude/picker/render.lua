@@ -43,11 +43,16 @@ function M.age(seconds)
   return ("%dy ago"):format(seconds / (86400 * 365))
 end
 
---- Last activity of a session, unix seconds: the newer of its log's modification and its newest message.
----@param item pseudoclaude.SessionInfo
+--- When a session last spoke, unix seconds: its newest message's time; the log's modification time only when no
+--- message has one (a copied folder gets new modification times, its messages keep theirs).
+---@param item {last_message: integer?, modified: integer?}
 ---@return integer
 function M.activity(item)
-  return math.max(item.modified or 0, item.last_message or 0)
+  local last = item.last_message or 0
+  if last > 0 then
+    return last
+  end
+  return item.modified or 0
 end
 
 --- "1 msg", "12 msgs".
@@ -130,85 +135,115 @@ end
 ---@class pseudoclaude.picker.Preview
 ---@field lines string[]
 ---@field hls [integer, integer, integer, string][] line (0-based), start column, end column (-1: end of line), group
+---@field folds {[1]: integer, [2]: integer}[]? 0-based inclusive line ranges folded (tool outputs)
 
---- The history a resume restores, readable: a header (title; id, model, count, age; a notice when the session is
---- open elsewhere or its log needed repairs), then the history exactly as the agent buffer renders it
---- (`pseudoclaude.transcript`): speakers' headers, tool calls and results on one line each.
----@param loaded pseudoclaude.LoadedSession
+--- The preview's header: title; id, model, count, age; a notice when the session is open elsewhere or its log
+--- needed repairs.
+---@param p {id: string?, title: string?, model: string?, messages: integer?, damage_report: string?}
 ---@param item pseudoclaude.SessionInfo
----@param now integer unix seconds
----@param width integer? columns available (one-line summaries are cut to fit)
----@return pseudoclaude.picker.Preview
-function M.preview(loaded, item, now, width)
-  width = math.max((width or 80) - 4, 20)
+---@param now integer
+---@return string[] lines
+---@return [integer, integer, integer, string][] hls
+function H.header(p, item, now)
   local lines, hls = {}, {}
-  local function add(line, group, col_start, col_end)
+  local function add(line, group)
     lines[#lines + 1] = line
     if group then
-      hls[#hls + 1] = { #lines - 1, col_start or 0, col_end or -1, group }
+      hls[#hls + 1] = { #lines - 1, 0, -1, group }
     end
   end
-
-  add(M.title(loaded), "PseudoClaudePickerPreviewTitle")
-  local meta = { loaded.id or item.id }
-  if (loaded.model or "") ~= "" then
-    meta[#meta + 1] = loaded.model
+  add(M.title(p.title and p or item), "PseudoClaudePickerPreviewTitle")
+  local meta = { p.id or item.id }
+  local model = (p.model or "") ~= "" and p.model or item.model
+  if (model or "") ~= "" then
+    meta[#meta + 1] = model
   end
-  local n = #(loaded.messages or {})
+  local n = p.messages or item.messages or 0
   meta[#meta + 1] = n == 1 and "1 message" or (n .. " messages")
-  meta[#meta + 1] = M.age(now - M.activity(item))
+  meta[#meta + 1] = M.age(now - M.activity({ last_message = p.last_message or item.last_message, modified = item.modified }))
   add(table.concat(meta, " · "), "PseudoClaudePickerPreviewMeta")
   if item.held_by then
     add(("! open in another editor (%s): it cannot be resumed here"):format(item.held_by), "PseudoClaudePickerHeld")
   end
-  if (loaded.damage_report or "") ~= "" then
-    add("⚠ repaired on load: " .. loaded.damage_report, "PseudoClaudePickerDamage")
+  if (p.damage_report or "") ~= "" then
+    add("⚠ repaired on load: " .. p.damage_report, "PseudoClaudePickerDamage")
   end
-  local header = #lines
+  return lines, hls
+end
 
-  -- The history exactly as the agent buffer will show it.
-  local body, marks = require("pseudoclaude.transcript").render(loaded.messages or {}, {
+--- What the preview shows while the session is read in the background.
+---@param item pseudoclaude.SessionInfo
+---@param now integer
+---@return pseudoclaude.picker.Preview
+function M.loading(item, now)
+  local lines, hls = H.header({}, item, now)
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "loading…"
+  hls[#hls + 1] = { #lines - 1, 0, -1, "PseudoClaudePickerPreviewMeta" }
+  return { lines = lines, hls = hls, folds = {} }
+end
+
+--- A preview that could not be read: what went wrong.
+---@param item pseudoclaude.SessionInfo
+---@param err any
+---@return pseudoclaude.picker.Preview
+function M.failed(item, err)
+  local lines = { M.title(item), require("pseudoclaude.errors").plain(err) }
+  return { lines = lines, hls = { { 0, 0, -1, "PseudoClaudePickerPreviewTitle" }, { 1, 0, -1, "PseudoClaudePickerPreviewError" } } }
+end
+
+--- The history a resume restores, readable: the header, then the end of the history exactly as the agent buffer
+--- renders it (`pseudoclaude.transcript`: the same lines and folds), each message cut to `MESSAGE_MAX_LINES`.
+---@param p pseudoclaude.SessionPreview
+---@param item pseudoclaude.SessionInfo
+---@param now integer unix seconds
+---@param width integer? columns available (one-line summaries are cut to fit)
+---@return pseudoclaude.picker.Preview
+function M.preview(p, item, now, width)
+  width = math.max((width or 80) - 4, 20)
+  local lines, hls = H.header(p, item, now)
+  local function add(line, group)
+    lines[#lines + 1] = line
+    if group then
+      hls[#hls + 1] = { #lines - 1, 0, -1, group }
+    end
+  end
+  local tail = p.tail or { from = 0, messages = {} }
+  local msgs = tail.messages or {}
+  local T = require("pseudoclaude.transcript")
+  local body, marks, folds = T.render(msgs, {
     width = width,
     max_text_lines = M.MESSAGE_MAX_LINES,
+    -- the tail reads from its own first header, as if the history began there
+    names = tail.names,
   })
+  add("")
+  if (tail.from or 0) > 0 then
+    add(("… %d earlier messages not shown"):format(tail.from), "PseudoClaudePickerPreviewMeta")
+  end
+  if #msgs == 0 then
+    add("(no messages)", "PseudoClaudePickerPreviewMeta")
+  end
+  -- Keep the end when the history is longer than the preview shows.
+  local skip = math.max(#body - (M.PREVIEW_MAX_LINES - #lines - 1), 0)
+  if skip > 0 then
+    add(("… %d earlier lines not shown"):format(skip), "PseudoClaudePickerPreviewMeta")
+  end
+  local offset = #lines - skip
   local mark_at = {}
   for _, mark in ipairs(marks) do
     mark_at[mark.line + 1] = H.PREVIEW_GROUPS[mark.kind]
   end
-  if #body > 0 then
-    add("")
+  for i = skip + 1, #body do
+    add(body[i], mark_at[i])
   end
-  for i, line in ipairs(body) do
-    add(line, mark_at[i])
-  end
-  if n == 0 then
-    add("")
-    add("(no messages)", "PseudoClaudePickerPreviewMeta")
-  end
-
-  if #lines > M.PREVIEW_MAX_LINES then
-    local keep = M.PREVIEW_MAX_LINES - header - 1
-    local cut = #lines - header - keep
-    local out = {}
-    for i = 1, header do
-      out[i] = lines[i]
+  local out_folds = {}
+  for _, f in ipairs(folds) do
+    if f[1] >= skip then
+      out_folds[#out_folds + 1] = { f[1] + offset, f[2] + offset }
     end
-    out[header + 1] = ("… %d earlier lines not shown"):format(cut)
-    for i = #lines - keep + 1, #lines do
-      out[#out + 1] = lines[i]
-    end
-    local out_hls = {}
-    for _, h in ipairs(hls) do
-      if h[1] < header then
-        out_hls[#out_hls + 1] = h
-      elseif h[1] >= header + cut then
-        out_hls[#out_hls + 1] = { h[1] - cut + 1, h[2], h[3], h[4] }
-      end
-    end
-    out_hls[#out_hls + 1] = { header, 0, -1, "PseudoClaudePickerPreviewMeta" }
-    lines, hls = out, out_hls
   end
-  return { lines = lines, hls = hls }
+  return { lines = lines, hls = hls, folds = out_folds }
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
