@@ -82,7 +82,16 @@ class Neovim:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nvim did not open {self.socket}: {self.stderr()}")
             time.sleep(0.02)
-        self.api = pynvim.attach("socket", path=str(self.socket))
+        # The socket file appears at bind(), a moment before listen(): on a loaded machine a connect can land
+        # in between and be refused.
+        while True:
+            try:
+                self.api = pynvim.attach("socket", path=str(self.socket))
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     # -- helpers -----------------------------------------------------------------------------------------
 
