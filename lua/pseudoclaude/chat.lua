@@ -304,7 +304,20 @@ end
 function H.map_transcript(b)
   local keys = require("pseudoclaude").get_config().keys
   H.map(b, "n", keys.cancel, M.cancel, "cancel the turn")
-  H.map(b, "n", keys.toggle_fold, "za", "expand/fold a tool result")
+  H.map(b, "n", keys.toggle_fold, H.toggle_fold, "expand/fold a tool result")
+end
+
+--- Opens or closes the output under a result line (or the fold the cursor is in).
+function H.toggle_fold()
+  local l = vim.fn.line(".")
+  if vim.fn.foldlevel(l) == 0 and vim.fn.foldlevel(l + 1) > 0 then
+    -- on the result line itself: its output is the fold just below
+    local closed = vim.fn.foldclosed(l + 1) ~= -1
+    vim.cmd(("%d%s"):format(l + 1, closed and "foldopen" or "foldclose"))
+    vim.api.nvim_win_set_cursor(0, { l, 0 })
+  elseif vim.fn.foldlevel(l) > 0 then
+    vim.cmd("normal! za")
+  end
 end
 
 function H.submit()

@@ -1,0 +1,322 @@
+"""Resume you can trust: the highlighted session is the one resumed, nothing that reads a session runs on the main
+loop, a restored chat reads as it was lived, ages and the stale reminder are honest, and `:help` works under
+`make run`. Through the real keys, the real chat and files on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ROOT, Neovim
+from fake_llm import FakeOpenAI
+from session_files import chat, entry, session_dir, session_id, write_session
+
+STATE = """
+local picker = require("pseudoclaude.picker")
+local s = picker.get_state()
+if not s then return vim.NIL end
+local rows = vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false)
+return { full = s.full, query = s.query, selected = (picker.selected() or {}).id, row = rows[s.sel - s.top + 1],
+  preview_id = s.preview_id, preview = vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false) }
+"""
+
+TRACK = """
+vim.g.pc_resumed = vim.NIL
+vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
+  vim.g.pc_resumed = ev.data
+end })
+_G.notes = {}
+vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
+"""
+
+
+def wait_for(fn, timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what} (last: {v!r})")
+        time.sleep(0.02)
+
+
+def state(n: Neovim) -> dict[str, Any] | None:
+    return n.lua(STATE)
+
+
+def transcript(n: Neovim) -> list[str]:
+    return n.lua(
+        "local b = vim.fn.bufnr('pseudoclaude://chat') if b == -1 then return {} end "
+        "return vim.api.nvim_buf_get_lines(b, 0, -1, false)"
+    )
+
+
+def closed_folds(n: Neovim) -> list[list[int]]:
+    """Closed folds of the transcript window: [first, last] line pairs (1-based)."""
+    return n.lua(
+        """
+        local b = vim.fn.bufnr('pseudoclaude://chat')
+        local w = vim.fn.win_findbuf(b)[1]
+        if not w then return {} end
+        return vim.api.nvim_win_call(w, function()
+          local out, l, last = {}, 1, vim.fn.line('$')
+          while l <= last do
+            local e = vim.fn.foldclosedend(l)
+            if e > 0 then table.insert(out, { l, e }) l = e + 1 else l = l + 1 end
+          end
+          return out
+        end)
+        """
+    )
+
+
+def big_session(ws: Path, sid: str, title: str, mib: int, ts: int) -> Path:
+    """A session of about `mib` MiB (a few huge assistant messages), not in the activity hint."""
+    d = session_dir(ws, sid)
+    (d / "tool-results").mkdir(parents=True)
+    blob = "y " * (512 * 1024)  # 1 MiB a message
+    lines = [entry("user", title, ts=ts, model="big-model")]
+    for k in range(mib):
+        lines.append(entry("assistant", f"part {k} {blob}", ts=ts + 1 + k))
+        lines.append(entry("user", f"more {k}", ts=ts + 1 + k))
+    p = d / "conversation.jsonl"
+    p.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    return p
+
+
+@pytest.fixture
+def crowded(workspace: Path) -> dict[str, Any]:
+    """3,000 sessions in the activity hint, plus a newer copied one and a 40 MiB one that the hint does not name,
+    so the first rows and the full list (which takes a moment) disagree on row numbers."""
+    now = time.time()
+    root = workspace / ".PseudoClaude" / "sessions"
+    root.mkdir(parents=True)
+    hint = []
+    ids = []
+    for i in range(3000):
+        sid = session_id(i)
+        t = now - 7200 - (3000 - i) * 60
+        write_session(workspace, sid, chat(f"task {i}", ts=int(t) - 10), mtime=t)
+        hint.append(f"{sid} {int(t)}")
+        ids.append(sid)
+    (root / "activity").write_text("\n".join(hint) + "\n")
+    big = session_id(5000)
+    big_session(workspace, big, "big log nobody asked for", 40, int(now) - 1800)
+    copied = session_id(5001)
+    write_session(workspace, copied, chat("copied from a laptop", ts=int(now) - 70), mtime=now - 60)
+    return {"ids": list(reversed(ids)), "big": big, "copied": copied}
+
+
+def real_chat(n: Neovim) -> None:
+    n.lua('require("pseudoclaude").setup({ provider = { name = "demo" } })')
+    n.lua(TRACK)
+    n.api.command("set columns=160 lines=48")
+
+
+def test_the_highlighted_session_is_the_one_resumed_when_the_full_list_arrives(nvim: Neovim, crowded) -> None:
+    real_chat(nvim)
+    nvim.api.input(":PseudoResume<CR>")
+    wait_for(lambda: state(nvim), what="the picker")
+    nvim.api.input("<C-n>")
+    s = wait_for(lambda: (x := state(nvim)) and x["selected"] == crowded["ids"][1] and x, what="the second row")
+    assert not s["full"], "the full list must still be on its way for this test to mean anything"
+    picked, title = s["selected"], s["row"].split("  ")[1]
+    s = wait_for(lambda: (x := state(nvim)) and x["full"] and x, what="the full list")
+    # the list changed under the highlight (two newer sessions came in above), the highlight did not move
+    assert s["selected"] == picked and s["row"].split("  ")[1] == title == "task 2998"
+    nvim.api.input("<CR>")
+    report = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["ok"] and report["id"] == picked
+    assert nvim.lua("return require('pseudoclaude').current().id") == picked
+    assert "task 2998" in transcript(nvim)  # the title of the second newest in the hint
+
+
+def test_with_a_query_enter_resumes_the_row_shown(nvim: Neovim, crowded) -> None:
+    real_chat(nvim)
+    nvim.api.input(":PseudoResume<CR>")
+    wait_for(lambda: state(nvim), what="the picker")
+    nvim.api.input("task 299")
+    s = wait_for(lambda: (x := state(nvim)) and x["query"] == "task 299" and x, what="the query")
+    nvim.api.input("<C-n>")
+    s = wait_for(lambda: (x := state(nvim)) and x["selected"] != s["selected"] and x, what="the next match")
+    picked = s["selected"]
+    assert "task 299" in s["row"]
+    s = wait_for(lambda: (x := state(nvim)) and x["full"] and x, what="the full list")
+    assert s["selected"] == picked and "task 299" in s["row"]
+    nvim.api.input("<CR>")
+    report = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["id"] == picked != crowded["big"]
+
+
+def test_a_deleted_row_hands_the_highlight_to_the_next_and_a_narrowing_query_keeps_it(nvim: Neovim, crowded) -> None:
+    real_chat(nvim)
+    nvim.api.input(":PseudoResume<CR>")
+    s = wait_for(lambda: (x := state(nvim)) and x["full"] and x, what="the full list")
+    assert s["selected"] == crowded["ids"][0]  # two newer sessions came in above it: still highlighted
+    nvim.api.input("<C-n>")
+    wait_for(lambda: (x := state(nvim)) and x["selected"] == crowded["ids"][1], what="the next row")
+    nvim.api.input("task 2998")  # still matches the highlighted session: it stays highlighted
+    s = wait_for(lambda: (x := state(nvim)) and x["query"] == "task 2998" and x, what="the query")
+    assert s["selected"] == crowded["ids"][1]
+    nvim.api.input("<C-w><C-w>")  # widening: still there
+    s = wait_for(lambda: (x := state(nvim)) and x["query"] == "" and x, what="the empty query")
+    assert s["selected"] == crowded["ids"][1]
+    nvim.api.input("<C-x>")
+    wait_for(lambda: "Delete session" in nvim.api.call("execute", "messages") or True, what="the question")
+    nvim.api.input("y")
+    s = wait_for(lambda: (x := state(nvim)) and x["selected"] != crowded["ids"][1] and x, what="the deletion")
+    assert s["selected"] == crowded["ids"][2]  # the row that took its place
+    assert not session_dir(Path(nvim.workspace), crowded["ids"][1]).exists()
+
+
+def test_looking_reads_nothing_on_the_main_loop(nvim: Neovim, crowded) -> None:
+    """The preview of a 40 MiB session (the first row of the full list) and a resume of it come from the core's
+    threads: right after the key, in the same main-loop step, the preview says "loading…" and the chat is the old
+    one; the history arrives later."""
+    real_chat(nvim)
+    with open(nvim.workspace / ".PseudoClaude" / "sessions" / "activity", "a") as f:
+        f.write(f"{crowded['big']} {int(time.time())}\n")  # the big one is the first row at once
+    out = nvim.lua(
+        """
+        require("pseudoclaude.picker").open()
+        local s = require("pseudoclaude.picker").get_state()
+        return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)
+        """
+    )
+    assert out[-1] == "loading…", out
+    s = wait_for(lambda: (x := state(nvim)) and x["full"] and x["preview_id"] == x["selected"] and x, what="preview")
+    assert s["selected"] == crowded["big"] and "big log nobody asked for" in s["preview"]
+    nvim.api.input("<Esc>")
+    same_step = nvim.lua(
+        """
+        require("pseudoclaude").resume(...)
+        return { current = require("pseudoclaude").current() or false, resumed = vim.g.pc_resumed or false }
+        """,
+        crowded["big"],
+    )
+    assert same_step["current"] is False and same_step["resumed"] is None  # returned at once, nothing in place yet
+    report = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["ok"] and report["id"] == crowded["big"] and report["messages"] == 81
+    lines = transcript(nvim)
+    assert lines[0] == "## You" and lines[1] == "big log nobody asked for"
+    assert any("more bytes not shown" in l for l in lines)  # 1 MiB texts are cut for the screen, not for the model
+    assert len(nvim.lua("return require('pseudoclaude').messages()")[1]["content"]) > 1024 * 1024
+
+
+@pytest.fixture
+def fake():
+    f = FakeOpenAI()
+    yield f
+    f.close()
+
+
+def test_a_restored_chat_reads_as_it_was_lived(start_nvim, workspace: Path, fake: FakeOpenAI) -> None:
+    (workspace / "a.txt").write_text("one\ntwo\nthree\nfour\n")
+    fake.push_tools("Let me look.", [("call_1", "read_file", {"path": "a.txt"})])
+    fake.push_text("It has four lines.")
+    provider = {"name": "openai", "base_url": fake.base_url, "model": "fake-model", "api_key_env": "PC_TEST_NO_KEY"}
+    live = start_nvim()
+    live.lua("require('pseudoclaude').setup({ provider = ... })", provider)
+    live.lua(TRACK)
+    live.api.command("PseudoChat")
+    live.api.input("<Esc>iwhat is in a.txt?<C-s>")
+    wait_for(lambda: any("four lines" in l for l in transcript(live)), what="the answer")
+    wait_for(lambda: live.lua("return require('pseudoclaude.chat').winbar()").find("idle") >= 0, what="idle")
+    sid = live.lua("return require('pseudoclaude').current().id")
+    lived, lived_folds = transcript(live), closed_folds(live)
+    assert lived_folds, "the tool output is folded in the live chat"
+    result = next(l for l in lived if "✓ read_file" in l)
+    first, last = lived_folds[0]
+    assert "(%d lines)" % (last - first + 1) in result  # the count on the line is the fold's size
+
+    # a second editor with a chat of its own (and its folds) resumes the session
+    fake.push_tools("", [("call_9", "read_file", {"path": "a.txt"})])
+    fake.push_text("Read it again.")
+    other = start_nvim()
+    other.lua("require('pseudoclaude').setup({ provider = ... })", provider)
+    other.lua(TRACK)
+    live.close()
+    other.api.command("PseudoChat")
+    other.api.input("<Esc>iagain<C-s>")
+    wait_for(lambda: any("Read it again" in l for l in transcript(other)), what="the other chat")
+    wait_for(lambda: other.lua("return require('pseudoclaude.chat').winbar()").find("idle") >= 0, what="idle")
+    other.api.command(f"PseudoResume {sid}")
+    assert wait_for(lambda: other.lua("return vim.g.pc_resumed"), what="the resume")["ok"] is True
+    restored = transcript(other)
+    assert restored == lived
+    assert closed_folds(other) == lived_folds  # nothing of the previous chat's folds, the same folds as live
+    # <Tab> opens a restored result as it does live (no E490)
+    win = other.lua("return vim.fn.win_findbuf(vim.fn.bufnr('pseudoclaude://chat'))[1]")
+    other.api.command(f"call win_gotoid({win})")
+    other.api.current.window.cursor = (first - 1, 0)  # on the result line, as a user would
+    other.api.input("<Esc><Tab>")
+    wait_for(lambda: closed_folds(other) == [], what="the fold to open: " + repr((first, closed_folds(other), other.api.current.window.cursor, other.api.call("maparg", "<Tab>", "n"), other.api.vvars["errmsg"])))
+    assert other.api.vvars["errmsg"] == ""
+
+
+def test_ages_are_the_last_message_and_a_resume_left_alone_changes_nothing(nvim: Neovim, workspace: Path) -> None:
+    now = time.time()
+    old = int(now) - 7 * 3600 - 120
+    sid = session_id(1)
+    # copied: the log's mtime is now, its messages are 7 hours old
+    p = write_session(workspace, sid, chat("seven hours ago", ts=old), mtime=now) / "conversation.jsonl"
+    other = session_id(2)
+    write_session(workspace, other, chat("newer by mtime only", ts=int(now) - 3600), mtime=now - 30)
+    real_chat(nvim)
+    nvim.api.input(":PseudoResume<CR>")
+    s = wait_for(lambda: (x := state(nvim)) and x["full"] and x, what="the picker")
+    rows = nvim.lua("local s = require('pseudoclaude.picker').get_state() "
+                    "return vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false)")
+    assert "seven hours ago" in rows[0] and "7h ago" in rows[0], rows
+    nvim.api.input("<Esc>")
+    before, order = p.read_bytes(), [i["id"] for i in nvim.lua("return require('pseudoclaude').sessions.list()")]
+    nvim.api.command(f"PseudoResume {sid}")
+    report = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["stale_hours"] == 7
+    assert "## Reminder to the model" in transcript(nvim)
+    nvim.api.command("PseudoNew")  # and leave without a word
+    assert p.read_bytes() == before
+    assert [i["id"] for i in nvim.lua("return require('pseudoclaude').sessions.list()")] == order
+
+
+def test_the_reminder_speaks_in_minutes_under_an_hour(nvim: Neovim, workspace: Path) -> None:
+    sid = session_id(3)
+    write_session(workspace, sid, chat("forty minutes ago", ts=int(time.time()) - 40 * 60 - 5))
+    nvim.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, stale_after_hours = 0.5 })')
+    nvim.lua(TRACK)
+    nvim.api.command(f"PseudoResume {sid}")
+    wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the resume")
+    text = "\n".join(transcript(nvim))
+    assert "resumed 40 minutes after" in text and "0 hours" not in text
+
+
+def test_completion_reads_no_log(nvim: Neovim, workspace: Path) -> None:
+    sid = session_id(4)
+    write_session(workspace, sid, chat("x", ts=int(time.time())))
+    (session_dir(workspace, sid) / "conversation.jsonl").chmod(0)  # reading it would fail; listing ids does not
+    try:
+        assert nvim.api.call("getcompletion", "PseudoResume 2", "cmdline") == [sid]
+    finally:
+        (session_dir(workspace, sid) / "conversation.jsonl").chmod(0o600)
+
+
+def test_help_works_under_make_run(tmp_path: Path, workspace: Path) -> None:
+    """`make run` opens Neovim with scripts/dev-init.lua: `:help pseudoclaude` must work although doc/tags is
+    generated and git-ignored (a fresh clone has none)."""
+    root = tmp_path / "clone"
+    for part in ("lua", "plugin", "doc", "scripts"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("tags"))
+    assert not (root / "doc" / "tags").exists()
+    n = Neovim(workspace, plugin_root=root, extra_args=["-u", str(root / "scripts" / "dev-init.lua")])
+    try:
+        n.api.command("help pseudoclaude")
+        assert n.api.current.buffer.name == str(root / "doc" / "pseudoclaude.txt")
+    finally:
+        n.close()
