@@ -15,7 +15,9 @@ use serde::Serialize;
 use crate::message::{Message, ToolResult};
 
 /// Bytes of one message's text (or one tool output) the agent buffer shows.
-pub const MAX_DISPLAY_BYTES: usize = 256 * 1024;
+/// (Neovim lays out a long wrapped line, with 'linebreak', in time proportional to its length: a
+/// 256 KiB line costs about 30 ms to insert and put the cursor on; 64 KiB stays under a frame.)
+pub const MAX_DISPLAY_BYTES: usize = 64 * 1024;
 
 /// A message as the screen gets it.
 #[derive(Debug, Clone, Serialize)]
@@ -44,28 +46,28 @@ pub struct Slice {
     pub names: HashMap<String, String>,
 }
 
-/// `m` with its text cut to `max` bytes.
+/// `m` with its text cut to `max` bytes (copying only what is kept).
 pub fn shown(m: &Message, max: usize) -> Shown {
-    let mut message = m.clone();
-    let mut cut_bytes = cut(&mut message.content, max);
-    if let Some(tr) = message.tool_result.as_mut() {
-        cut_bytes += cut(&mut tr.content, max);
-    }
+    let (content, mut cut_bytes) = cut(&m.content, max);
+    let tool_result = m.tool_result.as_ref().map(|t| {
+        let (content, n) = cut(&t.content, max);
+        cut_bytes += n;
+        crate::message::ToolResult { content, ..t.clone_without_content() }
+    });
+    let message = Message { role: m.role.clone(), content, tool_calls: m.tool_calls.clone(), tool_result, ts: m.ts };
     Shown { message, cut_bytes }
 }
 
-/// Cuts `s` to at most `max` bytes at a character boundary; returns how many bytes were cut.
-fn cut(s: &mut String, max: usize) -> usize {
+/// The first `max` bytes of `s` (at a character boundary), and how many bytes were left out.
+fn cut(s: &str, max: usize) -> (String, usize) {
     if s.len() <= max {
-        return 0;
+        return (s.to_string(), 0);
     }
     let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    let removed = s.len() - end;
-    s.truncate(end);
-    removed
+    (s[..end].to_string(), s.len() - end)
 }
 
 /// Messages `[from, to)` of `history`, each cut to `max_bytes`.

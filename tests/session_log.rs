@@ -593,3 +593,24 @@ fn a_limited_list_reads_the_activity_hint_and_agrees_with_a_full_scan() {
     fs::write(&activity, format!("{} 1\ngarbage\n", full[5])).unwrap();
     assert_eq!(ids(&ListOptions { limit: Some(3), ..Default::default() }), full[..3]);
 }
+
+#[test]
+fn a_limited_list_with_max_read_lists_an_uncached_big_log_as_partial_without_reading_it() {
+    let ws = workspace();
+    let ctx = Context::new(ws.path()).unwrap();
+    let w = writer(&ctx);
+    w.append(&Message::user("a big one")).unwrap();
+    w.append(&Message::assistant("x".repeat(2 << 20))).unwrap();
+    drop(w);
+    let _ = fs::remove_file(ctx.summary_path()); // a copied folder: no cache
+    let opts = ListOptions { limit: Some(1), max_read: Some(1 << 20), ..Default::default() };
+    let quick = session::list(ws.path(), &opts).unwrap();
+    assert_eq!(quick.len(), 1);
+    assert!(quick[0].partial && quick[0].messages == 0 && quick[0].title.is_empty(), "{:?}", quick[0]);
+    assert!(!ctx.summary_path().exists(), "nothing was read, so nothing was cached");
+    // The full list reads it (and caches it); then the quick list has it all within the budget.
+    let full = session::list(ws.path(), &ListOptions::default()).unwrap();
+    assert!(!full[0].partial && full[0].messages == 2 && full[0].title == "a big one");
+    let quick = session::list(ws.path(), &opts).unwrap();
+    assert!(!quick[0].partial && quick[0].messages == 2);
+}

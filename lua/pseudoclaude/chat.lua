@@ -110,8 +110,23 @@ function M.resume(id, opts)
     return
   end
   H.resumes[ticket] = { id = id, opts = opts, started = vim.uv.hrtime() }
+  H.last_stats = { id = id, asked_at = H.resumes[ticket].started, slices = 0 }
   H.state.phase = "restoring " .. id
   H.redraw_winbar()
+end
+
+---@class pseudoclaude.ResumeStats Timestamps are `vim.uv.hrtime()` values (ns), for benchmarks.
+---@field id string
+---@field asked_at integer `resume()` called
+---@field read_at integer? the core has read the session (the switch-over is done)
+---@field first_at integer? the first screenful (the end of the history) drawn
+---@field done_at integer? all of the history drawn
+---@field slices integer main-loop steps that drew it
+
+--- Timings of the last resume (nil before the first).
+---@return pseudoclaude.ResumeStats?
+function M.last_resume_stats()
+  return H.last_stats
 end
 
 --- Starts a new, empty chat (the current session stays on disk).
@@ -174,8 +189,8 @@ H.resumes = {}
 --- Bumped by each restore: slices of an older one stop drawing.
 H.restore_gen = 0
 --- Messages per slice of a restore and bytes of text per slice: one slice is one short main-loop step.
-H.SLICE_MESSAGES = 200
-H.SLICE_BYTES = 192 * 1024
+H.SLICE_MESSAGES = 300
+H.SLICE_BYTES = 96 * 1024
 
 H.ns = vim.api.nvim_create_namespace("pseudoclaude_chat")
 
@@ -458,7 +473,12 @@ function H.restore(on_done)
     if gen ~= H.restore_gen or not H.valid_buf(H.buf) then
       return
     end
+    local t0 = vim.uv.hrtime()
     local ok, slice = pcall(core.call, "agent_history_slice", to, H.SLICE_MESSAGES, H.SLICE_BYTES)
+    if ok then
+      ok, slice = pcall(vim.json.decode, slice, { luanil = { object = true, array = true } })
+    end
+    local t1 = vim.uv.hrtime()
     if not ok then
       require("pseudoclaude.errors").report(slice)
       return on_done and on_done()
@@ -478,20 +498,31 @@ function H.restore(on_done)
     end
     local lines, marks, folds = T.render(msgs, { prev = T.nonnil(slice.prev), names = slice.names })
     H.draw(lines, marks, folds, not first)
+    local stats = H.restore_stats
+    if stats then
+      stats.slices = (stats.slices or 0) + 1
+      local t2 = vim.uv.hrtime()
+      stats.max_slice_ms = math.max(stats.max_slice_ms or 0, (t1 - t0) / 1e6)
+      stats.max_draw_ms = math.max(stats.max_draw_ms or 0, (t2 - t1) / 1e6)
+    end
     if first then
+      if stats then
+        stats.first_at = vim.uv.hrtime()
+      end
       H.scroll_to_end()
       H.refresh_status()
       H.redraw_winbar()
     end
     first = false
     if slice.from > 0 then
-      vim.defer_fn(function()
+      vim.schedule(function()
         step(slice.from)
-      end, 0)
+      end)
     else
       if H.valid_win(H.win) and vim.api.nvim_get_current_win() ~= H.win then
         H.scroll_to_end()
       end
+      H.restore_stats = nil
       if on_done then
         on_done()
       end
@@ -627,10 +658,14 @@ H.handlers = {
     end
     local report = m.report
     report.ok = true
+    local stats = H.last_stats and H.last_stats.id == pending.id and H.last_stats or {}
+    stats.read_at = vim.uv.hrtime()
     H.state.saved, H.state.save_error, H.state.busy = true, nil, false
     H.state.phase = "idle"
     M.open()
+    H.restore_stats = stats
     H.restore(function()
+      stats.done_at = vim.uv.hrtime()
       if report.notice ~= "" then
         H.append({ "", "⚠ Restored with repairs: " .. report.notice }, "PseudoClaudeNotice")
         vim.notify(

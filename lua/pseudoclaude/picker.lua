@@ -52,6 +52,8 @@ local state = nil
 
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
+--- Bytes of an uncached log the first rows may read on the main loop (about 4 ms); the full list reads the rest.
+M.FIRST_ROWS_MAX_READ = 1024 * 1024
 local COUNTER_MARK = 1
 local PREFIX_MARK = 2
 
@@ -67,7 +69,8 @@ function M.open(opts)
   M.close()
   local sessions = require("pseudoclaude.sessions")
   local listed_at = vim.uv.hrtime()
-  local top = sessions.list({ limit = max_items })
+  -- on the main loop: a session whose summary is not cached is listed from what a quick read gives
+  local top = sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ })
   local list_ms = (vim.uv.hrtime() - listed_at) / 1e6
   if #top == 0 then
     H.notify(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), vim.log.levels.INFO)
@@ -528,17 +531,56 @@ function H.read_full_list(s)
   end
 end
 
---- The full list is here: search it from now on, and apply the current query to it.
+--- Haystacks (and their lower-cased forms) built per main-loop step: 10,000 at once is more than a frame.
+H.HAY_STEP = 2000
+
+--- The full list is here: build what the matcher searches in steps, then search it from now on and apply the
+--- current query to it.
 ---@param s pseudoclaude.picker.State
 ---@param items pseudoclaude.SessionInfo[]
 function H.use_full_list(s, items)
+  local hay, lower, done = {}, {}, 0
+  local function step()
+    if state ~= s or s.full then
+      return
+    end
+    for i = done + 1, math.min(done + H.HAY_STEP, #items) do
+      hay[i] = H.haystack(items[i])
+      lower[i] = hay[i]:lower()
+    end
+    done = math.min(done + H.HAY_STEP, #items)
+    if done < #items then
+      return vim.schedule(step)
+    end
+    H.install_full_list(s, items, hay, lower)
+  end
+  step()
+end
+
+---@param item pseudoclaude.SessionInfo
+---@return string
+function H.haystack(item)
+  return (item.title or "") .. " " .. (item.model or "") .. " " .. item.id
+end
+
+---@param s pseudoclaude.picker.State
+---@param items pseudoclaude.SessionInfo[]
+---@param hay string[]
+---@param lower string[]
+function H.install_full_list(s, items, hay, lower)
   if next(s.deleted) then
-    items = vim.tbl_filter(function(item)
-      return not s.deleted[item.id]
-    end, items)
+    local kept, kept_hay, kept_lower = {}, {}, {}
+    for i, item in ipairs(items) do
+      if not s.deleted[item.id] then
+        kept[#kept + 1], kept_hay[#kept + 1], kept_lower[#kept + 1] = item, hay[i], lower[i]
+      end
+    end
+    items, hay, lower = kept, kept_hay, kept_lower
   end
   local t = vim.uv.hrtime()
-  H.set_items(s, items)
+  s.items = items
+  local matcher = require("pseudoclaude.picker.matcher")
+  s.matcher = matcher.new(hay, nil, matcher.DEFAULT_ENGINE == "lua" and lower or nil)
   s.full = true
   H.refresh(s)
   s.stats.full_at = vim.uv.hrtime()
@@ -552,7 +594,7 @@ end
 function H.set_items(s, items)
   local hay = {}
   for i, item in ipairs(items) do
-    hay[i] = (item.title or "") .. " " .. (item.model or "") .. " " .. item.id
+    hay[i] = H.haystack(item)
   end
   s.items = items
   s.matcher = require("pseudoclaude.picker.matcher").new(hay)

@@ -16,6 +16,7 @@
 ---@field last_message integer Newest message time, unix seconds (0 when unknown).
 ---@field bad_lines integer Lines that are not valid entries.
 ---@field held_by string? Who holds the session's lock (another editor), nil when nobody does.
+---@field partial boolean? Summarised from part of its log only (`opts.max_read`).
 
 ---@class pseudoclaude.ToolCall
 ---@field id string
@@ -53,6 +54,8 @@
 ---@field limit integer? At most this many sessions (the newest); only those are summarised.
 ---@field include_current boolean? Keep the current session (left out by default).
 ---@field check_locks boolean? Fill `held_by` (default true).
+---@field max_read integer? With `limit`: read at most this many bytes of a log whose summary is not cached yet (it is
+--- then listed with `partial = true`, its counts and title possibly missing), so the call stays short.
 
 ---@class pseudoclaude.Sessions
 local M = {}
@@ -74,6 +77,7 @@ function M.list(opts)
     limit = limit,
     check_locks = opts.check_locks ~= false,
     include_empty = false,
+    max_read = opts.max_read,
   })
 end
 
@@ -138,9 +142,13 @@ function M.preview_async(id, on_done)
   H.check_type("preview_async", "id", id, "string")
   H.call("preview_async", "sessions_preview_async", M.workspace(), id, vim.empty_dict(), function(ok, value)
     if not ok then
-      return on_done(tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", ""), nil)
+      return on_done((tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", "")), nil)
     end
-    on_done(nil, value)
+    local decoded, preview = pcall(vim.json.decode, value, { luanil = { object = true, array = true } })
+    if not decoded then
+      return on_done("cannot decode the preview: " .. tostring(preview), nil)
+    end
+    on_done(nil, preview)
   end)
 end
 

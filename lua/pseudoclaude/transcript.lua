@@ -12,7 +12,7 @@ local M = {}
 local H = {}
 
 --- Bytes of one message's text (or one tool output) shown; must equal `MAX_DISPLAY_BYTES` in src/display.rs.
-M.MAX_DISPLAY_BYTES = 256 * 1024
+M.MAX_DISPLAY_BYTES = 64 * 1024
 
 --- Kinds of marked lines; callers map them to their highlight groups.
 ---@alias pseudoclaude.TranscriptKind "you"|"agent"|"reminder"|"call"|"result"|"error"|"more"
@@ -221,6 +221,13 @@ function H.add_text(add, text, max, cut)
     return
   end
   local shown, extra = H.cap(text, cut)
+  if not shown:find("\n", 1, true) then
+    add(shown) -- most messages: one line, no split
+    if extra > 0 then
+      add(H.cut_note(extra), "more")
+    end
+    return
+  end
   local parts = vim.split(shown, "\n", { plain = true })
   for i, l in ipairs(parts) do
     if max and i > max then

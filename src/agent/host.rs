@@ -454,7 +454,7 @@ fn report(id: &str, agent: &Agent, resumed: &Resumed) -> ResumeReport {
     }
     ResumeReport {
         id: id.to_string(),
-        messages: agent.messages().len(),
+        messages: agent.with_messages(|m| m.len()),
         stale_hours: resumed.stale_seconds.map(|s| s / 3600),
         stale_seconds: resumed.stale_seconds,
         notice,

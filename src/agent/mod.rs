@@ -132,9 +132,10 @@ impl Agent {
         // The writer first: it takes the lock (a second editor is refused before anything else) and
         // moves a torn tail aside, so the load below sees exactly what the writer will append to.
         let (writer, repair) = Writer::open_with_repair(&ctx, opts.clone())?;
-        let loaded = session::load(&ctx)?;
+        let mut loaded = session::load(&ctx)?;
         let log = SessionLog::opened(&config.workspace, opts, writer);
-        let conversation = Conversation::from_messages(loaded.messages.clone(), log.hooks());
+        // Moved, not copied: a 100 MiB history is held once.
+        let conversation = Conversation::from_messages(std::mem::take(&mut loaded.messages), log.hooks());
         let mut resumed = Resumed { torn_bytes: repair.torn_bytes, ..Default::default() };
         let mut pending = Vec::new();
         if let Some(idle) = stale_seconds(loaded.last_message, now(), config.stale_after) {
@@ -155,7 +156,8 @@ impl Agent {
         pending: Vec<Message>,
     ) -> Agent {
         let tools = Arc::new(Tools::new(&config.workspace, approver, config.auto_approve));
-        let compact = tokio::sync::Mutex::new(Runtime::open(config.compact.clone(), &conversation.snapshot()));
+        let compact =
+            tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
         let system = system_prompt(&config.workspace);
         Agent { config, provider, tools, conversation, log, compact, system, pending: Mutex::new(pending) }
     }

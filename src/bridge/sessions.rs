@@ -56,6 +56,7 @@ pub struct ListArgs {
     pub include_empty: bool,
     pub check_locks: bool,
     pub limit: Option<usize>,
+    pub max_read: Option<u64>,
 }
 
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
@@ -73,6 +74,7 @@ pub fn list(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<SessionInfo>>
         include_empty: args.include_empty,
         check_locks: args.check_locks,
         limit: args.limit,
+        max_read: args.max_read,
     };
     Ok(session::list(workspace, &opts)?)
 }
@@ -191,7 +193,10 @@ fn preview_async(a: &Args) -> BridgeResult<u64> {
     let id: String = a.get(1)?;
     let limits = table_arg::<PreviewArgs>(a, 2)?;
     let callback: jobs::Callback = a.get(3)?;
-    jobs::spawn("sessions_preview_async", Some("preview"), callback, move || preview(&ws, &id, &limits))
+    // As JSON, decoded by `vim.json.decode`: faster than converting hundreds of messages one object at a time.
+    jobs::spawn("sessions_preview_async", Some("preview"), callback, move || {
+        preview(&ws, &id, &limits).and_then(|p| serde_json::to_string(&p).map_err(BridgeError::from))
+    })
 }
 
 /// Argument 1, the workspace directory: a non-empty string.

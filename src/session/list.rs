@@ -40,6 +40,10 @@ pub struct SessionInfo {
     /// Newest message time, unix seconds (0 when unknown).
     pub last_message: i64,
     pub bad_lines: usize,
+    /// Summarised from a part of the log only (see [`ListOptions::max_read`]): the counts, title and
+    /// model may be missing; the full list has them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// Who holds the session's writer lock, when someone does (another editor).
     pub held_by: Option<String>,
 }
@@ -55,6 +59,10 @@ pub struct ListOptions {
     pub check_locks: bool,
     /// At most this many sessions (the newest); only those are summarised.
     pub limit: Option<usize>,
+    /// Read at most this many bytes of a log whose summary cache is missing or behind: such a
+    /// session is listed `partial`. The picker's first rows are listed on the editor's main loop,
+    /// where replaying a 100 MiB log without a cache would freeze it for seconds.
+    pub max_read: Option<u64>,
 }
 
 /// Every valid session of the workspace, newest first (by log modification time, then id).
@@ -151,8 +159,8 @@ fn list_recent(workspace: &Path, dir: &Path, opts: &ListOptions, limit: usize) -
         if !ctx.dir.is_dir() {
             continue; // deleted since
         }
-        let Ok(mut info) = info(&ctx) else { continue };
-        if info.messages == 0 && !opts.include_empty {
+        let Ok(mut info) = info_within(&ctx, opts.max_read) else { continue };
+        if info.messages == 0 && !opts.include_empty && !info.partial {
             continue;
         }
         if opts.check_locks {
@@ -169,6 +177,11 @@ fn list_recent(workspace: &Path, dir: &Path, opts: &ListOptions, limit: usize) -
 
 /// One session's list entry, from its cache when the cache is current.
 pub fn info(ctx: &Context) -> Result<SessionInfo> {
+    info_within(ctx, None)
+}
+
+/// [`info`], reading at most `max_read` bytes past the cache (else the entry is `partial`).
+pub fn info_within(ctx: &Context, max_read: Option<u64>) -> Result<SessionInfo> {
     let path = &ctx.jsonl_path;
     let (bytes, modified) = match fs::metadata(path) {
         Ok(m) => (m.len(), mtime_ns(&m)),
@@ -185,6 +198,11 @@ pub fn info(ctx: &Context) -> Result<SessionInfo> {
         None => (State::default(), 0),
     };
     let state_was_cached = offset > 0;
+    if max_read.is_some_and(|max| bytes - offset > max) {
+        let mut info = to_info(ctx, state, bytes, modified);
+        info.partial = true;
+        return Ok(info);
+    }
     let mut replay = Replay::resume_counting(state);
     let fed = feed_lines(&file, offset, &mut replay).map_err(io_err("cannot read session log", path))?;
     let state = replay.state;
@@ -208,6 +226,7 @@ fn to_info(ctx: &Context, s: State, bytes: u64, modified_ns: i64) -> SessionInfo
         modified_ns,
         last_message: s.last_message,
         bad_lines: s.bad_lines,
+        partial: false,
         held_by: None,
     }
 }

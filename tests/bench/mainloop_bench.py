@@ -6,11 +6,18 @@
    longest time the main loop could not run. The turn goes to a fake OpenAI server on 127.0.0.1 streaming 400
    deltas with no pause and two tool calls (read_file, grep), then a 400-delta answer: every delta is drained
    and rendered on the main loop, every tool runs on the core's threads.
-2. What `plugin/` adds to start-up: `nvim --headless --startuptime` with and without the plugin on
+2. Resume and the main loop (issue "Resume you can trust"): the longest stall, against the idle baseline of the
+   same Neovim, while the picker opens with a 100 MiB session highlighted (until its preview is drawn), while the
+   preview moves across five 50 MiB one-line sessions, during `:PseudoResume {id}` of the 100 MiB session and of
+   a 10,000-message session (until `User PseudoClaudeResumed`), and while the full list of 10,000 sessions
+   arrives; plus resume -> first screenful, and the whole resume against `sessions.load()` of the same session.
+3. What `plugin/` adds to start-up: `nvim --headless --startuptime` with and without the plugin on
    'runtimepath', alternated, medians of the "NVIM STARTED" time.
 
-Usage: tests/bench/mainloop_bench.py [--rounds 5] [--write]
-  --write  also replace the "## Main loop and start-up" section of doc/benchmarks.md
+Usage: tests/bench/mainloop_bench.py [--rounds 5] [--write] [--only resume]
+  --write  also replace the "## Main loop and start-up" and "## Resume and the main loop" sections of
+           doc/benchmarks.md
+  --only resume   just part 2
 Needs the release library (cargo build --release) and Neovim (scripts/ensure-nvim provides one).
 """
 
@@ -97,6 +104,206 @@ def stall_round(nvim: str, ws: Path) -> tuple[float, float, float]:
         fake.close()
 
 
+def jline(obj) -> str:
+    import json
+
+    return json.dumps(obj, separators=(",", ":")) + "\n"
+
+
+def resume_workspace() -> tuple[Path, dict[str, str]]:
+    """10,000 small sessions, a 100 MiB one, five 50 MiB one-line ones and a 10,000-message one."""
+    ws = Path(tempfile.mkdtemp(prefix="pc-bench-resume-"))
+    root = ws / ".PseudoClaude" / "sessions"
+    root.mkdir(parents=True)
+    now = int(time.time())
+    ids: dict[str, str] = {}
+
+    def sid(n: int) -> str:
+        return time.strftime("%Y%m%d-%H%M%S", time.gmtime(1_780_000_000 + n)) + f"-{n % 65536:04x}"
+
+    def write(n: int, lines: list[str], mtime: float) -> str:
+        s = sid(n)
+        d = root / s
+        d.mkdir()
+        p = d / "conversation.jsonl"
+        p.write_text("".join(lines))
+        os.utime(p, (mtime, mtime))
+        return s
+
+    hint = []
+    for i in range(10_000):
+        t = now - 86400 - i * 60
+        s = write(i, [jline({"type": "message", "role": "user", "content": f"task {i} parser", "ts": t, "model": "m"}),
+                      jline({"type": "message", "role": "assistant", "content": f"answer {i}", "ts": t + 1})], t)
+        hint.append((t, s))
+    blob = "x " * (512 * 1024)
+    big = [jline({"type": "message", "role": "user", "content": "the 100 MiB session", "ts": now - 600, "model": "m"})]
+    for k in range(100):
+        big.append(jline({"type": "message", "role": "assistant" if k % 2 == 0 else "user",
+                          "content": f"part {k} {blob}", "ts": now - 600 + k}))
+    ids["big"] = write(20_000, big, now - 5)
+    one_line = "y" * (50 * 1024 * 1024)
+    ids["fifty"] = []  # type: ignore[assignment]
+    for k in range(5):
+        s = write(20_001 + k, [jline({"type": "message", "role": "user", "content": f"fifty {k} " + one_line,
+                                       "ts": now - 100 - k, "model": "m"})], now - 10 - k)
+        ids["fifty"].append(s)  # type: ignore[attr-defined]
+    many = [jline({"type": "message", "role": "user" if k % 2 == 0 else "assistant",
+                   "content": f"message {k}: " + "word " * 30, "ts": now - 20_000 + k, "model": "m"}) for k in range(10_000)]
+    ids["many"] = write(20_010, many, now - 3600)
+    hint.append((now - 5, ids["big"]))
+    with open(root / "activity", "w") as f:
+        for t, s in sorted(hint):
+            f.write(f"{s} {t}\n")
+    return ws, ids
+
+
+def attach(nvim: str, ws: Path):
+    sock = Path(tempfile.mkdtemp(prefix="pc-bench-")) / "s"
+    proc = subprocess.Popen(
+        [nvim, "--headless", "--clean", "--listen", str(sock), "--cmd", f"set rtp^={ROOT}"],
+        cwd=ws, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    while True:
+        try:
+            if sock.exists():
+                return proc, pynvim.attach("socket", path=str(sock))
+        except ConnectionRefusedError:
+            pass
+        time.sleep(0.01)
+
+
+def until(n, cond: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not n.exec_lua("return " + cond):
+        if time.monotonic() > deadline:
+            raise RuntimeError("timed out: " + cond)
+        time.sleep(0.005)
+
+
+def gap(n) -> float:
+    return n.exec_lua("_G.pc_timer:stop() return _G.pc_gaps.max")
+
+
+PICKER_READY = "(function() local s = require('pseudoclaude.picker').get_state() return s and s.preview_id ~= nil and s.preview_id == (require('pseudoclaude.picker').selected() or {}).id end)()"
+
+
+def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
+    proc, n = attach(nvim, ws)
+    out: dict[str, float] = {}
+    try:
+        n.exec_lua(
+            "require('pseudoclaude').setup({ provider = { name = 'demo' } }) vim.o.columns = 160 vim.o.lines = 48 "
+            "vim.g.resumed = vim.NIL vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeResumed', "
+            "callback = function(ev) vim.g.resumed = ev.data end }) require('pseudoclaude.core').load()"
+        )
+        n.exec_lua(TIMER)
+        time.sleep(1.0)
+        out["idle"] = gap(n)
+        # the picker opens with the 100 MiB session highlighted (the newest in the activity hint)
+        n.exec_lua(TIMER)
+        n.exec_lua("require('pseudoclaude.picker').open()")
+        until(n, PICKER_READY)
+        out["open_big"] = gap(n)
+        assert n.exec_lua("return require('pseudoclaude.picker').selected().id") == ids["big"]
+        # the full list of 10,000 sessions arrives
+        n.exec_lua(TIMER)
+        until(n, "require('pseudoclaude.picker').get_state().full")
+        out["full_list"] = gap(n)
+        out["full_count"] = n.exec_lua("return require('pseudoclaude.picker').get_state().stats.full_count")
+        out["full_apply_ms"] = n.exec_lua("return require('pseudoclaude.picker').get_state().stats.full_apply_ms")
+        out["preview_ms"] = n.exec_lua("local m = 0 for _, p in ipairs(require('pseudoclaude.picker').get_state().stats.previews) do m = math.max(m, p.ms) end return m")
+        # the preview moves across the five 50 MiB sessions (rows 2-6 of the full list)
+        n.exec_lua(TIMER)
+        for _ in range(5):
+            n.input("<C-n>")
+            time.sleep(0.05)
+        until(n, PICKER_READY)
+        out["preview_fifty"] = gap(n)
+        assert n.exec_lua("return require('pseudoclaude.picker').selected().id") in ids["fifty"]
+        n.exec_lua("require('pseudoclaude.picker').close()")
+        for key, sid in (("resume_big", ids["big"]), ("resume_many", ids["many"])):
+            n.exec_lua("vim.g.resumed = vim.NIL")
+            n.exec_lua(TIMER)
+            t0 = time.monotonic()
+            n.command(f"PseudoResume {sid}")
+            until(n, "vim.g.resumed ~= vim.NIL")
+            out[key] = gap(n)
+            out[key + "_s"] = time.monotonic() - t0
+            st = n.exec_lua("return require('pseudoclaude.chat').last_resume_stats()")
+            out[key + "_first_ms"] = (st["first_at"] - st["asked_at"]) / 1e6
+            out[key + "_total_ms"] = (st["done_at"] - st["asked_at"]) / 1e6
+            out[key + "_slices"] = st["slices"]
+            out[key + "_read_ms"] = (st["read_at"] - st["asked_at"]) / 1e6
+            out[key + "_max_slice_ms"] = st.get("max_slice_ms", 0)
+            out[key + "_max_draw_ms"] = st.get("max_draw_ms", 0)
+            assert n.exec_lua("return vim.g.resumed.ok"), n.exec_lua("return vim.g.resumed")
+            n.command("PseudoNew")
+            # the same session's sessions.load() (read and converted on the main loop), for the ratio
+            t = n.exec_lua("local t = vim.uv.hrtime() require('pseudoclaude').sessions.load(...) "
+                           "return (vim.uv.hrtime() - t) / 1e6", sid)
+            out[key + "_load_ms"] = t
+        return out
+    finally:
+        try:
+            n.command("qall!")
+        except Exception:
+            pass
+        proc.wait(timeout=30)
+
+
+def resume_section(nvim: str, rounds: int) -> str:
+    ws, ids = resume_workspace()
+    runs = [resume_round(nvim, ws, ids) for _ in range(rounds)]
+    m = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    idle = m["idle"]
+
+    def stall(label: str, key: str) -> tuple[str, str, str, str]:
+        ok = m[key] <= 16 and m[key] <= 2 * idle
+        return (label, f"{m[key]:.1f} ms", f"{m[key] / idle:.2f}x idle", "met" if ok else "NOT met")
+
+    rows = [
+        ("Longest main-loop stall, idle (1 s, 1 ms timer)", f"{idle:.1f} ms", "-", "-"),
+        stall("Picker opens, 100 MiB session highlighted, until its preview is drawn", "open_big"),
+        stall("Preview moves across five 50 MiB one-line sessions", "preview_fifty"),
+        stall(f"The full list of {int(m['full_count']):,} sessions arrives", "full_list"),
+        stall("`:PseudoResume {id}`, 100 MiB session, until PseudoClaudeResumed", "resume_big"),
+        stall("`:PseudoResume {id}`, 10,000-message session, until PseudoClaudeResumed", "resume_many"),
+    ]
+    for key, what in (("resume_big", "100 MiB"), ("resume_many", "10,000-message")):
+        first = m[key + "_first_ms"]
+        rows.append((f"Resume -> first screenful drawn, {what} session", f"{first:.1f} ms", "-",
+                     ("met" if first <= 50 else "NOT met") if key == "resume_many" else "-"))
+        ratio = m[key + "_total_ms"] / m[key + "_load_ms"]
+        rows.append((f"Whole resume ({int(m[key + '_slices'])} slices), {what} session, vs `sessions.load()` of it",
+                     f"{m[key + '_total_ms']:.0f} ms vs {m[key + '_load_ms']:.0f} ms", f"{ratio:.2f}x",
+                     "met" if ratio <= 1.2 else "NOT met"))
+    table = "| Measure | Figure | Against the baseline of the same run | Goal (<= 16 ms and <= 2x idle; 50 ms; 1.2x) |\n|---|---|---|---|\n"
+    print("full list apply", m["full_apply_ms"], "ms; slowest preview draw", m["preview_ms"], "ms")
+    for key in ("resume_big", "resume_many"):
+        print(key, "read", m[key + "_read_ms"], "first", m[key + "_first_ms"], "total", m[key + "_total_ms"], "load", m[key + "_load_ms"], "slice", m[key + "_max_slice_ms"], "draw", m[key + "_max_draw_ms"])
+    table += "\n".join(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |" for r in rows)
+    shutil_rm(ws)
+    return table
+
+
+def shutil_rm(p: Path) -> None:
+    import shutil
+
+    shutil.rmtree(p, ignore_errors=True)
+
+
+def write_section(title: str, body: str) -> None:
+    doc = ROOT / "doc" / "benchmarks.md"
+    text = doc.read_text()
+    section = f"## {title}\n\n{body}\n"
+    if f"## {title}\n" in text:
+        text = re.sub(rf"## {re.escape(title)}\n.*?(?=\n## |\Z)", lambda _: section, text, flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + section
+    doc.write_text(text)
+
+
 def startup_ms(nvim: str, with_plugin: bool, ws: Path) -> float:
     log = Path(tempfile.mkstemp(prefix="pc-startup-")[1])
     args = [nvim, "--headless", "--clean", "--startuptime", str(log)]
@@ -114,8 +321,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--only", choices=["resume"])
     a = ap.parse_args()
     nvim = nvim_bin()
+    resume_table = resume_section(nvim, max(1, min(a.rounds, 3)))
+    print(resume_table)
+    if a.write:
+        write_section(
+            "Resume and the main loop",
+            f"Produced by `tests/bench/mainloop_bench.py --write` ({time.strftime('%Y-%m-%d %H:%M')}, nproc "
+            f"{os.cpu_count()}, medians of {max(1, min(a.rounds, 3))} rounds, each in a fresh Neovim over one workspace "
+            f"of 10,000 small sessions, a 100 MiB one, five 50 MiB one-line ones and a 10,000-message one).\n\n"
+            + resume_table,
+        )
+    if a.only == "resume":
+        return
     ws = Path(tempfile.mkdtemp(prefix="pc-bench-ws-"))
     (ws / "a.txt").write_text("alpha\n" * 2000)
 

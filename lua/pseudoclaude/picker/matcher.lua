@@ -30,13 +30,16 @@ Matcher.__index = Matcher
 ---@param haystacks string[]
 ---@param engine pseudoclaude.picker.MatchEngine?
 ---@return pseudoclaude.picker.Matcher
-function M.new(haystacks, engine)
+---@param lower string[]? The haystacks already lower-cased ("lua" engine), when the caller made them in steps.
+function M.new(haystacks, engine, lower)
   engine = engine or M.DEFAULT_ENGINE
   local self = setmetatable({ haystacks = haystacks, engine = engine }, Matcher)
   if engine == "lua" then
-    local lower = {}
-    for i = 1, #haystacks do
-      lower[i] = haystacks[i]:lower()
+    if not lower then
+      lower = {}
+      for i = 1, #haystacks do
+        lower[i] = haystacks[i]:lower()
+      end
     end
     self.lower = lower
   elseif engine == "vim" then

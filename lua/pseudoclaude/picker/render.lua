@@ -67,7 +67,10 @@ end
 ---@return string
 function M.title(item)
   local t = item.title
-  return (t and t ~= "") and t or "(untitled)"
+  if t and t ~= "" then
+    return t
+  end
+  return item.partial and "(reading…)" or "(untitled)"
 end
 
 --- One line per item, fitting `width` cells: marker, title, age, message count, model. The columns are aligned
@@ -81,7 +84,7 @@ function M.rows(items, width, now)
   local model_w, count_w = 0, 0
   local counts = {}
   for k, item in ipairs(items) do
-    counts[k] = M.count(item.messages or 0)
+    counts[k] = item.partial and "… msgs" or M.count(item.messages or 0)
     count_w = math.max(count_w, #counts[k])
     model_w = math.max(model_w, H.width(item.model or ""))
   end
