@@ -115,8 +115,10 @@ impl Dir {
     pub(crate) fn open(&self, name: &str, access: Access) -> Result<File> {
         let path = self.path.join(name);
         let c = cstring(name.as_bytes(), &path)?;
+        // O_NONBLOCK: a FIFO planted under the name must not hang the open; it is refused below. The flag
+        // stays on the descriptor, where it does nothing: only regular files get through, and their reads
+        // and writes ignore it.
         let flags = access.flags() | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
-        // O_NONBLOCK: a FIFO planted under the name must not hang the open; it is refused below.
         // SAFETY: valid descriptor and NUL-terminated name; the result is owned below.
         let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags, 0o600 as libc::c_uint) };
         if fd < 0 {
@@ -133,11 +135,6 @@ impl Dir {
         if !meta.file_type().is_file() {
             return Err(Error::Refused { path, why: "it is not a regular file".into() });
         }
-        clear_nonblock(&file).map_err(|source| Error::Io {
-            action: "cannot open".into(),
-            path: path.clone(),
-            source,
-        })?;
         Ok(file)
     }
 
@@ -223,18 +220,6 @@ fn action_of(access: Access) -> &'static str {
         Access::Read => "cannot open",
         _ => "cannot open for writing",
     }
-}
-
-fn clear_nonblock(file: &File) -> io::Result<()> {
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 fn cstring(bytes: &[u8], path: &Path) -> Result<CString> {

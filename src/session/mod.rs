@@ -15,7 +15,8 @@
 //!
 //! Where things live: [`Context`] (paths and ids, this file), [`writer`] (appending), [`loader`]
 //! (replaying), [`replay`] (the fold both the loader and the list use, so they cannot disagree),
-//! [`list`], [`retention`], [`lock`], [`spill`].
+//! [`list`], [`retention`], [`lock`], [`spill`]; [`contain`] opens every one of their files, so that
+//! none is ever reached through a link.
 
 pub mod activity;
 pub(crate) mod contain;
