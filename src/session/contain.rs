@@ -14,7 +14,7 @@
 //! plugin owns below it is held to this rule.
 
 use std::ffi::CString;
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -113,6 +113,11 @@ impl Dir {
 
     /// Opens file `name` of this directory; refused when it is a link or not a regular file.
     pub(crate) fn open(&self, name: &str, access: Access) -> Result<File> {
+        self.open_stat(name, access).map(|(f, _)| f)
+    }
+
+    /// [`Dir::open`], also returning the opened file's metadata (the `fstat` it was checked with).
+    pub(crate) fn open_stat(&self, name: &str, access: Access) -> Result<(File, Metadata)> {
         let path = self.path.join(name);
         let c = cstring(name.as_bytes(), &path)?;
         // O_NONBLOCK: a FIFO planted under the name must not hang the open; it is refused below. The flag
@@ -135,7 +140,7 @@ impl Dir {
         if !meta.file_type().is_file() {
             return Err(Error::Refused { path, why: "it is not a regular file".into() });
         }
-        Ok(file)
+        Ok((file, meta))
     }
 
     /// Creates directory `name` (0700) here; an existing one is left as it is.
@@ -200,12 +205,21 @@ impl Dir {
     }
 
     fn lstat(&self, name: &str) -> Option<libc::mode_t> {
-        let c = cstring_io(name).ok()?;
+        self.stat_nofollow(name).map(|st| st.st_mode)
+    }
+
+    /// Modification time of `rel` (relative to this directory; a link is not followed), nanoseconds
+    /// since the epoch. Only for ordering: nothing is opened.
+    pub(crate) fn mtime_ns(&self, rel: &str) -> Option<i64> {
+        self.stat_nofollow(rel).map(|st| st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec))
+    }
+
+    fn stat_nofollow(&self, rel: &str) -> Option<libc::stat> {
+        let c = cstring_io(rel).ok()?;
         // SAFETY: `st` is plain data filled by the call; valid descriptor and name.
         unsafe {
             let mut st: libc::stat = std::mem::zeroed();
-            (libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0)
-                .then_some(st.st_mode)
+            (libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0).then_some(st)
         }
     }
 }

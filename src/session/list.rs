@@ -89,11 +89,9 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         if opts.exclude.as_deref() == Some(id) || !ent.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        let dir = ent.path();
-        let modified = fs::metadata(dir.join(super::CONVERSATION_FILE_NAME))
-            .or_else(|_| fs::metadata(&dir))
-            .map(|m| mtime_ns(&m))
-            .unwrap_or(0);
+        // Relative to the sessions descriptor: shorter lookups than whole paths, and no link followed.
+        let modified =
+            root.mtime_ns(&format!("{id}/{CONVERSATION_FILE_NAME}")).or_else(|| root.mtime_ns(id)).unwrap_or(0);
         found.push((modified, id.to_string()));
     }
     found.sort_by(|a, b| b.cmp(a));
@@ -105,12 +103,13 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         let ctx = Context::for_id(workspace, &id)?;
         // A session we cannot read or must refuse (a linked folder or log) is left on disk untouched;
         // `pseudoclaude sessions check` says why.
-        let Ok(mut info) = root.subdir(&id).and_then(|d| info_in(&ctx, &d)) else { continue };
+        let Ok(dir) = root.subdir(&id) else { continue };
+        let Ok(mut info) = info_in(&ctx, &dir) else { continue };
         if !shown(&info, opts) {
             continue;
         }
         if opts.check_locks {
-            info.held_by = lock::holder(&ctx);
+            info.held_by = lock::holder_in(&dir);
         }
         out.push(info);
     }
@@ -161,12 +160,13 @@ fn list_recent(workspace: &Path, root: &Dir, opts: &ListOptions, limit: usize) -
         }
         let ctx = Context::for_id(workspace, &id)?;
         // Deleted since, or refused (a linked folder is never followed, even from the hint).
-        let Ok(mut info) = root.subdir(&id).and_then(|d| info_in(&ctx, &d)) else { continue };
+        let Ok(dir) = root.subdir(&id) else { continue };
+        let Ok(mut info) = info_in(&ctx, &dir) else { continue };
         if !shown(&info, opts) {
             continue;
         }
         if opts.check_locks {
-            info.held_by = lock::holder(&ctx);
+            info.held_by = lock::holder_in(&dir);
         }
         out.push(info);
     }
@@ -191,18 +191,15 @@ pub fn info(ctx: &Context) -> Result<SessionInfo> {
 
 fn info_in(ctx: &Context, dir: &Dir) -> Result<SessionInfo> {
     let path = &ctx.jsonl_path;
-    let file = match dir.open(CONVERSATION_FILE_NAME, Access::Read) {
-        Ok(f) => f,
+    let (file, meta) = match dir.open_stat(CONVERSATION_FILE_NAME, Access::Read) {
+        Ok(opened) => opened,
         Err(e) if e.is_not_found() => {
             let modified = fs::metadata(&ctx.dir).map(|m| mtime_ns(&m)).unwrap_or(0);
             return Ok(to_info(ctx, State::default(), 0, 0, modified));
         }
         Err(e) => return Err(e),
     };
-    let (bytes, modified) = match file.metadata() {
-        Ok(m) => (m.len(), mtime_ns(&m)),
-        Err(e) => return Err(io_err("cannot stat", path)(e)),
-    };
+    let (bytes, modified) = (meta.len(), mtime_ns(&meta));
     let cached = read_summary(dir).filter(|s| s.offset <= bytes && fingerprint(&file, s.offset) == s.tail);
     let (state, offset) = match cached {
         Some(s) => (s.state, s.offset),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::contain::{self, Access};
+use super::contain::{self, Access, Dir};
 use super::{Context, Error, LOCK_FILE_NAME, Result, io_err};
 
 /// Who holds a lock, as written into the lock file.
@@ -68,7 +68,12 @@ pub fn acquire(ctx: &Context) -> Result<Guard> {
 
 /// Who holds the session's lock right now, or `None` when nobody does. Never creates a lock file.
 pub fn holder(ctx: &Context) -> Option<String> {
-    let mut file = contain::open(ctx, LOCK_FILE_NAME, Access::ReadWrite).ok()?;
+    holder_in(&Dir::session(ctx).ok()?)
+}
+
+/// [`holder`], for a session folder already open (the list has one for each session).
+pub(crate) fn holder_in(dir: &Dir) -> Option<String> {
+    let mut file = dir.open(LOCK_FILE_NAME, Access::ReadWrite).ok()?;
     match file.try_lock() {
         Ok(()) => None, // released when `file` drops
         Err(_) => Some(describe_holder(&mut file)),
