@@ -79,8 +79,8 @@ def full_list(n: Neovim) -> list[dict[str, Any]]:
     return got["list"]
 
 
-def picker_rows(n: Neovim) -> list[str]:
-    """Opens `:PseudoResume`, waits for its full list, returns the result rows and closes it."""
+def picker_rows(n: Neovim, close: bool = True) -> list[str]:
+    """Opens `:PseudoResume`, waits for its full list, returns the result rows (and closes it)."""
     n.api.command("set columns=160 lines=48")
     n.api.input(":PseudoResume<CR>")
     rows = wait(
@@ -89,7 +89,8 @@ def picker_rows(n: Neovim) -> list[str]:
         "if not (s and s.full) then return nil end "
         "return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(s.wins.results), 0, -1, false) end)()",
     )
-    n.lua("require('pseudoclaude.picker').close()")
+    if close:
+        n.lua("require('pseudoclaude.picker').close()")
     return rows
 
 
@@ -147,9 +148,18 @@ def test_a_garbage_only_log_is_listed_with_a_mark_and_resumes_saying_what_was_sk
         assert (by_id[bad]["damaged"], by_id[bad]["bad_lines"], by_id[bad]["messages"]) == (True, 3, 0)
         assert by_id[good]["damaged"] is False
 
-    rows = picker_rows(nvim)
+    rows = picker_rows(nvim, close=False)
     assert rows[0].startswith("? (unreadable session)") and "0 msgs, 3 bad" in rows[0], rows
     assert rows[1].startswith("  a good session"), rows
+    # The preview of the highlighted (damaged) row says what `sessions check` would.
+    preview = wait(
+        nvim,
+        "(function() local s = require('pseudoclaude.picker').get_state() "
+        "local lines = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(s.wins.preview), 0, -1, false) "
+        "for _, l in ipairs(lines) do if l:find('skipped 3 unreadable line') then return l end end end)()",
+    )
+    assert "repaired on load: skipped 3 unreadable line(s) (1, 2, 3)" in preview, preview
+    nvim.lua("require('pseudoclaude.picker').close()")
 
     nvim.api.command(f"PseudoResume {bad}")
     report = wait(nvim, "vim.g.pc_resumed")
