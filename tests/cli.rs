@@ -79,3 +79,44 @@ fn bad_ids_and_missing_sessions_get_clear_errors() {
     assert_eq!(code, 2);
     assert!(err.contains("usage:"), "{err}");
 }
+
+#[test]
+fn a_garbage_log_is_listed_as_unreadable_and_a_repaired_line_is_checked() {
+    let ws = tempfile::tempdir().unwrap();
+    let garbage = Context::new(ws.path()).unwrap();
+    fs::write(&garbage.jsonl_path, b"garbage\n\x01\x02\n").unwrap();
+    let latin1 = Context::new(ws.path()).unwrap();
+    fs::write(&latin1.jsonl_path, b"{\"role\":\"user\",\"content\":\"caf\xe9\",\"model\":\"m1\"}\n").unwrap();
+    let (code, out, _) = cli(ws.path(), &["sessions", "list"]);
+    assert_eq!(code, 0);
+    let row = out.lines().find(|l| l.starts_with(&garbage.id)).unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("(unreadable session)") && row.contains("[damaged: 2 bad lines;"), "{row}");
+    let row = out.lines().find(|l| l.starts_with(&latin1.id)).unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("caf\u{FFFD}") && row.contains("m1") && row.contains("1 repaired"), "{row}");
+    let (code, out, _) = cli(ws.path(), &["sessions", "check", &latin1.id, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (code, v["ok"].as_bool(), v["repaired"][0].as_u64(), v["messages"].as_u64()),
+        (1, Some(false), Some(1), Some(1))
+    );
+}
+
+#[test]
+fn a_symlinked_session_is_refused_naming_the_path() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("conversation.jsonl"), "{\"role\":\"user\",\"content\":\"outside\"}\n").unwrap();
+    let ctx = Context::for_id(ws.path(), "20260101-000000-abcd").unwrap();
+    fs::create_dir_all(ctx.dir.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &ctx.dir).unwrap();
+    for cmd in ["show", "check"] {
+        let (code, _, err) = cli(ws.path(), &["sessions", cmd, &ctx.id]);
+        assert_eq!(code, 2, "{cmd}");
+        assert!(err.contains("refusing") && err.contains(&ctx.dir.display().to_string()), "{cmd}: {err}");
+    }
+    let (code, out, _) = cli(ws.path(), &["sessions", "list", "--all"]);
+    assert_eq!((code, out.as_str()), (0, ""));
+    let (code, _, _) = cli(ws.path(), &["sessions", "cleanup", "--days", "0"]);
+    assert_eq!(code, 0);
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1, "nothing created or removed outside");
+}

@@ -17,6 +17,9 @@
 ---@field bad_lines integer Lines that are not valid entries.
 ---@field held_by string? Who holds the session's lock (another editor), nil when nobody does.
 ---@field partial boolean? Summarised from part of its log only (`opts.max_read`).
+---@field repaired integer Lines restored after their invalid UTF-8 was read as U+FFFD.
+---@field torn_tail_bytes integer Bytes after the last complete line.
+---@field damaged boolean The log needed repairs (bad, repaired or torn lines); listed even with nothing to restore.
 
 ---@class pseudoclaude.ToolCall
 ---@field id string
@@ -40,6 +43,7 @@
 ---@field id string
 ---@field messages pseudoclaude.Message[] The history a resume restores.
 ---@field bad_lines integer[] 1-based numbers of the lines that were not valid entries.
+---@field repaired integer[] 1-based numbers of the lines restored with U+FFFD for their invalid UTF-8.
 ---@field trimmed boolean An unanswered tool call at the end was cut.
 ---@field dropped integer Messages left out in the middle (broken tool-call pairing).
 ---@field torn_tail_bytes integer Bytes after the last complete line.
@@ -61,7 +65,9 @@
 local M = {}
 local H = {}
 
---- Sessions of the workspace, newest first (by last write), without empty ones and without the current one.
+--- Sessions of the workspace, newest first (by last write), without empty ones and without the current one. A
+--- damaged log is listed even when nothing in it can be restored (`damaged`, `bad_lines`). A session folder or
+--- log that is a symbolic link is never listed (nor opened).
 ---@param opts pseudoclaude.SessionListOpts?
 ---@return pseudoclaude.SessionInfo[]
 function M.list(opts)

@@ -84,20 +84,39 @@ fn cmd_list(workspace: &std::path::Path, json: bool, all: bool, limit: Option<us
     }
     for s in &sessions {
         let held = s.held_by.as_deref().map(|h| format!("  [open: {h}]")).unwrap_or_default();
-        let bad = if s.bad_lines > 0 { format!("  [{} bad lines]", s.bad_lines) } else { String::new() };
+        let bad = if s.damaged { format!("  [damaged: {}]", damage(s)) } else { String::new() };
+        let title = match s.title.as_str() {
+            "" if s.messages == 0 && s.damaged => "(unreadable session)",
+            t => t,
+        };
         println!(
             "{}  {:>4} msgs  {:>9}  {:<20}  {}{held}{bad}",
             s.id,
             s.messages,
             human_bytes(s.bytes),
             if s.model.is_empty() { "-" } else { &s.model },
-            s.title
+            title
         );
     }
     if sessions.is_empty() {
         eprintln!("no sessions in {}", session::sessions_dir(workspace).display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a damaged session's row says: unreadable lines, repaired lines, a torn last line.
+fn damage(s: &session::SessionInfo) -> String {
+    let mut parts = Vec::new();
+    if s.bad_lines > 0 {
+        parts.push(format!("{} bad lines", s.bad_lines));
+    }
+    if s.repaired > 0 {
+        parts.push(format!("{} repaired", s.repaired));
+    }
+    if s.torn_tail_bytes > 0 {
+        parts.push(format!("torn last line of {} bytes", s.torn_tail_bytes));
+    }
+    format!("{}; see `pseudoclaude sessions check {}`", parts.join(", "), s.id)
 }
 
 fn cmd_show(workspace: &std::path::Path, id: &str, json: bool) -> CmdResult {
@@ -125,6 +144,7 @@ fn cmd_check(workspace: &std::path::Path, id: &str, json: bool) -> CmdResult {
             "messages": loaded.messages.len(),
             "entries": loaded.entries,
             "bad_lines": loaded.bad_lines,
+            "repaired": loaded.repaired,
             "torn_tail_bytes": loaded.torn_tail_bytes,
             "trimmed": loaded.trimmed,
             "dropped": loaded.dropped,

@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use nvim_oxi::libuv::AsyncHandle;
 use nvim_oxi::{Function, Object};
 
-use super::{Args, BridgeError, BridgeResult, export};
+use super::{Args, BridgeError, BridgeResult, CallbackPoint, export, guarded_callback, test_panic_point};
 use crate::agent::host::{Host, HostConfig};
 
 struct Installed {
@@ -47,14 +47,20 @@ fn setup(a: &Args) -> BridgeResult<()> {
         let mut slot = h.borrow_mut();
         if slot.is_none() {
             let wake = AsyncHandle::new(|| {
-                nvim_oxi::schedule(|_| {
-                    HANDLER.with(|h| {
-                        if let Some(f) = h.borrow().as_ref() {
-                            // The handler is Lua's own (pcall'd by nvim-oxi); its errors stay there.
-                            let _ = f.call(());
-                        }
-                    })
-                });
+                guarded_callback("the agent's wake-up", || {
+                    test_panic_point(CallbackPoint::Wakeup);
+                    nvim_oxi::schedule(|_| {
+                        guarded_callback("the agent's event delivery", || {
+                            test_panic_point(CallbackPoint::Scheduled);
+                            HANDLER.with(|h| {
+                                if let Some(f) = h.borrow().as_ref() {
+                                    // The handler is Lua's own (pcall'd by nvim-oxi); its errors stay there.
+                                    let _ = f.call(());
+                                }
+                            })
+                        })
+                    });
+                })
             })
             .map_err(|e| BridgeError::msg(format!("cannot create the event handle: {e}")))?;
             let sender = wake.clone();

@@ -21,7 +21,7 @@ use nvim_oxi::serde::Serializer;
 use nvim_oxi::{Function, Object};
 use serde::Serialize;
 
-use super::{BridgeError, BridgeResult, payload_text};
+use super::{BridgeError, BridgeResult, CallbackPoint, guarded_callback, payload_text, test_panic_point};
 
 /// Lua's `callback(ok, value_or_message)`.
 pub type Callback = Function<(bool, Object), ()>;
@@ -73,10 +73,14 @@ fn pool() -> BridgeResult<Arc<Pool>> {
         return Ok(p.clone());
     }
     let wake = AsyncHandle::new(|| {
-        // Runs on the main thread; nothing may unwind into libuv.
-        let _ = panic::catch_unwind(|| {
+        // Runs on the main thread; nothing may unwind into libuv (a panic is logged and told).
+        guarded_callback("the worker threads' wake-up", || {
+            test_panic_point(CallbackPoint::Wakeup);
             nvim_oxi::schedule(|_| {
-                let _ = panic::catch_unwind(deliver);
+                guarded_callback("the worker threads' delivery", || {
+                    test_panic_point(CallbackPoint::Scheduled);
+                    deliver();
+                })
             })
         });
     })

@@ -43,6 +43,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Once, OnceLock};
 
 use nvim_oxi::lua::{self, Poppable, ffi};
@@ -69,6 +70,7 @@ pub const PANIC_LOG_NAME: &str = "pseudoclaude-panic.log";
 #[nvim_oxi::plugin]
 fn pseudoclaude_core() -> nvim_oxi::Result<Dictionary> {
     install_panic_hook();
+    ignore_sigxfsz();
     match panic::catch_unwind(exports) {
         Ok(dict) => Ok(dict),
         Err(payload) => Ok(Dictionary::from_iter([
@@ -92,10 +94,28 @@ fn exports() -> Dictionary {
         export("_test_panic", |_| -> BridgeResult<()> { panic!("_test_panic: deliberate panic") }),
         export("_test_err", |_| -> BridgeResult<()> { Err(BridgeError::msg("_test_err: deliberate error")) }),
         export("_test_echo", |a| (0..a.len()).map(|i| a.get::<serde_json::Value>(i)).collect::<BridgeResult<Vec<_>>>()),
+        export("_test_panic_in_callback", |a| arm_test_callback_panic(&a.get::<String>(0)?)),
     ];
     all.extend(sessions::exports());
     all.extend(agent::exports());
     Dictionary::from_iter(all)
+}
+
+/// A write past the process's file-size limit (`ulimit -f`, `prlimit --fsize`) raises SIGXFSZ, whose
+/// default action kills the process, and Neovim 0.11 leaves it at the default: a full session log
+/// would take the whole editor down. Ignored, the write fails with `EFBIG` instead, which the writer
+/// reports and cuts back like any failed write. Only a default disposition is changed: a handler
+/// someone else installed stays.
+fn ignore_sigxfsz() {
+    // SAFETY: sigaction with a zeroed struct only reads the current disposition; setting SIG_IGN is
+    // async-signal-safe and installs no Rust code as a handler.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGXFSZ, std::ptr::null(), &mut current) == 0 && current.sa_sigaction == libc::SIG_DFL
+        {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,6 +186,64 @@ where
             let log = panic_log_path().map(|p| format!(" (details in {})", p.display())).unwrap_or_default();
             (false, Object::from(format!("pseudoclaude_core.{name}: internal error (panic): {message}{log}")))
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callbacks Neovim runs
+// ---------------------------------------------------------------------------------------------
+
+/// Runs a callback that Neovim's loop calls (a libuv wake-up, a `vim.schedule`d closure): those are
+/// reached from C frames, where an unwinding panic aborts Neovim. A panic is caught here; the panic
+/// hook has already written it to the panic log, and the user is told with `vim.notify` (scheduled,
+/// so it also works from a libuv callback).
+pub(crate) fn guarded_callback(name: &'static str, f: impl FnOnce()) {
+    let Err(payload) = panic::catch_unwind(AssertUnwindSafe(f)) else { return };
+    let message = panic_message(payload.as_ref());
+    let log = panic_log_path().map(|p| format!(" (details in {})", p.display())).unwrap_or_default();
+    let text = format!("pseudoclaude: internal error (panic) in {name}: {message}{log}");
+    // Telling the user must not panic in turn; if even scheduling fails, the log has it.
+    let _ = panic::catch_unwind(AssertUnwindSafe(|| {
+        nvim_oxi::schedule(move |_| {
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| {
+                let _ = nvim_oxi::api::notify(&text, nvim_oxi::api::types::LogLevel::Error, &Dictionary::new());
+            }));
+        })
+    }));
+}
+
+/// Where `_test_panic_in_callback` makes the next callback panic: 0 nowhere, else a [`CallbackPoint`].
+static TEST_CALLBACK_PANIC: AtomicU8 = AtomicU8::new(0);
+
+/// The two kinds of callbacks Neovim runs for us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum CallbackPoint {
+    /// The libuv async handle's callback.
+    Wakeup = 1,
+    /// The closure it schedules.
+    Scheduled = 2,
+}
+
+/// End-to-end tests only: the next callback of this kind panics, once (`"wakeup"` or `"scheduled"`).
+fn arm_test_callback_panic(point: &str) -> BridgeResult<()> {
+    let p = match point {
+        "wakeup" => CallbackPoint::Wakeup,
+        "scheduled" => CallbackPoint::Scheduled,
+        other => {
+            return Err(BridgeError::msg(format!("unknown callback point {other:?}: \"wakeup\" or \"scheduled\"")));
+        }
+    };
+    TEST_CALLBACK_PANIC.store(p as u8, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Panics when a test armed this point (see `_test_panic_in_callback`); otherwise one atomic load.
+pub(crate) fn test_panic_point(point: CallbackPoint) {
+    if TEST_CALLBACK_PANIC.load(Ordering::Relaxed) == point as u8
+        && TEST_CALLBACK_PANIC.compare_exchange(point as u8, 0, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    {
+        panic!("_test_panic_in_callback: deliberate panic in the {point:?} callback");
     }
 }
 

@@ -22,7 +22,6 @@
 //! thousand tables several times faster than converting them one object at a time, and a chunk per
 //! main-loop step keeps each step short.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use nvim_oxi::Object;
@@ -117,10 +116,7 @@ pub fn cleanup(workspace: &Path, days: f64, keep: Option<String>) -> BridgeResul
 /// refused while another editor holds it.
 pub fn delete(workspace: &Path, id: &str) -> BridgeResult<String> {
     let ctx = Context::open(workspace, id)?;
-    let guard = lock::acquire(&ctx)?;
-    fs::remove_dir_all(&ctx.dir)
-        .map_err(|e| BridgeError::msg(format!("cannot remove session {id} ({}): {e}", ctx.dir.display())))?;
-    drop(guard);
+    session::retention::remove(&ctx)?;
     Ok(ctx.id)
 }
 

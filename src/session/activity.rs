@@ -11,11 +11,12 @@
 //! the hint cannot fill the limit, and the picker's full list (a full scan) corrects any order.
 
 use std::collections::HashMap;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::{is_valid_id, private_file_options};
+use super::contain::{Access, Dir};
+use super::is_valid_id;
 
 pub const ACTIVITY_FILE_NAME: &str = "activity";
 
@@ -28,13 +29,20 @@ pub fn path(sessions_dir: &Path) -> PathBuf {
     sessions_dir.join(ACTIVITY_FILE_NAME)
 }
 
-/// Opens the activity file for appending; compacts it first when it has grown large.
+/// Opens the activity file for appending; compacts it first when it has grown large. A linked
+/// activity file (or `sessions` folder) is refused: the hint is then simply not written.
 pub fn open(sessions_dir: &Path) -> Option<File> {
-    let p = path(sessions_dir);
-    if fs::metadata(&p).is_ok_and(|m| m.len() > COMPACT_ABOVE) {
-        let _ = compact(sessions_dir);
+    let root = root_of(sessions_dir)?;
+    let len = root.open(ACTIVITY_FILE_NAME, Access::Read).map(|f| f.metadata().map_or(0, |m| m.len()));
+    if len.is_ok_and(|n| n > COMPACT_ABOVE) {
+        let _ = compact(&root);
     }
-    private_file_options().append(true).create(true).open(&p).ok()
+    root.open(ACTIVITY_FILE_NAME, Access::AppendCreate).ok()
+}
+
+/// The checked `sessions` folder of `sessions_dir` (`<workspace>/.PseudoClaude/sessions`).
+fn root_of(sessions_dir: &Path) -> Option<Dir> {
+    Dir::sessions(sessions_dir.parent()?.parent()?).ok()
 }
 
 /// Notes that session `id` moved at `ts`. Best effort: the log itself is what counts.
@@ -44,7 +52,7 @@ pub fn record(file: &mut File, id: &str, ts: i64) {
 
 /// Session ids from the file's tail, most recent first; `None` when there is no file.
 pub fn recent(sessions_dir: &Path) -> Option<Vec<String>> {
-    let mut f = File::open(path(sessions_dir)).ok()?;
+    let mut f = root_of(sessions_dir)?.open(ACTIVITY_FILE_NAME, Access::Read).ok()?;
     let len = f.metadata().ok()?.len();
     let start = len.saturating_sub(TAIL_BYTES);
     f.seek(SeekFrom::Start(start)).ok()?;
@@ -75,9 +83,9 @@ fn order<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
 }
 
 /// Rewrites the file with one line per session (atomically, by rename).
-fn compact(sessions_dir: &Path) -> std::io::Result<()> {
-    let p = path(sessions_dir);
-    let text = fs::read_to_string(&p)?;
+fn compact(root: &Dir) -> std::io::Result<()> {
+    let mut text = String::new();
+    root.open(ACTIVITY_FILE_NAME, Access::Read).map_err(std::io::Error::other)?.read_to_string(&mut text)?;
     let mut latest: HashMap<&str, i64> = HashMap::new();
     for line in text.lines() {
         if let Some((id, ts)) = line.split_once(' ').and_then(|(id, ts)| Some((id, ts.trim().parse::<i64>().ok()?))) {
@@ -88,10 +96,13 @@ fn compact(sessions_dir: &Path) -> std::io::Result<()> {
     let mut rows: Vec<_> = latest.into_iter().collect();
     rows.sort_by_key(|r| r.1);
     let body: String = rows.iter().map(|(id, ts)| format!("{id} {ts}\n")).collect();
-    let tmp = sessions_dir.join(format!(".activity.{:08x}.tmp", rand::random::<u32>()));
-    let mut f = private_file_options().write(true).create_new(true).open(&tmp)?;
-    f.write_all(body.as_bytes())?;
-    fs::rename(&tmp, &p)
+    let tmp = format!(".activity.{:08x}.tmp", rand::random::<u32>());
+    let mut f = root.open(&tmp, Access::CreateNew).map_err(std::io::Error::other)?;
+    let done = f.write_all(body.as_bytes()).and_then(|_| root.rename(&tmp, ACTIVITY_FILE_NAME));
+    if done.is_err() {
+        root.unlink(&tmp);
+    }
+    done
 }
 
 #[cfg(test)]

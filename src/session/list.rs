@@ -7,16 +7,17 @@
 //! loader share one fold ([`super::replay`]), the list's counts are what a resume restores.
 
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize};
 
+use super::contain::{Access, Dir};
 use super::loader::feed_lines;
 use super::replay::{Replay, State};
-use super::{Context, Result, io_err, is_valid_id, lock, private_file_options, sessions_dir};
+use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir};
 
 /// One session as the picker shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,6 +47,13 @@ pub struct SessionInfo {
     pub partial: bool,
     /// Who holds the session's writer lock, when someone does (another editor).
     pub held_by: Option<String>,
+    /// Lines restored after their invalid UTF-8 was read as U+FFFD.
+    pub repaired: usize,
+    /// Bytes after the last complete line (a torn append the next writer moves aside).
+    pub torn_tail_bytes: u64,
+    /// The log needed repairs to load (`bad_lines`, `repaired` or `torn_tail_bytes`): the picker marks
+    /// the row, `pseudoclaude sessions check <id>` says what.
+    pub damaged: bool,
 }
 
 /// What to list.
@@ -53,7 +61,8 @@ pub struct SessionInfo {
 pub struct ListOptions {
     /// Leave this session out (the current one).
     pub exclude: Option<String>,
-    /// Keep sessions with no message to restore.
+    /// Keep sessions with no message to restore. (A damaged log is always kept, even with nothing to
+    /// restore: the user must be able to find it to inspect or delete it.)
     pub include_empty: bool,
     /// Look up who holds each session's lock.
     pub check_locks: bool,
@@ -73,8 +82,10 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_err("cannot read sessions directory", &dir)(e)),
     };
+    // Every session is reached through this checked descriptor; a linked `sessions` folder lists nothing.
+    let root = Dir::sessions(workspace)?;
     if let Some(limit) = opts.limit
-        && let Some(found) = list_recent(workspace, &dir, opts, limit)?
+        && let Some(found) = list_recent(workspace, &root, opts, limit)?
     {
         return Ok(found);
     }
@@ -86,11 +97,9 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         if opts.exclude.as_deref() == Some(id) || !ent.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        let dir = ent.path();
-        let modified = fs::metadata(dir.join(super::CONVERSATION_FILE_NAME))
-            .or_else(|_| fs::metadata(&dir))
-            .map(|m| mtime_ns(&m))
-            .unwrap_or(0);
+        // Relative to the sessions descriptor: shorter lookups than whole paths, and no link followed.
+        let modified =
+            root.mtime_ns(&format!("{id}/{CONVERSATION_FILE_NAME}")).or_else(|| root.mtime_ns(id)).unwrap_or(0);
         found.push((modified, id.to_string()));
     }
     found.sort_by(|a, b| b.cmp(a));
@@ -100,13 +109,15 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
             break;
         }
         let ctx = Context::for_id(workspace, &id)?;
-        // A session we cannot read is left on disk untouched; `pseudoclaude sessions check` reports it.
-        let Ok(mut info) = info(&ctx) else { continue };
-        if info.messages == 0 && !opts.include_empty {
+        // A session we cannot read or must refuse (a linked folder or log) is left on disk untouched;
+        // `pseudoclaude sessions check` says why.
+        let Ok(dir) = root.subdir(&id) else { continue };
+        let Ok(mut info) = info_in(&ctx, &dir, None) else { continue };
+        if !shown(&info, opts) {
             continue;
         }
         if opts.check_locks {
-            info.held_by = lock::holder(&ctx);
+            info.held_by = lock::holder_in(&dir);
         }
         out.push(info);
     }
@@ -145,8 +156,8 @@ pub fn ids(workspace: &Path) -> Result<Vec<String>> {
 
 /// The `limit` newest sessions found from the activity hint alone; `None` when the hint is missing
 /// or cannot fill the limit (the caller then scans everything).
-fn list_recent(workspace: &Path, dir: &Path, opts: &ListOptions, limit: usize) -> Result<Option<Vec<SessionInfo>>> {
-    let Some(ids) = super::activity::recent(dir) else { return Ok(None) };
+fn list_recent(workspace: &Path, root: &Dir, opts: &ListOptions, limit: usize) -> Result<Option<Vec<SessionInfo>>> {
+    let Some(ids) = super::activity::recent(root.path()) else { return Ok(None) };
     let mut out = Vec::new();
     for id in ids {
         if out.len() >= limit {
@@ -156,15 +167,14 @@ fn list_recent(workspace: &Path, dir: &Path, opts: &ListOptions, limit: usize) -
             continue;
         }
         let ctx = Context::for_id(workspace, &id)?;
-        if !ctx.dir.is_dir() {
-            continue; // deleted since
-        }
-        let Ok(mut info) = info_within(&ctx, opts.max_read) else { continue };
-        if info.messages == 0 && !opts.include_empty && !info.partial {
+        // Deleted since, or refused (a linked folder is never followed, even from the hint).
+        let Ok(dir) = root.subdir(&id) else { continue };
+        let Ok(mut info) = info_in(&ctx, &dir, opts.max_read) else { continue };
+        if !shown(&info, opts) && !info.partial {
             continue;
         }
         if opts.check_locks {
-            info.held_by = lock::holder(&ctx);
+            info.held_by = lock::holder_in(&dir);
         }
         out.push(info);
     }
@@ -175,31 +185,39 @@ fn list_recent(workspace: &Path, dir: &Path, opts: &ListOptions, limit: usize) -
     Ok(Some(out))
 }
 
-/// One session's list entry, from its cache when the cache is current.
-pub fn info(ctx: &Context) -> Result<SessionInfo> {
-    info_within(ctx, None)
+/// Whether a list shows this session: it has something to restore, or its log is damaged (so the
+/// user can find it), or empty ones were asked for.
+fn shown(info: &SessionInfo, opts: &ListOptions) -> bool {
+    info.messages > 0 || info.damaged || opts.include_empty
 }
 
-/// [`info`], reading at most `max_read` bytes past the cache (else the entry is `partial`).
-pub fn info_within(ctx: &Context, max_read: Option<u64>) -> Result<SessionInfo> {
+/// One session's list entry, from its cache when the cache is current. A linked session folder or
+/// log is refused.
+pub fn info(ctx: &Context) -> Result<SessionInfo> {
+    info_in(ctx, &Dir::session(ctx)?, None)
+}
+
+/// [`info`] from the opened folder, reading at most `max_read` bytes past the cache (else the entry
+/// is `partial`).
+fn info_in(ctx: &Context, dir: &Dir, max_read: Option<u64>) -> Result<SessionInfo> {
     let path = &ctx.jsonl_path;
-    let (bytes, modified) = match fs::metadata(path) {
-        Ok(m) => (m.len(), mtime_ns(&m)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let (file, meta) = match dir.open_stat(CONVERSATION_FILE_NAME, Access::Read) {
+        Ok(opened) => opened,
+        Err(e) if e.is_not_found() => {
             let modified = fs::metadata(&ctx.dir).map(|m| mtime_ns(&m)).unwrap_or(0);
-            return Ok(to_info(ctx, State::default(), 0, modified));
+            return Ok(to_info(ctx, State::default(), 0, 0, modified));
         }
-        Err(e) => return Err(io_err("cannot stat", path)(e)),
+        Err(e) => return Err(e),
     };
-    let file = File::open(path).map_err(io_err("cannot open session log", path))?;
-    let cached = read_summary(ctx).filter(|s| s.offset <= bytes && fingerprint(&file, s.offset) == s.tail);
+    let (bytes, modified) = (meta.len(), mtime_ns(&meta));
+    let cached = read_summary(dir).filter(|s| s.offset <= bytes && fingerprint(&file, s.offset) == s.tail);
     let (state, offset) = match cached {
         Some(s) => (s.state, s.offset),
         None => (State::default(), 0),
     };
     let state_was_cached = offset > 0;
     if max_read.is_some_and(|max| bytes - offset > max) {
-        let mut info = to_info(ctx, state, bytes, modified);
+        let mut info = to_info(ctx, state, bytes, 0, modified);
         info.partial = true;
         return Ok(info);
     }
@@ -209,13 +227,16 @@ pub fn info_within(ctx: &Context, max_read: Option<u64>) -> Result<SessionInfo> 
     if fed.end != offset || !state_was_cached {
         let tail = fingerprint(&file, fed.end);
         // The cache only saves time; failing to write it (read-only checkout) is not an error.
-        let _ = write_summary(ctx, &Summary { version: SUMMARY_VERSION, offset: fed.end, tail, state: state.clone() });
+        let _ = write_summary(dir, &Summary { version: SUMMARY_VERSION, offset: fed.end, tail, state: state.clone() });
     }
-    Ok(to_info(ctx, state, bytes, modified))
+    Ok(to_info(ctx, state, bytes, fed.torn_bytes, modified))
 }
 
-fn to_info(ctx: &Context, s: State, bytes: u64, modified_ns: i64) -> SessionInfo {
+fn to_info(ctx: &Context, s: State, bytes: u64, torn_tail_bytes: u64, modified_ns: i64) -> SessionInfo {
     SessionInfo {
+        damaged: s.bad_lines > 0 || s.repaired > 0 || torn_tail_bytes > 0,
+        repaired: s.repaired,
+        torn_tail_bytes,
         id: ctx.id.clone(),
         title: s.title,
         model: s.model,
@@ -240,7 +261,8 @@ fn mtime_ns(m: &fs::Metadata) -> i64 {
     m.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos() as i64)
 }
 
-const SUMMARY_VERSION: u32 = 1;
+/// 2: the fold repairs lines with invalid UTF-8 (version 1 caches counted them as bad lines).
+const SUMMARY_VERSION: u32 = 2;
 /// How many bytes before the cached offset must still be the same for the cache to count.
 const FINGERPRINT_BYTES: u64 = 64;
 
@@ -252,20 +274,22 @@ struct Summary {
     state: State,
 }
 
-fn read_summary(ctx: &Context) -> Option<Summary> {
-    let data = fs::read(ctx.summary_path()).ok()?;
+/// The cache; a linked `summary.json` is not read (and the rename below replaces the link itself).
+fn read_summary(dir: &Dir) -> Option<Summary> {
+    let mut data = Vec::new();
+    dir.open(SUMMARY_FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
     serde_json::from_slice::<Summary>(&data).ok().filter(|s| s.version == SUMMARY_VERSION)
 }
 
-fn write_summary(ctx: &Context, s: &Summary) -> std::io::Result<()> {
-    let tmp = ctx.dir.join(format!(".summary.{:08x}.tmp", rand::random::<u32>()));
+fn write_summary(dir: &Dir, s: &Summary) -> std::io::Result<()> {
+    let tmp = format!(".summary.{:08x}.tmp", rand::random::<u32>());
     let result = (|| {
-        let mut f = private_file_options().write(true).create_new(true).open(&tmp)?;
+        let mut f = dir.open(&tmp, Access::CreateNew).map_err(std::io::Error::other)?;
         f.write_all(&serde_json::to_vec(s).map_err(std::io::Error::other)?)?;
-        fs::rename(&tmp, ctx.summary_path())
+        dir.rename(&tmp, SUMMARY_FILE_NAME)
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        dir.unlink(&tmp);
     }
     result
 }

@@ -7,6 +7,8 @@
 //!   and is reported as `torn_tail_bytes`.
 //! - A spilled tool result whose file is missing or altered loads as a placeholder saying so, with
 //!   the preview the log kept.
+//! - A line holding bytes that are not UTF-8 is restored with U+FFFD in their place and reported as
+//!   `repaired` (see [`super::replay`]); a huge one is decoded that way while it streams.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -14,9 +16,10 @@ use std::os::unix::fs::FileExt;
 
 use serde::Serialize;
 
+use super::contain::{Access, Dir};
 use super::entry::Entry;
 use super::replay::Replay;
-use super::{Context, Error, Result, io_err, spill};
+use super::{CONVERSATION_FILE_NAME, Context, Error, Result, io_err, spill};
 use crate::message::Message;
 
 /// A loaded session.
@@ -27,6 +30,9 @@ pub struct Loaded {
     pub messages: Vec<Message>,
     /// 1-based line numbers of lines that were not valid entries.
     pub bad_lines: Vec<u64>,
+    /// 1-based line numbers of lines restored after their invalid UTF-8 was read as U+FFFD (they are
+    /// entries, and in the history; `bad_lines` does not hold them).
+    pub repaired: Vec<u64>,
     /// A dangling tool call exchange at the end was cut off.
     pub trimmed: bool,
     /// Messages left out in the middle of the log (orphan results, incomplete exchanges).
@@ -47,6 +53,7 @@ impl Loaded {
     /// Whether anything in the log needed repair: the UI shows a notice when it did.
     pub fn damaged(&self) -> bool {
         !self.bad_lines.is_empty()
+            || !self.repaired.is_empty()
             || self.trimmed
             || self.dropped > 0
             || self.torn_tail_bytes > 0
@@ -57,9 +64,18 @@ impl Loaded {
     pub fn damage_report(&self) -> String {
         let mut parts = Vec::new();
         if !self.bad_lines.is_empty() {
-            let shown: Vec<String> = self.bad_lines.iter().take(10).map(u64::to_string).collect();
-            let more = if self.bad_lines.len() > 10 { ", ..." } else { "" };
-            parts.push(format!("skipped {} unreadable line(s) ({}{more})", self.bad_lines.len(), shown.join(", ")));
+            parts.push(format!(
+                "skipped {} unreadable line(s) ({})",
+                self.bad_lines.len(),
+                list_numbers(&self.bad_lines)
+            ));
+        }
+        if !self.repaired.is_empty() {
+            parts.push(format!(
+                "repaired {} line(s) holding bytes that are not UTF-8 ({}), now shown as \u{FFFD}",
+                self.repaired.len(),
+                list_numbers(&self.repaired)
+            ));
         }
         if self.torn_tail_bytes > 0 {
             parts.push(format!("ignored a torn last line of {} bytes", self.torn_tail_bytes));
@@ -77,18 +93,26 @@ impl Loaded {
     }
 }
 
-/// Loads a session's log. A session whose log does not exist yet loads as empty.
+/// Line numbers for a report: the first ten, then "...".
+fn list_numbers(numbers: &[u64]) -> String {
+    let shown: Vec<String> = numbers.iter().take(10).map(u64::to_string).collect();
+    let more = if numbers.len() > 10 { ", ..." } else { "" };
+    format!("{}{more}", shown.join(", "))
+}
+
+/// Loads a session's log. A session whose log does not exist yet loads as empty. The file is only
+/// read, never rewritten: repairs live in the returned history. A linked folder or log is refused.
 pub fn load(ctx: &Context) -> Result<Loaded> {
-    if !ctx.dir.is_dir() {
-        return Err(Error::NotFound { id: ctx.id.clone(), dir: ctx.dir.clone() });
-    }
+    let dir = match Dir::session(ctx) {
+        Ok(d) => d,
+        Err(e) if e.is_not_found() => return Err(Error::NotFound { id: ctx.id.clone(), dir: ctx.dir.clone() }),
+        Err(e) => return Err(e),
+    };
     let path = &ctx.jsonl_path;
-    let file = match File::open(path) {
+    let file = match dir.open(CONVERSATION_FILE_NAME, Access::Read) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Loaded { id: ctx.id.clone(), ..Default::default() });
-        }
-        Err(e) => return Err(io_err("cannot open session log", path)(e)),
+        Err(e) if e.is_not_found() => return Ok(Loaded { id: ctx.id.clone(), ..Default::default() }),
+        Err(e) => return Err(e),
     };
     let mut replay = Replay::keeping();
     let torn_tail_bytes =
@@ -98,6 +122,7 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         id: ctx.id.clone(),
         messages: done.messages,
         bad_lines: done.bad_line_numbers,
+        repaired: done.repaired_line_numbers,
         trimmed: done.trimmed,
         dropped: done.state.dropped,
         torn_tail_bytes,
@@ -187,7 +212,16 @@ pub(crate) fn feed_lines(file: &File, start: u64, replay: &mut Replay) -> io::Re
                 ));
                 match parsed {
                     Ok(entry) => replay.feed_entry(entry),
-                    Err(_) => replay.bad_line(line_no),
+                    // Parsed again through a decoder that reads invalid UTF-8 as U+FFFD, still streaming:
+                    // only a line that failed pays for the second pass.
+                    Err(_) => match serde_json::from_reader::<_, Entry>(BufReader::with_capacity(
+                        256 * 1024,
+                        Lossy::new(ReadAt { file, pos: line_start, end: line_start + line_len }),
+                    )) {
+                        // The decoder changes nothing in valid UTF-8, so a line that parses now had some.
+                        Ok(entry) => replay.repaired_entry(entry, line_no),
+                        Err(_) => replay.bad_line(line_no),
+                    },
                 }
                 line_start += line_len + 1;
                 gathered = Vec::new();
@@ -215,6 +249,97 @@ fn scan_to_newline(reader: &mut impl BufRead) -> io::Result<Option<u64>> {
     }
 }
 
+/// A reader that passes valid UTF-8 through and turns each invalid sequence into U+FFFD, as
+/// `String::from_utf8_lossy` does, without holding more than one buffer.
+struct Lossy<R> {
+    inner: R,
+    /// Bytes read from `inner` not yet decoded (`buf[start..end]`).
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Decoded bytes waiting to be handed out.
+    out: Vec<u8>,
+    out_pos: usize,
+    eof: bool,
+    replaced: bool,
+}
+
+impl<R: Read> Lossy<R> {
+    fn new(inner: R) -> Self {
+        Lossy {
+            inner,
+            buf: vec![0; 64 * 1024],
+            start: 0,
+            end: 0,
+            out: Vec::new(),
+            out_pos: 0,
+            eof: false,
+            replaced: false,
+        }
+    }
+
+    /// Decodes what is buffered into `out`; an incomplete sequence at the end waits for more input.
+    fn decode(&mut self) {
+        let mut chunk = &self.buf[self.start..self.end];
+        self.out.clear();
+        self.out_pos = 0;
+        loop {
+            match std::str::from_utf8(chunk) {
+                Ok(s) => {
+                    self.out.extend_from_slice(s.as_bytes());
+                    self.start = self.end;
+                    return;
+                }
+                Err(e) => {
+                    let good = e.valid_up_to();
+                    self.out.extend_from_slice(&chunk[..good]);
+                    match e.error_len() {
+                        Some(n) => {
+                            self.out.extend_from_slice("\u{FFFD}".as_bytes());
+                            self.replaced = true;
+                            chunk = &chunk[good + n..];
+                        }
+                        None if self.eof => {
+                            self.out.extend_from_slice("\u{FFFD}".as_bytes());
+                            self.replaced = true;
+                            self.start = self.end;
+                            return;
+                        }
+                        None => {
+                            self.start = self.end - (chunk.len() - good);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<R: Read> Read for Lossy<R> {
+    fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+        while self.out_pos == self.out.len() {
+            if self.eof && self.start == self.end {
+                return Ok(0);
+            }
+            // Keep an incomplete sequence, then fill the rest of the buffer.
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            let n = self.inner.read(&mut self.buf[self.end..])?;
+            if n == 0 {
+                self.eof = true;
+            }
+            self.end += n;
+            self.decode();
+        }
+        let n = dst.len().min(self.out.len() - self.out_pos);
+        dst[..n].copy_from_slice(&self.out[self.out_pos..self.out_pos + n]);
+        self.out_pos += n;
+        Ok(n)
+    }
+}
+
 /// Reads a file by position, so two readers of one file never share (or move) its offset.
 struct ReadAt<'a> {
     file: &'a File,
@@ -231,5 +356,37 @@ impl Read for ReadAt<'_> {
         let n = self.file.read_at(&mut buf[..want], self.pos)?;
         self.pos += n as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lossy(input: &[u8], chunk: usize) -> (Vec<u8>, bool) {
+        struct Chunks<'a>(&'a [u8], usize);
+        impl Read for Chunks<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(self.1).min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut r = Lossy::new(Chunks(input, chunk));
+        let mut out = Vec::new();
+        r.read_to_end(&mut out).expect("read");
+        (out, r.replaced)
+    }
+
+    #[test]
+    fn the_lossy_reader_matches_from_utf8_lossy_at_every_chunk_size() {
+        let input = "aé€😀".bytes().chain([0xe9, b'x', 0xf0, 0x9f, b'y', 0xe2, 0x82]).collect::<Vec<u8>>();
+        for chunk in 1..=input.len() {
+            let (out, replaced) = lossy(&input, chunk);
+            assert_eq!(String::from_utf8(out).expect("utf-8"), String::from_utf8_lossy(&input), "chunk {chunk}");
+            assert!(replaced);
+        }
+        assert_eq!(lossy("é€😀".as_bytes(), 1), ("é€😀".as_bytes().to_vec(), false));
     }
 }

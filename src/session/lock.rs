@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Context, Error, Result, io_err, private_file_options};
+use super::contain::{self, Access, Dir};
+use super::{Context, Error, LOCK_FILE_NAME, Result, io_err};
 
 /// Who holds a lock, as written into the lock file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -44,13 +45,8 @@ const RETRY_DELAY: Duration = Duration::from_millis(20);
 /// Takes the session's lock or says who has it.
 pub fn acquire(ctx: &Context) -> Result<Guard> {
     let path = ctx.lock_path();
-    let mut file = private_file_options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io_err("cannot open lock file", &path))?;
+    // A linked lock (or session folder) is refused: the lock is written, and must not land outside.
+    let mut file = contain::open(ctx, LOCK_FILE_NAME, Access::ReadWriteCreate)?;
     for attempt in 1..=ATTEMPTS {
         match file.try_lock() {
             Ok(()) => {
@@ -72,7 +68,12 @@ pub fn acquire(ctx: &Context) -> Result<Guard> {
 
 /// Who holds the session's lock right now, or `None` when nobody does. Never creates a lock file.
 pub fn holder(ctx: &Context) -> Option<String> {
-    let mut file = File::options().read(true).write(true).open(ctx.lock_path()).ok()?;
+    holder_in(&Dir::session(ctx).ok()?)
+}
+
+/// [`holder`], for a session folder already open (the list has one for each session).
+pub(crate) fn holder_in(dir: &Dir) -> Option<String> {
+    let mut file = dir.open(LOCK_FILE_NAME, Access::ReadWrite).ok()?;
     match file.try_lock() {
         Ok(()) => None, // released when `file` drops
         Err(_) => Some(describe_holder(&mut file)),

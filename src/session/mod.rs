@@ -15,9 +15,11 @@
 //!
 //! Where things live: [`Context`] (paths and ids, this file), [`writer`] (appending), [`loader`]
 //! (replaying), [`replay`] (the fold both the loader and the list use, so they cannot disagree),
-//! [`list`], [`retention`], [`lock`], [`spill`].
+//! [`list`], [`retention`], [`lock`], [`spill`]; [`contain`] opens every one of their files, so that
+//! none is ever reached through a link.
 
 pub mod activity;
+pub(crate) mod contain;
 pub mod entry;
 pub mod list;
 pub mod loader;
@@ -63,6 +65,9 @@ pub enum Error {
     IdExhausted,
     /// A disk operation failed.
     Io { action: String, path: PathBuf, source: io::Error },
+    /// A path under `.PseudoClaude/` is a link or not what it should be: it is never followed (see
+    /// [`contain`]).
+    Refused { path: PathBuf, why: String },
 }
 
 impl fmt::Display for Error {
@@ -78,6 +83,12 @@ impl fmt::Display for Error {
             }
             Error::IdExhausted => write!(f, "could not find a free session id after {NEW_ID_ATTEMPTS} attempts"),
             Error::Io { action, path, source } => write!(f, "{action} {}: {source}", path.display()),
+            Error::Refused { path, why } => write!(
+                f,
+                "refusing {}: {why}; session files must be real files and folders inside .PseudoClaude/sessions \
+                 (nothing was read or written through it)",
+                path.display()
+            ),
         }
     }
 }
@@ -92,6 +103,13 @@ impl std::error::Error for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A disk operation failed because the file or folder does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
 
 /// Wraps an `io::Error` with what was being done and to which path.
 pub(crate) fn io_err(action: impl Into<String>, path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
@@ -113,18 +131,14 @@ impl Context {
     /// A new session with a fresh id (local time + 2 random bytes), directories created private (0700).
     pub fn new(workspace: &Path) -> Result<Context> {
         let sessions = ensure_sessions_dir(workspace)?;
+        // Created through the checked descriptor, so a linked `sessions` cannot take the new folder elsewhere.
+        let root = contain::Dir::sessions(workspace)?;
         for _ in 0..NEW_ID_ATTEMPTS {
             let id = new_id();
             let ctx = Context::at(&sessions, &id);
-            match private_dir_builder().create(&ctx.dir) {
-                Ok(()) => {
-                    private_dir_builder()
-                        .create(&ctx.spill_dir)
-                        .map_err(io_err("cannot create tool-results directory", &ctx.spill_dir))?;
-                    return Ok(ctx);
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io_err("cannot create session directory", &ctx.dir)(e)),
+            if root.mkdir(&id)? {
+                root.subdir(&id)?.mkdir(TOOL_RESULTS_DIR_NAME)?;
+                return Ok(ctx);
             }
         }
         Err(Error::IdExhausted)
@@ -133,10 +147,12 @@ impl Context {
     /// An existing session. The id is validated before it touches a path.
     pub fn open(workspace: &Path, id: &str) -> Result<Context> {
         let ctx = Context::for_id(workspace, id)?;
-        if !ctx.dir.is_dir() {
-            return Err(Error::NotFound { id: id.to_string(), dir: sessions_dir(workspace) });
+        // Checked on the descriptor, component by component: a linked session folder is refused here.
+        match contain::Dir::session(&ctx) {
+            Ok(_) => Ok(ctx),
+            Err(e) if e.is_not_found() => Err(Error::NotFound { id: id.to_string(), dir: sessions_dir(workspace) }),
+            Err(e) => Err(e),
         }
-        Ok(ctx)
     }
 
     /// The paths of a session id, validated, without checking that it exists.
@@ -179,17 +195,23 @@ pub fn sessions_dir(workspace: &Path) -> PathBuf {
 fn ensure_sessions_dir(workspace: &Path) -> Result<PathBuf> {
     let root = workspace.join(ROOT_DIR_NAME);
     let sessions = root.join(SESSIONS_DIR_NAME);
+    // `create_dir_all` follows links: a linked `.PseudoClaude` must be refused before it creates anything.
+    for p in [&root, &sessions] {
+        if fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::Refused { path: p.clone(), why: "it is a symbolic link".into() });
+        }
+    }
     private_dir_builder()
         .recursive(true)
         .create(&sessions)
         .map_err(io_err("cannot create sessions directory", &sessions))?;
     let gitignore = root.join(".gitignore");
-    if !gitignore.exists() {
+    if fs::symlink_metadata(&gitignore).is_err() {
         let mut f = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&gitignore)
             .map_err(io_err("cannot create", &gitignore))?;
         f.write_all(b"# Written by pseudoclaude.nvim: session transcripts stay out of git.\n*\n")
@@ -204,16 +226,13 @@ pub(crate) fn private_dir_builder() -> DirBuilder {
     b
 }
 
-/// Options for a private (0600) file.
-pub(crate) fn private_file_options() -> OpenOptions {
-    let mut o = OpenOptions::new();
-    o.mode(0o600);
-    o
-}
-
-/// Makes a directory entry (a new file, a rename) durable.
+/// Makes a directory entry (a new file, a rename) durable. A link in its place is not followed.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    let d = fs::File::open(dir).map_err(io_err("cannot open directory", dir))?;
+    let d = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+        .map_err(io_err("cannot open directory", dir))?;
     d.sync_all().map_err(io_err("cannot sync directory", dir))
 }
 

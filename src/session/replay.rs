@@ -14,6 +14,10 @@
 //!   is dropped; at the end of the log it is trimmed, as the seed's dangling-tool-call trim does.
 //! - A tool result that answers no open call (its call was on a lost line, or it is a duplicate) is
 //!   dropped: providers reject orphan results.
+//! - A line whose strings hold bytes that are not UTF-8 (one bad byte once cost a whole exchange, and
+//!   with it the session's title and model) is decoded with U+FFFD in their place and restored; it is
+//!   counted as `repaired`, apart from the lines that are not entries at all. Only a line that fails to
+//!   parse pays for this: valid lines are parsed once, as before.
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +38,9 @@ pub struct State {
     /// Newest `ts` of any message seen, unix seconds; 0 when none had one.
     pub last_message: i64,
     pub bad_lines: usize,
+    /// Lines restored after their invalid UTF-8 was replaced with U+FFFD.
+    #[serde(default)]
+    pub repaired: usize,
     /// Messages left out by the rules above in the middle of the log (orphans, incomplete exchanges).
     pub dropped: usize,
     pub pending: Option<Pending>,
@@ -57,6 +64,8 @@ pub struct Replay {
     kept: Option<Kept>,
     /// 1-based line numbers of lines that did not parse (loader only reports them).
     pub bad_line_numbers: Vec<u64>,
+    /// 1-based line numbers of repaired lines (loader only).
+    pub repaired_line_numbers: Vec<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -73,6 +82,7 @@ pub struct Finished {
     /// True when a dangling exchange at the end was cut off.
     pub trimmed: bool,
     pub bad_line_numbers: Vec<u64>,
+    pub repaired_line_numbers: Vec<u64>,
 }
 
 impl Replay {
@@ -92,8 +102,20 @@ impl Replay {
         }
         match serde_json::from_slice::<Entry>(line) {
             Ok(entry) => self.feed_entry(entry),
-            Err(_) => self.bad_line(line_no),
+            Err(_) => match parse_lossy(line) {
+                Some(entry) => self.repaired_entry(entry, line_no),
+                None => self.bad_line(line_no),
+            },
         }
+    }
+
+    /// Feeds an entry that parsed only once its invalid UTF-8 was replaced.
+    pub fn repaired_entry(&mut self, entry: Entry, line_no: u64) {
+        self.state.repaired += 1;
+        if self.kept.is_some() {
+            self.repaired_line_numbers.push(line_no);
+        }
+        self.feed_entry(entry);
     }
 
     /// Counts a line that is not a valid entry.
@@ -189,8 +211,18 @@ impl Replay {
             messages: self.kept.map(|k| k.committed).unwrap_or_default(),
             trimmed,
             bad_line_numbers: self.bad_line_numbers,
+            repaired_line_numbers: self.repaired_line_numbers,
         }
     }
+}
+
+/// A line that failed to parse, parsed again with invalid UTF-8 read as U+FFFD; `None` when the line
+/// was valid UTF-8 (then it is bad for another reason) or is still not an entry.
+fn parse_lossy(line: &[u8]) -> Option<Entry> {
+    if std::str::from_utf8(line).is_ok() {
+        return None;
+    }
+    serde_json::from_str(&String::from_utf8_lossy(line)).ok()
 }
 
 /// First non-blank line, trimmed and cut to [`TITLE_MAX_CHARS`] characters.
@@ -250,6 +282,22 @@ mod tests {
         ]);
         assert_eq!(f.messages.len(), 2);
         assert_eq!(f.state.dropped, 2);
+    }
+
+    #[test]
+    fn a_line_with_invalid_utf8_is_repaired_not_dropped() {
+        let mut r = Replay::keeping();
+        let mut line = br#"{"type":"message","role":"user","content":"caf"#.to_vec();
+        line.extend_from_slice(b"\xe9 au lait\",\"model\":\"m1\"}");
+        r.feed_line(&line, 1);
+        r.feed_line(br#"{"type":"message","role":"assistant","content":"ok"}"#, 2);
+        r.feed_line(b"not json \xe9", 3);
+        let f = r.finish();
+        assert_eq!(f.messages.len(), 2);
+        assert_eq!(f.messages[0].content, "caf\u{FFFD} au lait");
+        assert_eq!((f.state.title.as_str(), f.state.model.as_str()), ("caf\u{FFFD} au lait", "m1"));
+        assert_eq!((f.repaired_line_numbers, f.bad_line_numbers), (vec![1], vec![3]));
+        assert_eq!((f.state.repaired, f.state.bad_lines), (1, 1));
     }
 
     #[test]

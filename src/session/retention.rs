@@ -9,8 +9,9 @@
 use std::fs;
 use std::path::Path;
 
+use super::contain::{Access, Dir};
 use super::list::{ListOptions, list};
-use super::{Context, Result, io_err, lock};
+use super::{CONVERSATION_FILE_NAME, Context, Error, Result, io_err, lock};
 
 #[derive(Debug, Clone)]
 pub struct RetentionOptions {
@@ -44,11 +45,28 @@ pub fn cleanup(workspace: &Path, opts: &RetentionOptions) -> Result<Vec<String>>
             continue;
         }
         let ctx = Context::for_id(workspace, &s.id)?;
-        // Held by another editor: not ours to remove.
-        let Ok(guard) = lock::acquire(&ctx) else { continue };
-        fs::remove_dir_all(&ctx.dir).map_err(io_err("cannot remove session", &ctx.dir))?;
-        drop(guard);
-        removed.push(s.id);
+        match remove(&ctx) {
+            Ok(()) => removed.push(s.id),
+            // Held by another editor (not ours to remove), or turned into a link since it was listed.
+            Err(Error::Locked { .. } | Error::Refused { .. }) => continue,
+            Err(e) => return Err(e),
+        }
     }
     Ok(removed)
+}
+
+/// Removes one session's folder, under its lock so that no editor opens it halfway through. Refused
+/// while another editor holds it, and when the folder or its log is a link: a removal never reaches
+/// outside `sessions/` (`remove_dir_all` itself removes links inside the folder, not what they point to).
+pub fn remove(ctx: &Context) -> Result<()> {
+    let dir = Dir::session(ctx)?;
+    let guard = lock::acquire(ctx)?;
+    match dir.open(CONVERSATION_FILE_NAME, Access::Read) {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(e),
+    }
+    fs::remove_dir_all(&ctx.dir).map_err(io_err("cannot remove session", &ctx.dir))?;
+    drop(guard);
+    Ok(())
 }

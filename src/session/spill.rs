@@ -6,12 +6,13 @@
 //! preview plus a [`SpillRef`] (path, size, hash). Files are content-addressed: a snapshot that holds
 //! the same output again points at the same file and never writes it twice.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Read, Write};
 
 use sha2::{Digest, Sha256};
 
-use super::{Context, Result, TOOL_RESULTS_DIR_NAME, io_err, private_dir_builder, private_file_options, sync_dir};
+use super::contain::{Access, Dir};
+use super::{Context, Result, TOOL_RESULTS_DIR_NAME, io_err};
 use crate::message::{SpillRef, ToolResult};
 
 /// Default size above which a tool result is spilled.
@@ -41,25 +42,21 @@ pub fn write(ctx: &Context, data: &[u8]) -> Result<SpillRef> {
     let name = format!("{sha256}.txt");
     let spill = SpillRef { path: format!("{TOOL_RESULTS_DIR_NAME}/{name}"), bytes: data.len() as u64, sha256 };
     let path = ctx.spill_dir.join(&name);
-    if fs::metadata(&path).map(|m| m.len() == spill.bytes).unwrap_or(false) {
+    // Every step goes through checked descriptors: a linked session or `tool-results` folder is refused.
+    let session = Dir::session(ctx)?;
+    session.mkdir(TOOL_RESULTS_DIR_NAME)?;
+    let dir = session.subdir(TOOL_RESULTS_DIR_NAME)?;
+    if dir.open(&name, Access::Read).is_ok_and(|f| f.metadata().is_ok_and(|m| m.len() == spill.bytes)) {
         return Ok(spill);
     }
-    private_dir_builder()
-        .recursive(true)
-        .create(&ctx.spill_dir)
-        .map_err(io_err("cannot create tool-results directory", &ctx.spill_dir))?;
-    let tmp = ctx.spill_dir.join(format!(".{name}.{:08x}.tmp", rand::random::<u32>()));
-    let written = (|| {
-        let mut f = private_file_options().write(true).create_new(true).open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-        fs::rename(&tmp, &path)
-    })();
+    let tmp = format!(".{name}.{:08x}.tmp", rand::random::<u32>());
+    let mut f = dir.open(&tmp, Access::CreateNew)?;
+    let written = f.write_all(data).and_then(|_| f.sync_all()).and_then(|_| dir.rename(&tmp, &name));
     if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
+        dir.unlink(&tmp);
         return Err(io_err("cannot write spilled tool result", &path)(e));
     }
-    sync_dir(&ctx.spill_dir)?;
+    dir.sync()?;
     Ok(spill)
 }
 
@@ -84,12 +81,13 @@ pub enum Problem {
     InvalidPath,
     Missing,
     Altered,
+    /// The file or a folder on its way is a link, or not a regular file: it was not opened.
+    Refused,
 }
 
 /// Checks a spill file's size and hash, streaming it (a 100 MiB file is never held in memory).
 pub fn verify(ctx: &Context, spill: &SpillRef) -> std::result::Result<(), Problem> {
-    let path = resolve(ctx, spill).ok_or(Problem::InvalidPath)?;
-    let mut f = File::open(&path).map_err(|_| Problem::Missing)?;
+    let mut f = open_checked(ctx, spill)?;
     let len = f.metadata().map_err(|_| Problem::Missing)?.len();
     if len != spill.bytes {
         return Err(Problem::Altered);
@@ -109,20 +107,39 @@ pub fn verify(ctx: &Context, spill: &SpillRef) -> std::result::Result<(), Proble
 
 /// Reads a spilled result in full (for tools and the UI; the loader never does).
 pub fn read(ctx: &Context, spill: &SpillRef) -> Result<String> {
-    let path = resolve(ctx, spill).ok_or_else(|| super::Error::Io {
+    let name = resolve(spill).ok_or_else(|| super::Error::Io {
         action: "refusing spill reference outside tool-results".into(),
         path: spill.path.clone().into(),
         source: io::Error::from(io::ErrorKind::InvalidInput),
     })?;
-    fs::read_to_string(&path).map_err(io_err("cannot read spilled tool result", &path))
+    let path = ctx.spill_dir.join(name);
+    let mut text = String::new();
+    Dir::session(ctx)?
+        .subdir(TOOL_RESULTS_DIR_NAME)?
+        .open(name, Access::Read)?
+        .read_to_string(&mut text)
+        .map_err(io_err("cannot read spilled tool result", &path))?;
+    Ok(text)
 }
 
-/// The file a reference names, only when it is `tool-results/<64 hex>.txt`: a log line is data, and
-/// must not be able to point the loader at `../../etc/passwd`.
-fn resolve(ctx: &Context, spill: &SpillRef) -> Option<std::path::PathBuf> {
+/// The spill file a reference names, opened through checked descriptors.
+fn open_checked(ctx: &Context, spill: &SpillRef) -> std::result::Result<File, Problem> {
+    let name = resolve(spill).ok_or(Problem::InvalidPath)?;
+    let opened =
+        Dir::session(ctx).and_then(|d| d.subdir(TOOL_RESULTS_DIR_NAME)).and_then(|d| d.open(name, Access::Read));
+    match opened {
+        Ok(f) => Ok(f),
+        Err(super::Error::Refused { .. }) => Err(Problem::Refused),
+        Err(_) => Err(Problem::Missing),
+    }
+}
+
+/// The file name a reference names in `tool-results/`, only when it is `tool-results/<64 hex>.txt`: a
+/// log line is data, and must not be able to point the loader at `../../etc/passwd`.
+fn resolve(spill: &SpillRef) -> Option<&str> {
     let name = spill.path.strip_prefix(TOOL_RESULTS_DIR_NAME)?.strip_prefix('/')?;
     let stem = name.strip_suffix(".txt")?;
-    (stem.len() == 64 && stem.bytes().all(|c| c.is_ascii_hexdigit())).then(|| ctx.spill_dir.join(name))
+    (stem.len() == 64 && stem.bytes().all(|c| c.is_ascii_hexdigit())).then_some(name)
 }
 
 /// What the loader puts in place of a spilled result it cannot trust.
@@ -131,6 +148,7 @@ pub fn placeholder(result: &ToolResult, spill: &SpillRef, problem: &Problem) -> 
         Problem::InvalidPath => "the log names an invalid spill file",
         Problem::Missing => "that file is missing",
         Problem::Altered => "that file has been altered since it was written",
+        Problem::Refused => "that file (or its folder) is a symbolic link or not a regular file, and was not opened",
     };
     format!(
         "[pseudoclaude: the full output of this tool call ({} bytes) was saved to {}, but {why}. \

@@ -16,8 +16,9 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::sync::Mutex;
 
 use super::activity;
+use super::contain::{self, Access};
 use super::lock::{self, Guard};
-use super::{Context, Entry, Error, Result, io_err, private_file_options, spill, sync_dir};
+use super::{BROKEN_FILE_NAME, CONVERSATION_FILE_NAME, Context, Entry, Error, Result, io_err, spill, sync_dir};
 use crate::message::{Message, now};
 
 /// How a writer behaves.
@@ -79,12 +80,7 @@ impl Writer {
         let guard = lock::acquire(ctx)?;
         let path = &ctx.jsonl_path;
         let created = !path.exists();
-        let mut file = private_file_options()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(io_err("cannot open session log", path))?;
+        let mut file = contain::open(ctx, CONVERSATION_FILE_NAME, Access::ReadAppendCreate)?;
         if created {
             sync_dir(&ctx.dir)?;
         }
@@ -182,8 +178,7 @@ fn repair_torn_tail(ctx: &Context, file: &mut File) -> Result<(u64, u64)> {
     }
     // Keep the torn bytes: they may be the only copy of something a user wants to look at.
     let broken = ctx.broken_path();
-    let mut out =
-        private_file_options().append(true).create(true).open(&broken).map_err(io_err("cannot open", &broken))?;
+    let mut out = contain::open(ctx, BROKEN_FILE_NAME, Access::AppendCreate)?;
     let header = format!("--- {} torn bytes cut from offset {committed} at {} ---\n", len - committed, now());
     (|| -> io::Result<()> {
         out.write_all(header.as_bytes())?;

@@ -14,6 +14,11 @@ M.AGE_WIDTH = 8
 M.MODEL_MAX_WIDTH = 16
 --- Marker of a session open in another editor (first two cells of its row).
 M.HELD_MARKER = "! "
+--- Marker of a session whose log needed repairs to load (unreadable, repaired or torn lines); the preview says
+--- what. A session open elsewhere shows `HELD_MARKER` instead.
+M.DAMAGED_MARKER = "? "
+--- Title of a damaged session with nothing to restore (a log of garbage).
+M.UNREADABLE_TITLE = "(unreadable session)"
 
 ---@alias pseudoclaude.picker.Highlight [integer, integer, string] start column, end column (bytes, 0-based, end exclusive), group
 
@@ -63,17 +68,30 @@ function M.count(n)
 end
 
 --- The title shown for a session.
----@param item {title: string?}
+---@param item {title: string?, damaged: boolean?, messages: integer?}
 ---@return string
 function M.title(item)
   local t = item.title
   if t and t ~= "" then
     return t
   end
-  return item.partial and "(reading…)" or "(untitled)"
+  if item.partial then
+    return "(reading…)"
+  end
+  return (item.damaged and (item.messages or 0) == 0) and M.UNREADABLE_TITLE or "(untitled)"
 end
 
---- One line per item, fitting `width` cells: marker, title, age, message count, model. The columns are aligned
+--- The count column of a row: "12 msgs", and for a damaged log its unreadable lines ("12 msgs, 3 bad").
+---@param item pseudoclaude.SessionInfo
+---@return string
+function H.row_count(item)
+  local c = M.count(item.messages or 0)
+  local bad = item.bad_lines or 0
+  return bad > 0 and ("%s, %d bad"):format(c, bad) or c
+end
+
+--- One line per item, fitting `width` cells: marker (`HELD_MARKER`, `DAMAGED_MARKER`), title, age, message count
+--- (with the unreadable lines of a damaged log), model. The columns are aligned
 --- over the items given (the visible ones).
 ---@param items pseudoclaude.SessionInfo[]
 ---@param width integer
@@ -84,7 +102,7 @@ function M.rows(items, width, now)
   local model_w, count_w = 0, 0
   local counts = {}
   for k, item in ipairs(items) do
-    counts[k] = item.partial and "… msgs" or M.count(item.messages or 0)
+    counts[k] = item.partial and "… msgs" or H.row_count(item)
     count_w = math.max(count_w, #counts[k])
     model_w = math.max(model_w, H.width(item.model or ""))
   end
@@ -104,7 +122,7 @@ function M.rows(items, width, now)
 
   local lines, rows = {}, {}
   for k, item in ipairs(items) do
-    local marker = item.held_by and M.HELD_MARKER or "  "
+    local marker = item.held_by and M.HELD_MARKER or item.damaged and M.DAMAGED_MARKER or "  "
     local title, title_bytes = H.fit(M.title(item), title_w)
     local age = M.age(now - M.activity(item))
     local parts = { marker, title, "  ", (" "):rep(M.AGE_WIDTH - #age), age }
@@ -113,6 +131,8 @@ function M.rows(items, width, now)
     local hls = {}
     if item.held_by then
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerHeld" }
+    elseif item.damaged then
+      hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerDamage" }
     end
     hls[#hls + 1] = { col, col + M.AGE_WIDTH, "PseudoClaudePickerAge" }
     col = col + M.AGE_WIDTH
