@@ -120,7 +120,8 @@ pub fn slice_back(history: &[&Message], to: usize, max_messages: usize, budget: 
     let mut used = 0usize;
     while from > 0 && to - from < max_messages {
         let m = history[from - 1];
-        let size = m.content.len().min(max_bytes) + m.tool_result.as_ref().map_or(0, |t| t.content.len().min(max_bytes));
+        let size =
+            m.content.len().min(max_bytes) + m.tool_result.as_ref().map_or(0, |t| t.content.len().min(max_bytes));
         if used > 0 && used + size > budget {
             break;
         }
@@ -149,7 +150,7 @@ mod tests {
 
     #[test]
     fn a_slice_carries_the_previous_speaker_and_earlier_call_names() {
-        let h = vec![
+        let h = [
             Message::user("read it"),
             Message::assistant_tool_calls("", vec![ToolCall::new("c1", "read_file", serde_json::json!({}))]),
             Message::tool_result("c1", "body", false),

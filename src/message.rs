@@ -114,7 +114,12 @@ impl Message {
 impl ToolResult {
     /// The same result with an empty `content` (the rest copied).
     pub fn clone_without_content(&self) -> ToolResult {
-        ToolResult { tool_call_id: self.tool_call_id.clone(), content: String::new(), is_error: self.is_error, spill: self.spill.clone() }
+        ToolResult {
+            tool_call_id: self.tool_call_id.clone(),
+            content: String::new(),
+            is_error: self.is_error,
+            spill: self.spill.clone(),
+        }
     }
 }
 

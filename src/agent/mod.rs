@@ -156,8 +156,7 @@ impl Agent {
         pending: Vec<Message>,
     ) -> Agent {
         let tools = Arc::new(Tools::new(&config.workspace, approver, config.auto_approve));
-        let compact =
-            tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
+        let compact = tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
         let system = system_prompt(&config.workspace);
         Agent { config, provider, tools, conversation, log, compact, system, pending: Mutex::new(pending) }
     }

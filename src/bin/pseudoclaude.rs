@@ -76,8 +76,10 @@ fn usage_error(why: &str) -> ExitCode {
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 fn cmd_list(workspace: &std::path::Path, json: bool, all: bool, limit: Option<usize>) -> CmdResult {
-    let sessions =
-        session::list(workspace, &ListOptions { include_empty: all, check_locks: true, exclude: None, limit, max_read: None })?;
+    let sessions = session::list(
+        workspace,
+        &ListOptions { include_empty: all, check_locks: true, exclude: None, limit, max_read: None },
+    )?;
     if json {
         println!("{}", serde_json::to_string_pretty(&sessions)?);
         return Ok(ExitCode::SUCCESS);

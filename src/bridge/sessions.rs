@@ -133,7 +133,9 @@ fn list_async(a: &Args) -> BridgeResult<u64> {
     let callback: jobs::Callback = a.get(2)?;
     jobs::spawn("sessions_list_async", None, callback, move || {
         let all = list(&ws, &args)?;
-        all.chunks(LIST_CHUNK).map(|c| serde_json::to_string(c).map_err(BridgeError::from)).collect::<BridgeResult<Vec<_>>>()
+        all.chunks(LIST_CHUNK)
+            .map(|c| serde_json::to_string(c).map_err(BridgeError::from))
+            .collect::<BridgeResult<Vec<_>>>()
     })
 }
 

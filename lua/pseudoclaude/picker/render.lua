@@ -183,7 +183,8 @@ function H.header(p, item, now)
   end
   local n = p.messages or item.messages or 0
   meta[#meta + 1] = n == 1 and "1 message" or (n .. " messages")
-  meta[#meta + 1] = M.age(now - M.activity({ last_message = p.last_message or item.last_message, modified = item.modified }))
+  meta[#meta + 1] =
+    M.age(now - M.activity({ last_message = p.last_message or item.last_message, modified = item.modified }))
   add(table.concat(meta, " · "), "PseudoClaudePickerPreviewMeta")
   if item.held_by then
     add(("! open in another editor (%s): it cannot be resumed here"):format(item.held_by), "PseudoClaudePickerHeld")
@@ -212,7 +213,10 @@ end
 ---@return pseudoclaude.picker.Preview
 function M.failed(item, err)
   local lines = { M.title(item), require("pseudoclaude.errors").plain(err) }
-  return { lines = lines, hls = { { 0, 0, -1, "PseudoClaudePickerPreviewTitle" }, { 1, 0, -1, "PseudoClaudePickerPreviewError" } } }
+  return {
+    lines = lines,
+    hls = { { 0, 0, -1, "PseudoClaudePickerPreviewTitle" }, { 1, 0, -1, "PseudoClaudePickerPreviewError" } },
+  }
 end
 
 --- The history a resume restores, readable: the header, then the end of the history exactly as the agent buffer
