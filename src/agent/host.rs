@@ -31,7 +31,8 @@ pub struct HostConfig {
     pub stale_after_hours: f64,
     pub spill_threshold: usize,
     pub approve: AutoApproveConfig,
-    pub retention_days: u32,
+    /// Days, fractions allowed (as `sessions.cleanup()` takes them); 0 keeps everything.
+    pub retention_days: f64,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -50,7 +51,7 @@ impl Default for HostConfig {
             stale_after_hours: 6.0,
             spill_threshold: session::spill::DEFAULT_THRESHOLD,
             approve: AutoApproveConfig::default(),
-            retention_days: session::retention::DEFAULT_DAYS,
+            retention_days: f64::from(session::retention::DEFAULT_DAYS),
         }
     }
 }

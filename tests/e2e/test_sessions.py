@@ -223,3 +223,13 @@ def wait_until(nvim, code, timeout=5.0):
             return value
         assert time.monotonic() < deadline, f"timed out waiting for {code}"
         time.sleep(0.02)
+
+
+def test_fractional_retention_days_reach_the_agent_too(nvim, workspace):
+    """`retention_days` may be fractional (the docs and `sessions.cleanup()` allow it): the chat's host takes it."""
+    nvim.lua("require('pseudoclaude').setup({ retention_days = 0.5, provider = { name = 'demo' } })")
+    nvim.lua("require('pseudoclaude').chat.send('hello')")
+    deadline = time.monotonic() + 20
+    while not nvim.lua("return require('pseudoclaude').current() ~= nil"):
+        assert time.monotonic() < deadline, "the chat never started"
+        time.sleep(0.02)
