@@ -29,6 +29,18 @@ LIB_PATH = ROOT / "target" / "release" / LIB_NAME
 CARGO_VERSION = tomllib.loads((ROOT / "Cargo.toml").read_text())["package"]["version"]
 
 
+def wait_for(fn: Any, timeout: float = 30.0, what: str = "condition") -> Any:
+    """Polls `fn()` until it returns something truthy (and returns that), or fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what} (last value: {value!r})")
+        time.sleep(0.02)
+
+
 def nvim_binary() -> str:
     nvim = os.environ.get("PSEUDOCLAUDE_NVIM_BIN")
     if not nvim:

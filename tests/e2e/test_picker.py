@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
+from conftest import wait_for
 from session_files import chat, entry, hold_lock, session_dir, session_id, snapshot, write_session
 
 # The real chat module comes later: a stub records what the picker asks it to resume.
@@ -32,17 +33,6 @@ for name, win in pairs(s.wins) do
 end
 return out
 """
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what} (last value: {value!r})")
-        time.sleep(0.02)
 
 
 def state(nvim) -> dict[str, Any] | None:

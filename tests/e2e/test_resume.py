@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Neovim
+from conftest import ROOT, Neovim, wait_for
 from fake_llm import FakeOpenAI
 from session_files import chat, entry, session_dir, session_id, write_session
 
@@ -34,17 +34,6 @@ end })
 _G.notes = {}
 vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
 """
-
-
-def wait_for(fn, timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what} (last: {v!r})")
-        time.sleep(0.02)
 
 
 def state(n: Neovim) -> dict[str, Any] | None:

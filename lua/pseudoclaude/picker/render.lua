@@ -162,6 +162,19 @@ end
 
 --- The preview's header: title; id, model, count, age; a notice when the session is open elsewhere or its log
 --- needed repairs.
+--- A function appending a line to `lines`, highlighted whole with `group` when one is given.
+---@param lines string[]
+---@param hls [integer, integer, integer, string][]
+---@return fun(line: string, group: string?)
+function H.adder(lines, hls)
+  return function(line, group)
+    lines[#lines + 1] = line
+    if group then
+      hls[#hls + 1] = { #lines - 1, 0, -1, group }
+    end
+  end
+end
+
 ---@param p {id: string?, title: string?, model: string?, messages: integer?, damage_report: string?}
 ---@param item pseudoclaude.SessionInfo
 ---@param now integer
@@ -169,12 +182,7 @@ end
 ---@return [integer, integer, integer, string][] hls
 function H.header(p, item, now)
   local lines, hls = {}, {}
-  local function add(line, group)
-    lines[#lines + 1] = line
-    if group then
-      hls[#hls + 1] = { #lines - 1, 0, -1, group }
-    end
-  end
+  local add = H.adder(lines, hls)
   add(M.title(p.title and p or item), "PseudoClaudePickerPreviewTitle")
   local meta = { p.id or item.id }
   local model = (p.model or "") ~= "" and p.model or item.model
@@ -229,12 +237,7 @@ end
 function M.preview(p, item, now, width)
   width = math.max((width or 80) - 4, 20)
   local lines, hls = H.header(p, item, now)
-  local function add(line, group)
-    lines[#lines + 1] = line
-    if group then
-      hls[#hls + 1] = { #lines - 1, 0, -1, group }
-    end
-  end
+  local add = H.adder(lines, hls)
   local tail = p.tail or { from = 0, messages = {} }
   local msgs = tail.messages or {}
   local T = require("pseudoclaude.transcript")
