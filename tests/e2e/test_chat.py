@@ -247,6 +247,7 @@ def test_a_stale_session_shows_and_sends_the_reminder(nvim: Neovim, workspace: P
     fake.push_text("I will re-check the files.")
     type_message(nvim, "continue")
     wait_turns(nvim, 1)
+    assert fake.errors == [], fake.errors  # the server accepted what it recorded
     sent = fake.requests[-1]["messages"]
     user_text = " ".join(m["content"] for m in sent if m["role"] == "user")
     assert "8 hours" in user_text and "re-read files" in user_text and "continue" in user_text
@@ -290,6 +291,7 @@ def test_a_declined_write_is_reported_to_the_model(nvim: Neovim, workspace: Path
     wait_turns(nvim, 1)
     assert "write_file" in nvim.lua("return vim.g.pc_prompt")
     assert not (workspace / "new.txt").exists()
+    assert fake.errors == [], fake.errors
     tool_msg = [m for m in fake.requests[-1]["messages"] if m["role"] == "tool"][0]
     assert "declined" in tool_msg["content"]
 
