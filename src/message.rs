@@ -24,6 +24,11 @@ pub struct Message {
     /// Unix seconds when the message was made; 0 when unknown.
     #[serde(default)]
     pub ts: i64,
+    /// The answer stopped before it was complete (the editor died while it streamed): `content` is
+    /// what had been shown, restored from the log's checkpoints. Providers are told so in the next
+    /// request. Written only when true, so every other message keeps its bytes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// A tool call the assistant asked for.
@@ -103,6 +108,11 @@ impl Message {
             ts: now(),
             ..Default::default()
         }
+    }
+
+    /// An answer that stopped before it was complete, holding the text shown until then.
+    pub fn assistant_interrupted(text: impl Into<String>, ts: i64) -> Self {
+        Message { role: ROLE_ASSISTANT.into(), content: text.into(), ts, interrupted: true, ..Default::default() }
     }
 
     /// A user message that is typed text, not a tool result: what a session's title is made of.

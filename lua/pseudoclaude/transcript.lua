@@ -94,6 +94,9 @@ function M.add_message(out, m, prev, names, opts)
     names[c.id] = c.name
     add(M.call_line(c.name, c.arguments, opts.width), "call")
   end
+  if m.interrupted == true then
+    add(M.INTERRUPTED_LINE, "more")
+  end
 end
 
 --- Whether message `m` starts a block of its own: the first one, a change of speaker, or after tool results (the
@@ -121,6 +124,9 @@ function M.header_for(m)
   end
   return "## Agent", "agent"
 end
+
+--- Under an answer that stopped mid-stream (`interrupted` on the message: the editor died while it streamed).
+M.INTERRUPTED_LINE = "[interrupted: the answer stopped here]"
 
 --- The prefix of the stale-session reminder (`src/agent/mod.rs`, STALE_REMINDER_PREFIX).
 M.REMINDER_PREFIX = "[Session resumed]"

@@ -11,6 +11,7 @@
 //! message, so a resume that is left without a word leaves the log byte-identical (and the session's
 //! place in the list unchanged).
 
+pub mod checkpoint;
 pub mod host;
 pub mod runner;
 
@@ -35,6 +36,8 @@ pub struct AgentConfig {
     pub spill_threshold: usize,
     pub auto_approve: AutoApprove,
     pub compact: CompactConfig,
+    /// How often a streaming answer is checkpointed to the log; `ZERO` turns it off.
+    pub checkpoint_every: Duration,
 }
 
 impl AgentConfig {
@@ -45,6 +48,7 @@ impl AgentConfig {
             spill_threshold: session::spill::DEFAULT_THRESHOLD,
             auto_approve: AutoApprove::default(),
             compact: CompactConfig::default(),
+            checkpoint_every: checkpoint::every_from_env(),
         }
     }
 }
@@ -77,6 +81,14 @@ impl SessionLog {
             *slot = Some(Writer::open(&ctx, self.opts.clone()).map_err(|e| e.to_string())?);
         }
         f(slot.as_ref().expect("just opened")).map_err(|e| e.to_string())
+    }
+
+    /// Writes a checkpoint of a streaming answer. Never creates the session: an answer streams only
+    /// after its question was written.
+    fn checkpoint(&self, answer: &str, at: usize, text: &str) -> Result<(), String> {
+        let slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let writer = slot.as_ref().ok_or("no session to checkpoint to")?;
+        writer.checkpoint(answer, at, text).map_err(|e| e.to_string())
     }
 
     fn hooks(self: &Arc<Self>) -> Hooks {

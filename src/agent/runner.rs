@@ -5,6 +5,8 @@
 //! always ends on something a resume accepts. Cancellation at any moment leaves it consistent:
 //! - while streaming: the text the user saw is recorded as the assistant's message (marked as
 //!   interrupted); tool calls not yet complete are dropped, never recorded without results;
+//! - a stream that fails: the text shown is recorded as an interrupted answer, as a crash would
+//!   leave it (see [`super::checkpoint`]: the text is checkpointed while it streams).
 //! - while tools run: the running tool is stopped and every call of that message without a result
 //!   gets an honest one ("cancelled by the user"), so no call is left unanswered.
 //!
@@ -18,8 +20,9 @@ use serde::Serialize;
 use tokio::sync::{Notify, mpsc};
 
 use super::Agent;
+use super::checkpoint::Checkpoints;
 use crate::conversation::Unsaved;
-use crate::message::{ToolCall, ToolResult};
+use crate::message::{Message, ToolCall, ToolResult, now};
 use crate::provider::{Request, StreamEvent};
 use crate::session::spill;
 
@@ -164,6 +167,12 @@ impl Agent {
             };
             let (tx, mut rx) = mpsc::unbounded_channel();
             let mut seen = String::new();
+            let mut checkpoints = Checkpoints::new(self.log.clone(), self.config.checkpoint_every);
+            let mut tick = checkpoints.tick().map(|every| {
+                let mut t = tokio::time::interval(every);
+                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                t
+            });
             let stream = self.provider.stream(&req, tx);
             tokio::pin!(stream);
             let response = loop {
@@ -171,19 +180,39 @@ impl Agent {
                     biased;
                     _ = cancel.cancelled() => {
                         while let Ok(ev) = rx.try_recv() { forward(ev, &mut seen, events); }
+                        checkpoints.settle().await;
                         if !seen.trim().is_empty() {
                             self.conversation.add_assistant(format!("{seen}\n{INTERRUPTED_NOTE}"))?;
                         }
                         return Err(Stop::Cancelled);
                     }
-                    Some(ev) = rx.recv() => forward(ev, &mut seen, events),
+                    Some(ev) = rx.recv() => {
+                        let boundary = matches!(ev, StreamEvent::ToolCallStarted { .. });
+                        forward(ev, &mut seen, events);
+                        if boundary { checkpoints.offer(&seen, true).await; }
+                    }
+                    _ = next_tick(&mut tick) => {
+                        checkpoints.offer(&seen, false).await;
+                    }
                     r = &mut stream => {
                         while let Ok(ev) = rx.try_recv() { forward(ev, &mut seen, events); }
                         break r;
                     }
                 }
             };
-            let response = response.map_err(|e| Stop::Failed(e.to_string()))?;
+            // Nothing may land after the message that supersedes the checkpoints.
+            checkpoints.settle().await;
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => {
+                    // The user read this text and its checkpoints are in the log: keep memory and the
+                    // log saying the same thing, an interrupted answer.
+                    if !seen.trim().is_empty() {
+                        self.conversation.add(Message::assistant_interrupted(seen, now()))?;
+                    }
+                    return Err(Stop::Failed(e.to_string()));
+                }
+            };
             if response.tool_calls.is_empty() {
                 self.conversation.add_assistant(response.text.clone())?;
                 let _ = events.send(Event::AssistantRecorded { text: response.text, tool_calls: Vec::new() });
@@ -259,6 +288,16 @@ impl Agent {
             }
         }
         Ok(())
+    }
+}
+
+/// The next tick, or never when there is no interval (checkpoints are off).
+async fn next_tick(tick: &mut Option<tokio::time::Interval>) {
+    match tick {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -151,6 +151,7 @@ fn cmd_check(workspace: &std::path::Path, id: &str, json: bool) -> CmdResult {
             "trimmed": loaded.trimmed,
             "dropped": loaded.dropped,
             "spill_problems": loaded.spill_problems,
+            "interrupted": loaded.interrupted,
             "held_by": session::lock::holder(&ctx),
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -181,6 +182,9 @@ fn render(m: &Message) -> String {
     let mut s = format!("{}: {}", m.role, m.content);
     for c in &m.tool_calls {
         s.push_str(&format!("\n  -> {} {} {}", c.id, c.name, c.arguments));
+    }
+    if m.interrupted {
+        s.push_str("\n  [interrupted: the answer stopped here]");
     }
     s
 }

@@ -591,6 +591,10 @@ pub(crate) mod turns {
         "No result was recorded for this tool call (the session was interrupted before it finished).";
     /// Opens a conversation whose first kept message is the assistant's.
     pub(crate) const CONTINUED: &str = "(continued)";
+    /// Follows the text of an answer that stopped mid-stream ([`Message::interrupted`]), as text of
+    /// the same assistant turn: both APIs accept it, and the model knows its answer was cut short.
+    pub(crate) const INTERRUPTED_ANSWER: &str =
+        "[This answer was interrupted here: the editor stopped before it was complete.]";
 
     pub(crate) enum Turn<'a> {
         /// Tool results (answering the previous assistant turn's calls, in their order), then text.
@@ -631,6 +635,9 @@ pub(crate) mod turns {
                 }
                 if let Some(Turn::Assistant { texts, calls }) = grouped.last_mut() {
                     texts.extend(text);
+                    if m.interrupted {
+                        texts.push(INTERRUPTED_ANSWER);
+                    }
                     for call in &m.tool_calls {
                         if !calls.iter().any(|c| c.id == call.id) {
                             calls.push(call);
@@ -843,7 +850,7 @@ mod tests {
     mod turns {
         use serde_json::json;
 
-        use super::super::turns::{CONTINUED, MISSING_RESULT, Turn, turns};
+        use super::super::turns::{CONTINUED, INTERRUPTED_ANSWER, MISSING_RESULT, Turn, turns};
         use crate::message::{Message, ToolCall};
 
         fn shape(ts: &[Turn<'_>]) -> Vec<String> {
@@ -881,6 +888,16 @@ mod tests {
             assert_eq!(
                 shape(&turns(&msgs)),
                 ["user[|hi]", "assistant[looking|a,b]", "user[a=A,b=B|and also,this]", "assistant[done|]"]
+            );
+        }
+
+        #[test]
+        fn an_interrupted_answer_is_followed_by_a_note_in_its_own_turn() {
+            let msgs =
+                vec![Message::user("hi"), Message::assistant_interrupted("Hello wor", 1), Message::user("go on")];
+            assert_eq!(
+                shape(&turns(&msgs)),
+                ["user[|hi]".to_string(), format!("assistant[Hello wor,{INTERRUPTED_ANSWER}|]"), "user[|go on]".into()]
             );
         }
 

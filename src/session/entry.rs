@@ -9,6 +9,13 @@
 //!   separate lines after the marker; such logs still load the seed's way.)
 //! - `count` on a `replace` entry: how many messages the snapshot holds, for `jq` and humans.
 //! - `spill` inside `tool_result`: where a large output went (see [`super::spill`]).
+//! - `checkpoint` entries, with `answer` and `at`: the text of an answer while it streams, so a crash
+//!   (the editor killed mid-answer) keeps what the user had read. Each carries only the text streamed
+//!   since the previous one (`content`) and where it goes in the answer's text (`at`, a byte offset),
+//!   so a long answer costs its text once, not once per second. The answer's final `message` entry
+//!   supersedes its checkpoints; without one, replay restores their text as an interrupted answer
+//!   ([`super::replay`]). Readers that predate them ignore them as an unknown type.
+//! - `interrupted` on a message: the answer stopped before it was complete (written only when true).
 
 use serde::{Deserialize, Serialize};
 
@@ -16,10 +23,11 @@ use crate::message::{Message, ToolCall, ToolResult};
 
 pub const TYPE_MESSAGE: &str = "message";
 pub const TYPE_REPLACE: &str = "replace";
+pub const TYPE_CHECKPOINT: &str = "checkpoint";
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Entry {
-    /// `message`, `replace`; missing means `message` (the seed omitted it).
+    /// `message`, `replace`, `checkpoint`; missing means `message` (the seed omitted it).
     #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -40,6 +48,15 @@ pub struct Entry {
     pub count: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<Message>>,
+    /// On a `checkpoint`: which answer it belongs to (unique per streamed answer).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub answer: String,
+    /// On a `checkpoint`: the byte offset in the answer's text where `content` starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<usize>,
+    /// On a message: see [`Message::interrupted`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 impl Entry {
@@ -51,6 +68,19 @@ impl Entry {
             tool_calls: m.tool_calls,
             tool_result: m.tool_result,
             ts: m.ts,
+            interrupted: m.interrupted,
+            ..Default::default()
+        }
+    }
+
+    /// `text` streamed into answer `answer` since its previous checkpoint, starting at byte `at`.
+    pub fn checkpoint(answer: &str, at: usize, text: &str, ts: i64) -> Entry {
+        Entry {
+            kind: TYPE_CHECKPOINT.into(),
+            content: text.into(),
+            ts,
+            answer: answer.into(),
+            at: Some(at),
             ..Default::default()
         }
     }
@@ -70,6 +100,10 @@ impl Entry {
         self.kind == TYPE_REPLACE
     }
 
+    pub fn is_checkpoint(&self) -> bool {
+        self.kind == TYPE_CHECKPOINT
+    }
+
     pub fn is_message(&self) -> bool {
         self.kind.is_empty() || self.kind == TYPE_MESSAGE
     }
@@ -86,6 +120,7 @@ impl Entry {
             tool_calls: self.tool_calls,
             tool_result: self.tool_result,
             ts: self.ts,
+            interrupted: self.interrupted,
         })
     }
 }
@@ -109,5 +144,15 @@ mod tests {
             Message::assistant_tool_calls("", vec![ToolCall::new("c1", "grep", serde_json::json!({"pattern": "x"}))]);
         let s = serde_json::to_string(&Entry::from_message(m)).unwrap();
         assert!(s.contains(r#""arguments":{"pattern":"x"}"#), "{s}");
+    }
+
+    #[test]
+    fn checkpoints_have_no_role_and_other_entries_keep_their_bytes() {
+        let s = serde_json::to_string(&Entry::checkpoint("a1", 5, "world", 7)).unwrap();
+        assert_eq!(s, r#"{"type":"checkpoint","content":"world","ts":7,"answer":"a1","at":5}"#);
+        let mut m = Message::assistant("hi");
+        m.ts = 3;
+        let s = serde_json::to_string(&Entry::from_message(m)).unwrap();
+        assert_eq!(s, r#"{"type":"message","role":"assistant","content":"hi","ts":3}"#);
     }
 }

@@ -47,6 +47,9 @@ pub struct Loaded {
     pub entries: usize,
     /// Newest message time, unix seconds (0 when unknown).
     pub last_message: i64,
+    /// Answers restored from their checkpoints: the editor stopped while they streamed, so each
+    /// holds the text shown until then and is marked `interrupted`.
+    pub interrupted: usize,
 }
 
 impl Loaded {
@@ -58,6 +61,7 @@ impl Loaded {
             || self.dropped > 0
             || self.torn_tail_bytes > 0
             || !self.spill_problems.is_empty()
+            || self.interrupted > 0
     }
 
     /// One sentence on what was repaired, for notices; empty when nothing was.
@@ -88,6 +92,12 @@ impl Loaded {
         }
         if !self.spill_problems.is_empty() {
             parts.push(format!("{} spilled tool result(s) unreadable", self.spill_problems.len()));
+        }
+        if self.interrupted > 0 {
+            parts.push(format!(
+                "{} answer(s) were interrupted while streaming (kept up to their last checkpoint, marked interrupted)",
+                self.interrupted
+            ));
         }
         parts.join("; ")
     }
@@ -131,6 +141,7 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         model: done.state.model,
         entries: done.state.entries,
         last_message: done.state.last_message,
+        interrupted: done.state.interrupted,
     };
     check_spills(ctx, &mut loaded);
     Ok(loaded)

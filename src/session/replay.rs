@@ -18,11 +18,19 @@
 //!   with it the session's title and model) is decoded with U+FFFD in their place and restored; it is
 //!   counted as `repaired`, apart from the lines that are not entries at all. Only a line that fails to
 //!   parse pays for this: valid lines are parsed once, as before.
+//! - `checkpoint` entries of one answer are gathered, in order, into its text so far. The answer's
+//!   final assistant message supersedes them (a completed answer replays exactly as it did before
+//!   checkpoints existed). When anything else comes first, or the log ends, the editor died while the
+//!   answer streamed: the gathered text becomes one assistant message marked `interrupted`, so what
+//!   the user read survives. It never carries tool calls: calls are only recorded with the final
+//!   message, so the pairing rules above are untouched. A checkpoint that does not continue the text
+//!   where the previous one ended (a line lost in the middle) ends the gathering there: the prefix is
+//!   kept, nothing after a gap is spliced on.
 
 use serde::{Deserialize, Serialize};
 
 use super::entry::Entry;
-use crate::message::Message;
+use crate::message::{Message, ROLE_ASSISTANT};
 
 /// What a replay has seen so far, without the messages themselves.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -44,6 +52,24 @@ pub struct State {
     /// Messages left out by the rules above in the middle of the log (orphans, incomplete exchanges).
     pub dropped: usize,
     pub pending: Option<Pending>,
+    /// The answer whose checkpoints have no final message yet. Its text is counted in `messages`
+    /// already, as a resume would restore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<Streaming>,
+    /// Answers restored from checkpoints alone (interrupted mid-stream), counted when they end.
+    #[serde(default)]
+    pub interrupted: usize,
+}
+
+/// The checkpoints of one answer so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Streaming {
+    pub answer: String,
+    /// Bytes of text gathered; the next checkpoint must start here.
+    pub bytes: usize,
+    /// A checkpoint did not continue the text: later ones of this answer are ignored.
+    pub broken: bool,
+    pub ts: i64,
 }
 
 /// An assistant message whose tool calls are not all answered yet.
@@ -72,6 +98,8 @@ pub struct Replay {
 struct Kept {
     committed: Vec<Message>,
     pending: Vec<Message>,
+    /// The text of [`State::streaming`].
+    streaming: String,
 }
 
 /// The end of a replay.
@@ -131,6 +159,17 @@ impl Replay {
         if self.state.model.is_empty() && !entry.model.is_empty() {
             self.state.model = entry.model.clone();
         }
+        if entry.is_checkpoint() {
+            self.feed_checkpoint(entry);
+            return;
+        }
+        // The answer's own final message supersedes its checkpoints; anything else means the
+        // answer never got one.
+        let superseded = entry.is_replace()
+            || (entry.is_message() && entry.role == ROLE_ASSISTANT && entry.tool_result.is_none());
+        if entry.is_replace() || (entry.is_message() && !entry.role.is_empty()) {
+            self.end_streaming(superseded);
+        }
         if entry.is_replace() {
             self.state.messages = 0;
             self.state.pending = None;
@@ -144,6 +183,43 @@ impl Replay {
         } else if let Some(m) = entry.into_message() {
             self.feed_message(m);
         }
+    }
+
+    fn feed_checkpoint(&mut self, entry: Entry) {
+        if self.state.streaming.as_ref().is_some_and(|s| s.answer != entry.answer) {
+            self.end_streaming(false);
+        }
+        let s = &mut self.state;
+        s.last_message = s.last_message.max(entry.ts);
+        let st = s.streaming.get_or_insert_with(|| Streaming { answer: entry.answer.clone(), ..Default::default() });
+        st.ts = st.ts.max(entry.ts);
+        if st.broken || entry.at != Some(st.bytes) {
+            st.broken = true;
+            return;
+        }
+        if st.bytes == 0 && !entry.content.is_empty() {
+            s.messages += 1;
+        }
+        st.bytes += entry.content.len();
+        if let Some(k) = &mut self.kept {
+            k.streaming.push_str(&entry.content);
+        }
+    }
+
+    /// Closes the answer being gathered: dropped when `superseded` by its final message (or a
+    /// replace), else committed as an interrupted answer.
+    fn end_streaming(&mut self, superseded: bool) {
+        let Some(st) = self.state.streaming.take() else { return };
+        let text = self.kept.as_mut().map(|k| std::mem::take(&mut k.streaming)).unwrap_or_default();
+        if st.bytes == 0 {
+            return;
+        }
+        self.state.messages -= 1; // counted ahead; the message itself is counted below, if kept
+        if superseded {
+            return;
+        }
+        self.state.interrupted += 1;
+        self.feed_message(Message::assistant_interrupted(text, st.ts));
     }
 
     fn feed_message(&mut self, m: Message) {
@@ -205,6 +281,7 @@ impl Replay {
     }
 
     pub fn finish(mut self) -> Finished {
+        self.end_streaming(false);
         let trimmed = self.state.pending.take().is_some();
         Finished {
             state: self.state,
@@ -282,6 +359,129 @@ mod tests {
         ]);
         assert_eq!(f.messages.len(), 2);
         assert_eq!(f.state.dropped, 2);
+    }
+
+    fn ckpt(answer: &str, at: usize, text: &str) -> Entry {
+        Entry::checkpoint(answer, at, text, 5)
+    }
+
+    fn run_entries(entries: Vec<Entry>) -> Finished {
+        let mut r = Replay::keeping();
+        for e in entries {
+            r.feed_entry(e);
+        }
+        r.finish()
+    }
+
+    /// The list's counting fold, fed the same entries through a `State` saved and restored after
+    /// each one (as `summary.json` does), must count what the loader keeps.
+    fn counted(entries: &[Entry]) -> State {
+        let mut state = State::default();
+        for e in entries {
+            let mut r = Replay::resume_counting(state);
+            r.feed_entry(e.clone());
+            state = serde_json::from_str(&serde_json::to_string(&r.state).unwrap()).unwrap();
+        }
+        Replay::resume_counting(state).finish().state
+    }
+
+    #[test]
+    fn checkpoints_then_the_final_message_replay_as_if_there_were_none() {
+        let (user, answer) = (Message::user("hi"), Message::assistant("Hello world."));
+        let plain = run(vec![user.clone(), answer.clone()]);
+        let entries = vec![
+            Entry::from_message(user),
+            ckpt("a1", 0, "Hel"),
+            ckpt("a1", 3, "lo wor"),
+            Entry::from_message(answer),
+        ];
+        let with = run_entries(entries.clone());
+        assert_eq!(with.messages, plain.messages);
+        assert_eq!((with.state.messages, with.state.interrupted, with.state.dropped), (2, 0, 0));
+        assert_eq!(counted(&entries).messages, 2);
+    }
+
+    #[test]
+    fn checkpoints_without_a_final_message_become_one_interrupted_answer() {
+        let entries =
+            vec![Entry::from_message(Message::user("hi")), ckpt("a1", 0, "Hel"), ckpt("a1", 3, "lo wor")];
+        let f = run_entries(entries.clone());
+        assert_eq!(f.messages.len(), 2);
+        let m = &f.messages[1];
+        assert_eq!((m.role.as_str(), m.content.as_str(), m.interrupted, m.ts), ("assistant", "Hello wor", true, 5));
+        assert!(m.tool_calls.is_empty());
+        assert_eq!((f.state.messages, f.state.interrupted), (2, 1));
+        let c = counted(&entries);
+        assert_eq!((c.messages, c.interrupted), (2, 1));
+    }
+
+    #[test]
+    fn an_interrupted_answer_stays_in_place_when_the_log_goes_on_after_a_resume() {
+        let entries = vec![
+            Entry::from_message(Message::user("hi")),
+            ckpt("a1", 0, "Partial"),
+            Entry::from_message(Message::user("again")),
+            ckpt("a2", 0, "Fine"),
+            Entry::from_message(Message::assistant("Fine.")),
+        ];
+        let f = run_entries(entries.clone());
+        let got: Vec<_> = f.messages.iter().map(|m| (m.content.as_str(), m.interrupted)).collect();
+        assert_eq!(got, [("hi", false), ("Partial", true), ("again", false), ("Fine.", false)]);
+        assert_eq!(counted(&entries).messages, 4);
+    }
+
+    #[test]
+    fn checkpoints_around_tool_calls_keep_the_pairing() {
+        let calls = Message::assistant_tool_calls("Let me look.", vec![ToolCall::new("c1", "grep", json!({}))]);
+        let entries = vec![
+            Entry::from_message(Message::user("hi")),
+            ckpt("a1", 0, "Let me look."), // the boundary: the call starts streaming
+            Entry::from_message(calls.clone()),
+            Entry::from_message(Message::tool_result("c1", "found", false)),
+            ckpt("a2", 0, "It is in "),
+            ckpt("a2", 9, "a.rs"),
+        ];
+        let f = run_entries(entries.clone());
+        let got: Vec<_> = f.messages.iter().map(|m| (m.content.as_str(), m.tool_calls.len(), m.interrupted)).collect();
+        assert_eq!(got, [("hi", 0, false), ("Let me look.", 1, false), ("", 0, false), ("It is in a.rs", 0, true)]);
+        assert!(!f.trimmed);
+        assert_eq!(counted(&entries).messages, 4);
+
+        // Killed while the call itself streamed: the text before it survives, the call does not.
+        let f = run_entries(entries[..2].to_vec());
+        let got: Vec<_> = f.messages.iter().map(|m| (m.content.as_str(), m.tool_calls.len(), m.interrupted)).collect();
+        assert_eq!(got, [("hi", 0, false), ("Let me look.", 0, true)]);
+    }
+
+    #[test]
+    fn a_gap_in_the_checkpoints_keeps_the_text_before_it() {
+        let entries = vec![
+            Entry::from_message(Message::user("hi")),
+            ckpt("a1", 0, "one "),
+            ckpt("a1", 9, "three "), // "two " was on a line that is gone
+            ckpt("a1", 15, "four"),
+        ];
+        let f = run_entries(entries.clone());
+        assert_eq!(f.messages[1].content, "one ");
+        assert_eq!(counted(&entries).messages, 2);
+        // A log whose only checkpoint is out of place restores nothing for that answer.
+        let f = run_entries(vec![Entry::from_message(Message::user("hi")), ckpt("a1", 4, "x")]);
+        assert_eq!((f.messages.len(), f.state.interrupted), (1, 0));
+    }
+
+    #[test]
+    fn a_replace_supersedes_checkpoints_and_keeps_an_interrupted_mark() {
+        let mut kept = Message::assistant("Partial");
+        kept.interrupted = true;
+        let entries = vec![
+            Entry::from_message(Message::user("hi")),
+            ckpt("a1", 0, "Partial"),
+            Entry::replace("compact", vec![Message::user("hi"), kept.clone()], 9),
+        ];
+        let f = run_entries(entries.clone());
+        assert_eq!(f.messages, [Message { ts: f.messages[0].ts, ..Message::user("hi") }, kept]);
+        assert_eq!((f.state.messages, f.state.interrupted), (2, 0));
+        assert_eq!(counted(&entries).messages, 2);
     }
 
     #[test]

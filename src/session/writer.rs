@@ -107,6 +107,11 @@ impl Writer {
         self.write_entry(Entry::replace(reason, msgs, now()))
     }
 
+    /// Records the text an answer streamed since its last checkpoint (see [`Entry::checkpoint`]).
+    pub fn checkpoint(&self, answer: &str, at: usize, text: &str) -> Result<()> {
+        self.write_entry(Entry::checkpoint(answer, at, text, now()))
+    }
+
     /// A copy of `msg` with a large tool result spilled (and not copied).
     fn as_logged(&self, msg: &Message) -> Result<Message> {
         let tool_result = msg
@@ -120,6 +125,7 @@ impl Writer {
             tool_calls: msg.tool_calls.clone(),
             tool_result,
             ts: msg.ts,
+            interrupted: msg.interrupted,
         })
     }
 
