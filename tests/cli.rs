@@ -120,3 +120,27 @@ fn a_symlinked_session_is_refused_naming_the_path() {
     assert_eq!(code, 0);
     assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1, "nothing created or removed outside");
 }
+
+#[test]
+fn check_and_show_report_an_answer_interrupted_mid_stream() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let w = Writer::open(&ctx, WriterOptions { model: "m1".into(), ..Default::default() }).unwrap();
+    w.append(&Message::user("why?")).unwrap();
+    w.checkpoint("a1", 0, "Because the ").unwrap();
+    w.checkpoint("a1", 12, "lexer").unwrap();
+    drop(w); // the editor died: no final message
+    let (code, out, _) = cli(ws.path(), &["sessions", "check", &ctx.id]);
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains(": ok") && out.contains("1 answer(s) were interrupted while streaming"), "{out}");
+    let (_, out, _) = cli(ws.path(), &["sessions", "check", &ctx.id, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["ok"].clone(), v["interrupted"].clone(), v["messages"].clone()), (false.into(), 1.into(), 2.into()));
+    let (_, out, err) = cli(ws.path(), &["sessions", "show", &ctx.id]);
+    assert_eq!(out, "user: why?\nassistant: Because the lexer\n  [interrupted: the answer stopped here]\n");
+    assert!(err.contains("interrupted"), "{err}");
+    // The list counts what a resume restores.
+    let (_, out, _) = cli(ws.path(), &["sessions", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["messages"], 2);
+}
