@@ -4,7 +4,8 @@ It speaks the real wire format (`POST /v1/chat/completions` with `stream: true`,
 `delta.content`, `delta.tool_calls` in fragments by index, `finish_reason`, `data: [DONE]`), validates each
 request against the protocol's rules (every assistant tool call answered by `role: tool` messages right after
 it, no orphan tool messages, arguments that are JSON strings) and answers 400 when they are broken, as the real
-API does. Answers are scripted in order with `push_text`, `push_tools`, `push_hang`.
+API does. Answers are scripted in order with `push_text`, `push_tools`, `push_hang`; `delay` is the pause after
+each streamed word (a slow model: `push_text(text, delay=0.1)`).
 """
 
 from __future__ import annotations
@@ -51,15 +52,15 @@ class FakeOpenAI:
 
     # -- script -------------------------------------------------------------------------------------------
 
-    def push_text(self, text: str) -> None:
-        self.script.append({"text": text, "tools": []})
+    def push_text(self, text: str, delay: float = 0.005) -> None:
+        self.script.append({"text": text, "tools": [], "delay": delay})
 
-    def push_tools(self, text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> None:
-        self.script.append({"text": text, "tools": calls})
+    def push_tools(self, text: str, calls: list[tuple[str, str, dict[str, Any]]], delay: float = 0.005) -> None:
+        self.script.append({"text": text, "tools": calls, "delay": delay})
 
-    def push_hang(self, text: str) -> None:
+    def push_hang(self, text: str, delay: float = 0.005) -> None:
         """Streams `text`, then keeps the connection open without finishing (until close())."""
-        self.script.append({"text": text, "tools": [], "hang": True})
+        self.script.append({"text": text, "tools": [], "hang": True, "delay": delay})
 
     # -- protocol -----------------------------------------------------------------------------------------
 
@@ -125,7 +126,7 @@ class FakeOpenAI:
         base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": body["model"]}
         for word in answer["text"].split(" ") if answer["text"] else []:
             chunk({**base, "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]})
-            time.sleep(0.005)
+            time.sleep(answer.get("delay", 0.005))
         if answer.get("hang"):
             self.release.wait(60)
             return

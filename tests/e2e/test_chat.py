@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -178,6 +179,12 @@ def test_neovim_killed_mid_turn_resumes_cleanly_in_the_next_one(
     type_message(first, "list and explain")
     wait(first, "vim.fn.join(vim.api.nvim_buf_get_lines(vim.fn.bufnr('pseudoclaude://chat'), 0, -1, false), '\\n'):find('middle of') ~= nil")
     sid = first.lua("return require('pseudoclaude').current().id")
+    jsonl = Path(first.lua("return require('pseudoclaude').current().jsonl"))
+    # The streamed text is checkpointed within a second; kill once it is, so what follows is certain.
+    deadline = time.monotonic() + 20
+    while not any(e.get("type") == "checkpoint" for e in log_lines(str(jsonl))):
+        assert time.monotonic() < deadline, "no checkpoint of the streamed text"
+        time.sleep(0.02)
     os.kill(first.proc.pid, signal.SIGKILL)
     first.proc.wait()
 
@@ -186,11 +193,67 @@ def test_neovim_killed_mid_turn_resumes_cleanly_in_the_next_one(
     assert resume_cmd(second, "PseudoResume last")["ok"] is True
     assert second.lua("return require('pseudoclaude').current().id") == sid
     msgs = second.lua("return require('pseudoclaude').messages()")
-    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant"]
+    assert msgs[3]["content"].startswith("I am in the middle of") and msgs[3]["interrupted"] is True
     fake.push_text("Recovered.")
     type_message(second, "go on")
     wait_turns(second, 1)
     assert fake.errors == []
+
+
+def test_text_streamed_before_a_sigkill_is_restored_marked_interrupted(
+    start_nvim: Any, workspace: Path, fake: FakeOpenAI
+) -> None:
+    from conftest import ROOT
+
+    cli = ROOT / "target" / "release" / "pseudoclaude"
+    if not cli.exists():
+        pytest.fail(f"{cli} is missing: run `cargo build --release` in {ROOT} first")
+    words = [f"word{i:03d}" for i in range(80)]
+    fake.push_text(" ".join(words), delay=0.1)  # 8 s: a slow model
+    first = start_nvim()
+    setup(first, openai(fake))
+    type_message(first, "explain slowly")
+
+    def shown() -> list[str]:
+        return [w for w in words if any(w in l for l in transcript(first))]
+
+    deadline = time.monotonic() + 20
+    while len(shown()) < 10:
+        assert time.monotonic() < deadline, "the answer never streamed:\n" + "\n".join(transcript(first))
+        time.sleep(0.02)
+    seen_at, seen = time.monotonic(), shown()
+    sid = first.lua("return require('pseudoclaude').current().id")
+    time.sleep(1.3)  # what was on screen then was streamed more than a second before the kill
+    still_streaming = len(shown()) < len(words)
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait()
+    assert still_streaming and time.monotonic() - seen_at > 1.0
+
+    second = start_nvim()
+    setup(second, openai(fake))
+    second.api.command("PseudoResume last")
+    assert second.lua("return require('pseudoclaude').current().id") == sid
+    lines = transcript(second)
+    text = "\n".join(lines)
+    assert "## You" in lines and "explain slowly" in lines and "## Agent" in lines, text
+    assert " ".join(seen) in text, text  # every word shown a second before the kill, in order
+    assert "[interrupted: the answer stopped here]" in lines, text
+    assert "interrupted" in text.split("Restored with repairs:")[1], text
+    msgs = second.lua("return require('pseudoclaude').messages()")
+    assert [m["role"] for m in msgs] == ["user", "assistant"] and msgs[1]["interrupted"] is True
+
+    out = subprocess.run([str(cli), "-C", str(workspace), "sessions", "check", sid], capture_output=True, text=True)
+    assert out.returncode == 1 and ": ok" not in out.stdout and "interrupted" in out.stdout, out
+
+    # The model hears of it in the next request, which the protocol checks accept.
+    fake.push_text("Continuing.")
+    type_message(second, "go on")
+    wait_turns(second, 1)
+    assert fake.errors == [], fake.errors
+    sent = fake.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert " ".join(seen) in sent[2]["content"] and "[This answer was interrupted here" in sent[2]["content"]
 
 
 def test_two_neovims_on_one_session(start_nvim: Any, workspace: Path) -> None:
