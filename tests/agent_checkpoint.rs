@@ -26,10 +26,11 @@ impl Approver for Never {
 const STREAMED: &str = "The parser fails on nested quotes because the lexer ";
 const NOTE: &str = "[This answer was interrupted here";
 
-fn sse(kind: Kind) -> fn(&str, &[(&str, &str, Value)]) -> Vec<u8> {
+/// The wire bytes of one answer (text, then tool calls) in `kind`'s format.
+fn sse(kind: Kind, text: &str, calls: &[(&str, &str, Value)]) -> Vec<u8> {
     match kind {
-        Kind::Anthropic => anthropic_sse,
-        Kind::OpenAi => openai_sse,
+        Kind::Anthropic => anthropic_sse(text, calls),
+        Kind::OpenAi => openai_sse(text, calls),
     }
 }
 
@@ -83,8 +84,8 @@ async fn killed_mid_stream_then_resumed(kind: Kind) {
         Kind::Anthropic => "event: content_block_stop",
         Kind::OpenAi => "\"finish_reason\":\"stop\"",
     };
-    server.push(Reply::StallAfter(vec![truncate_before(&sse(kind)(STREAMED, &[]), cut)]));
-    server.push(Reply::sse(sse(kind)("Picking up: the lexer treats the second quote as an end.", &[])));
+    server.push(Reply::StallAfter(vec![truncate_before(&sse(kind, STREAMED, &[]), cut)]));
+    server.push(Reply::sse(sse(kind, "Picking up: the lexer treats the second quote as an end.", &[])));
     let provider = provider_for(kind, &server);
     let agent = Arc::new(Agent::new(config(ws.path(), Duration::from_millis(20)), provider.clone(), Arc::new(Never)));
     let log = Arc::downgrade(&agent.log);
@@ -118,7 +119,8 @@ async fn killed_mid_stream_then_resumed(kind: Kind) {
     assert_eq!(loaded.interrupted, 1);
     assert!(loaded.damaged() && loaded.damage_report().contains("interrupted"), "{}", loaded.damage_report());
 
-    let (again, _) = Agent::resume(config(ws.path(), Duration::from_millis(20)), provider, Arc::new(Never), &id).unwrap();
+    let (again, _) =
+        Agent::resume(config(ws.path(), Duration::from_millis(20)), provider, Arc::new(Never), &id).unwrap();
     let events = turn(&again, "go on").await;
     assert!(!events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
     let reqs = server.requests();
@@ -154,8 +156,12 @@ async fn completed_turn_leaves_the_log_of_today(kind: Kind) {
         fs::write(ws.path().join("notes.md"), "remember the milk\n").unwrap();
         let server = FakeServer::start(kind);
         server.set_piece_delay(Duration::from_millis(5));
-        server.push(Reply::sse(sse(kind)("Reading the notes first.", &[("call_a", "read_file", json!({"path": "notes.md"}))])));
-        server.push(Reply::sse(sse(kind)("They say: remember the milk.", &[])));
+        server.push(Reply::sse(sse(
+            kind,
+            "Reading the notes first.",
+            &[("call_a", "read_file", json!({"path": "notes.md"}))],
+        )));
+        server.push(Reply::sse(sse(kind, "They say: remember the milk.", &[])));
         let agent = Agent::new(config(ws.path(), every), provider_for(kind, &server), Arc::new(Never));
         let events = turn(&agent, "what do my notes say?").await;
         assert!(!events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
@@ -199,4 +205,31 @@ async fn anthropic_a_completed_turn_with_checkpoints_loads_as_without() {
 #[tokio::test]
 async fn openai_a_completed_turn_with_checkpoints_loads_as_without() {
     completed_turn_leaves_the_log_of_today(Kind::OpenAi).await;
+}
+
+/// A stream that breaks after some text (the server, the network): the text shown is recorded as an
+/// interrupted answer, in memory and in the log alike, and the next request carries the note.
+#[tokio::test]
+async fn a_stream_cut_after_some_text_keeps_it_as_an_interrupted_answer() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(Kind::OpenAi);
+    server.push(Reply::CutAfter(truncate_before(&sse(Kind::OpenAi, STREAMED, &[]), "\"finish_reason\":\"stop\"")));
+    server.push(Reply::sse(sse(Kind::OpenAi, "Again, in full.", &[])));
+    let agent =
+        Agent::new(config(ws.path(), Duration::from_millis(20)), provider_for(Kind::OpenAi, &server), Arc::new(Never));
+    let events = turn(&agent, "why?").await;
+    assert!(events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
+    let loaded = session::load(&agent.current().unwrap()).unwrap();
+    let strip = |ms: &[pseudoclaude::message::Message]| {
+        ms.iter().map(|m| (m.role.clone(), m.content.clone(), m.interrupted)).collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&loaded.messages), strip(&agent.messages()));
+    assert_eq!(strip(&loaded.messages)[1], ("assistant".into(), STREAMED.into(), true));
+    let events = turn(&agent, "try again").await;
+    assert!(!events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
+    let reqs = server.requests();
+    assert!(reqs.iter().all(|r| r.rejected.is_none()), "{:?}", reqs.iter().map(|r| &r.rejected).collect::<Vec<_>>());
+    let assistant =
+        reqs[1].body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "assistant").unwrap().to_string();
+    assert!(assistant.contains(NOTE), "{assistant}");
 }

@@ -29,7 +29,11 @@ pub const ENV_EVERY_MS: &str = "PSEUDOCLAUDE_CHECKPOINT_MS";
 
 /// The interval from [`ENV_EVERY_MS`], else [`DEFAULT_EVERY`]; `ZERO` means off.
 pub fn every_from_env() -> Duration {
-    std::env::var(ENV_EVERY_MS).ok().and_then(|v| v.trim().parse().ok()).map(Duration::from_millis).unwrap_or(DEFAULT_EVERY)
+    std::env::var(ENV_EVERY_MS)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(DEFAULT_EVERY)
 }
 
 /// The checkpoints of one streamed answer.

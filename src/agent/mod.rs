@@ -16,7 +16,7 @@ pub mod host;
 pub mod runner;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::compact::{CompactConfig, Runtime};
@@ -58,20 +58,29 @@ pub struct SessionLog {
     workspace: PathBuf,
     opts: WriterOptions,
     writer: Mutex<Option<Writer>>,
+    /// The writer's context, apart from its lock: the editor asks for it (status, current) while a
+    /// write, a checkpoint twice a second while an answer streams, holds the writer through its sync.
+    ctx: OnceLock<Context>,
 }
 
 impl SessionLog {
     fn lazy(workspace: &Path, opts: WriterOptions) -> Arc<SessionLog> {
-        Arc::new(SessionLog { workspace: workspace.to_path_buf(), opts, writer: Mutex::new(None) })
+        Arc::new(SessionLog {
+            workspace: workspace.to_path_buf(),
+            opts,
+            writer: Mutex::new(None),
+            ctx: OnceLock::new(),
+        })
     }
 
     fn opened(workspace: &Path, opts: WriterOptions, writer: Writer) -> Arc<SessionLog> {
-        Arc::new(SessionLog { workspace: workspace.to_path_buf(), opts, writer: Mutex::new(Some(writer)) })
+        let ctx = OnceLock::from(writer.context().clone());
+        Arc::new(SessionLog { workspace: workspace.to_path_buf(), opts, writer: Mutex::new(Some(writer)), ctx })
     }
 
-    /// The session's context, once it exists.
+    /// The session's context, once it exists. Never waits on a write.
     pub fn context(&self) -> Option<Context> {
-        self.writer.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|w| w.context().clone())
+        self.ctx.get().cloned()
     }
 
     fn with_writer(&self, f: impl FnOnce(&Writer) -> session::Result<()>) -> Result<(), String> {
@@ -79,6 +88,7 @@ impl SessionLog {
         if slot.is_none() {
             let ctx = Context::new(&self.workspace).map_err(|e| e.to_string())?;
             *slot = Some(Writer::open(&ctx, self.opts.clone()).map_err(|e| e.to_string())?);
+            let _ = self.ctx.set(ctx);
         }
         f(slot.as_ref().expect("just opened")).map_err(|e| e.to_string())
     }

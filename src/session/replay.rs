@@ -165,8 +165,8 @@ impl Replay {
         }
         // The answer's own final message supersedes its checkpoints; anything else means the
         // answer never got one.
-        let superseded = entry.is_replace()
-            || (entry.is_message() && entry.role == ROLE_ASSISTANT && entry.tool_result.is_none());
+        let superseded =
+            entry.is_replace() || (entry.is_message() && entry.role == ROLE_ASSISTANT && entry.tool_result.is_none());
         if entry.is_replace() || (entry.is_message() && !entry.role.is_empty()) {
             self.end_streaming(superseded);
         }
@@ -214,7 +214,7 @@ impl Replay {
         if st.bytes == 0 {
             return;
         }
-        self.state.messages -= 1; // counted ahead; the message itself is counted below, if kept
+        self.state.messages = self.state.messages.saturating_sub(1); // counted ahead; the message itself is counted below, if kept
         if superseded {
             return;
         }
@@ -389,12 +389,8 @@ mod tests {
     fn checkpoints_then_the_final_message_replay_as_if_there_were_none() {
         let (user, answer) = (Message::user("hi"), Message::assistant("Hello world."));
         let plain = run(vec![user.clone(), answer.clone()]);
-        let entries = vec![
-            Entry::from_message(user),
-            ckpt("a1", 0, "Hel"),
-            ckpt("a1", 3, "lo wor"),
-            Entry::from_message(answer),
-        ];
+        let entries =
+            vec![Entry::from_message(user), ckpt("a1", 0, "Hel"), ckpt("a1", 3, "lo wor"), Entry::from_message(answer)];
         let with = run_entries(entries.clone());
         assert_eq!(with.messages, plain.messages);
         assert_eq!((with.state.messages, with.state.interrupted, with.state.dropped), (2, 0, 0));
@@ -403,8 +399,7 @@ mod tests {
 
     #[test]
     fn checkpoints_without_a_final_message_become_one_interrupted_answer() {
-        let entries =
-            vec![Entry::from_message(Message::user("hi")), ckpt("a1", 0, "Hel"), ckpt("a1", 3, "lo wor")];
+        let entries = vec![Entry::from_message(Message::user("hi")), ckpt("a1", 0, "Hel"), ckpt("a1", 3, "lo wor")];
         let f = run_entries(entries.clone());
         assert_eq!(f.messages.len(), 2);
         let m = &f.messages[1];
