@@ -232,7 +232,8 @@ def test_text_streamed_before_a_sigkill_is_restored_marked_interrupted(
 
     second = start_nvim()
     setup(second, openai(fake))
-    second.api.command("PseudoResume last")
+    report = resume_cmd(second, "PseudoResume last")
+    assert report["ok"] is True and "interrupted" in report["notice"], report
     assert second.lua("return require('pseudoclaude').current().id") == sid
     lines = transcript(second)
     text = "\n".join(lines)
