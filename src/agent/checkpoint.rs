@@ -61,7 +61,9 @@ impl Checkpoints {
     /// Writes the text streamed since the last checkpoint, when it is time (`boundary`: now, after
     /// the write in flight). Returns at once otherwise.
     pub(crate) async fn offer(&mut self, seen: &str, boundary: bool) {
-        if self.every.is_zero() || seen.len() <= self.written {
+        // Blank text is never kept as an answer (the runner records none either), so it is not
+        // checkpointed: memory and the log agree on a cancel or a failure.
+        if self.every.is_zero() || seen.len() <= self.written || seen.trim().is_empty() {
             return;
         }
         if let Some((_, h)) = &self.inflight
