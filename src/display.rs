@@ -54,7 +54,14 @@ pub fn shown(m: &Message, max: usize) -> Shown {
         cut_bytes += n;
         crate::message::ToolResult { content, ..t.clone_without_content() }
     });
-    let message = Message { role: m.role.clone(), content, tool_calls: m.tool_calls.clone(), tool_result, ts: m.ts };
+    let message = Message {
+        role: m.role.clone(),
+        content,
+        tool_calls: m.tool_calls.clone(),
+        tool_result,
+        ts: m.ts,
+        interrupted: m.interrupted,
+    };
     Shown { message, cut_bytes }
 }
 
