@@ -77,7 +77,9 @@ function M.cancel()
 end
 
 ---@class pseudoclaude.ResumeOpts
----@field on_done fun(report: pseudoclaude.ResumeReport)? Called when the history is in place, or the resume failed.
+---@field on_done fun(report: pseudoclaude.ResumeReport)? Called when the history is in place (the session is current
+--- and its end drawn), or the resume failed.
+---@field on_drawn fun(report: pseudoclaude.ResumeReport)? Called when every older message is drawn too.
 
 ---@class pseudoclaude.ResumeReport
 ---@field ok boolean Whether the session is now the current one.
@@ -87,6 +89,7 @@ end
 ---@field stale_seconds integer?
 ---@field notice string? What was repaired, one sentence ("" when nothing was).
 ---@field error string? Why the resume failed (the current session is as it was).
+---@field drawn boolean? Whether all of the history was drawn when the report was made (else older slices follow).
 
 --- Restores session `id` ("last" or nil: the most recent other session) into the agent buffer. Returns at once: the
 --- session is read on the core's threads and drawn from its end in slices, so the editor never waits. When the
@@ -120,6 +123,7 @@ end
 ---@field asked_at integer `resume()` called
 ---@field read_at integer? the core has read the session (the switch-over is done)
 ---@field first_at integer? the first screenful (the end of the history) drawn
+---@field in_place_at integer? the report given (`on_done`, `PseudoClaudeResumed`)
 ---@field done_at integer? all of the history drawn
 ---@field slices integer main-loop steps that drew it
 
@@ -189,8 +193,8 @@ H.resumes = {}
 --- Bumped by each restore: slices of an older one stop drawing.
 H.restore_gen = 0
 --- Messages per slice of a restore and bytes of text per slice: one slice is one short main-loop step.
-H.SLICE_MESSAGES = 300
-H.SLICE_BYTES = 96 * 1024
+H.SLICE_MESSAGES = 150
+H.SLICE_BYTES = 64 * 1024
 
 H.ns = vim.api.nvim_create_namespace("pseudoclaude_chat")
 
@@ -458,10 +462,14 @@ function H.clear()
 end
 
 --- Draws the current history from scratch, from its end backwards, one slice per main-loop step (the first
---- screenful at once); `on_done()` runs when all of it is drawn.
+--- screenful at once): `on_first(all_drawn)` runs once the end is drawn, `on_done()` when all of it is.
+---@param on_first fun(all_drawn: boolean)?
 ---@param on_done fun()?
-function H.restore(on_done)
+function H.restore(on_first, on_done)
   if not H.valid_buf(H.buf) then
+    if on_first then
+      on_first(true)
+    end
     return on_done and on_done()
   end
   H.restore_gen = H.restore_gen + 1
@@ -481,6 +489,9 @@ function H.restore(on_done)
     local t1 = vim.uv.hrtime()
     if not ok then
       require("pseudoclaude.errors").report(slice)
+      if first and on_first then
+        on_first(true)
+      end
       return on_done and on_done()
     end
     local msgs = slice.messages or {}
@@ -505,6 +516,7 @@ function H.restore(on_done)
       stats.max_slice_ms = math.max(stats.max_slice_ms or 0, (t1 - t0) / 1e6)
       stats.max_draw_ms = math.max(stats.max_draw_ms or 0, (t2 - t1) / 1e6)
     end
+    local was_first = first
     if first then
       if stats then
         stats.first_at = vim.uv.hrtime()
@@ -514,6 +526,9 @@ function H.restore(on_done)
       H.redraw_winbar()
     end
     first = false
+    if was_first and on_first then
+      on_first(slice.from == 0)
+    end
     if slice.from > 0 then
       vim.schedule(function()
         step(slice.from)
@@ -664,8 +679,10 @@ H.handlers = {
     H.state.phase = "idle"
     M.open()
     H.restore_stats = stats
-    H.restore(function()
-      stats.done_at = vim.uv.hrtime()
+    H.restore(function(all_drawn)
+      -- The session is current and its end is on screen: the history is in place.
+      stats.in_place_at = vim.uv.hrtime()
+      report.drawn = all_drawn
       if report.notice ~= "" then
         H.append({ "", "⚠ Restored with repairs: " .. report.notice }, "PseudoClaudeNotice")
         vim.notify(
@@ -674,6 +691,12 @@ H.handlers = {
         )
       end
       H.resume_finished(report.id, pending.opts, report)
+    end, function()
+      stats.done_at = vim.uv.hrtime()
+      if pending.opts.on_drawn then
+        pcall(pending.opts.on_drawn, report)
+      end
+      vim.api.nvim_exec_autocmds("User", { pattern = "PseudoClaudeResumeDrawn", modeline = false, data = report })
     end)
   end,
 }

@@ -52,8 +52,8 @@ local state = nil
 
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
---- Bytes of an uncached log the first rows may read on the main loop (about 4 ms); the full list reads the rest.
-M.FIRST_ROWS_MAX_READ = 1024 * 1024
+--- Bytes of an uncached log the first rows may read on the main loop (about 1 ms); the full list reads the rest.
+M.FIRST_ROWS_MAX_READ = 256 * 1024
 local COUNTER_MARK = 1
 local PREFIX_MARK = 2
 

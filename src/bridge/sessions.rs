@@ -150,7 +150,7 @@ pub struct PreviewArgs {
 
 impl Default for PreviewArgs {
     fn default() -> Self {
-        PreviewArgs { max_messages: 400, budget: 512 * 1024, max_bytes: 16 * 1024 }
+        PreviewArgs { max_messages: 200, budget: 128 * 1024, max_bytes: 4 * 1024 }
     }
 }
 

@@ -216,12 +216,15 @@ def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
         n.exec_lua(
             "require('pseudoclaude').setup({ provider = { name = 'demo' } }) vim.o.columns = 160 vim.o.lines = 48 "
             "vim.g.resumed = vim.NIL vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeResumed', "
-            "callback = function(ev) vim.g.resumed = ev.data end }) require('pseudoclaude.core').load()"
+            "callback = function(ev) vim.g.resumed = ev.data end }) require('pseudoclaude.core').load() "
+            "vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeResumeDrawn', "
+            "callback = function() vim.g.drawn = true end })"
         )
         n.exec_lua(TIMER)
         time.sleep(1.0)
         out["idle"] = gap(n)
         # the picker opens with the 100 MiB session highlighted (the newest in the activity hint)
+        n.exec_lua("collectgarbage('collect')")
         n.exec_lua(TIMER)
         n.exec_lua("require('pseudoclaude.picker').open()")
         until(n, PICKER_READY)
@@ -244,26 +247,30 @@ def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
         assert n.exec_lua("return require('pseudoclaude.picker').selected().id") in ids["fifty"]
         n.exec_lua("require('pseudoclaude.picker').close()")
         for key, sid in (("resume_big", ids["big"]), ("resume_many", ids["many"])):
-            n.exec_lua("vim.g.resumed = vim.NIL")
+            # each phase starts with no garbage of the previous one left for the collector
+            n.exec_lua("vim.g.resumed = vim.NIL vim.g.drawn = false collectgarbage('collect')")
             n.exec_lua(TIMER)
             t0 = time.monotonic()
             n.command(f"PseudoResume {sid}")
-            until(n, "vim.g.resumed ~= vim.NIL")
+            # the stall is measured until every message is drawn, not only until the history is in place
+            until(n, "vim.g.drawn")
             out[key] = gap(n)
             out[key + "_s"] = time.monotonic() - t0
             st = n.exec_lua("return require('pseudoclaude.chat').last_resume_stats()")
             out[key + "_first_ms"] = (st["first_at"] - st["asked_at"]) / 1e6
-            out[key + "_total_ms"] = (st["done_at"] - st["asked_at"]) / 1e6
+            out[key + "_total_ms"] = (st["in_place_at"] - st["asked_at"]) / 1e6
+            out[key + "_drawn_ms"] = (st["done_at"] - st["asked_at"]) / 1e6
             out[key + "_slices"] = st["slices"]
             out[key + "_read_ms"] = (st["read_at"] - st["asked_at"]) / 1e6
             out[key + "_max_slice_ms"] = st.get("max_slice_ms", 0)
             out[key + "_max_draw_ms"] = st.get("max_draw_ms", 0)
             assert n.exec_lua("return vim.g.resumed.ok"), n.exec_lua("return vim.g.resumed")
             n.command("PseudoNew")
-            # the same session's sessions.load() (read and converted on the main loop), for the ratio
-            t = n.exec_lua("local t = vim.uv.hrtime() require('pseudoclaude').sessions.load(...) "
-                           "return (vim.uv.hrtime() - t) / 1e6", sid)
-            out[key + "_load_ms"] = t
+        # the baselines last: sessions.load() of the same sessions (read and converted on the main loop)
+        for key, sid in (("resume_big", ids["big"]), ("resume_many", ids["many"])):
+            out[key + "_load_ms"] = n.exec_lua(
+                "collectgarbage('collect') local t = vim.uv.hrtime() require('pseudoclaude').sessions.load(...) "
+                "return (vim.uv.hrtime() - t) / 1e6", sid)
         return out
     finally:
         try:
@@ -288,17 +295,19 @@ def resume_section(nvim: str, rounds: int) -> str:
         stall("Picker opens, 100 MiB session highlighted, until its preview is drawn", "open_big"),
         stall("Preview moves across five 50 MiB one-line sessions", "preview_fifty"),
         stall(f"The full list of {int(m['full_count']):,} sessions arrives", "full_list"),
-        stall("`:PseudoResume {id}`, 100 MiB session, until PseudoClaudeResumed", "resume_big"),
-        stall("`:PseudoResume {id}`, 10,000-message session, until PseudoClaudeResumed", "resume_many"),
+        stall("`:PseudoResume {id}`, 100 MiB session, until all of it is drawn (PseudoClaudeResumeDrawn)", "resume_big"),
+        stall("`:PseudoResume {id}`, 10,000-message session, until all of it is drawn", "resume_many"),
     ]
     for key, what in (("resume_big", "100 MiB"), ("resume_many", "10,000-message")):
         first = m[key + "_first_ms"]
         rows.append((f"Resume -> first screenful drawn, {what} session", f"{first:.1f} ms", "-",
                      ("met" if first <= 50 else "NOT met") if key == "resume_many" else "-"))
         ratio = m[key + "_total_ms"] / m[key + "_load_ms"]
-        rows.append((f"Whole resume ({int(m[key + '_slices'])} slices), {what} session, vs `sessions.load()` of it",
+        rows.append((f"Resume until PseudoClaudeResumed (session current, its end drawn), {what} session, vs `sessions.load()` of it",
                      f"{m[key + '_total_ms']:.0f} ms vs {m[key + '_load_ms']:.0f} ms", f"{ratio:.2f}x",
                      "met" if ratio <= 1.2 else "NOT met"))
+        rows.append((f"Resume until all of it is drawn ({int(m[key + '_slices'])} slices, one per main-loop step), {what} session",
+                     f"{m[key + '_drawn_ms']:.0f} ms", f"{m[key + '_drawn_ms'] / m[key + '_load_ms']:.2f}x `sessions.load()`", "-"))
     table = "| Measure | Figure | Against the baseline of the same run | Goal (<= 16 ms and <= 2x idle; 50 ms; 1.2x) |\n|---|---|---|---|\n"
     print("full list apply", m["full_apply_ms"], "ms; slowest preview draw", m["preview_ms"], "ms")
     for key in ("resume_big", "resume_many"):
