@@ -28,8 +28,12 @@ return { full = s.full, query = s.query, selected = (picker.selected() or {}).id
 
 TRACK = """
 vim.g.pc_resumed = vim.NIL
+vim.g.pc_drawn = vim.NIL
 vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
   vim.g.pc_resumed = ev.data
+end })
+vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumeDrawn", callback = function(ev)
+  vim.g.pc_drawn = ev.data
 end })
 _G.notes = {}
 vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
@@ -193,6 +197,10 @@ def test_looking_reads_nothing_on_the_main_loop(nvim: Neovim, crowded) -> None:
     assert same_step["current"] is False and same_step["resumed"] is None  # returned at once, nothing in place yet
     report = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the resume")
     assert report["ok"] and report["id"] == crowded["big"] and report["messages"] == 81
+    # in place: the end is drawn at once, the older slices follow, one per main-loop step
+    assert report["drawn"] is False
+    assert transcript(nvim)[-1] == "more 39"
+    wait_for(lambda: nvim.lua("return vim.g.pc_drawn"), what="all of it drawn")
     lines = transcript(nvim)
     assert lines[0] == "## You" and lines[1] == "big log nobody asked for"
     assert any("more bytes not shown" in l for l in lines)  # 1 MiB texts are cut for the screen, not for the model
