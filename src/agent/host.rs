@@ -301,22 +301,11 @@ impl Host {
         }
     }
 
-    /// Switches to session `id`. The new agent is built first (its writer opened, its log loaded);
-    /// only then is the old one dropped. On any error the current session stays as it was.
-    /// Reads the session on the calling thread: the editor uses [`Host::resume_async`].
-    pub fn resume(&self, id: &str) -> HostResult<ResumeReport> {
-        let (config, generation) = self.resume_check(id)?;
-        let built = build_resumed(&config, &self.outbox, id);
-        let mut st = lock(&self.state);
-        st.resuming = None;
-        let (agent, report) = built?;
-        install(&mut st, generation, agent)?;
-        Ok(report)
-    }
-
-    /// [`Host::resume`] on the host's threads: returns a ticket at once; the outcome arrives in the
-    /// queue as [`Outbound::Resumed`] with that ticket (the lock, torn-tail repair, replay and spill
-    /// checks all run off the editor's main loop).
+    /// Switches to session `id` on the host's threads: returns a ticket at once; the outcome arrives
+    /// in the queue as [`Outbound::Resumed`] with that ticket (the lock, torn-tail repair, replay and
+    /// spill checks all run off the editor's main loop). The new agent is built first (its writer
+    /// opened, its log loaded) and installed only if the current chat did not change meanwhile; on
+    /// any error the current session stays as it was.
     pub fn resume_async(&self, id: &str) -> HostResult<u64> {
         let (config, generation) = self.resume_check(id)?;
         let ticket = self.outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
@@ -510,4 +499,67 @@ fn agent_config(config: &HostConfig) -> AgentConfig {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{Writer, WriterOptions};
+
+    fn host_in(ws: &std::path::Path) -> Host {
+        let host = Host::new(Box::new(|| {})).expect("host");
+        host.configure(HostConfig { workspace: ws.to_path_buf(), ..HostConfig::default() });
+        host
+    }
+
+    fn session(ws: &std::path::Path) -> String {
+        let ctx = Context::new(ws).expect("context");
+        let w = Writer::open(&ctx, WriterOptions::default()).expect("writer");
+        w.append(&Message::user("hello")).expect("append");
+        w.append(&Message::assistant("hi")).expect("append");
+        ctx.id
+    }
+
+    fn resumed(host: &Host) -> ResumeDone {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            for m in host.drain() {
+                if let Outbound::Resumed(done) = m {
+                    return done;
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "no Resumed in the queue");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_resume_runs_off_the_calling_thread_and_reports_through_the_queue() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let id = session(ws.path());
+        let host = host_in(ws.path());
+        let ticket = host.resume_async(&id).expect("started");
+        let done = resumed(&host);
+        assert_eq!((done.ticket, done.ok), (ticket, true), "{:?}", done.error);
+        assert_eq!(done.report.expect("report").messages, 2);
+        assert_eq!(host.current().expect("current").id, id);
+        // the same one again is refused at once, before any thread is started
+        assert!(host.resume_async(&id).unwrap_err().0.contains("already the current one"));
+    }
+
+    #[test]
+    fn a_failed_resume_leaves_the_current_session_as_it_was() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let first = session(ws.path());
+        let held = session(ws.path());
+        let host = host_in(ws.path());
+        host.resume_async(&first).expect("started");
+        assert!(resumed(&host).ok);
+        let ctx = Context::open(ws.path(), &held).expect("ctx");
+        let _other_editor = crate::session::lock::acquire(&ctx).expect("lock");
+        host.resume_async(&held).expect("started");
+        let done = resumed(&host);
+        assert!(!done.ok && done.error.as_deref().is_some_and(|e| e.contains("open in another editor")), "{done:?}");
+        assert_eq!(host.current().expect("current").id, first);
+    }
 }

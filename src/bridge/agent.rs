@@ -93,10 +93,6 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             let (id, answer): (u64, String) = (a.get(0)?, a.get(1)?);
             with_host(|h| Ok(h.approve(id, &answer)?))
         }),
-        export("agent_resume", |a| {
-            let id: String = a.get(0)?;
-            with_host(|h| Ok(h.resume(&id)?))
-        }),
         export("agent_resume_async", |a| {
             let id: String = a.get(0)?;
             with_host(|h| Ok(h.resume_async(&id)?))
