@@ -2,12 +2,13 @@
 # Neovim itself is installed into .deps/ when no nvim >= 0.10 is on PATH (scripts/ensure-nvim).
 #
 #   make run    build, then open Neovim with this checkout as the plugin (workspace: WORKSPACE, default cwd)
-#   make test   build, cargo test, then the Neovim end-to-end tests (tests/e2e)
+#   make test   build, cargo test, the crash simulation's 10,000 seeds (make sim), then the Neovim
+#               end-to-end tests (tests/e2e)
 
 CARGO ?= cargo
 WORKSPACE ?= $(CURDIR)
 
-.PHONY: all build run test cargo-test e2e clippy fmt fmt-check
+.PHONY: all build run test cargo-test sim e2e clippy fmt fmt-check
 
 all: build
 
@@ -17,10 +18,14 @@ build:
 run: build
 	@nvim="$$(scripts/ensure-nvim)" && cd "$(WORKSPACE)" && exec "$$nvim" --clean -u "$(CURDIR)/scripts/dev-init.lua"
 
-test: build cargo-test e2e
+test: build cargo-test sim e2e
 
 cargo-test:
 	$(CARGO) test
+
+# The session log's crash simulation, 10,000 seeds (tests/session_sim.rs); `cargo test` runs 300.
+sim:
+	$(CARGO) test --release --test session_sim -- --ignored --nocapture
 
 # needs target/release/libpseudoclaude.so (make build, or `cargo build --release --lib`)
 e2e:

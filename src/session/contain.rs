@@ -18,7 +18,7 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use super::{Context, Error, ROOT_DIR_NAME, Result, SESSIONS_DIR_NAME};
 
@@ -61,6 +61,11 @@ pub(crate) struct Dir {
 impl Dir {
     /// `<workspace>/.PseudoClaude/sessions`.
     pub(crate) fn sessions(workspace: &Path) -> Result<Dir> {
+        Dir::workspace(workspace)?.subdir(ROOT_DIR_NAME)?.subdir(SESSIONS_DIR_NAME)
+    }
+
+    /// The workspace itself, reached as the user reaches it.
+    pub(crate) fn workspace(workspace: &Path) -> Result<Dir> {
         let ws = if workspace.as_os_str().is_empty() { Path::new(".") } else { workspace };
         let c = cstring(ws.as_os_str().as_bytes(), ws)?;
         // The workspace is the user's: it may be reached through links.
@@ -74,8 +79,7 @@ impl Dir {
             });
         }
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
-        let ws_dir = Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path: ws.to_path_buf() };
-        ws_dir.subdir(ROOT_DIR_NAME)?.subdir(SESSIONS_DIR_NAME)
+        Ok(Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path: ws.to_path_buf() })
     }
 
     /// The folder of a session, `sessions/<id>`.
@@ -118,6 +122,11 @@ impl Dir {
 
     /// [`Dir::open`], also returning the opened file's metadata (the `fstat` it was checked with).
     pub(crate) fn open_stat(&self, name: &str, access: Access) -> Result<(File, Metadata)> {
+        self.open_mode(name, access, 0o600)
+    }
+
+    /// [`Dir::open_stat`], creating the file with `mode` instead of 0600 (`.gitignore` is 0644).
+    pub(crate) fn open_mode(&self, name: &str, access: Access, mode: u32) -> Result<(File, Metadata)> {
         let path = self.path.join(name);
         let c = cstring(name.as_bytes(), &path)?;
         // O_NONBLOCK: a FIFO planted under the name must not hang the open; it is refused below. The flag
@@ -125,7 +134,7 @@ impl Dir {
         // and writes ignore it.
         let flags = access.flags() | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: valid descriptor and NUL-terminated name; the result is owned below.
-        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags, 0o600 as libc::c_uint) };
+        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags, mode as libc::c_uint) };
         if fd < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
@@ -222,6 +231,32 @@ impl Dir {
             (libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) == 0).then_some(st)
         }
     }
+}
+
+/// The checked directory holding `path`, and `path`'s name in it, for a path below
+/// `<workspace>/.PseudoClaude` (the workspace being what comes before the last `.PseudoClaude`
+/// component), or `.PseudoClaude` itself; `None` for any other path (the workspace, which is the
+/// user's). This is how [`super::disk::OsDisk`] turns the writer's paths into checked descriptors.
+pub(crate) fn parent_of(path: &Path) -> Result<Option<(Dir, String)>> {
+    let comps: Vec<Component> = path.components().collect();
+    let Some(root) = comps.iter().rposition(|c| c.as_os_str() == ROOT_DIR_NAME) else { return Ok(None) };
+    let ws: PathBuf = comps[..root].iter().collect();
+    let mut names = Vec::with_capacity(comps.len() - root);
+    for c in &comps[root..] {
+        match c {
+            Component::Normal(n) => names.push(
+                n.to_str()
+                    .ok_or_else(|| Error::Refused { path: path.to_path_buf(), why: "its name is not UTF-8".into() })?,
+            ),
+            _ => return Err(Error::Refused { path: path.to_path_buf(), why: "it is not a plain path".into() }),
+        }
+    }
+    let Some((last, between)) = names.split_last() else { return Ok(None) };
+    let mut dir = Dir::workspace(&ws)?;
+    for name in between {
+        dir = dir.subdir(name)?;
+    }
+    Ok(Some((dir, last.to_string())))
 }
 
 /// Opens file `name` of session `ctx`'s folder, the whole path checked (see the module docs).

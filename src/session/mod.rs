@@ -16,10 +16,12 @@
 //! Where things live: [`Context`] (paths and ids, this file), [`writer`] (appending), [`loader`]
 //! (replaying), [`replay`] (the fold both the loader and the list use, so they cannot disagree),
 //! [`list`], [`retention`], [`lock`], [`spill`]; [`contain`] opens every one of their files, so that
-//! none is ever reached through a link.
+//! none is ever reached through a link; [`disk`] holds the file operations the writer and
+//! [`Context::new`] use, so a simulated disk can stand in for the real one.
 
 pub mod activity;
 pub(crate) mod contain;
+pub mod disk;
 pub mod entry;
 pub mod list;
 pub mod loader;
@@ -30,10 +32,12 @@ pub mod spill;
 pub mod writer;
 
 use std::fmt;
-use std::fs::{self, DirBuilder, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::DirBuilder;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+
+use disk::{Disk, Open, OsDisk};
 
 pub use entry::Entry;
 pub use list::{ListOptions, SessionInfo, list};
@@ -130,14 +134,23 @@ pub struct Context {
 impl Context {
     /// A new session with a fresh id (local time + 2 random bytes), directories created private (0700).
     pub fn new(workspace: &Path) -> Result<Context> {
-        let sessions = ensure_sessions_dir(workspace)?;
-        // Created through the checked descriptor, so a linked `sessions` cannot take the new folder elsewhere.
-        let root = contain::Dir::sessions(workspace)?;
+        Context::new_on(&OsDisk, workspace)
+    }
+
+    /// [`Context::new`] on another [`Disk`]. Each new directory is synced into its parent before this
+    /// returns: without that, a power cut could take the session directory, and every entry
+    /// acknowledged in it, away.
+    pub fn new_on(disk: &dyn Disk, workspace: &Path) -> Result<Context> {
+        let sessions = ensure_sessions_dir(disk, workspace)?;
         for _ in 0..NEW_ID_ATTEMPTS {
             let id = new_id();
             let ctx = Context::at(&sessions, &id);
-            if root.mkdir(&id)? {
-                root.subdir(&id)?.mkdir(TOOL_RESULTS_DIR_NAME)?;
+            // Through checked descriptors ([`OsDisk`]), so a linked `sessions` cannot take the new
+            // folder elsewhere.
+            if disk.create_dir(&ctx.dir)? {
+                disk.create_dir(&ctx.spill_dir)?;
+                disk.sync_dir(&ctx.dir)?;
+                disk.sync_dir(&sessions)?;
                 return Ok(ctx);
             }
         }
@@ -191,31 +204,29 @@ pub fn sessions_dir(workspace: &Path) -> PathBuf {
     workspace.join(ROOT_DIR_NAME).join(SESSIONS_DIR_NAME)
 }
 
-/// Creates `.PseudoClaude/sessions` (0700) and `.PseudoClaude/.gitignore` when missing.
-fn ensure_sessions_dir(workspace: &Path) -> Result<PathBuf> {
+/// Creates `.PseudoClaude/sessions` (0700) and `.PseudoClaude/.gitignore` when missing. A linked
+/// `.PseudoClaude` or `sessions` is refused before anything is created through it ([`OsDisk`] reaches
+/// them with `O_NOFOLLOW`).
+fn ensure_sessions_dir(disk: &dyn Disk, workspace: &Path) -> Result<PathBuf> {
     let root = workspace.join(ROOT_DIR_NAME);
     let sessions = root.join(SESSIONS_DIR_NAME);
-    // `create_dir_all` follows links: a linked `.PseudoClaude` must be refused before it creates anything.
-    for p in [&root, &sessions] {
-        if fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(Error::Refused { path: p.clone(), why: "it is a symbolic link".into() });
-        }
-    }
-    private_dir_builder()
-        .recursive(true)
-        .create(&sessions)
-        .map_err(io_err("cannot create sessions directory", &sessions))?;
+    disk::ensure_dir(disk, &root)?;
+    disk::ensure_dir(disk, &sessions)?;
     let gitignore = root.join(".gitignore");
-    if fs::symlink_metadata(&gitignore).is_err() {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&gitignore)
-            .map_err(io_err("cannot create", &gitignore))?;
-        f.write_all(b"# Written by pseudoclaude.nvim: session transcripts stay out of git.\n*\n")
-            .map_err(io_err("cannot write", &gitignore))?;
+    if disk.file_len(&gitignore).is_none() {
+        // Synced: an empty `.gitignore` left by a power cut would never be rewritten, and would
+        // ignore nothing.
+        let written = disk.open(&gitignore, Open::CreateNew { mode: 0o644 }).and_then(|mut f| {
+            f.write_all(b"# Written by pseudoclaude.nvim: session transcripts stay out of git.\n*\n")
+                .and_then(|()| f.sync_all())
+                .map_err(io_err("cannot write", &gitignore))?;
+            disk.sync_dir(&root)
+        });
+        match written {
+            // Already there (or a link, which is left alone).
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {}
+            other => other?,
+        }
     }
     Ok(sessions)
 }
@@ -224,16 +235,6 @@ pub(crate) fn private_dir_builder() -> DirBuilder {
     let mut b = DirBuilder::new();
     b.mode(0o700);
     b
-}
-
-/// Makes a directory entry (a new file, a rename) durable. A link in its place is not followed.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    let d = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(dir)
-        .map_err(io_err("cannot open directory", dir))?;
-    d.sync_all().map_err(io_err("cannot sync directory", dir))
 }
 
 /// `20260828-142030-a1b2`: local time, then two random bytes in hex.

@@ -5,13 +5,19 @@
 //! `tool-results/<sha256>.txt` first (synced, then renamed into place), and the log line carries a
 //! preview plus a [`SpillRef`] (path, size, hash). Files are content-addressed: a snapshot that holds
 //! the same output again points at the same file and never writes it twice.
+//!
+//! A spill is durable before the log line that references it is written: the file's data is synced
+//! before the rename, and `tool-results/` and the session directory after it. A file (or folder)
+//! already in place is trusted only after its directory is synced, since the process that made it
+//! may have failed or died before syncing.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
 use sha2::{Digest, Sha256};
 
 use super::contain::{Access, Dir};
+use super::disk::{self, Disk, Open, OsDisk};
 use super::{Context, Result, TOOL_RESULTS_DIR_NAME, io_err};
 use crate::message::{SpillRef, ToolResult};
 
@@ -24,10 +30,15 @@ pub const PREVIEW_BYTES: usize = 2048;
 /// Results already spilled, or small enough, are copied as they are. The large content itself is
 /// never copied in memory.
 pub fn spill_if_large(ctx: &Context, result: &ToolResult, threshold: usize) -> Result<ToolResult> {
+    spill_if_large_on(&OsDisk, ctx, result, threshold)
+}
+
+/// [`spill_if_large`] on another [`Disk`].
+pub fn spill_if_large_on(disk: &dyn Disk, ctx: &Context, result: &ToolResult, threshold: usize) -> Result<ToolResult> {
     if result.spill.is_some() || result.content.len() <= threshold {
         return Ok(result.clone());
     }
-    let spill = write(ctx, result.content.as_bytes())?;
+    let spill = write_on(disk, ctx, result.content.as_bytes())?;
     Ok(ToolResult {
         tool_call_id: result.tool_call_id.clone(),
         content: preview(&result.content, &spill),
@@ -38,25 +49,32 @@ pub fn spill_if_large(ctx: &Context, result: &ToolResult, threshold: usize) -> R
 
 /// Writes `data` to its content-addressed file unless an intact copy is already there.
 pub fn write(ctx: &Context, data: &[u8]) -> Result<SpillRef> {
+    write_on(&OsDisk, ctx, data)
+}
+
+/// [`write`] on another [`Disk`]. On [`OsDisk`] every step goes through checked descriptors: a
+/// linked session or `tool-results` folder is refused.
+pub fn write_on(disk: &dyn Disk, ctx: &Context, data: &[u8]) -> Result<SpillRef> {
     let sha256 = hex(&Sha256::digest(data));
     let name = format!("{sha256}.txt");
     let spill = SpillRef { path: format!("{TOOL_RESULTS_DIR_NAME}/{name}"), bytes: data.len() as u64, sha256 };
     let path = ctx.spill_dir.join(&name);
-    // Every step goes through checked descriptors: a linked session or `tool-results` folder is refused.
-    let session = Dir::session(ctx)?;
-    session.mkdir(TOOL_RESULTS_DIR_NAME)?;
-    let dir = session.subdir(TOOL_RESULTS_DIR_NAME)?;
-    if dir.open(&name, Access::Read).is_ok_and(|f| f.metadata().is_ok_and(|m| m.len() == spill.bytes)) {
-        return Ok(spill);
+    let dir = &ctx.spill_dir;
+    disk::ensure_dir(disk, dir)?;
+    if disk.file_len(&path) != Some(spill.bytes) {
+        let tmp = dir.join(format!(".{name}.{:08x}.tmp", rand::random::<u32>()));
+        let mut f = disk.open(&tmp, Open::CreateNew { mode: 0o600 })?;
+        let written = f
+            .write_all(data)
+            .and_then(|_| f.sync_all())
+            .map_err(io_err("cannot write spilled tool result", &path))
+            .and_then(|_| disk.rename(&tmp, &path));
+        if let Err(e) = written {
+            disk.remove_file(&tmp);
+            return Err(e);
+        }
     }
-    let tmp = format!(".{name}.{:08x}.tmp", rand::random::<u32>());
-    let mut f = dir.open(&tmp, Access::CreateNew)?;
-    let written = f.write_all(data).and_then(|_| f.sync_all()).and_then(|_| dir.rename(&tmp, &name));
-    if let Err(e) = written {
-        dir.unlink(&tmp);
-        return Err(io_err("cannot write spilled tool result", &path)(e));
-    }
-    dir.sync()?;
+    disk.sync_dir(dir)?;
     Ok(spill)
 }
 

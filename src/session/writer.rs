@@ -10,15 +10,19 @@
 //!   before writing anything.
 //! - A replace is a single line holding the whole snapshot, so it is atomic like any other line.
 //! - One writer per session ([`super::lock`]).
+//! - A created file is durable only once its directory is synced: the log and `.broken` are, before
+//!   anything is written to them.
+//! - What an open finds is synced before it is trusted: a line whose writer was killed before its
+//!   `fdatasync` is whole in the page cache, a resume shows it, and a power cut could still take it.
+//! - Every file operation goes through [`Disk`], so the crash simulation can check each rule above.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::sync::Mutex;
+use std::io;
+use std::sync::{Arc, Mutex};
 
-use super::activity;
-use super::contain::{self, Access};
-use super::lock::{self, Guard};
-use super::{BROKEN_FILE_NAME, CONVERSATION_FILE_NAME, Context, Entry, Error, Result, io_err, spill, sync_dir};
+use super::disk::{Disk, DiskFile, Open, OsDisk};
+use super::lock::Guard;
+use super::{Context, Entry, Error, Result, activity, io_err, spill};
 use crate::message::{Message, now};
 
 /// How a writer behaves.
@@ -42,13 +46,14 @@ impl Default for WriterOptions {
 pub struct Writer {
     ctx: Context,
     opts: WriterOptions,
+    disk: Arc<dyn Disk>,
     inner: Mutex<Inner>,
-    _lock: Guard,
+    _lock: Option<Guard>,
 }
 
 #[derive(Debug)]
 struct Inner {
-    file: File,
+    file: Box<dyn DiskFile>,
     /// Length of the file up to and including the last committed line.
     committed_len: u64,
     wrote_entry: bool,
@@ -74,20 +79,33 @@ impl Writer {
 
     /// [`Writer::open`], also telling what was repaired, so the UI can say so.
     pub fn open_with_repair(ctx: &Context, opts: WriterOptions) -> Result<(Writer, Repair)> {
-        if !ctx.dir.is_dir() {
+        Writer::open_on(Arc::new(OsDisk), ctx, opts)
+    }
+
+    /// [`Writer::open_with_repair`] on another [`Disk`] (the crash simulation's).
+    pub fn open_on(disk: Arc<dyn Disk>, ctx: &Context, opts: WriterOptions) -> Result<(Writer, Repair)> {
+        if !disk.is_dir(&ctx.dir) {
             return Err(Error::NotFound { id: ctx.id.clone(), dir: ctx.dir.clone() });
         }
-        let guard = lock::acquire(ctx)?;
+        let guard = disk.lock(ctx)?;
         let path = &ctx.jsonl_path;
-        let created = !path.exists();
-        let mut file = contain::open(ctx, CONVERSATION_FILE_NAME, Access::ReadAppendCreate)?;
-        if created {
-            sync_dir(&ctx.dir)?;
+        let created = disk.file_len(path).is_none();
+        let mut file = disk.open(path, Open::Append)?;
+        // An empty log may be one an earlier open created and then failed (or died) to sync into
+        // the directory: it has no committed line yet, so syncing it again costs nothing else.
+        if created || file.size().map_err(io_err("cannot stat", path))? == 0 {
+            disk.sync_dir(&ctx.dir)?;
         }
-        let (committed_len, torn_bytes) = repair_torn_tail(ctx, &mut file)?;
-        let activity = ctx.dir.parent().and_then(activity::open);
+        let (committed_len, torn_bytes) = repair_torn_tail(disk.as_ref(), ctx, file.as_mut())?;
+        if torn_bytes == 0 {
+            // A writer killed between its write and its sync leaves a whole line that only the page
+            // cache holds. A resume shows it, so it is made durable before anything is built on it.
+            file.sync_data().map_err(io_err("cannot sync", path))?;
+        }
+        let activity = ctx.dir.parent().and_then(|d| disk.activity(d));
         let inner = Inner { file, committed_len, wrote_entry: false, needs_truncate: false, activity };
-        Ok((Writer { ctx: ctx.clone(), opts, inner: Mutex::new(inner), _lock: guard }, Repair { torn_bytes }))
+        let writer = Writer { ctx: ctx.clone(), opts, disk, inner: Mutex::new(inner), _lock: guard };
+        Ok((writer, Repair { torn_bytes }))
     }
 
     pub fn context(&self) -> &Context {
@@ -117,7 +135,7 @@ impl Writer {
         let tool_result = msg
             .tool_result
             .as_ref()
-            .map(|r| spill::spill_if_large(&self.ctx, r, self.opts.spill_threshold))
+            .map(|r| spill::spill_if_large_on(self.disk.as_ref(), &self.ctx, r, self.opts.spill_threshold))
             .transpose()?;
         Ok(Message {
             role: msg.role.clone(),
@@ -159,7 +177,7 @@ impl Writer {
 
     /// Closes the log, releasing the lock. Dropping the writer does the same without reporting.
     pub fn close(self) -> Result<()> {
-        let inner = self.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.inner.into_inner().unwrap_or_else(|p| p.into_inner());
         inner.file.sync_all().map_err(io_err("cannot sync session log", &self.ctx.jsonl_path))
     }
 }
@@ -175,43 +193,71 @@ impl Inner {
 
 /// Cuts everything after the last `\n` into `conversation.jsonl.broken`. Returns the committed
 /// length and how many bytes were moved.
-fn repair_torn_tail(ctx: &Context, file: &mut File) -> Result<(u64, u64)> {
+fn repair_torn_tail(disk: &dyn Disk, ctx: &Context, file: &mut dyn DiskFile) -> Result<(u64, u64)> {
     let path = &ctx.jsonl_path;
-    let len = file.metadata().map_err(io_err("cannot stat", path))?.len();
+    let len = file.size().map_err(io_err("cannot stat", path))?;
     let committed = committed_len(file, len).map_err(io_err("cannot read", path))?;
     if committed == len {
         return Ok((len, 0));
     }
-    // Keep the torn bytes: they may be the only copy of something a user wants to look at.
+    // Keep the torn bytes: they may be the only copy of something a user wants to look at. They are
+    // durable (data and directory entry) before the log loses them.
     let broken = ctx.broken_path();
-    let mut out = contain::open(ctx, BROKEN_FILE_NAME, Access::AppendCreate)?;
+    let created = disk.file_len(&broken).is_none();
+    let mut out = disk.open(&broken, Open::Append)?;
     let header = format!("--- {} torn bytes cut from offset {committed} at {} ---\n", len - committed, now());
     (|| -> io::Result<()> {
         out.write_all(header.as_bytes())?;
-        file.seek(SeekFrom::Start(committed))?;
-        io::copy(&mut Read::by_ref(file).take(len - committed), &mut out)?;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut pos = committed;
+        while pos < len {
+            let want = buf.len().min((len - pos) as usize);
+            let n = file.read_at(&mut buf[..want], pos)?;
+            if n == 0 {
+                break;
+            }
+            out.write_all(&buf[..n])?;
+            pos += n as u64;
+        }
         out.write_all(b"\n")?;
         out.sync_all()
     })()
     .map_err(io_err("cannot save torn tail to", &broken))?;
+    if created {
+        disk.sync_dir(&ctx.dir)?;
+    }
     file.set_len(committed).map_err(io_err("cannot cut torn tail of", path))?;
     file.sync_all().map_err(io_err("cannot sync", path))?;
     Ok((committed, len - committed))
 }
 
 /// The offset just past the last `\n` in the file's first `len` bytes, scanning back from the end.
-fn committed_len(file: &mut File, len: u64) -> io::Result<u64> {
+fn committed_len(file: &dyn DiskFile, len: u64) -> io::Result<u64> {
     let mut buf = vec![0u8; 64 * 1024];
     let mut end = len;
     while end > 0 {
         let start = end.saturating_sub(buf.len() as u64);
         let chunk = &mut buf[..(end - start) as usize];
-        file.seek(SeekFrom::Start(start))?;
-        file.read_exact(chunk)?;
+        read_exact_at(file, chunk, start)?;
         if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
             return Ok(start + i as u64 + 1);
         }
         end = start;
     }
     Ok(0)
+}
+
+fn read_exact_at(file: &dyn DiskFile, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match file.read_at(buf, offset) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,620 @@
+//! The session log under a simulated disk that loses power, in the style of FoundationDB's and
+//! TigerBeetle's simulators: seeded workloads of appends, replaces (compaction snapshots, resyncs
+//! after a failed write), spills of large tool results and reopens (torn-tail repair), over a disk
+//! ([`sim_disk::SimDisk`]) that fails operations now and then and crashes at a random operation.
+//!
+//! After each crash (a power cut that loses unsynced bytes and directory entries, or a SIGKILL that
+//! keeps the page cache), recovery runs as a resume does: the writer reopens the session on the
+//! simulated disk (repairing a torn tail; it may crash again while doing so), then the real loader
+//! reads what survived, copied to a real directory. The history it returns must be exactly what the
+//! acknowledged entries make, or that plus the one entry in flight: never an acknowledged entry lost,
+//! never a partial replace, every spilled result of an acknowledged entry readable and intact.
+//!
+//! A failing seed prints itself; `PSEUDOCLAUDE_SIM_SEED=<seed> cargo test --test session_sim` replays
+//! it alone. `make sim` (part of `make test`) runs 10,000 seeds in release mode and prints what was
+//! injected; `PSEUDOCLAUDE_SIM_SEEDS=<n>` changes the count, `PSEUDOCLAUDE_SIM_TRACE=1` prints every
+//! disk operation and line written, to follow a failing seed.
+
+#[path = "support/sim_disk.rs"]
+mod sim_disk;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use pseudoclaude::message::{Message, ToolCall};
+use pseudoclaude::session::{self, Context, Error, Writer, WriterOptions, spill};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use sim_disk::{Sabotage, SimDisk, Stats};
+
+const WORKSPACE: &str = "/ws";
+/// Small, so that spills are frequent and small.
+const SPILL_THRESHOLD: usize = 512;
+const QUICK_SEEDS: u64 = 300;
+const FULL_SEEDS: u64 = 10_000;
+
+/// One line the workload asked the writer for.
+#[derive(Debug, Clone)]
+enum Item {
+    Append(Message),
+    Replace(&'static str, Vec<Message>),
+}
+
+/// The loader's fold, written again from doc/log_format.md (not replay.rs) so the two check each
+/// other: a replace starts over; an exchange is held back until every call has its result, dropped
+/// when anything else comes first, trimmed at the end; orphan results are dropped.
+#[derive(Debug, Clone, Default)]
+struct Fold {
+    committed: Vec<Message>,
+    held: Vec<Message>,
+    unanswered: Vec<String>,
+}
+
+impl Fold {
+    fn from(history: &[Message]) -> Fold {
+        let mut f = Fold::default();
+        history.iter().cloned().for_each(|m| f.feed(m));
+        f
+    }
+
+    fn apply(&mut self, item: &Item) {
+        match item {
+            Item::Append(m) => self.feed(m.clone()),
+            Item::Replace(_, msgs) => {
+                *self = Fold::from(msgs);
+            }
+        }
+    }
+
+    fn feed(&mut self, m: Message) {
+        if let Some(r) = &m.tool_result {
+            if let Some(i) = self.unanswered.iter().position(|id| *id == r.tool_call_id) {
+                self.unanswered.remove(i);
+                self.held.push(m);
+                if self.unanswered.is_empty() {
+                    self.committed.append(&mut self.held);
+                }
+            }
+            return;
+        }
+        self.held.clear();
+        self.unanswered.clear();
+        if m.tool_calls.is_empty() {
+            self.committed.push(m);
+        } else {
+            self.unanswered = m.tool_calls.iter().map(|c| c.id.clone()).collect();
+            self.held.push(m);
+        }
+    }
+}
+
+/// Where the agent is in a turn.
+#[derive(Debug, Clone, PartialEq)]
+enum Turn {
+    Idle,
+    /// The user spoke, or all results are in: the assistant answers next.
+    Assistant,
+    Results(Vec<String>),
+}
+
+/// An agent-like source of entries: turns of user text, assistant text and tool calls with their
+/// results (some large, some the same large output again), compactions between turns, and the
+/// conversation's resync snapshot after a failed write.
+struct Workload {
+    rng: StdRng,
+    /// What the agent holds in memory (a failed write stays in it, as in `Conversation`).
+    memory: Vec<Message>,
+    unsaved: bool,
+    turn: Turn,
+    calls: u64,
+    big_outputs: Vec<String>,
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "log",
+    "parse",
+    "file",
+    "é",
+    "日本語",
+    "fn",
+    "main",
+    "\"quoted\"",
+    "tab\there",
+    "line\nbreak",
+    "sync",
+    "write",
+    "{json}",
+    "\\",
+    "ok",
+    "error",
+];
+
+impl Workload {
+    fn text(&mut self, max_words: usize) -> String {
+        let n = self.rng.random_range(1..=max_words);
+        (0..n).map(|_| WORDS[self.rng.random_range(0..WORDS.len())]).collect::<Vec<_>>().join(" ")
+    }
+
+    fn output(&mut self) -> String {
+        match self.rng.random_range(0..10) {
+            0..6 => self.text(40),
+            6..8 if !self.big_outputs.is_empty() => {
+                self.big_outputs[self.rng.random_range(0..self.big_outputs.len())].clone()
+            }
+            _ => {
+                let big = self.text(1200);
+                let big =
+                    if big.len() <= SPILL_THRESHOLD { format!("{big}{}", "x".repeat(SPILL_THRESHOLD)) } else { big };
+                self.big_outputs.push(big.clone());
+                big
+            }
+        }
+    }
+
+    /// The next line to write, already applied to memory.
+    fn next(&mut self) -> Item {
+        if self.unsaved {
+            return Item::Replace("resync", self.memory.clone());
+        }
+        let item = match self.turn.clone() {
+            Turn::Idle if !self.memory.is_empty() && self.rng.random_bool(0.15) => {
+                // A compaction: a summary, then the history from some typed user message on.
+                let starts: Vec<usize> = (0..self.memory.len()).filter(|&i| self.memory[i].is_user_text()).collect();
+                let from = starts.get(self.rng.random_range(0..starts.len().max(1))).copied().unwrap_or(0);
+                let mut snapshot = vec![Message::user(format!("[summary] {}", self.text(30)))];
+                snapshot.extend_from_slice(&self.memory[from..]);
+                self.memory = snapshot.clone();
+                return Item::Replace("compact", snapshot);
+            }
+            Turn::Idle => {
+                self.turn = Turn::Assistant;
+                Item::Append(Message::user(self.text(60)))
+            }
+            Turn::Assistant if self.rng.random_bool(0.5) => {
+                self.turn = Turn::Idle;
+                Item::Append(Message::assistant(self.text(80)))
+            }
+            Turn::Assistant => {
+                let n = self.rng.random_range(1..=3);
+                let calls: Vec<ToolCall> = (0..n)
+                    .map(|_| {
+                        self.calls += 1;
+                        ToolCall::new(format!("call_{}", self.calls), "read_file", json!({"path": self.text(3)}))
+                    })
+                    .collect();
+                self.turn = Turn::Results(calls.iter().map(|c| c.id.clone()).collect());
+                Item::Append(Message::assistant_tool_calls(self.text(10), calls))
+            }
+            Turn::Results(mut ids) => {
+                let id = ids.remove(0);
+                self.turn = if ids.is_empty() { Turn::Assistant } else { Turn::Results(ids) };
+                let is_error = self.rng.random_bool(0.1);
+                let output = self.output();
+                Item::Append(Message::tool_result(id, output, is_error))
+            }
+        };
+        if let Item::Append(m) = &item {
+            self.memory.push(m.clone());
+        }
+        item
+    }
+}
+
+/// One seed's run.
+struct Sim {
+    rng: StdRng,
+    disk: SimDisk,
+    workload: Workload,
+    ctx: Option<Context>,
+    writer: Option<Writer>,
+    /// The history at the last recovery, and the lines acknowledged since.
+    base: Vec<Message>,
+    acked: Vec<Item>,
+    /// Lines that failed since the last acknowledged one: one of them may still be in the file.
+    unacked: Vec<Item>,
+    checks: u64,
+    acknowledged: u64,
+}
+
+fn opts() -> WriterOptions {
+    WriterOptions { model: "sim-model".into(), spill_threshold: SPILL_THRESHOLD }
+}
+
+impl Sim {
+    fn new(seed: u64, sabotage: Sabotage) -> Sim {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let fault_rate = if rng.random_bool(0.5) { 0.0 } else { rng.random_range(0.005..0.05) };
+        let disk = SimDisk::new(rng.random(), fault_rate);
+        disk.mkdir_durable(Path::new(WORKSPACE));
+        disk.sabotage(sabotage);
+        let workload = Workload {
+            rng: StdRng::seed_from_u64(rng.random()),
+            memory: Vec::new(),
+            unsaved: false,
+            turn: Turn::Idle,
+            calls: 0,
+            big_outputs: Vec::new(),
+        };
+        Sim {
+            rng,
+            disk,
+            workload,
+            ctx: None,
+            writer: None,
+            base: Vec::new(),
+            acked: Vec::new(),
+            unacked: Vec::new(),
+            checks: 0,
+            acknowledged: 0,
+        }
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        let rounds = self.rng.random_range(1..=4);
+        for _ in 0..rounds {
+            self.disk.schedule_crash(self.rng.random_range(0..400));
+            let mut steps = 0;
+            while !self.disk.is_down() {
+                self.step();
+                steps += 1;
+                if steps > 5000 {
+                    self.disk.crash_now();
+                }
+            }
+            self.writer = None;
+            self.recover()?;
+        }
+        Ok(())
+    }
+
+    /// Creates the session, opens its writer, or writes one line, whichever is due.
+    fn step(&mut self) {
+        let Some(ctx) = &self.ctx else {
+            // A failure here (injected, or the crash) is retried, as a next send would.
+            self.ctx = Context::new_on(&self.disk, Path::new(WORKSPACE)).ok();
+            return;
+        };
+        let Some(w) = &self.writer else {
+            self.writer = Writer::open_on(Arc::new(self.disk.clone()), ctx, opts()).ok().map(|(w, _)| w);
+            return;
+        };
+        let item = self.workload.next();
+        let written = match &item {
+            Item::Append(m) => w.append(m),
+            Item::Replace(reason, msgs) => w.replace(reason, msgs),
+        };
+        if std::env::var_os("PSEUDOCLAUDE_SIM_TRACE").is_some() {
+            let what = match &item {
+                Item::Append(m) => format!("append {} {:?}", m.role, m.tool_result.as_ref().map(|r| r.content.len())),
+                Item::Replace(r, msgs) => format!("replace {r} of {}", msgs.len()),
+            };
+            eprintln!("sim: {what}: {:?}", written.as_ref().map_err(|e| e.to_string()));
+        }
+        match written {
+            Ok(()) => {
+                self.workload.unsaved = false;
+                self.acked.push(item);
+                self.unacked.clear();
+                self.acknowledged += 1;
+            }
+            Err(_) => {
+                self.workload.unsaved = true;
+                self.unacked.push(item);
+            }
+        }
+    }
+
+    /// The histories recovery may show: the acknowledged lines', or that plus one failed line.
+    fn candidates(&self) -> Vec<Vec<Message>> {
+        let mut acked = Fold::from(&self.base);
+        self.acked.iter().for_each(|i| acked.apply(i));
+        let mut out = vec![acked.committed.clone()];
+        for u in &self.unacked {
+            let mut f = acked.clone();
+            f.apply(u);
+            out.push(f.committed);
+        }
+        out
+    }
+
+    /// Crash, then recover as a resume does, until a recovery completes; then check what it shows.
+    fn recover(&mut self) -> Result<(), String> {
+        loop {
+            if self.rng.random_bool(0.2) {
+                self.disk.restart();
+            } else {
+                self.disk.power_cycle();
+            }
+            if self.rng.random_bool(0.15) {
+                // Crash again during the torn-tail repair.
+                self.disk.schedule_crash(self.rng.random_range(0..8));
+            }
+            let Some(ctx) = self.ctx.clone() else { return Ok(()) };
+            let mut attempts = 0;
+            let reopened = loop {
+                attempts += 1;
+                match Writer::open_on(Arc::new(self.disk.clone()), &ctx, opts()) {
+                    Ok((w, _)) => break Some(w),
+                    Err(_) if self.disk.is_down() => break None,
+                    Err(Error::NotFound { .. }) => break None,
+                    Err(e) if attempts > 100 => return Err(format!("cannot reopen the session: {e}")),
+                    Err(_) => {}
+                }
+            };
+            if self.disk.is_down() {
+                continue;
+            }
+            self.disk.schedule_crash(u64::MAX);
+            let log = self.disk.read(&ctx.jsonl_path).unwrap_or_default();
+            if reopened.is_some() && log.last().is_some_and(|&b| b != b'\n') {
+                return Err(format!(
+                    "after the writer's repair the log still ends without a newline ({} bytes)",
+                    log.len()
+                ));
+            }
+            self.check(&ctx)?;
+            self.writer = reopened;
+            return Ok(());
+        }
+    }
+
+    fn check(&mut self, ctx: &Context) -> Result<(), String> {
+        self.checks += 1;
+        // On tmpfs when there is one: thousands of small copies cost a journal nothing there.
+        let shm = Path::new("/dev/shm");
+        let tmp = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() };
+        let tmp = tmp.map_err(|e| e.to_string())?;
+        let real = Context::for_id(tmp.path(), &ctx.id).expect("valid id");
+        let session_gone = !self.disk.materialize(&ctx.dir, &real.dir).map_err(|e| e.to_string())?;
+        let mut seen = String::from("no log");
+        let (got, problems) = if session_gone {
+            (Vec::new(), Vec::new())
+        } else {
+            let loaded = session::load(&real).map_err(|e| format!("the loader failed: {e}"))?;
+            seen = format!(
+                "{} bytes, {} entries, bad lines {:?}, torn tail {} bytes",
+                std::fs::metadata(&real.jsonl_path).map(|m| m.len()).unwrap_or(0),
+                loaded.entries,
+                loaded.bad_lines,
+                loaded.torn_tail_bytes
+            );
+            full_outputs(&real, loaded.messages)
+        };
+        let candidates = self.candidates();
+        if !candidates.contains(&got) {
+            let expected = &candidates[0];
+            let first_diff =
+                got.iter().zip(expected).position(|(a, b)| a != b).unwrap_or(got.len().min(expected.len()));
+            return Err(format!(
+                "recovery shows {} message(s), the acknowledged entries make {} (or one failed line more: {:?}); \
+                 first difference at message {first_diff}: got {:?}, expected {:?}; session directory {}; \
+                 log: {seen}; spill problems: {problems:?}",
+                got.len(),
+                expected.len(),
+                candidates[1..].iter().map(Vec::len).collect::<Vec<_>>(),
+                got.get(first_diff).map(short),
+                expected.get(first_diff).map(short),
+                if session_gone { "gone" } else { "present" },
+            ));
+        }
+        if session_gone {
+            self.ctx = None;
+        }
+        self.base = got.clone();
+        self.acked.clear();
+        self.unacked.clear();
+        self.workload.memory = got;
+        self.workload.unsaved = false;
+        self.workload.turn = Turn::Idle;
+        Ok(())
+    }
+}
+
+fn short(m: &Message) -> String {
+    let mut s = format!("{m:?}");
+    s.truncate(300);
+    s
+}
+
+/// Messages with each spilled result's full output read back from its file, so they compare with
+/// what was written; a spill that does not verify is reported (and its placeholder left in place).
+fn full_outputs(ctx: &Context, mut msgs: Vec<Message>) -> (Vec<Message>, Vec<String>) {
+    let mut problems = Vec::new();
+    for m in &mut msgs {
+        let Some(r) = &mut m.tool_result else { continue };
+        let Some(s) = r.spill.take() else { continue };
+        match spill::verify(ctx, &s)
+            .map_err(|p| format!("{p:?}"))
+            .and_then(|_| spill::read(ctx, &s).map_err(|e| e.to_string()))
+        {
+            Ok(full) => r.content = full,
+            Err(p) => problems.push(format!("{}: {p}", s.path)),
+        }
+    }
+    (msgs, problems)
+}
+
+/// What one seed did.
+#[derive(Debug, Default)]
+struct Report {
+    checks: u64,
+    acknowledged: u64,
+    stats: Stats,
+}
+
+fn run_seed(seed: u64, sabotage: Sabotage) -> Result<Report, String> {
+    let outcome = std::panic::catch_unwind(move || {
+        let mut sim = Sim::new(seed, sabotage);
+        sim.run().map(|()| Report { checks: sim.checks, acknowledged: sim.acknowledged, stats: sim.disk.stats() })
+    });
+    match outcome {
+        Ok(r) => r,
+        Err(p) => Err(format!(
+            "panicked: {}",
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")))
+}
+
+/// Runs the seeds (or the one in `PSEUDOCLAUDE_SIM_SEED`), failing with the first failing seed.
+fn run_seeds(count: u64) -> (Report, u64) {
+    let seeds: Vec<u64> = match env_u64("PSEUDOCLAUDE_SIM_SEED") {
+        Some(s) => vec![s],
+        None => (0..env_u64("PSEUDOCLAUDE_SIM_SEEDS").unwrap_or(count)).collect(),
+    };
+    let mut total = Report::default();
+    for &seed in &seeds {
+        match run_seed(seed, Sabotage::default()) {
+            Ok(r) => {
+                total.checks += r.checks;
+                total.acknowledged += r.acknowledged;
+                total.stats.add(&r.stats);
+            }
+            Err(e) => panic!(
+                "simulation seed {seed} failed: {e}\nreplay it: PSEUDOCLAUDE_SIM_SEED={seed} cargo test --test session_sim"
+            ),
+        }
+    }
+    (total, seeds.len() as u64)
+}
+
+fn print_report(r: &Report, seeds: u64, secs: f64) {
+    let s = &r.stats;
+    println!(
+        "session_sim: {seeds} seeds in {secs:.1} s; {} crash points ({} power cuts, {} SIGKILL restarts), {} recoveries \
+         checked, {} entries acknowledged",
+        s.power_cuts + s.restarts,
+        s.power_cuts,
+        s.restarts,
+        r.checks,
+        r.acknowledged
+    );
+    println!(
+        "  files with unsynced changes at a power cut: {} kept whole, {} lost whole, {} cut to a prefix, {} mixed by \
+         sector ({} new, {} old, {} zero, {} garbage, {} torn mid-sector)",
+        s.files_kept_whole,
+        s.files_lost_whole,
+        s.files_cut_to_prefix,
+        s.files_sector_mix,
+        s.sectors_new,
+        s.sectors_old,
+        s.sectors_zero,
+        s.sectors_garbage,
+        s.sectors_torn
+    );
+    println!(
+        "  unsynced directory entry changes: {} kept, {} lost; faults: {} writes (stopped part way), {} syncs, {} \
+         cut-backs, {} directory ops; {} cut-backs retried after a failed one",
+        s.dir_changes_kept,
+        s.dir_changes_lost,
+        s.faults_write,
+        s.faults_sync,
+        s.faults_set_len,
+        s.faults_dir,
+        s.cutback_retries
+    );
+}
+
+#[test]
+fn every_crash_recovers_exactly_the_acknowledged_entries() {
+    let start = Instant::now();
+    let (report, seeds) = run_seeds(QUICK_SEEDS);
+    print_report(&report, seeds, start.elapsed().as_secs_f64());
+    if seeds >= QUICK_SEEDS {
+        let s = &report.stats;
+        // The quick run must reach every kind of loss, or it proves less than it says.
+        for (what, n) in [
+            ("power cuts", s.power_cuts),
+            ("restarts", s.restarts),
+            ("lost files", s.files_lost_whole),
+            ("prefixes", s.files_cut_to_prefix),
+            ("torn sectors", s.sectors_torn),
+            ("garbage sectors", s.sectors_garbage),
+            ("zero sectors", s.sectors_zero),
+            ("lost directory entries", s.dir_changes_lost),
+            ("write faults", s.faults_write),
+            ("cut-back faults", s.faults_set_len),
+        ] {
+            assert!(n > 0, "the quick run injected no {what}");
+        }
+    }
+}
+
+/// `make sim`: the full run, in release mode.
+#[test]
+#[ignore = "10,000 seeds: run by `make sim` (part of `make test`) in release mode"]
+fn ten_thousand_seeds() {
+    let start = Instant::now();
+    let (report, seeds) = run_seeds(FULL_SEEDS);
+    print_report(&report, seeds, start.elapsed().as_secs_f64());
+}
+
+/// The simulation has teeth: a disk whose syncs do nothing (as a writer that forgot them) fails it.
+fn some_seed_fails(sabotage: Sabotage) -> Option<(u64, String)> {
+    (0..QUICK_SEEDS).find_map(|seed| run_seed(seed, sabotage).err().map(|e| (seed, e)))
+}
+
+#[test]
+fn a_writer_without_file_syncs_loses_acknowledged_entries() {
+    let failed = some_seed_fails(Sabotage { skip_file_sync: true, ..Default::default() });
+    let (seed, why) = failed.expect("no seed failed although no file sync made anything durable");
+    assert!(why.contains("recovery shows"), "seed {seed}: {why}");
+}
+
+#[test]
+fn a_writer_without_directory_syncs_loses_acknowledged_entries() {
+    let failed = some_seed_fails(Sabotage { skip_dir_sync: true, ..Default::default() });
+    let (seed, why) = failed.expect("no seed failed although no directory sync made anything durable");
+    assert!(why.contains("recovery shows"), "seed {seed}: {why}");
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let runs: Vec<String> = (0..2).map(|_| format!("{:?}", run_seed(7, Sabotage::default()))).collect();
+    assert!(runs[0].contains("Ok("), "{}", runs[0]);
+    assert_eq!(runs[0], runs[1]);
+}
+
+/// The instrument itself: synced bytes and entries survive every power cut; unsynced ones may not.
+#[test]
+fn the_simulated_disk_keeps_what_was_synced_and_may_lose_the_rest() {
+    use pseudoclaude::session::disk::{Disk, Open};
+    let (dir, synced, unsynced) = (Path::new("/d"), Path::new("/d/synced"), Path::new("/d/unsynced"));
+    let (mut lost_files, mut kept_files, mut changed_tails) = (0, 0, 0);
+    for seed in 0..200 {
+        let disk = SimDisk::new(seed, 0.0);
+        disk.mkdir_durable(dir);
+        let mut f = disk.open(synced, Open::Append).unwrap();
+        f.write_all(b"durable\n").unwrap();
+        f.sync_data().unwrap();
+        disk.sync_dir(dir).unwrap();
+        f.write_all(b"maybe\n").unwrap();
+        let mut g = disk.open(unsynced, Open::Append).unwrap();
+        g.write_all(b"data synced, entry not\n").unwrap();
+        g.sync_data().unwrap();
+        disk.power_cycle();
+        let after = disk.read(synced).expect("a synced entry survives");
+        assert!(after.starts_with(b"durable\n"), "seed {seed}: synced bytes changed: {after:?}");
+        changed_tails += usize::from(after != b"durable\nmaybe\n");
+        match disk.read(unsynced) {
+            Some(b) => {
+                assert_eq!(b, b"data synced, entry not\n", "seed {seed}");
+                kept_files += 1;
+            }
+            None => lost_files += 1,
+        }
+        drop((f, g));
+    }
+    assert!(lost_files > 0 && kept_files > 0, "unsynced entries: {lost_files} lost, {kept_files} kept");
+    assert!(changed_tails > 0, "unsynced bytes always survived whole");
+}
