@@ -40,16 +40,26 @@ const FULL_SEEDS: u64 = 10_000;
 enum Item {
     Append(Message),
     Replace(&'static str, Vec<Message>),
+    /// Text streamed into answer `answer` since its previous checkpoint, from byte `at`.
+    Checkpoint {
+        answer: String,
+        at: usize,
+        text: String,
+    },
 }
 
 /// The loader's fold, written again from doc/log_format.md (not replay.rs) so the two check each
 /// other: a replace starts over; an exchange is held back until every call has its result, dropped
-/// when anything else comes first, trimmed at the end; orphan results are dropped.
+/// when anything else comes first, trimmed at the end; orphan results are dropped. Checkpoints of an
+/// answer gather its text; its final assistant message (or a replace) supersedes them, anything else
+/// (or the end) makes the text an interrupted answer; a checkpoint out of place ends the gathering.
 #[derive(Debug, Clone, Default)]
 struct Fold {
     committed: Vec<Message>,
     held: Vec<Message>,
     unanswered: Vec<String>,
+    /// The answer being gathered: its id, its text, and whether a checkpoint broke the sequence.
+    streaming: Option<(String, String, bool)>,
 }
 
 impl Fold {
@@ -61,11 +71,44 @@ impl Fold {
 
     fn apply(&mut self, item: &Item) {
         match item {
-            Item::Append(m) => self.feed(m.clone()),
+            Item::Append(m) => {
+                self.end_streaming(m.role == "assistant" && m.tool_result.is_none());
+                self.feed(m.clone())
+            }
             Item::Replace(_, msgs) => {
                 *self = Fold::from(msgs);
             }
+            Item::Checkpoint { answer, at, text } => {
+                if self.streaming.as_ref().is_some_and(|(a, _, _)| a != answer) {
+                    self.end_streaming(false);
+                }
+                let (_, gathered, broken) =
+                    self.streaming.get_or_insert_with(|| (answer.clone(), String::new(), false));
+                if *broken || *at != gathered.len() {
+                    *broken = true;
+                } else {
+                    gathered.push_str(text);
+                }
+            }
         }
+    }
+
+    /// The interrupted answer's time is the writer's clock at its last checkpoint, which the
+    /// workload does not see: 0 here, and 0 in what the loader returns (see [`Sim::check`]).
+    fn end_streaming(&mut self, superseded: bool) {
+        if let Some((_, text, _)) = self.streaming.take()
+            && !text.is_empty()
+            && !superseded
+        {
+            self.feed(Message::assistant_interrupted(text, 0));
+        }
+    }
+
+    /// The history a load at this point returns.
+    fn visible(&self) -> Vec<Message> {
+        let mut f = self.clone();
+        f.end_streaming(false);
+        f.committed
     }
 
     fn feed(&mut self, m: Message) {
@@ -96,6 +139,13 @@ enum Turn {
     Idle,
     /// The user spoke, or all results are in: the assistant answers next.
     Assistant,
+    /// The answer `message` streams: `sent` bytes of its text are checkpointed; `after` comes next.
+    Streaming {
+        answer: String,
+        sent: usize,
+        message: Message,
+        after: Box<Turn>,
+    },
     Results(Vec<String>),
 }
 
@@ -109,6 +159,7 @@ struct Workload {
     unsaved: bool,
     turn: Turn,
     calls: u64,
+    answers: u64,
     big_outputs: Vec<String>,
 }
 
@@ -173,20 +224,46 @@ impl Workload {
                 self.turn = Turn::Assistant;
                 Item::Append(Message::user(self.text(60)))
             }
-            Turn::Assistant if self.rng.random_bool(0.5) => {
-                self.turn = Turn::Idle;
-                Item::Append(Message::assistant(self.text(80)))
-            }
             Turn::Assistant => {
-                let n = self.rng.random_range(1..=3);
-                let calls: Vec<ToolCall> = (0..n)
-                    .map(|_| {
-                        self.calls += 1;
-                        ToolCall::new(format!("call_{}", self.calls), "read_file", json!({"path": self.text(3)}))
-                    })
-                    .collect();
-                self.turn = Turn::Results(calls.iter().map(|c| c.id.clone()).collect());
-                Item::Append(Message::assistant_tool_calls(self.text(10), calls))
+                let (message, after) = if self.rng.random_bool(0.5) {
+                    (Message::assistant(self.text(80)), Turn::Idle)
+                } else {
+                    let n = self.rng.random_range(1..=3);
+                    let calls: Vec<ToolCall> = (0..n)
+                        .map(|_| {
+                            self.calls += 1;
+                            ToolCall::new(format!("call_{}", self.calls), "read_file", json!({"path": self.text(3)}))
+                        })
+                        .collect();
+                    let ids = calls.iter().map(|c| c.id.clone()).collect();
+                    (Message::assistant_tool_calls(self.text(10), calls), Turn::Results(ids))
+                };
+                if self.rng.random_bool(0.6) {
+                    // Streamed: checkpoints of its text first, as the runner writes them.
+                    self.answers += 1;
+                    let answer = format!("answer-{}", self.answers);
+                    self.turn = Turn::Streaming { answer, sent: 0, message, after: Box::new(after) };
+                    return self.next();
+                }
+                self.turn = after;
+                Item::Append(message)
+            }
+            Turn::Streaming { answer, sent, message, after } => {
+                let text = &message.content;
+                if sent < text.len() {
+                    // Two or three checkpoints an answer, about as many as a second apart would make.
+                    let mut cut = if self.rng.random_bool(0.5) {
+                        text.len()
+                    } else {
+                        self.rng.random_range((sent + (text.len() - sent) / 2).max(sent + 1)..=text.len())
+                    };
+                    while !text.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    return Item::Checkpoint { answer, at: sent, text: text[sent..cut].to_string() };
+                }
+                self.turn = *after;
+                Item::Append(message)
             }
             Turn::Results(mut ids) => {
                 let id = ids.remove(0);
@@ -200,6 +277,20 @@ impl Workload {
             self.memory.push(m.clone());
         }
         item
+    }
+
+    /// What became of `item`. A failed message leaves memory ahead of the log, so the next write is
+    /// a resync (as in `Conversation`); a failed checkpoint is sent again from the same offset (as the
+    /// runner's checkpointer does).
+    fn written(&mut self, item: &Item, ok: bool) {
+        match item {
+            Item::Checkpoint { at, text, .. } => {
+                if let (true, Turn::Streaming { sent, .. }) = (ok, &mut self.turn) {
+                    *sent = at + text.len();
+                }
+            }
+            _ => self.unsaved = !ok,
+        }
     }
 }
 
@@ -219,6 +310,8 @@ struct Sim {
     acknowledged: u64,
     damaged_in_flight: u64,
     damaged_in_flight_reported: u64,
+    checkpoints: u64,
+    interrupted_restored: u64,
 }
 
 fn opts() -> WriterOptions {
@@ -238,6 +331,7 @@ impl Sim {
             unsaved: false,
             turn: Turn::Idle,
             calls: 0,
+            answers: 0,
             big_outputs: Vec::new(),
         };
         Sim {
@@ -253,6 +347,8 @@ impl Sim {
             acknowledged: 0,
             damaged_in_flight: 0,
             damaged_in_flight_reported: 0,
+            checkpoints: 0,
+            interrupted_restored: 0,
         }
     }
 
@@ -289,39 +385,43 @@ impl Sim {
         let written = match &item {
             Item::Append(m) => w.append(m),
             Item::Replace(reason, msgs) => w.replace(reason, msgs),
+            Item::Checkpoint { answer, at, text } => w.checkpoint(answer, *at, text),
         };
         if std::env::var_os("PSEUDOCLAUDE_SIM_TRACE").is_some() {
             let what = match &item {
                 Item::Append(m) => format!("append {} {:?}", m.role, m.tool_result.as_ref().map(|r| r.content.len())),
                 Item::Replace(r, msgs) => format!("replace {r} of {}", msgs.len()),
+                Item::Checkpoint { answer, at, text } => format!("checkpoint {answer} at {at}, {} bytes", text.len()),
             };
             eprintln!("sim: {what}: {:?}", written.as_ref().map_err(|e| e.to_string()));
         }
-        match written {
-            Ok(()) => {
-                self.workload.unsaved = false;
-                self.acked.push(item);
-                self.unacked.clear();
-                self.acknowledged += 1;
-            }
-            Err(_) => {
-                self.workload.unsaved = true;
-                self.unacked.push(item);
-            }
+        self.workload.written(&item, written.is_ok());
+        if written.is_ok() {
+            self.checkpoints += u64::from(matches!(item, Item::Checkpoint { .. }));
+            self.acked.push(item);
+            self.unacked.clear();
+            self.acknowledged += 1;
+        } else {
+            self.unacked.push(item);
         }
     }
 
     /// The histories recovery may show: the acknowledged lines', or that plus one failed line.
     fn candidates(&self) -> Vec<Vec<Message>> {
-        let mut acked = Fold::from(&self.base);
-        self.acked.iter().for_each(|i| acked.apply(i));
-        let mut out = vec![acked.committed.clone()];
+        let acked = self.acked_fold();
+        let mut out = vec![acked.visible()];
         for u in &self.unacked {
             let mut f = acked.clone();
             f.apply(u);
-            out.push(f.committed);
+            out.push(f.visible());
         }
         out
+    }
+
+    fn acked_fold(&self) -> Fold {
+        let mut acked = Fold::from(&self.base);
+        self.acked.iter().for_each(|i| acked.apply(i));
+        acked
     }
 
     /// Crash, then recover as a resume does, until a recovery completes; then check what it shows.
@@ -395,6 +495,10 @@ impl Sim {
         // lines are never in flight, so this touches only the one that may or may not survive.
         let damaged = !candidates.contains(&got)
             && self.unacked.iter().zip(&candidates[1..]).any(|(u, c)| damaged_form(&got, c, u));
+        if self.acked_fold().streaming.is_some_and(|(_, text, _)| !text.is_empty()) {
+            // The crash came while an answer streamed: what it had checkpointed must come back.
+            self.interrupted_restored += 1;
+        }
         if damaged {
             self.damaged_in_flight += 1;
             self.damaged_in_flight_reported += u64::from(repaired);
@@ -451,14 +555,19 @@ fn damaged_form(got: &[Message], candidate: &[Message], line: &Item) -> bool {
     let from_line: Vec<&Message> = match line {
         Item::Append(m) => vec![m],
         Item::Replace(_, msgs) => msgs.iter().collect(),
+        Item::Checkpoint { .. } => Vec::new(),
     };
+    let streamed = matches!(line, Item::Checkpoint { .. });
     let same_shape = |g: &Message, c: &Message| {
         g.role == c.role
             && g.tool_calls.iter().map(|t| &t.id).eq(c.tool_calls.iter().map(|t| &t.id))
             && g.tool_result.as_ref().map(|r| &r.tool_call_id) == c.tool_result.as_ref().map(|r| &r.tool_call_id)
     };
     got.len() == candidate.len()
-        && got.iter().zip(candidate).all(|(g, c)| g == c || (from_line.contains(&c) && same_shape(g, c)))
+        && got
+            .iter()
+            .zip(candidate)
+            .all(|(g, c)| g == c || ((from_line.contains(&c) || (streamed && c.interrupted)) && same_shape(g, c)))
 }
 
 fn short(m: &Message) -> String {
@@ -469,9 +578,13 @@ fn short(m: &Message) -> String {
 
 /// Messages with each spilled result's full output read back from its file, so they compare with
 /// what was written; a spill that does not verify is reported (and its placeholder left in place).
+/// An interrupted answer's time is set to 0 (see [`Fold::end_streaming`]).
 fn full_outputs(ctx: &Context, mut msgs: Vec<Message>) -> (Vec<Message>, Vec<String>) {
     let mut problems = Vec::new();
     for m in &mut msgs {
+        if m.interrupted {
+            m.ts = 0;
+        }
         let Some(r) = &mut m.tool_result else { continue };
         let Some(s) = r.spill.take() else { continue };
         match spill::verify(ctx, &s)
@@ -492,6 +605,8 @@ struct Report {
     acknowledged: u64,
     damaged_in_flight: u64,
     damaged_in_flight_reported: u64,
+    checkpoints: u64,
+    interrupted_restored: u64,
     stats: Stats,
 }
 
@@ -503,6 +618,8 @@ fn run_seed(seed: u64, sabotage: Sabotage) -> Result<Report, String> {
             acknowledged: sim.acknowledged,
             damaged_in_flight: sim.damaged_in_flight,
             damaged_in_flight_reported: sim.damaged_in_flight_reported,
+            checkpoints: sim.checkpoints,
+            interrupted_restored: sim.interrupted_restored,
             stats: sim.disk.stats(),
         })
     });
@@ -536,6 +653,8 @@ fn run_seeds(count: u64) -> (Report, u64) {
                 total.acknowledged += r.acknowledged;
                 total.damaged_in_flight += r.damaged_in_flight;
                 total.damaged_in_flight_reported += r.damaged_in_flight_reported;
+                total.checkpoints += r.checkpoints;
+                total.interrupted_restored += r.interrupted_restored;
                 total.stats.add(&r.stats);
             }
             Err(e) => panic!(
@@ -550,13 +669,16 @@ fn print_report(r: &Report, seeds: u64, secs: f64) {
     let s = &r.stats;
     println!(
         "session_sim: {seeds} seeds in {secs:.1} s; {} crash points ({} power cuts, {} SIGKILL restarts), {} recoveries \
-         checked, {} entries acknowledged; {} recoveries showed the line in flight with damaged text ({} of them \
-         reported by the loader as repaired)",
+         checked, {} entries acknowledged ({} of them checkpoints); {} recoveries came mid-stream and restored an \
+         interrupted answer; {} showed the line in flight with damaged text ({} of them reported by the loader as \
+         repaired)",
         s.power_cuts + s.restarts,
         s.power_cuts,
         s.restarts,
         r.checks,
         r.acknowledged,
+        r.checkpoints,
+        r.interrupted_restored,
         r.damaged_in_flight,
         r.damaged_in_flight_reported
     );
@@ -605,6 +727,7 @@ fn every_crash_recovers_exactly_the_acknowledged_entries() {
             ("lost directory entries", s.dir_changes_lost),
             ("write faults", s.faults_write),
             ("cut-back faults", s.faults_set_len),
+            ("crashes mid-stream", report.interrupted_restored),
         ] {
             assert!(n > 0, "the quick run injected no {what}");
         }
