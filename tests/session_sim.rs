@@ -143,7 +143,7 @@ enum Turn {
     Streaming {
         answer: String,
         sent: usize,
-        message: Message,
+        message: Box<Message>,
         after: Box<Turn>,
     },
     Results(Vec<String>),
@@ -242,7 +242,7 @@ impl Workload {
                     // Streamed: checkpoints of its text first, as the runner writes them.
                     self.answers += 1;
                     let answer = format!("answer-{}", self.answers);
-                    self.turn = Turn::Streaming { answer, sent: 0, message, after: Box::new(after) };
+                    self.turn = Turn::Streaming { answer, sent: 0, message: Box::new(message), after: Box::new(after) };
                     return self.next();
                 }
                 self.turn = after;
@@ -263,7 +263,7 @@ impl Workload {
                     return Item::Checkpoint { answer, at: sent, text: text[sent..cut].to_string() };
                 }
                 self.turn = *after;
-                Item::Append(message)
+                Item::Append(*message)
             }
             Turn::Results(mut ids) => {
                 let id = ids.remove(0);
