@@ -16,8 +16,8 @@ use crate::message::{Message, ToolResult};
 
 /// Bytes of one message's text (or one tool output) the agent buffer shows.
 /// (Neovim lays out a long wrapped line, with 'linebreak', in time proportional to its length: a
-/// 256 KiB line costs about 30 ms to insert and put the cursor on; 64 KiB stays under a frame.)
-pub const MAX_DISPLAY_BYTES: usize = 64 * 1024;
+/// 256 KiB line costs about 30 ms to insert and put the cursor on; 32 KiB about 2 ms.)
+pub const MAX_DISPLAY_BYTES: usize = 32 * 1024;
 
 /// A message as the screen gets it.
 #[derive(Debug, Clone, Serialize)]

@@ -194,7 +194,7 @@ H.resumes = {}
 H.restore_gen = 0
 --- Messages per slice of a restore and bytes of text per slice: one slice is one short main-loop step.
 H.SLICE_MESSAGES = 150
-H.SLICE_BYTES = 64 * 1024
+H.SLICE_BYTES = 32 * 1024
 
 H.ns = vim.api.nvim_create_namespace("pseudoclaude_chat")
 

@@ -102,18 +102,21 @@ function M.list_async(opts, on_done)
     limit = opts.limit,
     check_locks = opts.check_locks ~= false,
     include_empty = false,
-  }, function(ok, chunks)
+  }, function(ok, ready)
     if not ok then
       return on_done(
-        ("pseudoclaude.sessions.list_async: %s"):format(tostring(chunks):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
+        ("pseudoclaude.sessions.list_async: %s"):format(tostring(ready):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
       )
     end
-    -- One chunk (1,000 sessions, ~2 ms) per main-loop step: a 10,000-session decode at once is over a frame.
-    local list, k = {}, 0
+    -- One chunk (400 sessions: ~1.5 ms to carry across and decode) per main-loop step: 10,000 sessions at once
+    -- is over a frame.
+    local list = {}
     local function step()
-      k = k + 1
-      local chunk = chunks[k]
-      if chunk == nil then
+      local took, chunk = pcall(H.call, "list_async", "sessions_list_chunk", ready.id)
+      if not took then
+        return on_done(chunk)
+      end
+      if chunk == nil or chunk == vim.NIL then
         return on_done(nil, list)
       end
       local decoded, part = pcall(vim.json.decode, chunk, { luanil = { object = true, array = true } })
@@ -125,7 +128,7 @@ function M.list_async(opts, on_done)
       end
       vim.schedule(step)
     end
-    step()
+    vim.schedule(step)
   end)
 end
 

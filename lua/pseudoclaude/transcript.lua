@@ -12,7 +12,7 @@ local M = {}
 local H = {}
 
 --- Bytes of one message's text (or one tool output) shown; must equal `MAX_DISPLAY_BYTES` in src/display.rs.
-M.MAX_DISPLAY_BYTES = 64 * 1024
+M.MAX_DISPLAY_BYTES = 32 * 1024
 
 --- Kinds of marked lines; callers map them to their highlight groups.
 ---@alias pseudoclaude.TranscriptKind "you"|"agent"|"reminder"|"call"|"result"|"error"|"more"

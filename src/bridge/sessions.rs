@@ -7,7 +7,8 @@
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
 //! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?}`? | `SessionInfo[]`, newest first |
-//! | `sessions_list_async` | workspace, options as above, `callback(ok, json_chunks)` | a ticket number, at once |
+//! | `sessions_list_async` | workspace, options as above, `callback(ok, {id, chunks})` | a ticket number, at once |
+//! | `sessions_list_chunk` | the list's id                            | the next JSON chunk, nil at the end |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
 //! | `sessions_holder`  | workspace, id                               | who holds its lock, or nil (no read of the log) |
 //! | `sessions_preview_async` | workspace, id, limits?, `callback(ok, preview)` | a ticket number, at once |
@@ -22,7 +23,10 @@
 //! thousand tables several times faster than converting them one object at a time, and a chunk per
 //! main-loop step keeps each step short.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nvim_oxi::Object;
 use serde::de::DeserializeOwned;
@@ -37,6 +41,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
         export("sessions_list", |a| list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
         export("sessions_list_async", list_async),
+        export("sessions_list_chunk", list_chunk),
         export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
         export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
         export("sessions_preview_async", preview_async),
@@ -120,23 +125,56 @@ pub fn delete(workspace: &Path, id: &str) -> BridgeResult<String> {
     Ok(ctx.id)
 }
 
-/// Sessions per JSON chunk of `sessions_list_async`: decoding one costs the main loop about 2 ms.
-const LIST_CHUNK: usize = 1000;
+/// Sessions per JSON chunk of `sessions_list_async`: decoding one costs the main loop about 1.5 ms.
+const LIST_CHUNK: usize = 400;
 
 /// `sessions_list_async(workspace, opts, callback)`: reads the list on a worker thread and returns a
-/// ticket at once; `callback(true, chunks)` gets the list as JSON arrays of at most [`LIST_CHUNK`]
-/// sessions each, so that Lua can decode them one per main-loop step (one 10,000-session decode is
-/// about 27 ms, more than a frame).
+/// ticket at once; `callback(true, {id, chunks})` says how many JSON arrays of at most [`LIST_CHUNK`]
+/// sessions each wait under `id`, and Lua takes them one per main-loop step with
+/// `sessions_list_chunk(id)`: carrying 10,000 sessions across at once costs the main loop about 7 ms,
+/// decoding them 27 ms, both more than a frame.
 fn list_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let args = table_arg::<ListArgs>(a, 1)?;
     let callback: jobs::Callback = a.get(2)?;
     jobs::spawn("sessions_list_async", None, callback, move || {
         let all = list(&ws, &args)?;
-        all.chunks(LIST_CHUNK)
+        let chunks = all
+            .chunks(LIST_CHUNK)
             .map(|c| serde_json::to_string(c).map_err(BridgeError::from))
-            .collect::<BridgeResult<Vec<_>>>()
+            .collect::<BridgeResult<std::collections::VecDeque<_>>>()?;
+        let id = NEXT_LIST.fetch_add(1, Ordering::Relaxed);
+        let count = chunks.len();
+        lists().insert(id, chunks);
+        Ok(ListReady { id, chunks: count })
     })
+}
+
+/// A full list read by `sessions_list_async`, waiting to be taken.
+#[derive(Debug, Serialize)]
+struct ListReady {
+    id: u64,
+    chunks: usize,
+}
+
+static NEXT_LIST: AtomicU64 = AtomicU64::new(1);
+type Chunks = HashMap<u64, std::collections::VecDeque<String>>;
+static LISTS: std::sync::LazyLock<Mutex<Chunks>> = std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn lists() -> MutexGuard<'static, Chunks> {
+    LISTS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `sessions_list_chunk(id)`: the next JSON chunk of list `id`, or nil when all were taken (the list
+/// is then forgotten).
+fn list_chunk(a: &Args) -> BridgeResult<Option<String>> {
+    let id: u64 = a.get(0)?;
+    let mut all = lists();
+    let next = all.get_mut(&id).and_then(|q| q.pop_front());
+    if next.is_none() {
+        all.remove(&id);
+    }
+    Ok(next)
 }
 
 /// Limits of a preview (`sessions_preview_async`), every key optional.
@@ -150,7 +188,7 @@ pub struct PreviewArgs {
 
 impl Default for PreviewArgs {
     fn default() -> Self {
-        PreviewArgs { max_messages: 200, budget: 128 * 1024, max_bytes: 4 * 1024 }
+        PreviewArgs { max_messages: 200, budget: 64 * 1024, max_bytes: 2 * 1024 }
     }
 }
 

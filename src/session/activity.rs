@@ -52,9 +52,15 @@ pub fn record(file: &mut File, id: &str, ts: i64) {
 
 /// Session ids from the file's tail, most recent first; `None` when there is no file.
 pub fn recent(sessions_dir: &Path) -> Option<Vec<String>> {
+    recent_within(sessions_dir, TAIL_BYTES)
+}
+
+/// [`recent`] from the file's last `tail` bytes only: the picker's first rows (on the editor's main
+/// loop) need the few newest ids, and parsing the whole 256 KiB tail costs milliseconds.
+pub fn recent_within(sessions_dir: &Path, tail: u64) -> Option<Vec<String>> {
     let mut f = root_of(sessions_dir)?.open(ACTIVITY_FILE_NAME, Access::Read).ok()?;
     let len = f.metadata().ok()?.len();
-    let start = len.saturating_sub(TAIL_BYTES);
+    let start = len.saturating_sub(tail);
     f.seek(SeekFrom::Start(start)).ok()?;
     let mut buf = Vec::with_capacity((len - start) as usize);
     f.read_to_end(&mut buf).ok()?;

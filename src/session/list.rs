@@ -157,7 +157,24 @@ pub fn ids(workspace: &Path) -> Result<Vec<String>> {
 /// The `limit` newest sessions found from the activity hint alone; `None` when the hint is missing
 /// or cannot fill the limit (the caller then scans everything).
 fn list_recent(workspace: &Path, root: &Dir, opts: &ListOptions, limit: usize) -> Result<Option<Vec<SessionInfo>>> {
+    // The hint's last 16 KiB name the few newest sessions; its whole tail only when they do not fill the limit.
+    if let Some(ids) = super::activity::recent_within(root.path(), 16 * 1024)
+        && let Some(found) = pick_recent(workspace, root, opts, limit, ids)?
+    {
+        return Ok(Some(found));
+    }
     let Some(ids) = super::activity::recent(root.path()) else { return Ok(None) };
+    pick_recent(workspace, root, opts, limit, ids)
+}
+
+/// The first `limit` listable sessions of `ids`, newest first; `None` when there are not enough.
+fn pick_recent(
+    workspace: &Path,
+    root: &Dir,
+    opts: &ListOptions,
+    limit: usize,
+    ids: Vec<String>,
+) -> Result<Option<Vec<SessionInfo>>> {
     let mut out = Vec::new();
     for id in ids {
         if out.len() >= limit {

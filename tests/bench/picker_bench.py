@@ -163,11 +163,13 @@ return { a, b, (vim.uv.hrtime() - t) / 1e6 }
 
 ASYNC = """
 _G.bench_async = nil
--- the list comes as JSON chunks of 1,000 sessions, decoded one per main-loop step: "decode" is the slowest step
-require("pseudoclaude.core").call("sessions_list_async", vim.uv.cwd(), { check_locks = true }, function(ok, chunks)
+-- the list waits as JSON chunks of 400 sessions, taken and decoded one per main-loop step: "decode" is the slowest
+require("pseudoclaude.core").call("sessions_list_async", vim.uv.cwd(), { check_locks = true }, function(ok, ready)
   local n, slowest = 0, 0
-  for _, json in ipairs(chunks) do
+  while true do
     local t = vim.uv.hrtime()
+    local ok2, json = pcall(require("pseudoclaude.core").call, "sessions_list_chunk", ready.id)
+    if not ok2 or json == nil or json == vim.NIL then break end
     n = n + #vim.json.decode(json, { luanil = { object = true, array = true } })
     slowest = math.max(slowest, (vim.uv.hrtime() - t) / 1e6)
   end
@@ -431,7 +433,7 @@ def table(results: list[dict[str, float]]) -> str:
         ("… of which the picker's own (all but `list({ limit = 9 })`)", "own"),
         ("`:PseudoResume` → first preview drawn", "preview"),
         ("full list in place for filtering, read in the background (from `:PseudoResume`)", "full"),
-        ("main thread's share: JSON decode of the full list, slowest step (1,000 sessions a step)", "decode"),
+        ("main thread's share: JSON decode of the full list, slowest step (400 sessions a step)", "decode"),
         ("main thread's share: matcher, query, rows for the full list", "full_apply"),
         (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key"),
         ("keystroke: the first one (searches every session)", "key1"),
