@@ -209,6 +209,9 @@ def gap(n) -> float:
 PICKER_READY = "(function() local s = require('pseudoclaude.picker').get_state() return s and s.preview_id ~= nil and s.preview_id == (require('pseudoclaude.picker').selected() or {}).id end)()"
 
 
+IDLE_S = 3.0
+
+
 def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
     proc, n = attach(nvim, ws)
     out: dict[str, float] = {}
@@ -220,8 +223,10 @@ def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
             "vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeResumeDrawn', "
             "callback = function() vim.g.drawn = true end })"
         )
+        # Idle for as long as the longest phase below lasts (about 3 s): the worst gap of a 1 ms timer grows with
+        # the number of its runs, so a shorter baseline would flatter nothing but itself.
         n.exec_lua(TIMER)
-        time.sleep(1.0)
+        time.sleep(IDLE_S)
         out["idle"] = gap(n)
         # the picker opens with the 100 MiB session highlighted (the newest in the activity hint)
         n.exec_lua("collectgarbage('collect')")
@@ -291,7 +296,7 @@ def resume_section(nvim: str, rounds: int) -> str:
         return (label, f"{m[key]:.1f} ms", f"{m[key] / idle:.2f}x idle", "met" if ok else "NOT met")
 
     rows = [
-        ("Longest main-loop stall, idle (1 s, 1 ms timer)", f"{idle:.1f} ms", "-", "-"),
+        (f"Longest main-loop stall, idle ({IDLE_S:.0f} s, 1 ms timer)", f"{idle:.1f} ms", "-", "-"),
         stall("Picker opens, 100 MiB session highlighted, until its preview is drawn", "open_big"),
         stall("Preview moves across five 50 MiB one-line sessions", "preview_fifty"),
         stall(f"The full list of {int(m['full_count']):,} sessions arrives", "full_list"),
