@@ -543,8 +543,11 @@ function H.restore(on_first, on_done)
       end
     end
   end
-  -- `to` past the end (the largest integer that crosses to Rust as one): the whole history.
-  step(2147483647)
+  -- `to` past the end (the largest integer that crosses to Rust as one): the whole history. A step of its own:
+  -- opening the windows and clearing the buffer were this one's work.
+  vim.schedule(function()
+    step(2147483647)
+  end)
 end
 
 H.names = {}

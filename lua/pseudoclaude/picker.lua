@@ -849,31 +849,48 @@ function H.load_preview(s, item)
     if state ~= s or perr == "superseded" then
       return
     end
-    local win = s.wins.preview
-    if not win or not api.nvim_win_is_valid(win) then
-      return
-    end
-    local t = vim.uv.hrtime()
-    local p
-    if perr then
-      p = render.failed(item, perr)
-    else
-      p = render.preview(preview, item, s.now, api.nvim_win_get_width(win))
-    end
-    s.previews[item.id] = p
-    local current = H.selected(s)
-    if current and current.id == item.id then
-      H.show_preview(s, p, item.id)
-      local stats = s.stats.previews
-      stats[#stats + 1] = { id = item.id, ms = (vim.uv.hrtime() - t) / 1e6, wait_ms = (t - asked) / 1e6 }
-    elseif current and not s.previews[current.id] then
-      H.load_preview(s, current)
-    end
+    -- the render in a main-loop step of its own (this one decoded the preview)
+    vim.schedule(function()
+      H.preview_arrived(s, item, perr, preview, asked)
+    end)
   end)
   if not ok then
     s.loading = nil
     s.previews[item.id] = render.failed(item, err)
     H.show_preview(s, s.previews[item.id], item.id)
+  end
+end
+
+--- A preview read in the background is here: keep it, and draw it if its session is still highlighted.
+---@param s pseudoclaude.picker.State
+---@param item pseudoclaude.SessionInfo
+---@param perr string?
+---@param preview pseudoclaude.SessionPreview?
+---@param asked integer
+function H.preview_arrived(s, item, perr, preview, asked)
+  local render = require("pseudoclaude.picker.render")
+  if state ~= s then
+    return
+  end
+  local win = s.wins.preview
+  if not win or not api.nvim_win_is_valid(win) then
+    return
+  end
+  local t = vim.uv.hrtime()
+  local p
+  if perr then
+    p = render.failed(item, perr)
+  else
+    p = render.preview(preview, item, s.now, api.nvim_win_get_width(win))
+  end
+  s.previews[item.id] = p
+  local current = H.selected(s)
+  if current and current.id == item.id then
+    H.show_preview(s, p, item.id)
+    local stats = s.stats.previews
+    stats[#stats + 1] = { id = item.id, ms = (vim.uv.hrtime() - t) / 1e6, wait_ms = (t - asked) / 1e6 }
+  elseif current and not s.previews[current.id] then
+    H.load_preview(s, current)
   end
 end
 
