@@ -27,8 +27,8 @@ cargo-test:
 sim:
 	$(CARGO) test --release --test session_sim -- --ignored --nocapture
 
-# needs target/release/libpseudoclaude.so (make build, or `cargo build --release --lib`)
-e2e:
+# builds first: the tests refuse a library older than the sources (tests/e2e/conftest.py)
+e2e: build
 	tests/e2e/run
 
 clippy:

@@ -171,6 +171,27 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def stale_library() -> str | None:
+    """Why the release library cannot be the code under test, or None: it is missing, or a source is newer."""
+    if not LIB_PATH.exists():
+        return f"{LIB_PATH} is missing: run `cargo build --release` in {ROOT} first"
+    built = LIB_PATH.stat().st_mtime
+    sources = [*ROOT.joinpath("src").rglob("*.rs"), ROOT / "Cargo.toml", ROOT / "Cargo.lock"]
+    newer = [p for p in sources if p.exists() and p.stat().st_mtime > built]
+    if newer:
+        return (f"{LIB_PATH} is older than {newer[0].relative_to(ROOT)}: the tests would run a stale library; "
+                f"run `cargo build --release` in {ROOT} first")
+    return None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fresh_library() -> None:
+    """Every e2e test runs the library built from this checkout's sources, never an older one."""
+    why = stale_library()
+    if why:
+        pytest.exit(why, returncode=2)
+
+
 @pytest.fixture
 def nvim(workspace: Path) -> Iterator[Neovim]:
     """Neovim with the plugin on 'runtimepath' (as installed by a plugin manager), setup() not called."""
