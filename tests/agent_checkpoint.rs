@@ -8,13 +8,13 @@ use std::fs;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pseudoclaude::agent::{Agent, AgentConfig, Cancel, Event};
+use pseudoclaude::agent::{Agent, AgentConfig, Event};
 use pseudoclaude::provider::{self, BoxFuture, ProviderConfig};
 use pseudoclaude::session;
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use serde_json::{Value, json};
+use support::client::agent_turn as turn;
 use support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse, truncate_before};
-use tokio::sync::mpsc;
 
 struct Never;
 impl Approver for Never {
@@ -54,16 +54,6 @@ fn config(ws: &std::path::Path, every: Duration) -> AgentConfig {
     let mut c = AgentConfig::new(ws);
     c.checkpoint_every = every;
     c
-}
-
-async fn turn(agent: &Agent, text: &str) -> Vec<Event> {
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    agent.turn(text, tx, Cancel::new()).await;
-    let mut out = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        out.push(e);
-    }
-    out
 }
 
 fn entries(path: &std::path::Path) -> Vec<Value> {

@@ -6,29 +6,19 @@ mod support;
 use std::fs;
 use std::sync::Arc;
 
-use pseudoclaude::agent::{Agent, AgentConfig, Cancel, Event};
+use pseudoclaude::agent::{Agent, AgentConfig, Event};
 use pseudoclaude::provider::{self, BoxFuture, ProviderConfig};
 use pseudoclaude::session;
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use serde_json::json;
+use support::client::agent_turn as turn;
 use support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse};
-use tokio::sync::mpsc;
 
 struct Never;
 impl Approver for Never {
     fn ask(&self, _: ApprovalRequest) -> BoxFuture<'static, Approval> {
         Box::pin(async { Approval::No })
     }
-}
-
-async fn turn(agent: &Agent, text: &str) -> Vec<Event> {
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    agent.turn(text, tx, Cancel::new()).await;
-    let mut out = Vec::new();
-    while let Ok(e) = rx.try_recv() {
-        out.push(e);
-    }
-    out
 }
 
 async fn two_tool_calls_then_resume(kind: Kind, name: &str) {

@@ -608,6 +608,14 @@ fn a_limited_list_with_max_read_lists_an_uncached_big_log_as_partial_without_rea
     assert_eq!(quick.len(), 1);
     assert!(quick[0].partial && quick[0].messages == 0 && quick[0].title.is_empty(), "{:?}", quick[0]);
     assert!(!ctx.summary_path().exists(), "nothing was read, so nothing was cached");
+    // The same without the activity hint (a copied folder): the scan of every folder is bounded too.
+    let hint = session::sessions_dir(ws.path()).join("activity");
+    let kept = fs::read(&hint).unwrap();
+    fs::remove_file(&hint).unwrap();
+    let scanned = session::list(ws.path(), &opts).unwrap();
+    assert!(scanned.len() == 1 && scanned[0].partial, "{scanned:?}");
+    assert!(!ctx.summary_path().exists());
+    fs::write(&hint, kept).unwrap();
     // The full list reads it (and caches it); then the quick list has it all within the budget.
     let full = session::list(ws.path(), &ListOptions::default()).unwrap();
     assert!(!full[0].partial && full[0].messages == 2 && full[0].title == "a big one");

@@ -101,7 +101,7 @@ function M.resume(id, opts)
   opts = opts or {}
   H.ensure_host()
   if id == nil or id == "last" then
-    local list = require("pseudoclaude").sessions.list({ limit = 1, check_locks = false })
+    local list = require("pseudoclaude").sessions.list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
     if #list == 0 then
       error("pseudoclaude: there is no other session to resume in " .. H.workspace(), 0)
     end

@@ -249,7 +249,7 @@ function M.command(args)
     local id = args
     if args == "last" then
       local sessions = require("pseudoclaude.sessions")
-      local newest = sessions.list({ limit = 1, check_locks = false })
+      local newest = sessions.list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
       if #newest == 0 then
         error(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), 0)
       end

@@ -121,6 +121,11 @@ function M.list_async(opts, on_done)
       end
       local decoded, part = pcall(vim.json.decode, chunk, { luanil = { object = true, array = true } })
       if not decoded then
+        -- take the rest, so that nothing of this list stays behind in the core
+        local took_rest, rest
+        repeat
+          took_rest, rest = pcall(H.call, "list_async", "sessions_list_chunk", ready.id)
+        until not took_rest or rest == nil or rest == vim.NIL
         return on_done("pseudoclaude.sessions.list_async: cannot decode the list: " .. tostring(part))
       end
       for _, item in ipairs(part) do

@@ -311,7 +311,7 @@ impl Host {
         let ticket = self.outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
         lock(&self.state).resuming = Some(ticket);
         let outbox = self.outbox.clone();
-        let state = self.state_handle();
+        let state = self.state.clone();
         let id = id.to_string();
         self.rt.spawn_blocking(move || {
             let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build_resumed(&config, &outbox, &id)))
@@ -343,10 +343,6 @@ impl Host {
             return Err(HostError(format!("session {id} is already the current one")));
         }
         Ok((st.config.clone(), st.generation))
-    }
-
-    fn state_handle(&self) -> Arc<Mutex<State>> {
-        self.state.clone()
     }
 
     /// The messages of the current history just before `to` that fit `max_messages` and about

@@ -112,7 +112,8 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         // A session we cannot read or must refuse (a linked folder or log) is left on disk untouched;
         // `pseudoclaude sessions check` says why.
         let Ok(dir) = root.subdir(&id) else { continue };
-        let Ok(mut info) = info_in(&ctx, &dir, None) else { continue };
+        // `max_read` bounds a limited list only (the picker's first rows, `:PseudoResume last`).
+        let Ok(mut info) = info_in(&ctx, &dir, opts.limit.and(opts.max_read)) else { continue };
         if !shown(&info, opts) {
             continue;
         }
@@ -187,7 +188,7 @@ fn pick_recent(
         // Deleted since, or refused (a linked folder is never followed, even from the hint).
         let Ok(dir) = root.subdir(&id) else { continue };
         let Ok(mut info) = info_in(&ctx, &dir, opts.max_read) else { continue };
-        if !shown(&info, opts) && !info.partial {
+        if !shown(&info, opts) {
             continue;
         }
         if opts.check_locks {
@@ -203,9 +204,10 @@ fn pick_recent(
 }
 
 /// Whether a list shows this session: it has something to restore, or its log is damaged (so the
-/// user can find it), or empty ones were asked for.
+/// user can find it), or it was only partly read (a log past `max_read` is not empty), or empty
+/// ones were asked for.
 fn shown(info: &SessionInfo, opts: &ListOptions) -> bool {
-    info.messages > 0 || info.damaged || opts.include_empty
+    info.messages > 0 || info.damaged || info.partial || opts.include_empty
 }
 
 /// One session's list entry, from its cache when the cache is current. A linked session folder or

@@ -41,6 +41,20 @@ def wait_for(fn: Any, timeout: float = 30.0, what: str = "condition") -> Any:
         time.sleep(0.02)
 
 
+def transcript(n: "Neovim") -> list[str]:
+    """The agent buffer's lines ([] before it exists)."""
+    return n.lua(
+        "local b = vim.fn.bufnr('pseudoclaude://chat') if b == -1 then return {} end "
+        "return vim.api.nvim_buf_get_lines(b, 0, -1, false)"
+    )
+
+
+def type_message(n: "Neovim", text: str) -> None:
+    """Types into the input window like a user: insert mode, the text, <C-s>."""
+    n.api.command("PseudoChat")
+    n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
+
+
 def nvim_binary() -> str:
     nvim = os.environ.get("PSEUDOCLAUDE_NVIM_BIN")
     if not nvim:

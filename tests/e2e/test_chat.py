@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import Neovim
+from conftest import Neovim, transcript, type_message
 from fake_llm import FakeOpenAI
 
 
@@ -69,17 +69,6 @@ def wait_turns(n: Neovim, count: int) -> None:
     wait(n, f"vim.g.pc_turns >= {count}")
 
 
-def transcript(n: Neovim) -> list[str]:
-    return n.lua(
-        "local b = vim.fn.bufnr('pseudoclaude://chat') if b == -1 then return {} end "
-        "return vim.api.nvim_buf_get_lines(b, 0, -1, false)"
-    )
-
-
-def type_message(n: Neovim, text: str) -> None:
-    """Types into the input window like a user: insert mode, the text, <C-s>."""
-    n.api.command("PseudoChat")
-    n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
 
 
 def log_lines(path: str) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Neovim, wait_for
+from conftest import ROOT, Neovim, transcript, wait_for
 from fake_llm import FakeOpenAI
 from session_files import chat, entry, session_dir, session_id, write_session
 
@@ -43,12 +43,6 @@ vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = le
 def state(n: Neovim) -> dict[str, Any] | None:
     return n.lua(STATE)
 
-
-def transcript(n: Neovim) -> list[str]:
-    return n.lua(
-        "local b = vim.fn.bufnr('pseudoclaude://chat') if b == -1 then return {} end "
-        "return vim.api.nvim_buf_get_lines(b, 0, -1, false)"
-    )
 
 
 def closed_folds(n: Neovim) -> list[list[int]]:

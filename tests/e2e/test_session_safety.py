@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Neovim
+from conftest import Neovim, transcript, type_message
 from session_files import chat, session_dir, session_id, write_session
 
 SESSIONS = Path(".PseudoClaude") / "sessions"
@@ -52,16 +52,6 @@ def notes(n: Neovim) -> list[str]:
     return [x["msg"] for x in n.lua("return _G.pc_notes or {}")]
 
 
-def transcript(n: Neovim) -> list[str]:
-    return n.lua(
-        "local b = vim.fn.bufnr('pseudoclaude://chat') if b == -1 then return {} end "
-        "return vim.api.nvim_buf_get_lines(b, 0, -1, false)"
-    )
-
-
-def type_message(n: Neovim, text: str) -> None:
-    n.api.command("PseudoChat")
-    n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
 
 
 def sessions_list(n: Neovim, **opts: Any) -> list[dict[str, Any]]:

@@ -83,3 +83,14 @@ pub fn assert_all_valid(server: &FakeServer) {
         assert!(r.rejected.is_none(), "request {i} refused by the fake API: {:?}", r.rejected);
     }
 }
+
+/// Runs one agent turn to its end and returns every event it sent, in order.
+pub async fn agent_turn(agent: &pseudoclaude::agent::Agent, text: &str) -> Vec<pseudoclaude::agent::Event> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    agent.turn(text, tx, pseudoclaude::agent::Cancel::new()).await;
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
