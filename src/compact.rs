@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::conversation::{Conversation, Unsaved};
 use crate::message::{Message, ROLE_USER};
-use crate::provider::{Provider, ProviderError, Request};
+use crate::provider::{Provider, ProviderError, Request, Usage};
 use crate::session::{self, Context};
 
 pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation]";
@@ -130,15 +130,15 @@ impl Runtime {
     }
 
     /// Layer 2: summarises the older history with the provider and replaces the conversation.
-    /// Returns false when there was nothing to compact.
+    /// Returns what the summary request cost, or `None` when there was nothing to compact.
     pub async fn compact(
         &mut self,
         conv: &Conversation,
         provider: &dyn Provider,
         system: &str,
-    ) -> Result<bool, CompactError> {
+    ) -> Result<Option<Usage>, CompactError> {
         let messages = conv.snapshot();
-        let Some(split) = self.split_point(&messages) else { return Ok(false) };
+        let Some(split) = self.split_point(&messages) else { return Ok(None) };
         let mut older = messages[..split].to_vec();
         older.push(Message::user(SUMMARY_INSTRUCTION));
         let req = Request { system: system.to_string(), messages: older, tools: Vec::new(), max_tokens: 4096 };
@@ -152,6 +152,6 @@ impl Runtime {
         next.extend_from_slice(&messages[split..]);
         conv.replace("compact", next).map_err(CompactError::Unsaved)?;
         self.boundary = Some(2);
-        Ok(true)
+        Ok(Some(summary.usage))
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use pseudoclaude::message::{Message, ToolCall};
 use pseudoclaude::provider::openai::OpenAi;
-use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, StreamEvent};
+use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, StreamEvent, Usage};
 use serde_json::{Value, json};
 use support::client::{self, ask, assert_all_valid, deltas, retries, run, set_key, tools};
 use support::{
@@ -46,6 +46,47 @@ async fn text_streams_as_deltas_and_comes_back_whole() {
     assert!(d.len() >= 3, "several deltas, not one: {d:?}");
     assert_eq!(d.concat(), text);
     assert_all_valid(&server);
+}
+
+/// The request asks for the usage chunk (the bytes, not only the parsed body), and the final chunk's
+/// `prompt_tokens_details.cached_tokens` comes back as cache reads, out of the full-rate input.
+#[tokio::test]
+async fn usage_is_asked_for_and_its_cached_share_read_from_the_final_chunk() {
+    let server = FakeServer::start(Kind::OpenAi);
+    // The fake's stream up to its own usage chunk (keys are written sorted: it is the one starting so),
+    // then the usage chunk as OpenAI sends it: empty choices, then `[DONE]`.
+    let answer = truncate_before(&openai_sse("Cached.", &[]), "data: {\"choices\":[],");
+    let body = |usage: Value| {
+        let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+                       "choices": [], "usage": usage});
+        let mut b = answer.clone();
+        b.extend_from_slice(format!("data: {c}\n\ndata: [DONE]\n\n").as_bytes());
+        b
+    };
+    server.push(Reply::sse(body(json!({
+        "prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+        "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                      "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}))));
+    // DeepSeek names the cached share differently.
+    server.push(Reply::sse(body(json!({
+        "prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105,
+        "prompt_cache_hit_tokens": 64, "prompt_cache_miss_tokens": 36}))));
+    let p = OpenAi::new(config(server.base_url())).unwrap();
+    let first = run(&p, &ask("hi")).await.0.unwrap();
+    assert_eq!(first.text, "Cached.");
+    assert_eq!(
+        first.usage,
+        Usage { input_tokens: 86, output_tokens: 300, cache_read_tokens: 1920, cache_write_tokens: 0 }
+    );
+    let second = run(&p, &ask("hi")).await.0.unwrap();
+    assert_eq!(
+        second.usage,
+        Usage { input_tokens: 36, output_tokens: 5, cache_read_tokens: 64, cache_write_tokens: 0 }
+    );
+    assert_all_valid(&server);
+    let raw = String::from_utf8(server.requests()[0].raw_body.clone()).unwrap();
+    assert!(raw.contains(r#""stream":true"#) && raw.contains(r#""stream_options":{"include_usage":true}"#), "{raw}");
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ use crate::message::Message;
 use crate::provider::{self, BoxFuture, Provider, ProviderConfig};
 use crate::session::{self, Context};
 use crate::tools::{Approval, ApprovalRequest, Approver, AutoApprove};
+use crate::usage::{Pricing, Usage};
 
 /// The editor's configuration, as `setup()` validated it.
 #[derive(Debug, Clone, Deserialize)]
@@ -33,6 +34,8 @@ pub struct HostConfig {
     pub approve: AutoApproveConfig,
     /// Days, fractions allowed (as `sessions.cleanup()` takes them); 0 keeps everything.
     pub retention_days: f64,
+    /// Dollars per million tokens, by model (the Lua config's `pricing`).
+    pub pricing: Pricing,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -52,6 +55,7 @@ impl Default for HostConfig {
             spill_threshold: session::spill::DEFAULT_THRESHOLD,
             approve: AutoApproveConfig::default(),
             retention_days: f64::from(session::retention::DEFAULT_DAYS),
+            pricing: Pricing::default(),
         }
     }
 }
@@ -149,6 +153,10 @@ pub struct Status {
     pub provider: String,
     pub model: String,
     pub session: Option<String>,
+    /// Tokens the current session spent (zero before its first answer).
+    pub usage: Usage,
+    /// Their price, when `pricing` names every model that reported usage.
+    pub cost: Option<f64>,
 }
 
 pub struct Host {
@@ -385,7 +393,10 @@ impl Host {
                 (p.name, p.model)
             }
         };
+        let usage = st.agent.as_ref().map(|a| a.usage()).unwrap_or_default();
         Status {
+            usage: usage.total(),
+            cost: usage.cost(&st.config.pricing),
             busy: st.busy.load(Ordering::SeqCst),
             unsaved: st.agent.as_ref().is_some_and(|a| a.conversation.is_unsaved()),
             provider,
@@ -484,6 +495,7 @@ fn agent_config(config: &HostConfig) -> AgentConfig {
     let mut c = AgentConfig::new(&config.workspace);
     c.stale_after = Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0));
     c.spill_threshold = config.spill_threshold;
+    c.pricing = config.pricing.clone();
     c.compact.spill_threshold = config.spill_threshold;
     c.auto_approve = AutoApprove {
         write_file: config.approve.write_file,

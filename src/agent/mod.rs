@@ -21,10 +21,12 @@ use std::time::Duration;
 
 use crate::compact::{CompactConfig, Runtime};
 use crate::conversation::{Conversation, Hooks};
+use crate::git::GitHead;
 use crate::message::{Message, now};
 use crate::provider::Provider;
 use crate::session::{self, Context, Loaded, Writer, WriterOptions};
 use crate::tools::{Approver, AutoApprove, Tools};
+use crate::usage::{Pricing, UsageByModel};
 
 pub use runner::{Cancel, Event};
 
@@ -38,6 +40,8 @@ pub struct AgentConfig {
     pub compact: CompactConfig,
     /// How often a streaming answer is checkpointed to the log; `ZERO` turns it off.
     pub checkpoint_every: Duration,
+    /// Prices by model, for the session's cost ([`Event::Usage`]).
+    pub pricing: Pricing,
 }
 
 impl AgentConfig {
@@ -49,6 +53,7 @@ impl AgentConfig {
             auto_approve: AutoApprove::default(),
             compact: CompactConfig::default(),
             checkpoint_every: checkpoint::every_from_env(),
+            pricing: Pricing::default(),
         }
     }
 }
@@ -101,6 +106,14 @@ impl SessionLog {
         writer.checkpoint(answer, at, text).map_err(|e| e.to_string())
     }
 
+    /// Writes an entry that is not a message (git state, usage). Never creates the session: these
+    /// follow the user's message, which does.
+    fn record(&self, f: impl FnOnce(&Writer) -> session::Result<()>) -> Result<(), String> {
+        let slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let writer = slot.as_ref().ok_or("no session to record to")?;
+        f(writer).map_err(|e| e.to_string())
+    }
+
     fn hooks(self: &Arc<Self>) -> Hooks {
         let (a, r) = (self.clone(), self.clone());
         Hooks {
@@ -132,6 +145,10 @@ pub struct Agent {
     pub system: String,
     /// Messages the model reads next that the log gets with the next user message (the stale reminder).
     pending: Mutex<Vec<Message>>,
+    /// Tokens the session spent, per model: the log's `usage` entries on resume, then each answer's.
+    usage: Mutex<UsageByModel>,
+    /// The git state the log last recorded; a turn records it again only when it changed.
+    git: Mutex<Option<GitHead>>,
 }
 
 impl Agent {
@@ -165,8 +182,11 @@ impl Agent {
             resumed.stale_hours = Some(idle / 3600);
             resumed.stale_seconds = Some(idle);
         }
+        let mut agent = Agent::assemble(config, provider, approver, conversation, log, pending);
+        *agent.usage.get_mut().unwrap_or_else(|p| p.into_inner()) = loaded.usage_by_model.clone();
+        *agent.git.get_mut().unwrap_or_else(|p| p.into_inner()) = loaded.git.clone();
         resumed.loaded = loaded;
-        Ok((Agent::assemble(config, provider, approver, conversation, log, pending), resumed))
+        Ok((agent, resumed))
     }
 
     fn assemble(
@@ -180,7 +200,23 @@ impl Agent {
         let tools = Arc::new(Tools::new(&config.workspace, approver, config.auto_approve));
         let compact = tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
         let system = system_prompt(&config.workspace);
-        Agent { config, provider, tools, conversation, log, compact, system, pending: Mutex::new(pending) }
+        Agent {
+            config,
+            provider,
+            tools,
+            conversation,
+            log,
+            compact,
+            system,
+            pending: Mutex::new(pending),
+            usage: Mutex::default(),
+            git: Mutex::default(),
+        }
+    }
+
+    /// Tokens the session spent so far, per model (what was reported before a resume included).
+    pub fn usage(&self) -> UsageByModel {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The session, once it exists.

@@ -22,8 +22,9 @@ use tokio::sync::{Notify, mpsc};
 use super::Agent;
 use super::checkpoint::Checkpoints;
 use crate::conversation::Unsaved;
+use crate::git;
 use crate::message::{Message, ToolCall, ToolResult, now};
-use crate::provider::{Request, StreamEvent};
+use crate::provider::{Request, StreamEvent, Usage};
 use crate::session::spill;
 
 /// What a turn reports, in order, to whoever drives it (the Neovim bridge).
@@ -59,6 +60,12 @@ pub enum Event {
     },
     /// Older history was summarised.
     Compacted,
+    /// A provider reported what a request cost: the session's totals so far, and their price when
+    /// `pricing` names every model that reported usage.
+    Usage {
+        usage: Usage,
+        cost: Option<f64>,
+    },
     /// Whether everything in memory is in the log.
     Saved {
         ok: bool,
@@ -157,6 +164,7 @@ impl Agent {
             let _ = events.send(Event::Saved { ok: true, error: None });
         }
         let _ = events.send(Event::UserRecorded { text: text.to_string() });
+        self.record_git().await;
         loop {
             self.maybe_compact(events).await?;
             let req = Request {
@@ -203,7 +211,10 @@ impl Agent {
             // Nothing may land after the message that supersedes the checkpoints.
             checkpoints.settle().await;
             let response = match response {
-                Ok(r) => r,
+                Ok(r) => {
+                    self.record_usage(&r.usage, events);
+                    r
+                }
                 Err(e) => {
                     // The user read this text and its checkpoints are in the log: keep memory and the
                     // log saying the same thing, an interrupted answer.
@@ -270,6 +281,39 @@ impl Agent {
         Ok(())
     }
 
+    /// Records the workspace's git branch and commit when they are not what the log last recorded
+    /// (the session's first turn, a checkout or a commit since). Read on a blocking thread: a few
+    /// small files, but a slow disk must not hold up the runtime. Outside a repository, nothing.
+    async fn record_git(&self) {
+        let workspace = self.config.workspace.clone();
+        let Ok(Some(head)) = tokio::task::spawn_blocking(move || git::head(&workspace)).await else { return };
+        let mut last = self.git.lock().unwrap_or_else(|p| p.into_inner());
+        if last.as_ref() == Some(&head) {
+            return;
+        }
+        // A failed write leaves `last` as it was, so the next turn tries again; the messages' own
+        // writes report the disk's trouble.
+        if self.log.record(|w| w.meta_git(&head)).is_ok() {
+            *last = Some(head);
+        }
+    }
+
+    /// Records what a request cost (a `usage` entry) and tells the editor the session's new totals.
+    /// Nothing when the provider reported nothing.
+    fn record_usage(&self, usage: &Usage, events: &mpsc::UnboundedSender<Event>) {
+        if usage.is_zero() {
+            return;
+        }
+        let model = self.provider.model().to_string();
+        let _ = self.log.record(|w| w.usage(&model, usage));
+        let all = {
+            let mut all = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+            all.add(&model, usage);
+            all.clone()
+        };
+        let _ = events.send(Event::Usage { usage: all.total(), cost: all.cost(&self.config.pricing) });
+    }
+
     async fn maybe_compact(&self, events: &mpsc::UnboundedSender<Event>) -> Result<(), Stop> {
         let mut rt = self.compact.lock().await;
         if let Some(ctx) = self.log.context() {
@@ -283,7 +327,8 @@ impl Agent {
                 .compact(&self.conversation, self.provider.as_ref(), &self.system)
                 .await
                 .map_err(|e| Stop::Failed(e.to_string()))?;
-            if compacted {
+            if let Some(usage) = compacted {
+                self.record_usage(&usage, events);
                 let _ = events.send(Event::Compacted);
             }
         }

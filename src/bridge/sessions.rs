@@ -6,13 +6,13 @@
 //!
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
-//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?}`? | `SessionInfo[]`, newest first |
+//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?}`? | `SessionInfo[]`, newest first |
 //! | `sessions_list_async` | workspace, options as above, `callback(ok, {id, chunks})` | a ticket number, at once |
 //! | `sessions_list_chunk` | the list's id                            | the next JSON chunk, nil at the end |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
 //! | `sessions_holder`  | workspace, id                               | who holds its lock, or nil (no read of the log) |
 //! | `sessions_preview_async` | workspace, id, limits?, `callback(ok, preview)` | a ticket number, at once |
-//! | `sessions_info`    | workspace, id                               | `SessionInfo` with `held_by`     |
+//! | `sessions_info`    | workspace, id, pricing?                     | `SessionInfo` with `held_by`     |
 //! | `sessions_load`    | workspace, id                               | `Loaded` + `damage_report`       |
 //! | `sessions_cleanup` | workspace, days (may be fractional), keep?  | ids removed, oldest first        |
 //! | `sessions_delete`  | workspace, id                               | the id removed                   |
@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::{Args, BridgeError, BridgeResult, export, jobs};
 use crate::display;
 use crate::session::{self, Context, ListOptions, Loaded, RetentionOptions, SessionInfo, lock};
+use crate::usage::Pricing;
 
 /// The session exports, chained into the export table by [`super::exports`].
 pub fn exports() -> Vec<(&'static str, Object)> {
@@ -45,7 +46,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
         export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
         export("sessions_preview_async", preview_async),
-        export("sessions_info", |a| info(&workspace(a)?, &a.get::<String>(1)?)),
+        export("sessions_info", |a| info_priced(&workspace(a)?, &a.get::<String>(1)?, &table_arg::<Pricing>(a, 2)?)),
         export("sessions_load", |a| load(&workspace(a)?, &a.get::<String>(1)?)),
         export("sessions_cleanup", |a| cleanup(&workspace(a)?, a.get::<f64>(1)?, a.get::<Option<String>>(2)?)),
         export("sessions_delete", |a| delete(&workspace(a)?, &a.get::<String>(1)?)),
@@ -61,6 +62,8 @@ pub struct ListArgs {
     pub check_locks: bool,
     pub limit: Option<usize>,
     pub max_read: Option<u64>,
+    /// Prices by model, for each session's `cost`.
+    pub pricing: Pricing,
 }
 
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
@@ -79,14 +82,20 @@ pub fn list(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<SessionInfo>>
         check_locks: args.check_locks,
         limit: args.limit,
         max_read: args.max_read,
+        pricing: args.pricing.clone(),
     };
     Ok(session::list(workspace, &opts)?)
 }
 
 /// One session's list entry, with who holds its lock; errors for a bad or missing id.
 pub fn info(workspace: &Path, id: &str) -> BridgeResult<SessionInfo> {
+    info_priced(workspace, id, &Pricing::default())
+}
+
+/// [`info`], with its `cost` from `pricing`.
+pub fn info_priced(workspace: &Path, id: &str, pricing: &Pricing) -> BridgeResult<SessionInfo> {
     let ctx = Context::open(workspace, id)?;
-    let mut info = session::list::info(&ctx)?;
+    let mut info = session::list::info_priced(&ctx, pricing)?;
     info.held_by = lock::holder(&ctx);
     Ok(info)
 }

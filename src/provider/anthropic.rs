@@ -77,24 +77,51 @@ impl Anthropic {
             })
             .collect();
         let max_tokens = [req.max_tokens, self.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
+        let mut messages = messages;
+        let mut breakpoints = 0;
         let mut body = json!({
             "model": self.cfg.model,
             "max_tokens": max_tokens,
-            "messages": messages,
             "stream": true,
         });
         if !req.system.trim().is_empty() {
-            body["system"] = json!(req.system);
+            body["system"] = json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}]);
+            breakpoints += 1;
         }
         if !req.tools.is_empty() {
-            body["tools"] = req
+            let mut tools: Vec<Value> = req
                 .tools
                 .iter()
                 .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
                 .collect();
+            // Caches every tool definition before it too.
+            if let Some(last) = tools.last_mut() {
+                last["cache_control"] = ephemeral();
+                breakpoints += 1;
+            }
+            body["tools"] = Value::Array(tools);
         }
+        let newest = MAX_CACHE_BREAKPOINTS.saturating_sub(breakpoints).min(2);
+        for m in messages.iter_mut().rev().filter(|m| m["role"] == "user").take(newest) {
+            if let Some(last) = m["content"].as_array_mut().and_then(|blocks| blocks.last_mut()) {
+                last["cache_control"] = ephemeral();
+            }
+        }
+        body["messages"] = Value::Array(messages);
         body
     }
+}
+
+/// The most blocks one request may mark with `cache_control` (the API refuses a fifth).
+pub const MAX_CACHE_BREAKPOINTS: usize = 4;
+
+/// Prompt caching: the API caches the prompt's prefix up to each block marked so, and bills a later
+/// request sharing that prefix as cache reads. Marked: the system prompt, the last tool (which covers
+/// every tool before it) and the last two user turns: the newest writes this request's prefix, the one
+/// before it was the newest of the previous request, whose cached prefix it reads. Every agent turn
+/// re-sends the whole history, so a long or resumed session pays full price for its new part only.
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
 }
 
 /// The API takes objects only: `null` is `{}`, anything else (arguments logged as a non-JSON string
@@ -187,6 +214,22 @@ impl Messages {
         self.calls.push(ToolCall { id, name, arguments });
     }
 
+    /// `usage` of `message_start` or `message_delta`: the counts it holds replace earlier ones (they are
+    /// totals so far); a zero never replaces a count already seen.
+    fn read_usage(&mut self, usage: &Value) {
+        let u = &mut self.usage;
+        for (key, slot) in [
+            ("input_tokens", &mut u.input_tokens),
+            ("output_tokens", &mut u.output_tokens),
+            ("cache_read_input_tokens", &mut u.cache_read_tokens),
+            ("cache_creation_input_tokens", &mut u.cache_write_tokens),
+        ] {
+            if let Some(n) = usage.get(key).and_then(Value::as_u64).filter(|&n| n > 0 || *slot == 0) {
+                *slot = n;
+            }
+        }
+    }
+
     fn response(&mut self) -> Result<Response, Fail> {
         let mut open: Vec<u64> = self.blocks.keys().copied().collect();
         open.sort_unstable();
@@ -228,11 +271,7 @@ impl Decoder for Messages {
         match kind {
             "message_start" => {
                 let usage = v.pointer("/message/usage").unwrap_or(&Value::Null);
-                self.usage.input_tokens = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]
-                    .iter()
-                    .filter_map(|k| usage.get(*k).and_then(Value::as_u64))
-                    .sum();
-                self.usage.output_tokens = usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
+                self.read_usage(usage);
             }
             "content_block_start" => {
                 let index = index()?;
@@ -282,11 +321,9 @@ impl Decoder for Messages {
                 if let Some(reason) = str_at(&v, "/delta/stop_reason") {
                     reason.clone_into(&mut self.stop_reason);
                 }
-                if let Some(n) = u64_at(&v, "/usage/output_tokens") {
-                    self.usage.output_tokens = n;
-                }
-                if let Some(n) = u64_at(&v, "/usage/input_tokens").filter(|&n| n > 0) {
-                    self.usage.input_tokens = n;
+                // Cumulative counts; newer API versions repeat the input side here too.
+                if let Some(usage) = v.get("usage") {
+                    self.read_usage(usage);
                 }
             }
             "message_stop" => return self.response().map(Some),

@@ -71,7 +71,12 @@ impl Provider for Demo {
                 let _ = events.send(StreamEvent::ToolCallStarted { id: c.id.clone(), name: c.name.clone() });
             }
             let stop_reason = if tool_calls.is_empty() { "end_turn" } else { "tool_use" }.to_string();
-            let usage = Usage { input_tokens: estimate(&req.messages), output_tokens: (text.len() / 4) as u64 };
+            // Made up, but deterministic (four bytes a token), so that the totals show something offline.
+            let usage = Usage {
+                input_tokens: estimate(&req.messages),
+                output_tokens: (text.len() / 4) as u64,
+                ..Usage::default()
+            };
             Ok(Response { text, tool_calls, stop_reason, usage })
         })
     }

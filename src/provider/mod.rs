@@ -65,14 +65,11 @@ pub struct Response {
     pub tool_calls: Vec<ToolCall>,
     /// The provider's own stop reason (`end_turn`, `tool_use`, `stop`, `tool_calls`, `max_tokens`...).
     pub stop_reason: String,
+    /// What the provider reported the answer cost in tokens (zero when it reported nothing).
     pub usage: Usage,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-}
+pub use crate::usage::Usage;
 
 /// Why a request failed. Each says what to do about it.
 #[derive(Debug, Clone, PartialEq)]

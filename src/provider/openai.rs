@@ -121,6 +121,23 @@ impl OpenAi {
     }
 }
 
+/// The final chunk's `usage` (with `stream_options.include_usage`; some servers send one on every
+/// chunk, each a total so far). `prompt_tokens` counts the cached tokens too
+/// (`prompt_tokens_details.cached_tokens`; DeepSeek's `prompt_cache_hit_tokens`): they are taken out
+/// of `input_tokens`, so that each count has one price.
+fn read_usage(usage: &Value) -> Usage {
+    let n = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64);
+    let prompt = n("/prompt_tokens").unwrap_or(0);
+    let cached = n("/prompt_tokens_details/cached_tokens").or_else(|| n("/prompt_cache_hit_tokens")).unwrap_or(0);
+    let cached = cached.min(prompt);
+    Usage {
+        input_tokens: prompt - cached,
+        output_tokens: n("/completion_tokens").unwrap_or(0),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+    }
+}
+
 /// The wire wants the arguments as a string of JSON.
 fn arguments_string(arguments: &Value) -> String {
     match arguments {
@@ -290,12 +307,7 @@ impl Decoder for Completions {
             return Err(transport::stream_error(&kind, &message, out));
         }
         if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
-            if let Some(n) = usage.get("prompt_tokens").and_then(Value::as_u64) {
-                self.usage.input_tokens = n;
-            }
-            if let Some(n) = usage.get("completion_tokens").and_then(Value::as_u64) {
-                self.usage.output_tokens = n;
-            }
+            self.usage = read_usage(usage);
         }
         let choices = v.get("choices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         for choice in choices.iter().filter(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0) {

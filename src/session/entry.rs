@@ -16,14 +16,25 @@
 //!   supersedes its checkpoints; without one, replay restores their text as an interrupted answer
 //!   ([`super::replay`]). Readers that predate them ignore them as an unknown type.
 //! - `interrupted` on a message: the answer stopped before it was complete (written only when true).
+//! - `meta` entries with `git`: the workspace's branch and short commit when the session started and
+//!   whenever a later turn found them changed ([`crate::git`]).
+//! - `usage` entries, with `model` and `usage`: the tokens one request cost, as its provider reported
+//!   them ([`crate::usage`]).
+//!
+//! Neither is a message, and neither is undone by a `replace`: they tell where the session ran and
+//! what it spent, not what the model reads. Readers that predate them ignore them as unknown types.
 
 use serde::{Deserialize, Serialize};
 
+use crate::git::GitHead;
 use crate::message::{Message, ToolCall, ToolResult};
+use crate::usage::Usage;
 
 pub const TYPE_MESSAGE: &str = "message";
 pub const TYPE_REPLACE: &str = "replace";
 pub const TYPE_CHECKPOINT: &str = "checkpoint";
+pub const TYPE_META: &str = "meta";
+pub const TYPE_USAGE: &str = "usage";
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Entry {
@@ -57,6 +68,12 @@ pub struct Entry {
     /// On a message: see [`Message::interrupted`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// On a `meta` entry: the git branch and short commit of the workspace at a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitHead>,
+    /// On a `usage` entry: the tokens of one request (`model` says whose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 impl Entry {
@@ -94,6 +111,16 @@ impl Entry {
             messages: Some(messages),
             ..Default::default()
         }
+    }
+
+    /// Where the workspace's git HEAD stood at a turn.
+    pub fn meta_git(git: GitHead, ts: i64) -> Entry {
+        Entry { kind: TYPE_META.into(), ts, git: Some(git), ..Default::default() }
+    }
+
+    /// The tokens one request to `model` cost.
+    pub fn usage(model: &str, usage: Usage, ts: i64) -> Entry {
+        Entry { kind: TYPE_USAGE.into(), ts, model: model.into(), usage: Some(usage), ..Default::default() }
     }
 
     pub fn is_replace(&self) -> bool {
@@ -154,5 +181,19 @@ mod tests {
         m.ts = 3;
         let s = serde_json::to_string(&Entry::from_message(m)).unwrap();
         assert_eq!(s, r#"{"type":"message","role":"assistant","content":"hi","ts":3}"#);
+    }
+
+    #[test]
+    fn meta_and_usage_entries_are_not_messages() {
+        let git = GitHead { branch: "main".into(), commit: "0123abc".into() };
+        let s = serde_json::to_string(&Entry::meta_git(git, 4)).unwrap();
+        assert_eq!(s, r#"{"type":"meta","ts":4,"git":{"branch":"main","commit":"0123abc"}}"#);
+        let u = Usage { input_tokens: 1, output_tokens: 2, cache_read_tokens: 3, cache_write_tokens: 4 };
+        let e = Entry::usage("m", u, 5);
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"type":"usage","ts":5,"model":"m","usage":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":3,"cache_write_tokens":4}}"#
+        );
+        assert!(!e.is_message() && e.into_message().is_none());
     }
 }

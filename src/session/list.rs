@@ -18,6 +18,7 @@ use super::contain::{Access, Dir};
 use super::loader::feed_lines;
 use super::replay::{Replay, State};
 use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir};
+use crate::usage::{Pricing, Usage};
 
 /// One session as the picker shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,6 +55,16 @@ pub struct SessionInfo {
     /// The log needed repairs to load (`bad_lines`, `repaired` or `torn_tail_bytes`): the picker marks
     /// the row, `pseudoclaude sessions check <id>` says what.
     pub damaged: bool,
+    /// The git branch at the latest turn recorded (`meta` entries); `None` outside a git repository
+    /// or on a detached HEAD.
+    pub branch: Option<String>,
+    /// The short commit at the latest turn recorded; `None` outside a git repository.
+    pub commit: Option<String>,
+    /// Tokens the providers reported, summed over every request of the session.
+    pub usage: Usage,
+    /// Dollars, when [`ListOptions::pricing`] prices every model that reported usage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 /// What to list.
@@ -72,6 +83,8 @@ pub struct ListOptions {
     /// session is listed `partial`. The picker's first rows are listed on the editor's main loop,
     /// where replaying a 100 MiB log without a cache would freeze it for seconds.
     pub max_read: Option<u64>,
+    /// Prices by model, for [`SessionInfo::cost`].
+    pub pricing: Pricing,
 }
 
 /// Every valid session of the workspace, newest first (by log modification time, then id).
@@ -113,7 +126,7 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         // `pseudoclaude sessions check` says why.
         let Ok(dir) = root.subdir(&id) else { continue };
         // `max_read` bounds a limited list only (the picker's first rows, `:PseudoResume last`).
-        let Ok(mut info) = info_in(&ctx, &dir, opts.limit.and(opts.max_read)) else { continue };
+        let Ok(mut info) = info_in(&ctx, &dir, opts.limit.and(opts.max_read), &opts.pricing) else { continue };
         if !shown(&info, opts) {
             continue;
         }
@@ -187,7 +200,7 @@ fn pick_recent(
         let ctx = Context::for_id(workspace, &id)?;
         // Deleted since, or refused (a linked folder is never followed, even from the hint).
         let Ok(dir) = root.subdir(&id) else { continue };
-        let Ok(mut info) = info_in(&ctx, &dir, opts.max_read) else { continue };
+        let Ok(mut info) = info_in(&ctx, &dir, opts.max_read, &opts.pricing) else { continue };
         if !shown(&info, opts) {
             continue;
         }
@@ -213,18 +226,23 @@ fn shown(info: &SessionInfo, opts: &ListOptions) -> bool {
 /// One session's list entry, from its cache when the cache is current. A linked session folder or
 /// log is refused.
 pub fn info(ctx: &Context) -> Result<SessionInfo> {
-    info_in(ctx, &Dir::session(ctx)?, None)
+    info_priced(ctx, &Pricing::default())
+}
+
+/// [`info`], with its `cost` from `pricing`.
+pub fn info_priced(ctx: &Context, pricing: &Pricing) -> Result<SessionInfo> {
+    info_in(ctx, &Dir::session(ctx)?, None, pricing)
 }
 
 /// [`info`] from the opened folder, reading at most `max_read` bytes past the cache (else the entry
 /// is `partial`).
-fn info_in(ctx: &Context, dir: &Dir, max_read: Option<u64>) -> Result<SessionInfo> {
+fn info_in(ctx: &Context, dir: &Dir, max_read: Option<u64>, pricing: &Pricing) -> Result<SessionInfo> {
     let path = &ctx.jsonl_path;
     let (file, meta) = match dir.open_stat(CONVERSATION_FILE_NAME, Access::Read) {
         Ok(opened) => opened,
         Err(e) if e.is_not_found() => {
             let modified = fs::metadata(&ctx.dir).map(|m| mtime_ns(&m)).unwrap_or(0);
-            return Ok(to_info(ctx, State::default(), 0, 0, modified));
+            return Ok(to_info(ctx, State::default(), 0, 0, modified, pricing));
         }
         Err(e) => return Err(e),
     };
@@ -236,7 +254,7 @@ fn info_in(ctx: &Context, dir: &Dir, max_read: Option<u64>) -> Result<SessionInf
     };
     let state_was_cached = offset > 0;
     if max_read.is_some_and(|max| bytes - offset > max) {
-        let mut info = to_info(ctx, state, bytes, 0, modified);
+        let mut info = to_info(ctx, state, bytes, 0, modified, pricing);
         info.partial = true;
         return Ok(info);
     }
@@ -248,11 +266,24 @@ fn info_in(ctx: &Context, dir: &Dir, max_read: Option<u64>) -> Result<SessionInf
         // The cache only saves time; failing to write it (read-only checkout) is not an error.
         let _ = write_summary(dir, &Summary { version: SUMMARY_VERSION, offset: fed.end, tail, state: state.clone() });
     }
-    Ok(to_info(ctx, state, bytes, fed.torn_bytes, modified))
+    Ok(to_info(ctx, state, bytes, fed.torn_bytes, modified, pricing))
 }
 
-fn to_info(ctx: &Context, s: State, bytes: u64, torn_tail_bytes: u64, modified_ns: i64) -> SessionInfo {
+fn to_info(
+    ctx: &Context,
+    s: State,
+    bytes: u64,
+    torn_tail_bytes: u64,
+    modified_ns: i64,
+    pricing: &Pricing,
+) -> SessionInfo {
+    let git = s.git.unwrap_or_default();
+    let some = |v: String| (!v.is_empty()).then_some(v);
     SessionInfo {
+        branch: some(git.branch),
+        commit: some(git.commit),
+        usage: s.usage.total(),
+        cost: s.usage.cost(pricing),
         damaged: s.bad_lines > 0 || s.repaired > 0 || torn_tail_bytes > 0,
         repaired: s.repaired,
         torn_tail_bytes,
@@ -281,7 +312,8 @@ fn mtime_ns(m: &fs::Metadata) -> i64 {
 }
 
 /// 2: the fold repairs lines with invalid UTF-8 (version 1 caches counted them as bad lines).
-const SUMMARY_VERSION: u32 = 2;
+/// 3: the state holds git (`meta`) and `usage` entries, which a version 2 fold skipped.
+const SUMMARY_VERSION: u32 = 3;
 /// How many bytes before the cached offset must still be the same for the cache to count.
 const FINGERPRINT_BYTES: u64 = 64;
 

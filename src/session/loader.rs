@@ -20,7 +20,9 @@ use super::contain::{Access, Dir};
 use super::entry::Entry;
 use super::replay::Replay;
 use super::{CONVERSATION_FILE_NAME, Context, Error, Result, io_err, spill};
+use crate::git::GitHead;
 use crate::message::Message;
+use crate::usage::UsageByModel;
 
 /// A loaded session.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -50,6 +52,12 @@ pub struct Loaded {
     /// Answers restored from their checkpoints: the editor stopped while they streamed, so each
     /// holds the text shown until then and is marked `interrupted`.
     pub interrupted: usize,
+    /// The workspace's git branch and commit when the session started, and at its latest recorded
+    /// turn (`meta` entries); `None` outside a git repository.
+    pub git_start: Option<GitHead>,
+    pub git: Option<GitHead>,
+    /// Tokens the providers reported (`usage` entries), per model.
+    pub usage_by_model: UsageByModel,
 }
 
 impl Loaded {
@@ -142,6 +150,9 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         entries: done.state.entries,
         last_message: done.state.last_message,
         interrupted: done.state.interrupted,
+        git_start: done.state.git_start,
+        git: done.state.git,
+        usage_by_model: done.state.usage,
     };
     check_spills(ctx, &mut loaded);
     Ok(loaded)

@@ -29,8 +29,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::entry::Entry;
+use super::entry::{Entry, TYPE_META, TYPE_USAGE};
+use crate::git::GitHead;
 use crate::message::{Message, ROLE_ASSISTANT};
+use crate::usage::UsageByModel;
 
 /// What a replay has seen so far, without the messages themselves.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -59,6 +61,16 @@ pub struct State {
     /// Answers restored from checkpoints alone (interrupted mid-stream), counted when they end.
     #[serde(default)]
     pub interrupted: usize,
+    /// The git branch and commit of the first `meta` entry: where the session started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_start: Option<GitHead>,
+    /// Those of the last `meta` entry: where its latest recorded turn ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitHead>,
+    /// The `usage` entries, summed per model. Like `git`, never reset by a `replace`: compacting the
+    /// history does not give back what was spent.
+    #[serde(default, skip_serializing_if = "UsageByModel::is_empty")]
+    pub usage: UsageByModel,
 }
 
 /// The checkpoints of one answer so far.
@@ -161,6 +173,21 @@ impl Replay {
         }
         if entry.is_checkpoint() {
             self.feed_checkpoint(entry);
+            return;
+        }
+        // Not messages: an answer streaming around them goes on.
+        if entry.kind == TYPE_META {
+            if let Some(git) = entry.git {
+                self.state.git_start.get_or_insert_with(|| git.clone());
+                self.state.git = Some(git);
+            }
+            return;
+        }
+        if entry.kind == TYPE_USAGE {
+            if let Some(u) = entry.usage {
+                let model = if entry.model.is_empty() { self.state.model.clone() } else { entry.model };
+                self.state.usage.add(&model, &u);
+            }
             return;
         }
         // The answer's own final message supersedes its checkpoints; anything else means the
@@ -493,6 +520,32 @@ mod tests {
         assert_eq!((f.state.title.as_str(), f.state.model.as_str()), ("caf\u{FFFD} au lait", "m1"));
         assert_eq!((f.repaired_line_numbers, f.bad_line_numbers), (vec![1], vec![3]));
         assert_eq!((f.state.repaired, f.state.bad_lines), (1, 1));
+    }
+
+    #[test]
+    fn git_and_usage_survive_replaces_and_leave_the_history_alone() {
+        use crate::usage::Usage;
+        let git = |b: &str| GitHead { branch: b.into(), commit: "abc1234".into() };
+        let u = Usage { input_tokens: 10, output_tokens: 2, cache_read_tokens: 5, cache_write_tokens: 1 };
+        let entries = vec![
+            Entry::from_message(Message::user("hi")),
+            Entry::meta_git(git("main"), 1),
+            ckpt("a1", 0, "Hel"),
+            Entry::usage("m1", u, 2),
+            Entry::from_message(Message::assistant("Hello")),
+            Entry::replace("compact", vec![Message::user("summary"), Message::assistant("ok")], 3),
+            Entry::meta_git(git("topic"), 4),
+            Entry::usage("m1", u, 5),
+            Entry::usage("m2", u, 6),
+        ];
+        let f = run_entries(entries.clone());
+        assert_eq!((f.messages.len(), f.state.interrupted), (2, 0), "the checkpoints were superseded as usual");
+        for s in [f.state, counted(&entries)] {
+            assert_eq!((s.git_start, s.git), (Some(git("main")), Some(git("topic"))));
+            assert_eq!(s.usage.0["m1"].input_tokens, 20);
+            assert_eq!(s.usage.total().prompt_tokens(), 48);
+            assert_eq!(s.messages, 2);
+        }
     }
 
     #[test]

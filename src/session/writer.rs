@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex};
 use super::disk::{Disk, DiskFile, Open, OsDisk};
 use super::lock::Guard;
 use super::{Context, Entry, Error, Result, activity, io_err, spill};
+use crate::git::GitHead;
 use crate::message::{Message, now};
+use crate::usage::Usage;
 
 /// How a writer behaves.
 #[derive(Debug, Clone)]
@@ -128,6 +130,16 @@ impl Writer {
     /// Records the text an answer streamed since its last checkpoint (see [`Entry::checkpoint`]).
     pub fn checkpoint(&self, answer: &str, at: usize, text: &str) -> Result<()> {
         self.write_entry(Entry::checkpoint(answer, at, text, now()))
+    }
+
+    /// Records where the workspace's git HEAD stands (a `meta` entry).
+    pub fn meta_git(&self, git: &GitHead) -> Result<()> {
+        self.write_entry(Entry::meta_git(git.clone(), now()))
+    }
+
+    /// Records the tokens one request to `model` cost (a `usage` entry).
+    pub fn usage(&self, model: &str, usage: &Usage) -> Result<()> {
+        self.write_entry(Entry::usage(model, *usage, now()))
     }
 
     /// A copy of `msg` with a large tool result spilled (and not copied).

@@ -683,6 +683,7 @@ fn tool_use_id_ok(id: &str) -> bool {
 ///   `stream: true` (this fake only streams);
 /// * `system`, when present, a string or an array of text blocks; `tools`, when present, objects
 ///   with a unique `name` (`^[a-zA-Z0-9_-]{1,64}$`) and an object `input_schema`;
+/// * at most four blocks (system, tools, content) carry `cache_control`, each `{"type": "ephemeral"}`;
 /// * roles are `user` or `assistant`, alternate, and the first is `user`;
 /// * content is a non-empty string or a non-empty array of blocks; text blocks hold non-blank text;
 ///   `tool_use` only from the assistant (id `^[a-zA-Z0-9_-]+$`, unique, a name, an object input);
@@ -730,6 +731,10 @@ pub fn validate_anthropic(body: &Value) -> Result<(), String> {
     let messages = body.get("messages").and_then(Value::as_array).ok_or("messages: an array is required")?;
     if messages.is_empty() {
         return Err("messages: at least one message is required".into());
+    }
+    let breakpoints = cache_breakpoints(&Value::Object(body.clone()))?;
+    if breakpoints > 4 {
+        return Err(format!("A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."));
     }
     let mut previous_role = "";
     let mut asked: Vec<String> = Vec::new(); // tool_use ids of the previous assistant message
@@ -828,6 +833,31 @@ pub fn validate_anthropic(body: &Value) -> Result<(), String> {
         return Err(unanswered("messages", &missing));
     }
     Ok(())
+}
+
+/// How many objects of `v` carry `cache_control`, each of which must be `{"type": "ephemeral"}` (a
+/// `ttl` of `5m` or `1h` allowed).
+fn cache_breakpoints(v: &Value) -> Result<usize, String> {
+    match v {
+        Value::Object(o) => {
+            let mut n = 0;
+            if let Some(c) = o.get("cache_control") {
+                let ok = c.get("type").and_then(Value::as_str) == Some("ephemeral")
+                    && c.as_object().is_some_and(|c| c.keys().all(|k| k == "type" || k == "ttl"))
+                    && matches!(c.get("ttl").map(Value::as_str), None | Some(Some("5m" | "1h")));
+                if !ok {
+                    return Err(format!("cache_control: Input tag does not match the expected tag 'ephemeral': {c}"));
+                }
+                n += 1;
+            }
+            for v in o.values() {
+                n += cache_breakpoints(v)?;
+            }
+            Ok(n)
+        }
+        Value::Array(a) => a.iter().map(cache_breakpoints).sum(),
+        _ => Ok(0),
+    }
 }
 
 fn unanswered(at: &str, ids: &[&str]) -> String {
