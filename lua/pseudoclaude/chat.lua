@@ -138,6 +138,7 @@ function M.new_chat()
   H.ensure_host()
   require("pseudoclaude.core").call("agent_new_chat")
   H.state.saved, H.state.save_error = true, nil
+  H.state.usage, H.state.cost = nil, nil
   if H.valid_buf(H.buf) then
     H.restore()
   end
@@ -165,7 +166,8 @@ function M.messages()
   return require("pseudoclaude.core").call("agent_messages")
 end
 
---- The winbar of the transcript window: session, model, turn state, whether the log is saved.
+--- The winbar of the transcript window: session, model, turn state, the session's tokens and cost (when the
+--- provider reported any), whether the log is saved.
 ---@return string
 function M.winbar()
   local s = H.state
@@ -175,6 +177,10 @@ function M.winbar()
     (s.model and s.model ~= "" and s.model ~= s.provider) and s.model or (s.provider or "?"),
     s.phase,
   }
+  local usage = require("pseudoclaude.usage").summary(s.usage, s.cost)
+  if usage ~= "" then
+    parts[#parts + 1] = usage
+  end
   local saved = s.saved and "%#PseudoClaudeSaved#saved" or "%#PseudoClaudeUnsaved#NOT SAVED: " .. (s.save_error or "")
   return table.concat(parts, " │ ") .. " │ " .. saved .. "%*"
 end
@@ -238,6 +244,8 @@ function H.config_json()
     stale_after_hours = cfg.stale_after_hours,
     spill_threshold = cfg.spill_threshold,
     retention_days = cfg.retention_days,
+    -- (an empty table would encode as a list)
+    pricing = next(cfg.pricing or {}) and cfg.pricing or vim.empty_dict(),
     approve = {
       write_file = cfg.approve.write_file == true,
       edit_file = cfg.approve.edit_file == true,
@@ -271,6 +279,7 @@ function H.refresh_status()
   if ok then
     H.state.provider, H.state.model = st.provider, st.model
     H.state.session = T.nonnil(st.session)
+    H.state.usage, H.state.cost = T.nonnil(st.usage), T.nonnil(st.cost)
     if st.unsaved then
       H.state.saved = false
     end
@@ -621,6 +630,10 @@ H.handlers = {
       { ("… retrying (attempt %d) in %.1fs: %s"):format(m.attempt, m.wait_ms / 1000, m.reason) },
       "PseudoClaudeNotice"
     )
+  end,
+  usage = function(m)
+    -- the session's totals so far (a turn with tools reports after each request)
+    H.state.usage, H.state.cost = m.usage, T.nonnil(m.cost)
   end,
   compacted = function()
     H.append({ "", "[older history was summarised to fit the model's context]" }, "PseudoClaudeNotice")

@@ -24,6 +24,12 @@
 ---@field cancel string|false Cancel the running turn (both windows, Normal and Insert mode).
 ---@field toggle_fold string|false Expand or fold a tool result (transcript window).
 
+---@class pseudoclaude.Price Dollars per million tokens of one model.
+---@field input number Prompt tokens billed at the full rate (neither read from nor written to the cache).
+---@field output number
+---@field cache_read number? Prompt tokens read from the cache; default: `input`.
+---@field cache_write number? Prompt tokens written to the cache; default: `input`.
+
 ---@class pseudoclaude.Config
 ---@field provider pseudoclaude.ProviderConfig
 ---@field stale_after_hours number A session idle for longer than this is "stale" (offered for resume, not continued).
@@ -33,6 +39,7 @@
 ---@field approve pseudoclaude.ApproveConfig
 ---@field keys pseudoclaude.KeysConfig
 ---@field workspace string? Directory whose `.PseudoClaude/` holds the sessions; nil = the current directory.
+---@field pricing table<string, pseudoclaude.Price> Prices by model name, for the sessions' cost; {} = no cost shown.
 
 ---@class pseudoclaude.UserConfig Options for setup(); every key is optional and merged over the defaults.
 ---@field provider? pseudoclaude.ProviderConfig|{}
@@ -43,6 +50,7 @@
 ---@field approve? pseudoclaude.ApproveConfig|{}
 ---@field keys? pseudoclaude.KeysConfig|{}
 ---@field workspace? string
+---@field pricing? table<string, pseudoclaude.Price>
 
 local M = {}
 
@@ -73,6 +81,7 @@ M.defaults = {
     toggle_fold = "<Tab>",
   },
   workspace = nil,
+  pricing = {},
 }
 
 --- Known keys per table, to report misspelled options.
@@ -86,6 +95,8 @@ local known = {
     approve = true,
     keys = true,
     workspace = true,
+    -- its keys are model names: checked by `validate`, not here
+    pricing = true,
   },
   provider = {
     name = true,
@@ -172,6 +183,43 @@ function M.validate(cfg)
     end, false, "a key (string) or false")
   end
   check("workspace", cfg.workspace, "string", true)
+  M.validate_pricing(cfg.pricing)
+end
+
+local PRICE_KEYS = { input = true, output = true, cache_read = true, cache_write = true }
+
+--- `pricing`: a table of prices (dollars per million tokens) by model name. Raises an error naming the first bad
+--- entry, e.g. `pricing["gpt-4.1"].output: expected ...`.
+---@param pricing any
+function M.validate_pricing(pricing)
+  if type(pricing) ~= "table" then
+    error(("pricing: expected a table of prices by model name, got %s"):format(type(pricing)), 0)
+  end
+  for model, price in pairs(pricing) do
+    local at = ("pricing[%s]"):format(vim.inspect(model))
+    if type(model) ~= "string" or model == "" then
+      error(("%s: keys are model names (non-empty strings), as in provider.model"):format(at), 0)
+    end
+    if type(price) ~= "table" then
+      error(("%s: expected a table { input = ..., output = ... }, got %s"):format(at, type(price)), 0)
+    end
+    for key, value in pairs(price) do
+      if not PRICE_KEYS[key] then
+        error(("%s.%s: unknown price (known: input, output, cache_read, cache_write)"):format(at, tostring(key)), 0)
+      end
+      if type(value) ~= "number" or value < 0 or value ~= value or value == math.huge then
+        error(
+          ("%s.%s: expected dollars per million tokens (a number >= 0), got %s"):format(at, key, vim.inspect(value)),
+          0
+        )
+      end
+    end
+    for _, key in ipairs({ "input", "output" }) do
+      if price[key] == nil then
+        error(("%s.%s: missing (dollars per million tokens)"):format(at, key), 0)
+      end
+    end
+  end
 end
 
 --- Names of options in `opts` that pseudoclaude does not know (likely typos), e.g. `{ "picker.max_item" }`.

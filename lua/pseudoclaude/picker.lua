@@ -560,7 +560,9 @@ end
 ---@param item pseudoclaude.SessionInfo
 ---@return string
 function H.haystack(item)
-  return (item.title or "") .. " " .. (item.model or "") .. " " .. item.id
+  -- the branch last, so that the title's and the model's offsets stay where `draw_match_highlights` looks
+  local branch = type(item.branch) == "string" and item.branch or ""
+  return (item.title or "") .. " " .. (item.model or "") .. " " .. item.id .. " " .. branch
 end
 
 ---@param s pseudoclaude.picker.State
@@ -759,13 +761,17 @@ function H.draw_match_highlights(s, buf, rows)
     local i = s.matches[s.top + k - 1]
     local positions = s.matcher:positions(i, s.query)
     local hay = s.matcher.haystacks[i]
-    local title_len = #(s.items[i].title or "")
+    local item = s.items[i]
+    local title_len = #(item.title or "")
+    local branch_at = title_len + #(item.model or "") + #item.id + 3
     for _, p in ipairs(positions or {}) do
       local col ---@type integer?
       if p < row.title_bytes then
         col = row.title_col + p
       elseif row.model_col and p > title_len and p - title_len - 1 < row.model_bytes then
         col = row.model_col + p - title_len - 1
+      elseif row.branch_col and p >= branch_at and p - branch_at < row.branch_bytes then
+        col = row.branch_col + p - branch_at
       end
       if col then
         local len = H.char_len(hay, p + 1)

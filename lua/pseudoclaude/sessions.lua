@@ -20,6 +20,11 @@
 ---@field repaired integer Lines restored after their invalid UTF-8 was read as U+FFFD.
 ---@field torn_tail_bytes integer Bytes after the last complete line.
 ---@field damaged boolean The log needed repairs (bad, repaired or torn lines); listed even with nothing to restore.
+---@field branch string? Git branch at the session's latest recorded turn (nil: not a repository, or detached HEAD).
+---@field commit string? Short git commit at the latest recorded turn (nil: not a repository).
+---@field usage pseudoclaude.Usage Tokens the providers reported, summed over the session.
+---@field cost number? Dollars, when `pricing` (`:help pseudoclaude-config-pricing`) prices every model that reported
+--- usage.
 
 ---@class pseudoclaude.ToolCall
 ---@field id string
@@ -48,6 +53,9 @@
 ---@field dropped integer Messages left out in the middle (broken tool-call pairing).
 ---@field torn_tail_bytes integer Bytes after the last complete line.
 ---@field spill_problems string[] Spilled tool results that could not be read back.
+---@field git_start {branch: string?, commit: string?}? Git branch and short commit when the session started.
+---@field git {branch: string?, commit: string?}? The same at its latest recorded turn.
+---@field usage_by_model table<string, pseudoclaude.Usage> Tokens the providers reported, per model.
 ---@field title string
 ---@field model string
 ---@field entries integer
@@ -84,6 +92,7 @@ function M.list(opts)
     check_locks = opts.check_locks ~= false,
     include_empty = false,
     max_read = opts.max_read,
+    pricing = H.pricing(),
   })
 end
 
@@ -102,6 +111,7 @@ function M.list_async(opts, on_done)
     limit = opts.limit,
     check_locks = opts.check_locks ~= false,
     include_empty = false,
+    pricing = H.pricing(),
   }, function(ok, ready)
     if not ok then
       return on_done(
@@ -187,7 +197,7 @@ end
 ---@return pseudoclaude.SessionInfo
 function M.info(id)
   H.check_type("info", "id", id, "string")
-  return H.call("info", "sessions_info", M.workspace(), id)
+  return H.call("info", "sessions_info", M.workspace(), id, H.pricing())
 end
 
 --- The history a resume of session `id` restores, and what had to be repaired to get it.
@@ -263,6 +273,13 @@ function H.call(fn, name, ...)
     error(("pseudoclaude.sessions.%s: %s"):format(fn, msg), 0)
   end
   return value
+end
+
+--- The configured `pricing`, for the core to price each session; nil when empty (no cost is shown).
+---@return table<string, pseudoclaude.Price>?
+function H.pricing()
+  local pricing = require("pseudoclaude").get_config().pricing
+  return (type(pricing) == "table" and next(pricing)) and pricing or nil
 end
 
 ---@param fn string

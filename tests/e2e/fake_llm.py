@@ -5,7 +5,10 @@ It speaks the real wire format (`POST /v1/chat/completions` with `stream: true`,
 request against the protocol's rules (every assistant tool call answered by `role: tool` messages right after
 it, no orphan tool messages, arguments that are JSON strings) and answers 400 when they are broken, as the real
 API does. Answers are scripted in order with `push_text`, `push_tools`, `push_hang`; `delay` is the pause after
-each streamed word (a slow model: `push_text(text, delay=0.1)`).
+each streamed word (a slow model: `push_text(text, delay=0.1)`). An answer given `usage` (the final chunk's
+`usage` object, e.g. `{"prompt_tokens": 1200, "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens":
+1000}}`) ends, when the request asks for it with `stream_options.include_usage`, with the usage chunk OpenAI sends:
+empty `choices` and that `usage`, before `[DONE]`. Answers without `usage` stream as they always did.
 """
 
 from __future__ import annotations
@@ -52,11 +55,17 @@ class FakeOpenAI:
 
     # -- script -------------------------------------------------------------------------------------------
 
-    def push_text(self, text: str, delay: float = 0.005) -> None:
-        self.script.append({"text": text, "tools": [], "delay": delay})
+    def push_text(self, text: str, delay: float = 0.005, usage: dict[str, Any] | None = None) -> None:
+        self.script.append({"text": text, "tools": [], "delay": delay, "usage": usage})
 
-    def push_tools(self, text: str, calls: list[tuple[str, str, dict[str, Any]]], delay: float = 0.005) -> None:
-        self.script.append({"text": text, "tools": calls, "delay": delay})
+    def push_tools(
+        self,
+        text: str,
+        calls: list[tuple[str, str, dict[str, Any]]],
+        delay: float = 0.005,
+        usage: dict[str, Any] | None = None,
+    ) -> None:
+        self.script.append({"text": text, "tools": calls, "delay": delay, "usage": usage})
 
     def push_hang(self, text: str, delay: float = 0.005) -> None:
         """Streams `text`, then keeps the connection open without finishing (until close())."""
@@ -139,6 +148,9 @@ class FakeOpenAI:
             chunk({**base, "choices": [{"index": 0, "delta": {"tool_calls": [rest]}, "finish_reason": None}]})
         finish = "tool_calls" if answer["tools"] else "stop"
         chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        wants_usage = (body.get("stream_options") or {}).get("include_usage") is True
+        if answer.get("usage") is not None and wants_usage:
+            chunk({**base, "choices": [], "usage": answer["usage"]})
         chunk("[DONE]")
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()

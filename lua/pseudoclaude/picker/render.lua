@@ -12,6 +12,8 @@ M.MESSAGE_MAX_LINES = 200
 M.AGE_WIDTH = 8
 --- Widest model column.
 M.MODEL_MAX_WIDTH = 16
+--- Widest git branch column.
+M.BRANCH_MAX_WIDTH = 20
 --- Marker of a session open in another editor (first two cells of its row).
 M.HELD_MARKER = "! "
 --- Marker of a session whose log needed repairs to load (unreadable, repaired or torn lines); the preview says
@@ -28,6 +30,8 @@ M.UNREADABLE_TITLE = "(unreadable session)"
 ---@field title_bytes integer Bytes of the title shown (a truncated title shows fewer than it has).
 ---@field model_col integer? Byte column where the model starts (nil when the column is not shown).
 ---@field model_bytes integer
+---@field branch_col integer? Byte column where the git branch starts (nil when none is shown).
+---@field branch_bytes integer
 
 --- Seconds as a short relative age: "now", "5m ago", "3h ago", "2d ago", "3mo ago", "1y ago".
 ---@param seconds number
@@ -91,31 +95,51 @@ function H.row_count(item)
 end
 
 --- One line per item, fitting `width` cells: marker (`HELD_MARKER`, `DAMAGED_MARKER`), title, age, message count
---- (with the unreadable lines of a damaged log), model. The columns are aligned
---- over the items given (the visible ones).
+--- (with the unreadable lines of a damaged log), cost (when known), git branch, model. The columns are aligned
+--- over the items given (the visible ones); on a narrow window the model goes first, then the branch, then the cost.
 ---@param items pseudoclaude.SessionInfo[]
 ---@param width integer
 ---@param now integer unix seconds
 ---@return string[] lines
 ---@return pseudoclaude.picker.Row[] rows
 function M.rows(items, width, now)
-  local model_w, count_w = 0, 0
-  local counts = {}
+  local model_w, count_w, cost_w, branch_w = 0, 0, 0, 0
+  local counts, costs = {}, {}
+  local money = require("pseudoclaude.usage").cost
   for k, item in ipairs(items) do
     counts[k] = item.partial and "… msgs" or H.row_count(item)
     count_w = math.max(count_w, #counts[k])
     model_w = math.max(model_w, H.width(item.model or ""))
+    costs[k] = type(item.cost) == "number" and money(item.cost) or ""
+    cost_w = math.max(cost_w, #costs[k])
+    branch_w = math.max(branch_w, H.width(H.branch(item)))
   end
   model_w = math.min(model_w, M.MODEL_MAX_WIDTH, math.floor(width / 4))
+  branch_w = math.min(branch_w, M.BRANCH_MAX_WIDTH, math.floor(width / 5))
   local marker_w = #M.HELD_MARKER
-  -- marker, title, 2 spaces, age, 2 spaces, count, 2 spaces, model
-  local title_w = width - marker_w - 2 - M.AGE_WIDTH - 2 - count_w - (model_w > 0 and 2 + model_w or 0)
+  local function extra(w)
+    return w > 0 and 2 + w or 0
+  end
+  -- marker, title, 2 spaces, age, 2 spaces, count, then each optional column after 2 spaces
+  local function title_width()
+    return width - marker_w - 2 - M.AGE_WIDTH - 2 - count_w - extra(cost_w) - extra(branch_w) - extra(model_w)
+  end
+  local title_w = title_width()
   if title_w < 12 then
     model_w = 0
-    title_w = width - marker_w - 2 - M.AGE_WIDTH - 2 - count_w
+    title_w = title_width()
+  end
+  if title_w < 12 then
+    branch_w = 0
+    title_w = title_width()
+  end
+  if title_w < 12 then
+    cost_w = 0
+    title_w = title_width()
   end
   local show_count = title_w >= 8
   if not show_count then
+    cost_w, branch_w = 0, 0
     title_w = width - marker_w - 2 - M.AGE_WIDTH
   end
   title_w = math.max(title_w, 1)
@@ -127,7 +151,12 @@ function M.rows(items, width, now)
     local age = M.age(now - M.activity(item))
     local parts = { marker, title, "  ", (" "):rep(M.AGE_WIDTH - #age), age }
     local col = #marker + #title + 2
-    local row = { title_col = #marker, title_bytes = item.title ~= "" and title_bytes or 0, model_bytes = 0 }
+    local row = {
+      title_col = #marker,
+      title_bytes = item.title ~= "" and title_bytes or 0,
+      model_bytes = 0,
+      branch_bytes = 0,
+    }
     local hls = {}
     if item.held_by then
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerHeld" }
@@ -142,6 +171,23 @@ function M.rows(items, width, now)
       hls[#hls + 1] = { col + 2, col + 2 + count_w, "PseudoClaudePickerCount" }
       col = col + 2 + count_w
     end
+    if cost_w > 0 then
+      local c = costs[k]
+      parts[#parts + 1] = "  " .. (" "):rep(cost_w - #c) .. c
+      if c ~= "" then
+        hls[#hls + 1] = { col + 2 + cost_w - #c, col + 2 + cost_w, "PseudoClaudePickerCost" }
+      end
+      col = col + 2 + cost_w
+    end
+    if branch_w > 0 then
+      local branch, branch_bytes = H.fit(H.branch(item), branch_w)
+      parts[#parts + 1] = "  " .. branch
+      if item.branch then
+        row.branch_col, row.branch_bytes = col + 2, branch_bytes
+        hls[#hls + 1] = { col + 2, col + 2 + branch_bytes, "PseudoClaudePickerBranch" }
+      end
+      col = col + 2 + #branch
+    end
     if model_w > 0 and (item.model or "") ~= "" then
       local model, model_bytes = H.fit(item.model, model_w, true)
       parts[#parts + 1] = "  " .. model
@@ -153,6 +199,14 @@ function M.rows(items, width, now)
     rows[k] = row
   end
   return lines, rows
+end
+
+--- The branch shown for a session: its git branch, or "" (not a repository, a detached HEAD).
+---@param item pseudoclaude.SessionInfo
+---@return string
+function H.branch(item)
+  local b = item.branch
+  return (type(b) == "string") and b or ""
 end
 
 ---@class pseudoclaude.picker.Preview
