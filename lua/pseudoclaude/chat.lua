@@ -632,8 +632,10 @@ H.handlers = {
     )
   end,
   usage = function(m)
-    -- the session's totals so far (a turn with tools reports after each request)
+    -- the session's totals so far (a turn with tools reports after each request); the status prices them with
+    -- the configuration in effect now, which a setup() during the session may have changed
     H.state.usage, H.state.cost = m.usage, T.nonnil(m.cost)
+    H.refresh_status()
   end,
   compacted = function()
     H.append({ "", "[older history was summarised to fit the model's context]" }, "PseudoClaudeNotice")

@@ -347,6 +347,12 @@ function H.select_from(items)
       if (item.model or "") ~= "" then
         parts[#parts + 1] = item.model
       end
+      if type(item.branch) == "string" then
+        parts[#parts + 1] = item.branch
+      end
+      if type(item.cost) == "number" then
+        parts[#parts + 1] = require("pseudoclaude.usage").cost(item.cost)
+      end
       if item.held_by then
         parts[#parts + 1] = "open in another editor"
       end

@@ -211,3 +211,34 @@ def test_the_demo_provider_reports_a_small_usage_offline(nvim: Neovim) -> None:
     send(nvim, "hello")
     bar = wait_for(lambda: (b := winbar(nvim)) and " in · " in b and b, what="usage in the winbar")
     assert " out" in bar
+
+
+def test_rows_fit_the_width_dropping_the_model_then_the_branch_then_the_cost(nvim: Neovim) -> None:
+    widths = [120, 56, 48, 36]
+    got = nvim.lua(
+        """
+        local r = require("pseudoclaude.picker.render")
+        local items = {
+          { id = "x", title = "fix the parser", model = "claude-x", messages = 3, modified = 100,
+            last_message = 100, branch = "topic/parse", cost = 0.42 },
+          { id = "y", title = "no git, no price", model = "claude-x", messages = 1, modified = 100,
+            last_message = 100 },
+        }
+        local out = {}
+        for _, w in ipairs(...) do
+          out[#out + 1] = (r.rows(items, w, 200))
+        end
+        return out
+        """,
+        widths,
+    )
+    wide, no_model, no_branch, no_cost = got
+    assert wide[0].endswith(" 3 msgs  $0.42  topic/parse  claude-x"), wide
+    # the columns stay aligned where a session has no cost or branch
+    assert wide[1].endswith(" 1 msg" + " " * 7 + " " * 13 + "  claude-x"), wide
+    assert "claude" not in no_model[0] and no_model[0].endswith("$0.42  topic/parse"), no_model
+    assert "topic" not in no_branch[0] and no_branch[0].rstrip().endswith("3 msgs  $0.42"), no_branch
+    assert "$" not in no_cost[0] and no_cost[0].rstrip().endswith("3 msgs"), no_cost
+    assert "fix the parser" in no_cost[0]
+    for lines, w in zip(got, widths):
+        assert all(len(line) <= w for line in lines), (w, lines)
