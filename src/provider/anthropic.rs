@@ -5,6 +5,8 @@
 //! (`message_start`, `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`, `ping`,
 //! `error`). The conversation is sent as strictly alternating user/assistant messages in which every
 //! `tool_use` is answered by a `tool_result` in the next user message (see [`super::sse`]'s turns).
+//! The system prompt, the tools and the two newest user turns carry `cache_control` (prompt caching,
+//! see [`MAX_CACHE_BREAKPOINTS`]); the usage comes back with the cache's share apart.
 
 use std::collections::HashMap;
 use std::fmt;
