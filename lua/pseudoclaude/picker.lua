@@ -532,7 +532,7 @@ function H.read_full_list(s)
 end
 
 --- Haystacks (and their lower-cased forms) built per main-loop step: 10,000 at once is more than a frame.
-H.HAY_STEP = 1000
+H.HAY_STEP = 500
 
 --- The full list is here: build what the matcher searches in steps, then search it from now on and apply the
 --- current query to it.
