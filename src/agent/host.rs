@@ -373,6 +373,11 @@ impl Host {
         Some(CurrentSession { id: ctx.id, dir: ctx.dir, jsonl: ctx.jsonl_path })
     }
 
+    /// The current agent, for work done off the main loop on its session (naming it, forking it).
+    pub fn agent(&self) -> Option<Arc<Agent>> {
+        lock(&self.state).agent.clone()
+    }
+
     pub fn messages(&self) -> Vec<Message> {
         lock(&self.state).agent.as_ref().map(|a| a.messages()).unwrap_or_default()
     }

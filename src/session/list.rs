@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::contain::{Access, Dir};
 use super::loader::feed_lines;
+use super::entry::ForkedFrom;
 use super::replay::{Replay, State};
 use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir};
 
@@ -23,7 +24,8 @@ use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionInfo {
     pub id: String,
-    /// First line of the first typed user message.
+    /// The session's name (its last `title` entry) when it has one, else the first line of the first
+    /// typed user message.
     pub title: String,
     /// First model named in the log.
     pub model: String,
@@ -54,6 +56,10 @@ pub struct SessionInfo {
     /// The log needed repairs to load (`bad_lines`, `repaired` or `torn_tail_bytes`): the picker marks
     /// the row, `pseudoclaude sessions check <id>` says what.
     pub damaged: bool,
+    /// Pinned (its last `pin` entry): the list puts pinned sessions first.
+    pub pinned: bool,
+    /// The session this one was forked from, and at which of its messages.
+    pub forked_from: Option<ForkedFrom>,
 }
 
 /// What to list.
@@ -257,7 +263,9 @@ fn to_info(ctx: &Context, s: State, bytes: u64, torn_tail_bytes: u64, modified_n
         repaired: s.repaired,
         torn_tail_bytes,
         id: ctx.id.clone(),
-        title: s.title,
+        title: s.shown_title().to_string(),
+        pinned: s.pinned,
+        forked_from: s.forked_from,
         model: s.model,
         messages: s.messages,
         entries: s.entries,
@@ -271,9 +279,11 @@ fn to_info(ctx: &Context, s: State, bytes: u64, torn_tail_bytes: u64, modified_n
     }
 }
 
-/// Newest first: by log modification time, then id.
+/// Pinned first, then newest first: by log modification time, then id.
 fn sort_newest_first(out: &mut [SessionInfo]) {
-    out.sort_by(|a, b| b.modified_ns.cmp(&a.modified_ns).then_with(|| b.id.cmp(&a.id)));
+    out.sort_by(|a, b| {
+        b.pinned.cmp(&a.pinned).then_with(|| b.modified_ns.cmp(&a.modified_ns)).then_with(|| b.id.cmp(&a.id))
+    });
 }
 
 fn mtime_ns(m: &fs::Metadata) -> i64 {
@@ -281,7 +291,9 @@ fn mtime_ns(m: &fs::Metadata) -> i64 {
 }
 
 /// 2: the fold repairs lines with invalid UTF-8 (version 1 caches counted them as bad lines).
-const SUMMARY_VERSION: u32 = 2;
+/// 3: the fold reads `title` and `pin` entries and `forked_from` (a version 2 cache skipped them, and
+/// would hide a name written before it).
+const SUMMARY_VERSION: u32 = 3;
 /// How many bytes before the cached offset must still be the same for the cache to count.
 const FINGERPRINT_BYTES: u64 = 64;
 

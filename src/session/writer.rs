@@ -130,6 +130,12 @@ impl Writer {
         self.write_entry(Entry::checkpoint(answer, at, text, now()))
     }
 
+    /// Appends an entry as it is (a `title`, a `pin`, a fork's snapshot: see [`super::meta`] and
+    /// [`super::fork`]); nothing is spilled. When this returns `Ok`, the line is on disk.
+    pub fn append_entry(&self, entry: Entry) -> Result<()> {
+        self.write_entry(entry)
+    }
+
     /// A copy of `msg` with a large tool result spilled (and not copied).
     fn as_logged(&self, msg: &Message) -> Result<Message> {
         let tool_result = msg
