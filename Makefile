@@ -1,5 +1,5 @@
 # pseudoclaude.nvim developer entry points. Works on a fresh clone with cargo and python3 (+pip):
-# Neovim itself is installed into .deps/ when no nvim >= 0.10 is on PATH (scripts/ensure-nvim).
+# Neovim itself is installed into .deps/ when no nvim >= 0.11 is on PATH (scripts/ensure-nvim).
 #
 #   make run    build, then open Neovim with this checkout as the plugin (workspace: WORKSPACE, default cwd)
 #   make test   build, cargo test, the crash simulation's 10,000 seeds (make sim), then the Neovim

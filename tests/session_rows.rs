@@ -147,12 +147,12 @@ async fn usage_and_cost_add_up_across_turns_and_resumes_and_survive_a_cache_rebu
     // A cache written by the version before usage entries existed, up to the end of this log, must not
     // be trusted: its fold skipped them.
     let mut old = cached.clone();
-    old["version"] = json!(2);
+    old["version"] = json!(3);
     old["state"].as_object_mut().unwrap().remove("usage");
     fs::write(&summary, serde_json::to_vec(&old).unwrap()).unwrap();
     assert_eq!(list(ws.path(), &both)[0].usage, u(1037, 88, 8050, 4025));
     let rebuilt: Value = serde_json::from_slice(&fs::read(&summary).unwrap()).unwrap();
-    assert_eq!(rebuilt["version"], 3);
+    assert_eq!(rebuilt["version"], 4);
 }
 
 // --- git ---------------------------------------------------------------------------------------------

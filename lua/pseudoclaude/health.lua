@@ -53,10 +53,13 @@ function M.check()
   health.start("pseudoclaude: Neovim")
   local v = vim.version()
   local vs = ("%d.%d.%d"):format(v.major, v.minor, v.patch)
-  if vim.fn.has("nvim-0.10") == 1 then
-    health.ok("Neovim " .. vs .. " (>= 0.10)")
+  if vim.fn.has("nvim-0.11") == 1 then
+    health.ok("Neovim " .. vs .. " (>= 0.11)")
   else
-    health.error("Neovim " .. vs .. " is too old", { "pseudoclaude needs Neovim 0.10 or later" })
+    health.error(
+      "Neovim " .. vs .. " is too old",
+      { "pseudoclaude needs Neovim 0.11 or later (the library is built for its API)" }
+    )
   end
 
   health.start("pseudoclaude: native library")

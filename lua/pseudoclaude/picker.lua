@@ -43,6 +43,7 @@ local H = {}
 ---@field preview_id string? Session shown in the preview.
 ---@field preview_pending boolean
 ---@field loading string? Session whose preview is being read in the background.
+---@field preview_folded boolean? Whether the preview window holds folds.
 ---@field max_items integer
 ---@field now integer Unix seconds at open, for ages.
 ---@field stats pseudoclaude.picker.Stats
@@ -395,6 +396,11 @@ function H.open_windows(s)
       wo.linebreak = name == "preview"
       wo.breakindent = name == "preview"
       wo.cursorline = false
+      if name == "preview" then
+        wo.foldmethod = "manual"
+        wo.foldenable = true
+        wo.foldlevel = 0
+      end
       if name ~= "prompt" then
         vim.bo[buf].modifiable = false
       end
@@ -538,7 +544,7 @@ function H.read_full_list(s)
 end
 
 --- Haystacks (and their lower-cased forms) built per main-loop step: 10,000 at once is more than a frame.
-H.HAY_STEP = 1000
+H.HAY_STEP = 500
 
 --- The full list is here: build what the matcher searches in steps, then search it from now on and apply the
 --- current query to it.
@@ -923,15 +929,17 @@ function H.show_preview(s, p, id)
       hl_group = h[4],
     })
   end
-  api.nvim_win_call(win, function()
-    vim.wo[win].foldmethod = "manual"
-    vim.wo[win].foldenable = true
-    vim.wo[win].foldlevel = 0
-    pcall(vim.cmd, "normal! zE")
-    for _, f in ipairs(p.folds or {}) do
-      pcall(vim.cmd, ("%d,%dfold"):format(f[1] + 1, f[2] + 1))
-    end
-  end)
+  local folds = p.folds or {}
+  -- a keystroke mostly shows a "loading" line: no fold to drop, none to make, no Ex command to parse
+  if s.preview_folded or #folds > 0 then
+    api.nvim_win_call(win, function()
+      pcall(vim.cmd, "normal! zE")
+      for _, f in ipairs(folds) do
+        pcall(vim.cmd, ("%d,%dfold"):format(f[1] + 1, f[2] + 1))
+      end
+    end)
+  end
+  s.preview_folded = #folds > 0
   api.nvim_win_set_cursor(win, { 1, 0 })
   s.preview_id = id
 end

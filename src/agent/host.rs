@@ -23,9 +23,10 @@ use crate::session::{self, Context};
 use crate::tools::{Approval, ApprovalRequest, Approver, AutoApprove};
 use crate::usage::{Pricing, Usage};
 
-/// The editor's configuration, as `setup()` validated it.
+/// The editor's configuration, as `setup()` validated it. An unknown key is refused, not defaulted: a
+/// name the Lua side spells differently would otherwise turn an option off without a word.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct HostConfig {
     pub workspace: PathBuf,
     pub provider: ProviderConfig,
@@ -39,7 +40,7 @@ pub struct HostConfig {
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct AutoApproveConfig {
     pub write_file: bool,
     pub edit_file: bool,
@@ -380,6 +381,11 @@ impl Host {
         Some(CurrentSession { id: ctx.id, dir: ctx.dir, jsonl: ctx.jsonl_path })
     }
 
+    /// The current agent, for work done off the main loop on its session (naming it, forking it).
+    pub fn agent(&self) -> Option<Arc<Agent>> {
+        lock(&self.state).agent.clone()
+    }
+
     pub fn messages(&self) -> Vec<Message> {
         lock(&self.state).agent.as_ref().map(|a| a.messages()).unwrap_or_default()
     }
@@ -513,6 +519,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::session::{Writer, WriterOptions};
+
+    #[test]
+    fn a_misspelled_config_key_is_refused_with_its_name() {
+        let ok: HostConfig = serde_json::from_str(r#"{"approve":{"write_file":true},"provider":{"name":"demo"}}"#)
+            .expect("the keys the Lua side sends");
+        assert!(ok.approve.write_file);
+        for (json, key) in [
+            (r#"{"approve":{"write_files":true}}"#, "write_files"),
+            (r#"{"provider":{"idle_timeout":5}}"#, "idle_timeout"),
+            (r#"{"stale_after":1}"#, "stale_after"),
+        ] {
+            let err = serde_json::from_str::<HostConfig>(json).expect_err(json).to_string();
+            assert!(err.contains(key), "{err}");
+        }
+    }
 
     fn host_in(ws: &std::path::Path) -> Host {
         let host = Host::new(Box::new(|| {})).expect("host");

@@ -98,20 +98,21 @@ impl SessionLog {
         f(slot.as_ref().expect("just opened")).map_err(|e| e.to_string())
     }
 
+    /// Appends a `title` or `pin` entry ([`session::meta`]), or a `meta` (git) or `usage` one, through
+    /// this session's one writer. Never creates the session: a chat with nothing sent has nothing to
+    /// name, and git state and usage follow the user's message, which creates it.
+    pub fn append_meta(&self, entry: session::Entry) -> Result<(), String> {
+        let slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let writer = slot.as_ref().ok_or("this chat has no session yet: send a message first")?;
+        writer.append_entry(entry).map_err(|e| e.to_string())
+    }
+
     /// Writes a checkpoint of a streaming answer. Never creates the session: an answer streams only
     /// after its question was written.
     fn checkpoint(&self, answer: &str, at: usize, text: &str) -> Result<(), String> {
         let slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let writer = slot.as_ref().ok_or("no session to checkpoint to")?;
         writer.checkpoint(answer, at, text).map_err(|e| e.to_string())
-    }
-
-    /// Writes an entry that is not a message (git state, usage). Never creates the session: these
-    /// follow the user's message, which does.
-    fn record(&self, f: impl FnOnce(&Writer) -> session::Result<()>) -> Result<(), String> {
-        let slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let writer = slot.as_ref().ok_or("no session to record to")?;
-        f(writer).map_err(|e| e.to_string())
     }
 
     fn hooks(self: &Arc<Self>) -> Hooks {

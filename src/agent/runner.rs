@@ -25,7 +25,7 @@ use crate::conversation::Unsaved;
 use crate::git;
 use crate::message::{Message, ToolCall, ToolResult, now};
 use crate::provider::{Request, StreamEvent, Usage};
-use crate::session::spill;
+use crate::session::{Entry, spill};
 
 /// What a turn reports, in order, to whoever drives it (the Neovim bridge).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -293,7 +293,7 @@ impl Agent {
         }
         // A failed write leaves `last` as it was, so the next turn tries again; the messages' own
         // writes report the disk's trouble.
-        if self.log.record(|w| w.meta_git(&head)).is_ok() {
+        if self.log.append_meta(Entry::meta_git(head.clone(), now())).is_ok() {
             *last = Some(head);
         }
     }
@@ -305,7 +305,7 @@ impl Agent {
             return;
         }
         let model = self.provider.model().to_string();
-        let _ = self.log.record(|w| w.usage(&model, usage));
+        let _ = self.log.append_meta(Entry::usage(&model, *usage, now()));
         let all = {
             let mut all = self.usage.lock().unwrap_or_else(|p| p.into_inner());
             all.add(&model, usage);

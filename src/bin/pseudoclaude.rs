@@ -5,20 +5,27 @@
 //! pseudoclaude [-C DIR] sessions show ID [--json]
 //! pseudoclaude [-C DIR] sessions check ID [--json]
 //! pseudoclaude [-C DIR] sessions cleanup [--days N]
+//! pseudoclaude [-C DIR] sessions rename ID TITLE
+//! pseudoclaude [-C DIR] sessions fork ID INDEX
+//! pseudoclaude [-C DIR] sessions export ID [--format md|json]
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use pseudoclaude::message::Message;
-use pseudoclaude::session::{self, Context, ListOptions, RetentionOptions, retention};
+use pseudoclaude::session::export::Format;
+use pseudoclaude::session::{self, Context, ListOptions, RetentionOptions, fork, meta, retention};
 
-const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] | show ID [--json] | check ID [--json] | cleanup [--days N]>
+const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] | show ID [--json] | check ID [--json] | cleanup [--days N] | rename ID TITLE | fork ID INDEX | export ID [--format md|json]>
 
-  list     sessions of the workspace, newest first (--all: include empty ones)
+  list     sessions of the workspace, pinned first, then newest first (--all: include empty ones)
   show     the history a resume would restore
   check    report damage in a session's log; exit status 1 when there is any
   cleanup  remove sessions idle for more than N days (default 30)
+  rename   name a session (an empty TITLE, \"\", gives it back its automatic title)
+  fork     a new session holding messages 1..INDEX of ID (whole tool exchanges); prints its id
+  export   the session as Markdown (default) or JSON, on standard output
   -C DIR   the workspace (default: the current directory)";
 
 fn main() -> ExitCode {
@@ -42,6 +49,13 @@ fn main() -> ExitCode {
         },
         ["sessions", "show", id] => cmd_show(&workspace, id, json),
         ["sessions", "check", id] => cmd_check(&workspace, id, json),
+        ["sessions", "rename", id, title @ ..] if !title.is_empty() => cmd_rename(&workspace, id, &title.join(" ")),
+        ["sessions", "fork", id, index] => match index.parse::<usize>() {
+            Ok(index) => cmd_fork(&workspace, id, index),
+            Err(_) => return usage_error(&format!("INDEX must be a message number (1 or more), not {index:?}")),
+        },
+        ["sessions", "export", id] => cmd_export(&workspace, id, "markdown"),
+        ["sessions", "export", id, "--format", format] => cmd_export(&workspace, id, format),
         ["sessions", "cleanup"] => cmd_cleanup(&workspace, retention::DEFAULT_DAYS),
         ["sessions", "cleanup", "--days", n] => match n.parse() {
             Ok(days) => cmd_cleanup(&workspace, days),
@@ -98,8 +112,11 @@ fn cmd_list(workspace: &std::path::Path, json: bool, all: bool, limit: Option<us
             "" if s.messages == 0 && s.damaged => "(unreadable session)",
             t => t,
         };
+        let pinned = if s.pinned { "  [pinned]" } else { "" };
+        let fork =
+            s.forked_from.as_ref().map(|f| format!("  [fork of {} at message {}]", f.id, f.index)).unwrap_or_default();
         println!(
-            "{}  {:>4} msgs  {:>9}  {:<20}  {}{held}{bad}",
+            "{}  {:>4} msgs  {:>9}  {:<20}  {}{pinned}{fork}{held}{bad}",
             s.id,
             s.messages,
             human_bytes(s.bytes),
@@ -168,6 +185,30 @@ fn cmd_check(workspace: &std::path::Path, id: &str, json: bool) -> CmdResult {
         println!("{}: ok ({} messages restored from {} entries)", loaded.id, loaded.messages.len(), loaded.entries);
     }
     Ok(if loaded.damaged() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn cmd_rename(workspace: &std::path::Path, id: &str, title: &str) -> CmdResult {
+    let ctx = Context::open(workspace, id)?;
+    let info = meta::append(&ctx, meta::title_entry(title)?)?;
+    if title.trim().is_empty() {
+        println!("{id}: back to its automatic title {:?}", info.title);
+    } else {
+        println!("{id}: renamed {:?}", info.title);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_fork(workspace: &std::path::Path, id: &str, index: usize) -> CmdResult {
+    let forked = fork::fork(workspace, id, Some(index))?;
+    eprintln!("forked {id} at message {} ({} messages)", forked.forked_from.index, forked.messages);
+    println!("{}", forked.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_export(workspace: &std::path::Path, id: &str, format: &str) -> CmdResult {
+    let format = Format::parse(format)?;
+    print!("{}", session::export::export(&Context::open(workspace, id)?, format)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn cmd_cleanup(workspace: &std::path::Path, days: u32) -> CmdResult {

@@ -8,12 +8,15 @@
 //! queue, not the wake-up, holds them.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use nvim_oxi::libuv::AsyncHandle;
 use nvim_oxi::{Function, Object};
 
 use super::{Args, BridgeError, BridgeResult, CallbackPoint, export, guarded_callback, test_panic_point};
+use crate::agent::Agent;
 use crate::agent::host::{Host, HostConfig};
+use crate::session::fork;
 
 struct Installed {
     host: Host,
@@ -30,6 +33,36 @@ fn with_host<T>(f: impl FnOnce(&Host) -> BridgeResult<T>) -> BridgeResult<T> {
     HOST.with(|h| match h.borrow().as_ref() {
         Some(i) => f(&i.host),
         None => Err(BridgeError::msg("the agent is not set up: call agent_setup first")),
+    })
+}
+
+/// The current agent, when the host is set up and has one (main thread only, like every export).
+pub(super) fn current_agent() -> Option<Arc<Agent>> {
+    HOST.with(|h| h.borrow().as_ref().and_then(|i| i.host.agent()))
+}
+
+/// `agent_fork_async(index, callback)`: forks the current chat at message `index` (1-based, in the
+/// history the agent buffer shows, a pending stale reminder included) on a worker thread;
+/// `callback(true, {id, messages, forked_from})`. The current session is not touched.
+fn fork_async(a: &Args) -> BridgeResult<u64> {
+    let index: usize = a.get(0)?;
+    let callback: super::jobs::Callback = a.get(1)?;
+    let agent = current_agent().ok_or_else(|| BridgeError::msg("there is no chat to fork: send a message first"))?;
+    let source =
+        agent.current().ok_or_else(|| BridgeError::msg("this chat has no session yet: send a message first"))?;
+    super::jobs::spawn("agent_fork_async", None, callback, move || {
+        // Copied out under the history's lock, written after: a fork's sync never holds up the chat.
+        let (history, len) = agent.with_messages(|m| {
+            let end = fork::whole_exchanges(m, index.min(m.len()));
+            (m[..end.max(index.min(m.len()))].iter().map(|x| (*x).clone()).collect::<Vec<_>>(), m.len())
+        });
+        if index == 0 || index > len {
+            return Err(BridgeError::msg(format!(
+                "message {index} is out of range: the chat has {len} message(s), numbered 1 to {len}"
+            )));
+        }
+        let model = agent.provider.model().to_string();
+        Ok(fork::create(&agent.config.workspace, &source, &history, index, &model)?)
     })
 }
 
@@ -103,6 +136,7 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             // object-by-object conversion.
             with_host(|h| Ok(serde_json::to_string(&h.history_slice(to, max_messages, budget))?))
         }),
+        export("agent_fork_async", fork_async),
         export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),
         export("agent_current", |_| with_host(|h| Ok(h.current()))),
         export("agent_messages", |_| with_host(|h| Ok(h.messages()))),

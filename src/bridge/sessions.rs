@@ -16,6 +16,11 @@
 //! | `sessions_load`    | workspace, id                               | `Loaded` + `damage_report`       |
 //! | `sessions_cleanup` | workspace, days (may be fractional), keep?  | ids removed, oldest first        |
 //! | `sessions_delete`  | workspace, id                               | the id removed                   |
+//! | `sessions_mark_async` | workspace, id, `{title?, pinned?}`, `callback(ok, info)` | a ticket, at once (names and pins; see [`mark_async`]) |
+//! | `sessions_fork`    | workspace, id, index?                       | `{id, messages, forked_from}`    |
+//! | `sessions_fork_async` | workspace, id, index?, `callback(ok, forked)` | a ticket, at once             |
+//! | `sessions_export`  | workspace, id, format                       | the document                     |
+//! | `sessions_export_async` | workspace, id, `{format?, path?}`, `callback(ok, {text?, path?})` | a ticket, at once |
 //!
 //! The `_async` exports run on the bridge's worker threads ([`super::jobs`]), so that listing
 //! thousands of sessions (about 25 µs each, most of it the kernel's) or reading a 100 MiB one never
@@ -34,7 +39,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{Args, BridgeError, BridgeResult, export, jobs};
 use crate::display;
-use crate::session::{self, Context, ListOptions, Loaded, RetentionOptions, SessionInfo, lock};
+use crate::session::entry::ForkedFrom;
+use crate::session::export::{self as export_doc, Format};
+use crate::session::{self, Context, Entry, ListOptions, Loaded, RetentionOptions, SessionInfo, fork, lock, meta};
 use crate::usage::Pricing;
 
 /// The session exports, chained into the export table by [`super::exports`].
@@ -50,6 +57,16 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("sessions_load", |a| load(&workspace(a)?, &a.get::<String>(1)?)),
         export("sessions_cleanup", |a| cleanup(&workspace(a)?, a.get::<f64>(1)?, a.get::<Option<String>>(2)?)),
         export("sessions_delete", |a| delete(&workspace(a)?, &a.get::<String>(1)?)),
+        export("sessions_mark_async", mark_async),
+        export("sessions_fork", |a| {
+            Ok(fork::fork(&workspace(a)?, &a.get::<String>(1)?, index_arg(a.get::<Option<i64>>(2)?)?)?)
+        }),
+        export("sessions_fork_async", fork_async),
+        export("sessions_export", |a| {
+            let format = Format::parse(a.get::<Option<String>>(2)?.as_deref().unwrap_or("markdown"))?;
+            Ok(export_doc::export(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?, format)?)
+        }),
+        export("sessions_export_async", export_async),
     ]
 }
 
@@ -134,8 +151,120 @@ pub fn delete(workspace: &Path, id: &str) -> BridgeResult<String> {
     Ok(ctx.id)
 }
 
-/// Sessions per JSON chunk of `sessions_list_async`: decoding one costs the main loop about 1.5 ms.
-const LIST_CHUNK: usize = 400;
+/// Sessions per JSON chunk of `sessions_list_async`: decoding one costs the main loop under 1 ms, well
+/// inside the idle loop's own worst gap (400 cost 1.5 ms, which showed in the picker's stall).
+const LIST_CHUNK: usize = 200;
+
+/// What `sessions_mark_async` writes: a name, a pin, or both.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct MarkArgs {
+    title: Option<String>,
+    pinned: Option<bool>,
+}
+
+/// `sessions_mark_async(workspace, id, {title?, pinned?}, callback)`: writes `title`/`pin` entries to
+/// session `id`'s log on a worker thread and returns a ticket at once; `callback(true, info)` hands
+/// back the session's list entry as it is then. The id and the title are checked before anything is
+/// queued (a bad one is an error at once). This editor's current session is written through its
+/// agent's writer (one writer per log); any other is opened under its lock, so one open in another
+/// editor is refused.
+fn mark_async(a: &Args) -> BridgeResult<u64> {
+    let ctx = Context::open(&workspace(a)?, &a.get::<String>(1)?)?;
+    let mark = table_arg::<MarkArgs>(a, 2)?;
+    let callback: jobs::Callback = a.get(3)?;
+    let mut entries: Vec<Entry> = Vec::new();
+    if let Some(t) = &mark.title {
+        entries.push(meta::title_entry(t)?);
+    }
+    if let Some(p) = mark.pinned {
+        entries.push(meta::pin_entry(p));
+    }
+    if entries.is_empty() {
+        return Err(BridgeError::msg("bad argument #3: give a title or pinned"));
+    }
+    let agent = super::agent::current_agent().filter(|ag| ag.current().is_some_and(|c| c.id == ctx.id));
+    jobs::spawn("sessions_mark_async", None, callback, move || {
+        for entry in entries {
+            match &agent {
+                Some(ag) => ag.log.append_meta(entry).map_err(BridgeError::msg)?,
+                None => {
+                    meta::append(&ctx, entry)?;
+                }
+            }
+        }
+        let mut info = session::list::info(&ctx)?;
+        info.held_by = lock::holder(&ctx);
+        Ok(info)
+    })
+}
+
+/// A message index from Lua: 1 or more, or nil for "the end".
+fn index_arg(index: Option<i64>) -> BridgeResult<Option<usize>> {
+    match index {
+        None => Ok(None),
+        Some(i) if i >= 1 => Ok(Some(i as usize)),
+        Some(i) => Err(BridgeError::msg(format!("message {i} is out of range: messages are numbered from 1"))),
+    }
+}
+
+/// What a fork made, as Lua gets it.
+#[derive(Debug, Serialize)]
+struct ForkView {
+    id: String,
+    messages: usize,
+    forked_from: ForkedFrom,
+}
+
+/// `sessions_fork_async(workspace, id, index, callback)`: [`fork::fork`] on a worker thread.
+fn fork_async(a: &Args) -> BridgeResult<u64> {
+    let ws = workspace(a)?;
+    let id: String = a.get(1)?;
+    Context::for_id(&ws, &id)?;
+    let index = index_arg(a.get::<Option<i64>>(2)?)?;
+    let callback: jobs::Callback = a.get(3)?;
+    jobs::spawn("sessions_fork_async", None, callback, move || {
+        let f = fork::fork(&ws, &id, index)?;
+        Ok(ForkView { id: f.id, messages: f.messages, forked_from: f.forked_from })
+    })
+}
+
+/// Options of `sessions_export_async`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct ExportArgs {
+    format: Option<String>,
+    /// Write the document here (an absolute path) instead of handing it back.
+    path: Option<String>,
+}
+
+/// What `sessions_export_async` hands back: the document, or where it was written.
+#[derive(Debug, Serialize)]
+struct ExportDone {
+    text: Option<String>,
+    path: Option<String>,
+    bytes: usize,
+}
+
+/// `sessions_export_async(workspace, id, {format?, path?}, callback)`: the export on a worker thread.
+fn export_async(a: &Args) -> BridgeResult<u64> {
+    let ctx = Context::open(&workspace(a)?, &a.get::<String>(1)?)?;
+    let args = table_arg::<ExportArgs>(a, 2)?;
+    let format = Format::parse(args.format.as_deref().unwrap_or("markdown"))?;
+    let callback: jobs::Callback = a.get(3)?;
+    jobs::spawn("sessions_export_async", None, callback, move || {
+        let text = export_doc::export(&ctx, format)?;
+        let bytes = text.len();
+        match args.path {
+            Some(path) => {
+                std::fs::write(&path, text.as_bytes())
+                    .map_err(|e| BridgeError::msg(format!("cannot write {path}: {e}")))?;
+                Ok(ExportDone { text: None, path: Some(path), bytes })
+            }
+            None => Ok(ExportDone { text: Some(text), path: None, bytes }),
+        }
+    })
+}
 
 /// `sessions_list_async(workspace, opts, callback)`: reads the list on a worker thread and returns a
 /// ticket at once; `callback(true, {id, chunks})` says how many JSON arrays of at most [`LIST_CHUNK`]
@@ -197,7 +326,8 @@ pub struct PreviewArgs {
 
 impl Default for PreviewArgs {
     fn default() -> Self {
-        PreviewArgs { max_messages: 200, budget: 64 * 1024, max_bytes: 2 * 1024 }
+        // 16 KiB is a few screens of the preview window; more only costs the main loop its render
+        PreviewArgs { max_messages: 200, budget: 16 * 1024, max_bytes: 2 * 1024 }
     }
 }
 
@@ -212,6 +342,10 @@ pub struct Preview {
     pub last_message: i64,
     pub damage_report: String,
     pub tail: display::Slice,
+    /// Files the agent wrote or edited in the session (see [`session::touched`]).
+    pub files_touched: Vec<String>,
+    pub pinned: bool,
+    pub forked_from: Option<ForkedFrom>,
 }
 
 /// The preview of session `id`, read and cut to `limits`.
@@ -220,7 +354,11 @@ pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult
     let loaded = session::load(&ctx)?;
     let damage_report = loaded.damage_report();
     let tail = display::tail(&loaded.messages, limits.max_messages, limits.budget, limits.max_bytes);
+    let files_touched = session::touched::files_touched(&loaded.messages);
     Ok(Preview {
+        files_touched,
+        pinned: loaded.pinned,
+        forked_from: loaded.forked_from,
         id: loaded.id,
         title: loaded.title,
         model: loaded.model,

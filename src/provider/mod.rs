@@ -116,9 +116,9 @@ impl fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
-/// How a provider is reached. Mirrors the `provider` table of the Lua config.
+/// How a provider is reached. Mirrors the `provider` table of the Lua config (unknown keys refused).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ProviderConfig {
     /// `anthropic`, `openai` or `demo`.
     pub name: String,

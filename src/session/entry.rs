@@ -16,13 +16,18 @@
 //!   supersedes its checkpoints; without one, replay restores their text as an interrupted answer
 //!   ([`super::replay`]). Readers that predate them ignore them as an unknown type.
 //! - `interrupted` on a message: the answer stopped before it was complete (written only when true).
+//! - `title` and `pin` entries ([`super::meta`]): the session's name and whether it is pinned, last one
+//!   wins. They carry no `role`, so they never become messages, and readers that predate them ignore
+//!   them as an unknown type.
+//! - `forked_from` on the `replace` (reason `fork`) that starts a fork ([`super::fork`]).
 //! - `meta` entries with `git`: the workspace's branch and short commit when the session started and
 //!   whenever a later turn found them changed ([`crate::git`]).
 //! - `usage` entries, with `model` and `usage`: the tokens one request cost, as its provider reported
 //!   them ([`crate::usage`]).
 //!
-//! Neither is a message, and neither is undone by a `replace`: they tell where the session ran and
-//! what it spent, not what the model reads. Readers that predate them ignore them as unknown types.
+//! Neither of the last two is a message, and neither is undone by a `replace`: they tell where the
+//! session ran and what it spent, not what the model reads. Readers that predate them ignore them as
+//! unknown types.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +40,17 @@ pub const TYPE_REPLACE: &str = "replace";
 pub const TYPE_CHECKPOINT: &str = "checkpoint";
 pub const TYPE_META: &str = "meta";
 pub const TYPE_USAGE: &str = "usage";
+pub const TYPE_TITLE: &str = "title";
+pub const TYPE_PIN: &str = "pin";
+pub const REASON_FORK: &str = "fork";
+
+/// Where a fork came from: the source session and how many of its messages the fork starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedFrom {
+    pub id: String,
+    /// 1-based position, in the source's restored history, of the last message the fork took.
+    pub index: usize,
+}
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Entry {
@@ -74,6 +90,15 @@ pub struct Entry {
     /// On a `usage` entry: the tokens of one request (`model` says whose).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// On a `title`: the session's name; empty returns to the automatic title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// On a `pin`: pinned or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<bool>,
+    /// On the `replace` that starts a fork.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
 }
 
 impl Entry {
@@ -121,6 +146,21 @@ impl Entry {
     /// The tokens one request to `model` cost.
     pub fn usage(model: &str, usage: Usage, ts: i64) -> Entry {
         Entry { kind: TYPE_USAGE.into(), ts, model: model.into(), usage: Some(usage), ..Default::default() }
+    }
+
+    /// `{"type":"title","title":..}`: names the session (`""`: back to the automatic title).
+    pub fn title(title: &str, ts: i64) -> Entry {
+        Entry { kind: TYPE_TITLE.into(), title: Some(title.into()), ts, ..Default::default() }
+    }
+
+    /// `{"type":"pin","pinned":..}`.
+    pub fn pin(pinned: bool, ts: i64) -> Entry {
+        Entry { kind: TYPE_PIN.into(), pinned: Some(pinned), ts, ..Default::default() }
+    }
+
+    /// The snapshot a fork starts with: a `replace` (reason `fork`) naming its source.
+    pub fn fork(messages: Vec<Message>, from: ForkedFrom, ts: i64) -> Entry {
+        Entry { forked_from: Some(from), ..Entry::replace(REASON_FORK, messages, ts) }
     }
 
     pub fn is_replace(&self) -> bool {
@@ -195,5 +235,16 @@ mod tests {
             r#"{"type":"usage","ts":5,"model":"m","usage":{"input_tokens":1,"output_tokens":2,"cache_read_tokens":3,"cache_write_tokens":4}}"#
         );
         assert!(!e.is_message() && e.into_message().is_none());
+    }
+
+    #[test]
+    fn meta_entries_are_not_messages() {
+        let s = serde_json::to_string(&Entry::title("Parser work", 4)).unwrap();
+        assert_eq!(s, r#"{"type":"title","ts":4,"title":"Parser work"}"#);
+        let s = serde_json::to_string(&Entry::pin(false, 5)).unwrap();
+        assert_eq!(s, r#"{"type":"pin","ts":5,"pinned":false}"#);
+        for e in [Entry::title("x", 1), Entry::pin(true, 1)] {
+            assert!(!e.is_message() && e.into_message().is_none());
+        }
     }
 }

@@ -15,6 +15,7 @@ use std::time::UNIX_EPOCH;
 use serde::{Deserialize, Serialize};
 
 use super::contain::{Access, Dir};
+use super::entry::ForkedFrom;
 use super::loader::feed_lines;
 use super::replay::{Replay, State};
 use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir};
@@ -24,7 +25,8 @@ use crate::usage::{Pricing, Usage};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionInfo {
     pub id: String,
-    /// First line of the first typed user message.
+    /// The session's name (its last `title` entry) when it has one, else the first line of the first
+    /// typed user message.
     pub title: String,
     /// First model named in the log.
     pub model: String,
@@ -65,6 +67,10 @@ pub struct SessionInfo {
     /// Dollars, when [`ListOptions::pricing`] prices every model that reported usage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+    /// Pinned (its last `pin` entry): the list puts pinned sessions first.
+    pub pinned: bool,
+    /// The session this one was forked from, and at which of its messages.
+    pub forked_from: Option<ForkedFrom>,
 }
 
 /// What to list.
@@ -277,7 +283,7 @@ fn to_info(
     modified_ns: i64,
     pricing: &Pricing,
 ) -> SessionInfo {
-    let git = s.git.unwrap_or_default();
+    let git = s.git.clone().unwrap_or_default();
     let some = |v: String| (!v.is_empty()).then_some(v);
     SessionInfo {
         branch: some(git.branch),
@@ -288,7 +294,9 @@ fn to_info(
         repaired: s.repaired,
         torn_tail_bytes,
         id: ctx.id.clone(),
-        title: s.title,
+        title: s.shown_title().to_string(),
+        pinned: s.pinned,
+        forked_from: s.forked_from,
         model: s.model,
         messages: s.messages,
         entries: s.entries,
@@ -302,9 +310,11 @@ fn to_info(
     }
 }
 
-/// Newest first: by log modification time, then id.
+/// Pinned first, then newest first: by log modification time, then id.
 fn sort_newest_first(out: &mut [SessionInfo]) {
-    out.sort_by(|a, b| b.modified_ns.cmp(&a.modified_ns).then_with(|| b.id.cmp(&a.id)));
+    out.sort_by(|a, b| {
+        b.pinned.cmp(&a.pinned).then_with(|| b.modified_ns.cmp(&a.modified_ns)).then_with(|| b.id.cmp(&a.id))
+    });
 }
 
 fn mtime_ns(m: &fs::Metadata) -> i64 {
@@ -312,8 +322,10 @@ fn mtime_ns(m: &fs::Metadata) -> i64 {
 }
 
 /// 2: the fold repairs lines with invalid UTF-8 (version 1 caches counted them as bad lines).
-/// 3: the state holds git (`meta`) and `usage` entries, which a version 2 fold skipped.
-const SUMMARY_VERSION: u32 = 3;
+/// 3: the fold reads `title` and `pin` entries and `forked_from` (a version 2 cache skipped them, and
+/// would hide a name written before it).
+/// 4: the state holds git (`meta`) and `usage` entries, which a version 3 fold skipped.
+const SUMMARY_VERSION: u32 = 4;
 /// How many bytes before the cached offset must still be the same for the cache to count.
 const FINGERPRINT_BYTES: u64 = 64;
 

@@ -43,6 +43,7 @@ pub struct Loaded {
     pub torn_tail_bytes: u64,
     /// Spilled results that loaded as placeholders, one line each.
     pub spill_problems: Vec<String>,
+    /// The session's name when it has one, else the automatic title (as the list shows it).
     pub title: String,
     pub model: String,
     /// Valid entry lines in the file.
@@ -58,6 +59,10 @@ pub struct Loaded {
     pub git: Option<GitHead>,
     /// Tokens the providers reported (`usage` entries), per model.
     pub usage_by_model: UsageByModel,
+    /// Pinned (its last `pin` entry).
+    pub pinned: bool,
+    /// The session this one was forked from.
+    pub forked_from: Option<super::entry::ForkedFrom>,
 }
 
 impl Loaded {
@@ -145,7 +150,9 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         dropped: done.state.dropped,
         torn_tail_bytes,
         spill_problems: Vec::new(),
-        title: done.state.title,
+        title: done.state.shown_title().to_string(),
+        pinned: done.state.pinned,
+        forked_from: done.state.forked_from.clone(),
         model: done.state.model,
         entries: done.state.entries,
         last_message: done.state.last_message,

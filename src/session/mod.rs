@@ -15,7 +15,8 @@
 //!
 //! Where things live: [`Context`] (paths and ids, this file), [`writer`] (appending), [`loader`]
 //! (replaying), [`replay`] (the fold both the loader and the list use, so they cannot disagree),
-//! [`list`], [`retention`], [`lock`], [`spill`]; [`contain`] opens every one of their files, so that
+//! [`list`], [`retention`], [`lock`], [`spill`], [`meta`] (names and pins), [`fork`], [`export`];
+//! [`contain`] opens every one of their files, so that
 //! none is ever reached through a link; [`disk`] holds the file operations the writer and
 //! [`Context::new`] use, so a simulated disk can stand in for the real one.
 
@@ -23,12 +24,16 @@ pub mod activity;
 pub(crate) mod contain;
 pub mod disk;
 pub mod entry;
+pub mod export;
+pub mod fork;
 pub mod list;
 pub mod loader;
 pub mod lock;
+pub mod meta;
 pub mod replay;
 pub mod retention;
 pub mod spill;
+pub mod touched;
 pub mod writer;
 
 use std::fmt;
@@ -72,6 +77,9 @@ pub enum Error {
     /// A path under `.PseudoClaude/` is a link or not what it should be: it is never followed (see
     /// [`contain`]).
     Refused { path: PathBuf, why: String },
+    /// A request that cannot be carried out as asked (an index out of range, a name too long); the
+    /// message says what and why.
+    Invalid(String),
 }
 
 impl fmt::Display for Error {
@@ -93,6 +101,7 @@ impl fmt::Display for Error {
                  (nothing was read or written through it)",
                 path.display()
             ),
+            Error::Invalid(why) => f.write_str(why),
         }
     }
 }

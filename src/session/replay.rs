@@ -26,10 +26,13 @@
 //!   message, so the pairing rules above are untouched. A checkpoint that does not continue the text
 //!   where the previous one ended (a line lost in the middle) ends the gathering there: the prefix is
 //!   kept, nothing after a gap is spliced on.
+//! - `title` and `pin` entries set [`State::name`] and [`State::pinned`], last one wins. They are not
+//!   messages: they touch neither the history nor a held-back exchange, and a `replace` leaves them be
+//!   (a compaction does not forget the session's name).
 
 use serde::{Deserialize, Serialize};
 
-use super::entry::{Entry, TYPE_META, TYPE_USAGE};
+use super::entry::{Entry, ForkedFrom, TYPE_META, TYPE_PIN, TYPE_TITLE, TYPE_USAGE};
 use crate::git::GitHead;
 use crate::message::{Message, ROLE_ASSISTANT};
 use crate::usage::UsageByModel;
@@ -71,6 +74,22 @@ pub struct State {
     /// history does not give back what was spent.
     #[serde(default, skip_serializing_if = "UsageByModel::is_empty")]
     pub usage: UsageByModel,
+    /// The name the user gave (last `title` entry); empty: the automatic [`State::title`] stands.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The last `pin` entry said pinned.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
+    /// The session is a fork of this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+impl State {
+    /// What a list shows as the title: the name when there is one, else the automatic title.
+    pub fn shown_title(&self) -> &str {
+        if self.name.is_empty() { &self.title } else { &self.name }
+    }
 }
 
 /// The checkpoints of one answer so far.
@@ -189,6 +208,18 @@ impl Replay {
                 self.state.usage.add(&model, &u);
             }
             return;
+        }
+        // Meta entries: not messages, so they neither end a streaming answer nor a held-back exchange.
+        if entry.kind == TYPE_TITLE {
+            self.state.name = entry.title.as_deref().map(clean_title).unwrap_or_default();
+            return;
+        }
+        if entry.kind == TYPE_PIN {
+            self.state.pinned = entry.pinned.unwrap_or(false);
+            return;
+        }
+        if let Some(from) = &entry.forked_from {
+            self.state.forked_from = Some(from.clone());
         }
         // The answer's own final message supersedes its checkpoints; anything else means the
         // answer never got one.
@@ -327,6 +358,12 @@ fn parse_lossy(line: &[u8]) -> Option<Entry> {
         return None;
     }
     serde_json::from_str(&String::from_utf8_lossy(line)).ok()
+}
+
+/// A name as the list shows it: one line, runs of white space as one space, trimmed. (The writer
+/// writes names this way already; a hand-edited log may not.)
+pub fn clean_title(name: &str) -> String {
+    name.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// First non-blank line, trimmed and cut to [`TITLE_MAX_CHARS`] characters.
@@ -546,6 +583,35 @@ mod tests {
             assert_eq!(s.usage.total().prompt_tokens(), 48);
             assert_eq!(s.messages, 2);
         }
+    }
+
+    #[test]
+    fn titles_and_pins_are_not_messages_and_the_last_one_wins() {
+        let calls = Message::assistant_tool_calls("", vec![ToolCall::new("c1", "grep", json!({}))]);
+        let entries = vec![
+            Entry::from_message(Message::user("fix the parser")),
+            Entry::title("Parser  work\n", 2),
+            ckpt("a1", 0, "Let me"),
+            Entry::pin(true, 3),
+            Entry::from_message(calls),
+            Entry::title("Lexer", 4), // between a call and its result: the exchange stays whole
+            Entry::from_message(Message::tool_result("c1", "found", false)),
+            ckpt("a2", 0, "Done"),
+            Entry::from_message(Message::assistant("Done.")),
+        ];
+        let f = run_entries(entries.clone());
+        assert_eq!(f.messages.len(), 4);
+        assert_eq!((f.state.dropped, f.state.interrupted), (0, 0));
+        assert_eq!((f.state.title.as_str(), f.state.name.as_str(), f.state.pinned), ("fix the parser", "Lexer", true));
+        assert_eq!(f.state.shown_title(), "Lexer");
+        let c = counted(&entries);
+        assert_eq!((c.messages, c.name.as_str(), c.pinned), (4, "Lexer", true));
+        let mut more = entries;
+        more.push(Entry::title("", 5));
+        more.push(Entry::pin(false, 6));
+        more.push(Entry::replace("compact", vec![Message::user("summary")], 7));
+        let f = run_entries(more);
+        assert_eq!((f.state.shown_title(), f.state.pinned, f.messages.len()), ("fix the parser", false, 1));
     }
 
     #[test]

@@ -23,9 +23,7 @@ use std::sync::{Arc, Mutex};
 use super::disk::{Disk, DiskFile, Open, OsDisk};
 use super::lock::Guard;
 use super::{Context, Entry, Error, Result, activity, io_err, spill};
-use crate::git::GitHead;
 use crate::message::{Message, now};
-use crate::usage::Usage;
 
 /// How a writer behaves.
 #[derive(Debug, Clone)]
@@ -132,14 +130,10 @@ impl Writer {
         self.write_entry(Entry::checkpoint(answer, at, text, now()))
     }
 
-    /// Records where the workspace's git HEAD stands (a `meta` entry).
-    pub fn meta_git(&self, git: &GitHead) -> Result<()> {
-        self.write_entry(Entry::meta_git(git.clone(), now()))
-    }
-
-    /// Records the tokens one request to `model` cost (a `usage` entry).
-    pub fn usage(&self, model: &str, usage: &Usage) -> Result<()> {
-        self.write_entry(Entry::usage(model, *usage, now()))
+    /// Appends an entry as it is (a `title`, a `pin`, a fork's snapshot: see [`super::meta`] and
+    /// [`super::fork`]; a `meta` or `usage` entry); nothing is spilled. When this returns `Ok`, the line is on disk.
+    pub fn append_entry(&self, entry: Entry) -> Result<()> {
+        self.write_entry(entry)
     }
 
     /// A copy of `msg` with a large tool result spilled (and not copied).

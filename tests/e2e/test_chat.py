@@ -431,3 +431,44 @@ def test_pseudocleanup_removes_idle_sessions_and_says_which(nvim: Neovim, worksp
     assert nvim.lua("return _G.pc_notes") == ["pseudoclaude: removed 1 idle session(s): 20261001-080000-0e0f"]
     assert not p.parent.exists()
     assert (sessions_dir(workspace) / "20261201-080000-0a0a").exists()
+
+
+def test_approving_a_write_writes_it_and_always_stops_asking(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    """"Yes" writes the file the model asked for; "Always (this session)" writes and is not asked again."""
+    fake.push_tools("", [("call_1", "write_file", {"path": "yes.txt", "content": "yes\n"})])
+    fake.push_text("Wrote yes.txt.")
+    fake.push_tools("", [("call_2", "write_file", {"path": "always.txt", "content": "always\n"})])
+    fake.push_text("Wrote always.txt.")
+    fake.push_tools("", [("call_3", "write_file", {"path": "again.txt", "content": "again\n"})])
+    fake.push_text("Wrote again.txt.")
+    setup(nvim, openai(fake))
+    nvim.lua(
+        "vim.g.pc_asked = 0 vim.g.pc_answers = { 'Yes', 'Always (this session)' } "
+        "vim.ui.select = function(items, opts, cb) vim.g.pc_asked = vim.g.pc_asked + 1 "
+        "local a = vim.g.pc_answers[vim.g.pc_asked] or 'No' vim.schedule(function() cb(a) end) end"
+    )
+    type_message(nvim, "write yes.txt")
+    wait_turns(nvim, 1)
+    assert (workspace / "yes.txt").read_text() == "yes\n"
+    type_message(nvim, "write always.txt")
+    wait_turns(nvim, 2)
+    assert (workspace / "always.txt").read_text() == "always\n"
+    type_message(nvim, "write again.txt")
+    wait_turns(nvim, 3)
+    assert (workspace / "again.txt").read_text() == "again\n"
+    assert nvim.lua("return vim.g.pc_asked") == 2  # the third write was not asked about
+    assert fake.errors == [], fake.errors
+    results = [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
+    assert len(results) == 3 and not any("declined" in r for r in results), results
+
+
+def test_approve_write_file_from_setup_writes_without_asking(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    fake.push_tools("", [("call_1", "write_file", {"path": "auto.txt", "content": "auto\n"})])
+    fake.push_text("Done.")
+    setup(nvim, openai(fake), approve={"write_file": True})
+    nvim.lua("vim.g.pc_asked = false vim.ui.select = function(_, _, cb) vim.g.pc_asked = true cb('No') end")
+    type_message(nvim, "write auto.txt")
+    wait_turns(nvim, 1)
+    assert (workspace / "auto.txt").read_text() == "auto\n"
+    assert nvim.lua("return vim.g.pc_asked") is False
+    assert fake.errors == [], fake.errors

@@ -1,0 +1,99 @@
+//! A session's name and pin, kept as entries of its own log (`title`, `pin`; last one wins), so they
+//! travel with the folder and survive the loss of `summary.json`.
+//!
+//! A log has one writer ([`super::lock`]): the current session's entries go through its agent's
+//! writer (see `SessionLog::append_meta` in `src/agent/mod.rs`); [`append`] is for any other session,
+//! which it opens under the lock, refusing one that another editor holds.
+
+use super::contain::{Access, Dir};
+use super::entry::Entry;
+use super::list::{self, SessionInfo};
+use super::{CONVERSATION_FILE_NAME, Context, Error, Result, Writer, WriterOptions};
+use crate::message::now;
+
+/// The longest name accepted, in characters.
+pub const NAME_MAX_CHARS: usize = 200;
+
+/// The `title` entry naming a session `title`: one line (white space runs become one space, so a
+/// pasted name with a newline stays one row), at most [`NAME_MAX_CHARS`] characters. An empty or
+/// blank `title` returns the session to its automatic title.
+pub fn title_entry(title: &str) -> Result<Entry> {
+    let name = super::replay::clean_title(title);
+    let chars = name.chars().count();
+    if chars > NAME_MAX_CHARS {
+        return Err(Error::Invalid(format!("the title is too long: {chars} characters, at most {NAME_MAX_CHARS}")));
+    }
+    Ok(Entry::title(&name, now()))
+}
+
+/// The `pin` entry.
+pub fn pin_entry(pinned: bool) -> Entry {
+    Entry::pin(pinned, now())
+}
+
+/// Appends `entry` to the log of session `ctx` (not this editor's current one), under its lock: one
+/// line, synced, then the lock is released. Refused while another editor holds the session, and for a
+/// folder without a log (there is nothing to name). Returns the session's list entry as it is now.
+pub fn append(ctx: &Context, entry: Entry) -> Result<SessionInfo> {
+    match Dir::session(ctx)?.open(CONVERSATION_FILE_NAME, Access::Read) {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {
+            return Err(Error::Invalid(format!("session {} has no log yet: there is nothing to name or pin", ctx.id)));
+        }
+        Err(e) => return Err(e),
+    }
+    // No model: the writer writes it on its first entry, and this one is not the session's.
+    let writer = Writer::open(ctx, WriterOptions::default())?;
+    writer.append_entry(entry)?;
+    writer.close()?;
+    list::info(ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    fn session(ws: &std::path::Path) -> Context {
+        let ctx = Context::new(ws).expect("context");
+        let w = Writer::open(&ctx, WriterOptions { model: "m1".into(), ..Default::default() }).expect("writer");
+        w.append(&Message::user("fix the parser")).expect("append");
+        w.append(&Message::assistant("ok")).expect("append");
+        ctx
+    }
+
+    #[test]
+    fn a_name_shows_in_the_list_at_once_and_an_empty_one_gives_the_automatic_title_back() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = session(ws.path());
+        assert_eq!(list::info(&ctx).expect("info").title, "fix the parser"); // caches the summary
+        let info = append(&ctx, title_entry("  Parser\n work ").expect("entry")).expect("append");
+        assert_eq!((info.title.as_str(), info.messages), ("Parser work", 2));
+        let info = append(&ctx, pin_entry(true)).expect("pin");
+        assert!(info.pinned);
+        std::fs::remove_file(ctx.summary_path()).expect("cache removed");
+        let info = list::info(&ctx).expect("info");
+        assert_eq!((info.title.as_str(), info.pinned), ("Parser work", true));
+        let info = append(&ctx, title_entry("").expect("entry")).expect("append");
+        assert_eq!(info.title, "fix the parser");
+        assert_eq!(super::super::load(&ctx).expect("load").messages.len(), 2);
+    }
+
+    #[test]
+    fn a_held_session_and_an_overlong_name_are_refused() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = session(ws.path());
+        let before = std::fs::read(&ctx.jsonl_path).expect("read");
+        let guard = super::super::lock::acquire(&ctx).expect("lock");
+        let err = append(&ctx, pin_entry(true)).unwrap_err();
+        assert!(err.to_string().contains("open in another editor"), "{err}");
+        drop(guard);
+        let err = title_entry(&"x".repeat(NAME_MAX_CHARS + 1)).unwrap_err();
+        assert!(err.to_string().contains("too long: 201 characters"), "{err}");
+        assert_eq!(std::fs::read(&ctx.jsonl_path).expect("read"), before);
+        let empty = Context::new(ws.path()).expect("context");
+        let err = append(&empty, pin_entry(true)).unwrap_err();
+        assert!(err.to_string().contains("has no log yet"), "{err}");
+        assert!(!empty.jsonl_path.exists());
+    }
+}
