@@ -17,7 +17,8 @@ function M.open()
   if not H.valid_buf(H.buf) then
     H.buf = H.make_buf("pseudoclaude://chat", "pseudoclaude")
     vim.bo[H.buf].modifiable = false
-    H.restore()
+    -- at once: a message sent right after opening must find the history drawn, or both would draw it
+    H.restore(nil, nil, true)
   end
   if not H.valid_buf(H.input_buf) then
     H.input_buf = H.make_buf("pseudoclaude://input", "pseudoclaude-input")
@@ -58,9 +59,10 @@ function M.send(text)
     error("pseudoclaude.chat.send: text must be a string, got " .. type(text), 2)
   end
   H.ensure_host()
+  -- opened (and its history drawn) before the message exists, so the message is drawn once, by its event
+  M.open()
   require("pseudoclaude.core").call("agent_configure", H.config_json())
   require("pseudoclaude.core").call("agent_send", text)
-  M.open()
   H.state.busy = true
   H.state.phase = "answering"
   H.redraw_winbar()
@@ -474,7 +476,8 @@ end
 --- screenful at once): `on_first(all_drawn)` runs once the end is drawn, `on_done()` when all of it is.
 ---@param on_first fun(all_drawn: boolean)?
 ---@param on_done fun()?
-function H.restore(on_first, on_done)
+---@param at_once boolean? Draw the end in this step (a chat being opened), not the next one.
+function H.restore(on_first, on_done, at_once)
   if not H.valid_buf(H.buf) then
     if on_first then
       on_first(true)
@@ -552,8 +555,11 @@ function H.restore(on_first, on_done)
       end
     end
   end
-  -- `to` past the end (the largest integer that crosses to Rust as one): the whole history. A step of its own:
-  -- opening the windows and clearing the buffer were this one's work.
+  -- `to` past the end (the largest integer that crosses to Rust as one): the whole history. A step of its own
+  -- (opening the windows and clearing the buffer were this one's work), unless the caller needs it now.
+  if at_once then
+    return step(2147483647)
+  end
   vim.schedule(function()
     step(2147483647)
   end)
