@@ -258,22 +258,26 @@ async fn usage_with_cache_reads_and_writes_comes_from_message_start_and_message_
     assert_eq!(run(&p, &ask("hi")).await.0.unwrap().usage, Usage { output_tokens: 60, ..want });
 }
 
-#[tokio::test]
-async fn the_fake_api_refuses_a_fifth_cache_breakpoint() {
-    let server = FakeServer::start(Kind::Anthropic);
-    let url = format!("{}/v1/messages", server.base_url());
-    let block = |t: &str| json!({"type": "text", "text": t, "cache_control": {"type": "ephemeral"}});
-    let body = json!({"model": "m", "max_tokens": 10, "stream": true,
-        "system": [block("s")],
-        "messages": [{"role": "user", "content": [block("a"), block("b"), block("c"), block("d")]}]});
-    let answer = reqwest::Client::new()
-        .post(&url)
+/// Posts `body` to the fake API as a client would, past our provider: for the fake's own rules.
+async fn post_raw(server: &FakeServer, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}/v1/messages", server.base_url()))
         .header("content-type", "application/json")
         .header("anthropic-version", "2023-06-01")
         .body(body.to_string())
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_fake_api_refuses_a_fifth_cache_breakpoint() {
+    let server = FakeServer::start(Kind::Anthropic);
+    let block = |t: &str| json!({"type": "text", "text": t, "cache_control": {"type": "ephemeral"}});
+    let body = json!({"model": "m", "max_tokens": 10, "stream": true,
+        "system": [block("s")],
+        "messages": [{"role": "user", "content": [block("a"), block("b"), block("c"), block("d")]}]});
+    let answer = post_raw(&server, &body).await;
     assert_eq!(answer.status().as_u16(), 400);
     let text = answer.text().await.unwrap();
     assert!(text.contains("A maximum of 4 blocks with cache_control may be provided. Found 5."), "{text}");
@@ -313,8 +317,6 @@ async fn a_history_broken_by_a_crash_still_passes_the_api_rules() {
 #[tokio::test]
 async fn the_fake_api_refuses_invalid_conversations() {
     let server = FakeServer::start(Kind::Anthropic);
-    let url = format!("{}/v1/messages", server.base_url());
-    let client = reqwest::Client::new();
     let use_a = json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]});
     let cases = [
         (json!([{"role": "assistant", "content": "hi"}]), "first message"),
@@ -338,27 +340,13 @@ async fn the_fake_api_refuses_invalid_conversations() {
     ];
     for (messages, why) in cases {
         let body = json!({"model": "m", "max_tokens": 10, "stream": true, "messages": messages});
-        let answer = client
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("anthropic-version", "2023-06-01")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
+        let answer = post_raw(&server, &body).await;
         assert_eq!(answer.status().as_u16(), 400, "{messages}");
         let text = answer.text().await.unwrap();
         assert!(text.contains(why), "{messages}: expected {why:?} in {text}");
     }
     let no_model = json!({"max_tokens": 10, "stream": true, "messages": [{"role": "user", "content": "a"}]});
-    let answer = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("anthropic-version", "2023-06-01")
-        .body(no_model.to_string())
-        .send()
-        .await
-        .unwrap();
+    let answer = post_raw(&server, &no_model).await;
     assert_eq!(answer.status().as_u16(), 400);
     assert!(server.requests().iter().all(|r| r.rejected.is_some()));
 }

@@ -637,10 +637,9 @@ H.handlers = {
       "PseudoClaudeNotice"
     )
   end,
-  usage = function(m)
-    -- the session's totals so far (a turn with tools reports after each request); the status prices them with
-    -- the configuration in effect now, which a setup() during the session may have changed
-    H.state.usage, H.state.cost = m.usage, T.nonnil(m.cost)
+  usage = function()
+    -- the totals are read back from the status, not taken from the event: the status prices them with the
+    -- configuration in effect now, which a setup() during the session may have changed
     H.refresh_status()
   end,
   compacted = function()

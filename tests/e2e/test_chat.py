@@ -71,6 +71,17 @@ def wait_turns(n: Neovim, count: int) -> None:
 
 
 
+def answer_approvals(n: Neovim, *answers: str) -> None:
+    """Answers the approval questions in turn with `answers` ("No" once they run out), as a user picking from
+    vim.ui.select would; `vim.g.pc_asked` counts the questions, `vim.g.pc_prompt` keeps the last one."""
+    n.lua(
+        "local answers = { ... } vim.g.pc_asked = 0 "
+        "vim.ui.select = function(items, opts, cb) vim.g.pc_asked = vim.g.pc_asked + 1 vim.g.pc_prompt = opts.prompt "
+        "local a = answers[vim.g.pc_asked] or 'No' vim.schedule(function() cb(a) end) end",
+        *answers,
+    )
+
+
 def log_lines(path: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
@@ -338,10 +349,7 @@ def test_a_declined_write_is_reported_to_the_model(nvim: Neovim, workspace: Path
     fake.push_tools("", [("call_w", "write_file", {"path": "new.txt", "content": "x"})])
     fake.push_text("Understood, I did not write it.")
     setup(nvim, openai(fake))
-    nvim.lua(
-        "vim.ui.select = function(items, opts, cb) vim.g.pc_prompt = opts.prompt "
-        "vim.schedule(function() cb('No') end) end"
-    )
+    answer_approvals(nvim, "No")
     type_message(nvim, "write new.txt")
     wait_turns(nvim, 1)
     assert "write_file" in nvim.lua("return vim.g.pc_prompt")
@@ -442,11 +450,7 @@ def test_approving_a_write_writes_it_and_always_stops_asking(nvim: Neovim, works
     fake.push_tools("", [("call_3", "write_file", {"path": "again.txt", "content": "again\n"})])
     fake.push_text("Wrote again.txt.")
     setup(nvim, openai(fake))
-    nvim.lua(
-        "vim.g.pc_asked = 0 vim.g.pc_answers = { 'Yes', 'Always (this session)' } "
-        "vim.ui.select = function(items, opts, cb) vim.g.pc_asked = vim.g.pc_asked + 1 "
-        "local a = vim.g.pc_answers[vim.g.pc_asked] or 'No' vim.schedule(function() cb(a) end) end"
-    )
+    answer_approvals(nvim, "Yes", "Always (this session)")
     type_message(nvim, "write yes.txt")
     wait_turns(nvim, 1)
     assert (workspace / "yes.txt").read_text() == "yes\n"
@@ -466,9 +470,9 @@ def test_approve_write_file_from_setup_writes_without_asking(nvim: Neovim, works
     fake.push_tools("", [("call_1", "write_file", {"path": "auto.txt", "content": "auto\n"})])
     fake.push_text("Done.")
     setup(nvim, openai(fake), approve={"write_file": True})
-    nvim.lua("vim.g.pc_asked = false vim.ui.select = function(_, _, cb) vim.g.pc_asked = true cb('No') end")
+    answer_approvals(nvim)
     type_message(nvim, "write auto.txt")
     wait_turns(nvim, 1)
     assert (workspace / "auto.txt").read_text() == "auto\n"
-    assert nvim.lua("return vim.g.pc_asked") is False
+    assert nvim.lua("return vim.g.pc_asked") == 0
     assert fake.errors == [], fake.errors
