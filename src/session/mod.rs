@@ -28,6 +28,7 @@ pub mod loader;
 pub mod lock;
 pub mod replay;
 pub mod retention;
+pub mod search;
 pub mod spill;
 pub mod writer;
 
