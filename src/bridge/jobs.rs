@@ -7,10 +7,10 @@
 //! the last one asked for, not all five; it also raises the cancel flag of the lane's running jobs,
 //! which a job that checks it ([`Stream::cancelled`]) obeys by stopping early.
 //!
-//! A *streaming* job ([`spawn_stream`]) hands back several results as it goes ([`Stream::send`]),
-//! each to its callback as `true, batch, true`, then its outcome as `ok, value, false`; once it is
-//! cancelled ([`cancel`], or a newer job in its lane) no batch of it reaches Lua any more and its
-//! outcome is `false, "cancelled"`.
+//! A *streaming* job ([`spawn_stream`], the session search) runs on a thread of its own and hands
+//! back several results as it goes ([`Stream::send`]), each to its callback as `true, batch, true`,
+//! then its outcome as `ok, value, false`; once it is cancelled ([`cancel`], or a newer job in its
+//! lane) no batch of it reaches Lua any more and its outcome is `false, "cancelled"`.
 //!
 //! Results come back through one libuv async handle (wake-ups merge: each wake-up delivers every
 //! finished job), then a `schedule`d callback, where the value is converted to Lua (nvim-oxi's
@@ -136,16 +136,21 @@ fn work(pool: &Pool) {
                 q = pool.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
             }
         };
-        let outcome = panic::catch_unwind(AssertUnwindSafe(job.work)).unwrap_or_else(|p| {
-            let message = format!("internal error (panic): {}", payload_text(p.as_ref()));
-            Box::new(move || (false, Object::from(message)))
-        });
-        let mut q = lock(&pool.queue);
-        q.running.retain(|(t, _, _)| *t != job.ticket);
-        q.finished.push(Delivery { ticket: job.ticket, outcome, last: true });
-        drop(q);
-        pool.wake();
+        run(pool, job);
     }
+}
+
+/// Runs `job` (already in `running`) and queues its outcome.
+fn run(pool: &Pool, job: Job) {
+    let outcome = panic::catch_unwind(AssertUnwindSafe(job.work)).unwrap_or_else(|p| {
+        let message = format!("internal error (panic): {}", payload_text(p.as_ref()));
+        Box::new(move || (false, Object::from(message)))
+    });
+    let mut q = lock(&pool.queue);
+    q.running.retain(|(t, _, _)| *t != job.ticket);
+    q.finished.push(Delivery { ticket: job.ticket, outcome, last: true });
+    drop(q);
+    pool.wake();
 }
 
 /// Queues `work` on the worker threads and returns its ticket at once; `callback(true, value)` or
@@ -156,14 +161,16 @@ where
     F: FnOnce() -> BridgeResult<T> + Send + 'static,
 {
     let pool = pool()?;
-    queue(&pool, lane, Arc::new(AtomicBool::new(false)), Waiting::Once(callback), |_| {
+    queue(&pool, lane, Arc::new(AtomicBool::new(false)), Waiting::Once(callback), false, |_| {
         Box::new(move || to_lua(name, work()))
     })
 }
 
-/// Queues a streaming job: `work` may [`Stream::send`] batches as it goes (each reaches
+/// Starts a streaming job: `work` may [`Stream::send`] batches as it goes (each reaches
 /// `callback(true, batch, true)` on the main thread, in order), then its result is the outcome,
-/// `callback(ok, value, false)`. Returns its ticket at once.
+/// `callback(ok, value, false)`. Returns its ticket at once. It runs on a thread of its own, not in
+/// the workers' queue: a search typed while the full list of a large workspace is being read (or a
+/// preview of a 100 MiB session) must not wait for it; the lane still cancels the one before.
 pub fn spawn_stream<T, F>(
     name: &'static str,
     lane: Option<&'static str>,
@@ -177,7 +184,7 @@ where
     let pool = pool()?;
     let cancel = Arc::new(AtomicBool::new(false));
     let stream = Stream { pool: pool.clone(), ticket: 0, cancel: cancel.clone() };
-    queue(&pool, lane, cancel.clone(), Waiting::Stream(callback, cancel), move |ticket| {
+    queue(&pool, lane, cancel.clone(), Waiting::Stream(callback, cancel), true, move |ticket| {
         let stream = Stream { ticket, ..stream };
         Box::new(move || {
             let result = work(&stream);
@@ -202,6 +209,7 @@ fn queue(
     lane: Option<&'static str>,
     cancel: Arc<AtomicBool>,
     waiting: Waiting,
+    own_thread: bool,
     work: impl FnOnce(u64) -> Box<dyn FnOnce() -> Outcome + Send>,
 ) -> BridgeResult<u64> {
     let superseded = {
@@ -223,8 +231,6 @@ fn queue(
                 }
             }
         }
-        CALLBACKS.with(|c| c.borrow_mut().insert(ticket, waiting));
-        q.waiting.push_back(Job { ticket, lane, cancel, work: work(ticket) });
         for t in &dropped {
             q.finished.push(Delivery {
                 ticket: *t,
@@ -232,6 +238,19 @@ fn queue(
                 last: true,
             });
         }
+        let job = Job { ticket, lane, cancel, work: work(ticket) };
+        if own_thread {
+            q.running.push((ticket, lane, job.cancel.clone()));
+            let p = pool.clone();
+            let started = std::thread::Builder::new().name("pseudoclaude-stream".into()).spawn(move || run(&p, job));
+            if let Err(e) = started {
+                q.running.retain(|(t, _, _)| *t != ticket);
+                return Err(BridgeError::msg(format!("cannot start a thread: {e}")));
+            }
+        } else {
+            q.waiting.push_back(job);
+        }
+        CALLBACKS.with(|c| c.borrow_mut().insert(ticket, waiting));
         (ticket, !dropped.is_empty())
     };
     pool.ready.notify_one();

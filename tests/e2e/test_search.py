@@ -327,3 +327,15 @@ def test_a_workspace_without_sessions_searches_nothing_and_says_so(nvim: Neovim)
     nvim.api.command("PseudoSearch x")
     notes = nvim.lua("return _G.notes")
     assert any("no session to search in" in x["msg"] for x in notes), notes
+
+
+def test_ctrl_x_on_a_hit_deletes_its_session_and_its_hits_go(nv: Neovim, library, workspace: Path) -> None:
+    nv.api.command("PseudoSearch quetzal")
+    s = search_done(nv, "quetzal")
+    assert s["hits"][0]["id"] == library["long"] and len(s["hits"]) == 23
+    nv.api.input("<C-x>")
+    time.sleep(0.2)
+    nv.api.input("y")
+    s = wait_for(lambda: (x := state(nv)) and len(x["hits"]) == 21 and x, what="the hits of the deleted session gone")
+    assert not session_dir(workspace, library["long"]).exists()
+    assert s["hits"][0]["id"] == library["damaged"] and s["searching"]
