@@ -37,9 +37,12 @@ fn message_text(ctx: &Context, m: &Message) -> String {
     t
 }
 
-/// Every hit of `text` is a message of `load()` holding it, and every such message is a hit.
+/// Every hit of `text` is a message of `load()` holding it, and every such message is a hit; a log
+/// read in small chunks and replayed as it streams (as a log over 64 MiB is) gives the same hits.
 fn assert_hits_match_load(ws: &Path, text: &str) -> Vec<Hit> {
     let hits = find(ws, text);
+    let chunked = Options { whole_log: 97, ..Default::default() };
+    assert_eq!(search::search_all(ws, &q(text), &chunked).expect("search").0, hits, "read in chunks: {text:?}");
     for id in session::list::ids(ws).expect("ids") {
         let ctx = Context::open(ws, &id).expect("ctx");
         let loaded = session::load(&ctx).expect("load");
@@ -162,6 +165,11 @@ fn an_interrupted_answer_is_found_across_its_checkpoints_and_a_superseded_one_is
     // "egret" is in no single line: the interrupted answer's text is searched whole.
     let hits = assert_hits_match_load(ws.path(), "egret");
     assert_eq!(hits.iter().map(|h| (h.index, h.role.as_str())).collect::<Vec<_>>(), [(4, "assistant")]);
+    // Wherever a log read in chunks is cut, the checkpoints of one answer are searched together.
+    for chunk in [1, 7, 40, 97, 150, 333, 1000] {
+        let opts = Options { whole_log: chunk, ..Default::default() };
+        assert_eq!(search::search_all(ws.path(), &q("egret"), &opts).unwrap().0, hits, "chunks of {chunk} bytes");
+    }
 }
 
 #[test]

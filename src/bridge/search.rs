@@ -48,7 +48,12 @@ pub struct SearchArgs {
 
 impl SearchArgs {
     fn options(&self) -> Options {
-        Options { exclude: self.exclude.clone(), limit: self.limit, per_session: self.per_session, threads: 0 }
+        Options {
+            exclude: self.exclude.clone(),
+            limit: self.limit,
+            per_session: self.per_session,
+            ..Default::default()
+        }
     }
 }
 

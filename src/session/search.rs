@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -197,6 +197,15 @@ pub struct Options {
     pub per_session: Option<usize>,
     /// Threads searching; 0 for the default (two, or one on a one-core machine).
     pub threads: usize,
+    /// Logs larger than this are read in chunks ([`WHOLE_LOG`] when 0; tests lower it).
+    #[doc(hidden)]
+    pub whole_log: u64,
+}
+
+impl Options {
+    fn read_whole_up_to(&self) -> u64 {
+        if self.whole_log == 0 { WHOLE_LOG } else { self.whole_log }
+    }
 }
 
 /// One message holding the text.
@@ -275,7 +284,7 @@ pub fn search(
         while !stopped() {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(id) = ids.get(i) else { break };
-            let outcome = match search_session(&root, id, query, &mut buf, &stopped) {
+            let outcome = match search_session(&root, id, query, &mut buf, opts.read_whole_up_to(), &stopped) {
                 Ok(found) => Outcome::Searched(found),
                 Err(e) => Outcome::Skipped(format!("{id}: {e}")),
             };
@@ -398,74 +407,100 @@ struct Found {
     matches: usize,
 }
 
+/// Logs up to this size are read whole. A larger one is scanned in chunks of [`CHUNK`] bytes, cut
+/// at line ends, and when it holds a match it is replayed while it streams from the file: what it
+/// costs in memory is a chunk and its longest line, not its size.
+pub const WHOLE_LOG: u64 = 64 << 20;
+const CHUNK: u64 = 8 << 20;
+
 /// The hits of one session; `None` when it has none. `buf` is the caller's, reused across sessions.
 fn search_session(
     root: &Dir,
     id: &str,
     query: &Query,
     buf: &mut Vec<u8>,
+    whole_up_to: u64,
     stopped: &dyn Fn() -> bool,
 ) -> Result<Option<SessionHits>> {
     let dir = root.subdir(id)?;
     let path = dir.path().join(CONVERSATION_FILE_NAME);
-    let mut file = match dir.open(CONVERSATION_FILE_NAME, Access::Read) {
+    let (mut file, meta) = match dir.open_stat(CONVERSATION_FILE_NAME, Access::Read) {
         Ok(f) => f,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e),
     };
+    let whole = meta.len() <= whole_up_to;
+    let mut candidates = Vec::new();
+    let mut interrupted = false;
     buf.clear();
-    file.read_to_end(buf).map_err(io_err("cannot read session log", &path))?;
-    // Bytes after the last newline are a torn append, not an entry (as the loader says).
-    let end = memchr::memrchr(b'\n', buf).map_or(0, |i| i + 1);
-    let log = &buf[..end];
-    let candidates = candidate_lines(log, &query.raw);
+    if whole {
+        file.read_to_end(buf).map_err(io_err("cannot read session log", &path))?;
+        // Bytes after the last newline are a torn append, not an entry (as the loader says).
+        buf.truncate(memchr::memrchr(b'\n', buf).map_or(0, |i| i + 1));
+        candidates = candidate_lines(buf, 0, &query.raw);
+        // With a match the log is replayed anyway, and an interrupted answer's text searched then.
+        interrupted = candidates.is_empty() && interrupted_match(buf, query);
+    } else {
+        let mut at = 0u64;
+        loop {
+            let n = (&mut file)
+                .take(CHUNK.min(whole_up_to).max(1))
+                .read_to_end(buf)
+                .map_err(io_err("cannot read session log", &path))?;
+            // A chunk ends at its last newline; the rest (a line longer than a chunk) waits for more.
+            if let Some(mut end) = memchr::memrchr(b'\n', buf).map(|i| i + 1) {
+                // Checkpoints at the chunk's end wait for the next one, which tells whether they were
+                // superseded (their answer's text is searched whole); unless there is only that.
+                if n > 0
+                    && let Some(run) = trailing_checkpoints(&buf[..end])
+                    && end - run < 4 * CHUNK as usize
+                {
+                    end = run;
+                }
+                candidates.extend(candidate_lines(&buf[..end], at, &query.raw));
+                interrupted = interrupted || interrupted_match(&buf[..end], query);
+                at += end as u64;
+                buf.drain(..end);
+            }
+            if n == 0 || stopped() {
+                break;
+            }
+        }
+        buf.clear();
+    }
     let spills = if stopped() { HashMap::new() } else { search_spills(&dir, query)? };
-    if (candidates.is_empty() && spills.values().all(|s| s.found.is_none()) && !interrupted_match(log, query))
-        || stopped()
-    {
+    if (candidates.is_empty() && spills.values().all(|s| s.found.is_none()) && !interrupted) || stopped() {
         return Ok(None);
     }
-    let spill_found = spills.values().any(|s| s.found.is_some());
-    // The fold, every line; the text of the lines that matched is searched as it goes.
-    let mut replay = Replay::tracking();
-    let mut found: HashMap<(u64, usize), Found> = HashMap::new();
-    let mut candidates = candidates.into_iter().peekable();
-    let (mut start, mut line_no) = (0usize, 0u64);
-    for stop in memchr::memchr_iter(b'\n', log) {
-        let line = &log[start..stop];
-        let line_start = start;
-        start = stop + 1;
-        line_no += 1;
-        if line_no % 4096 == 0 && stopped() {
-            return Ok(None);
-        }
-        let candidate = candidates.next_if_eq(&line_start).is_some();
-        if !candidate && !spill_found {
-            replay.feed_line(line, line_no);
-            continue;
-        }
-        replay.set_line(line_no);
-        let (entry, repaired) = match parse_line(line) {
-            Parsed::Blank => continue,
-            Parsed::Bad => {
-                replay.bad_line(line_no);
-                continue;
-            }
-            Parsed::Entry(e) => (e, false),
-            Parsed::Repaired(e) => (e, true),
-        };
-        for (sub, m) in entry_messages(&entry) {
-            if let Some(mut f) = search_message(m, query, &spills, candidate) {
-                f.role = m.role.to_string();
-                found.insert((line_no, sub), f);
+    let mut fold = Fold::new(query, &spills, candidates);
+    if whole {
+        let mut start = 0usize;
+        for stop in memchr::memchr_iter(b'\n', buf) {
+            fold.line(start as u64, &buf[start..stop]);
+            start = stop + 1;
+            if fold.line_no.is_multiple_of(4096) && stopped() {
+                return Ok(None);
             }
         }
-        if repaired {
-            replay.repaired_entry(entry, line_no);
-        } else {
-            replay.feed_entry(entry);
+    } else {
+        file.seek(SeekFrom::Start(0)).map_err(io_err("cannot read session log", &path))?;
+        let mut reader = BufReader::with_capacity(1 << 20, file);
+        let mut line = Vec::new();
+        let mut at = 0u64;
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(io_err("cannot read session log", &path))?;
+            if n == 0 || line.last() != Some(&b'\n') {
+                break;
+            }
+            fold.line(at, &line[..n - 1]);
+            at += n as u64;
+            if fold.line_no.is_multiple_of(4096) && stopped() {
+                return Ok(None);
+            }
         }
     }
+    let Fold { replay, mut found, .. } = fold;
     let done = replay.finish();
     let mut hits = Vec::new();
     for (i, origin) in done.origins.iter().enumerate() {
@@ -499,6 +534,67 @@ fn search_session(
         })
         .collect();
     Ok(Some(SessionHits { id: id.to_string(), title, last_message, hits, more: 0, bad_lines: done.state.bad_lines }))
+}
+
+/// The loader's fold over a session's lines, searching the text of the lines that matched.
+struct Fold<'a> {
+    query: &'a Query,
+    spills: &'a HashMap<String, Spill>,
+    spill_found: bool,
+    /// Start offsets of the lines that matched, in order, and the next one to come.
+    candidates: Vec<u64>,
+    next: usize,
+    replay: Replay,
+    found: HashMap<(u64, usize), Found>,
+    line_no: u64,
+}
+
+impl<'a> Fold<'a> {
+    fn new(query: &'a Query, spills: &'a HashMap<String, Spill>, candidates: Vec<u64>) -> Self {
+        let spill_found = spills.values().any(|s| s.found.is_some());
+        Fold {
+            query,
+            spills,
+            spill_found,
+            candidates,
+            next: 0,
+            replay: Replay::tracking(),
+            found: HashMap::new(),
+            line_no: 0,
+        }
+    }
+
+    /// The line starting at byte `offset` of the log, without its `\n`.
+    fn line(&mut self, offset: u64, line: &[u8]) {
+        self.line_no += 1;
+        let line_no = self.line_no;
+        let candidate = self.candidates.get(self.next) == Some(&offset);
+        if candidate {
+            self.next += 1;
+        }
+        if !candidate && !self.spill_found {
+            self.replay.feed_line(line, line_no);
+            return;
+        }
+        self.replay.set_line(line_no);
+        let (entry, repaired) = match parse_line(line) {
+            Parsed::Blank => return,
+            Parsed::Bad => return self.replay.bad_line(line_no),
+            Parsed::Entry(e) => (e, false),
+            Parsed::Repaired(e) => (e, true),
+        };
+        for (sub, m) in entry_messages(&entry) {
+            if let Some(mut f) = search_message(m, self.query, self.spills, candidate) {
+                f.role = m.role.to_string();
+                self.found.insert((line_no, sub), f);
+            }
+        }
+        if repaired {
+            self.replay.repaired_entry(entry, line_no);
+        } else {
+            self.replay.feed_entry(entry);
+        }
+    }
 }
 
 /// The messages an entry holds, with their position in it (a `replace` holds many).
@@ -716,6 +812,20 @@ fn interrupted_match(log: &[u8], query: &Query) -> bool {
     false
 }
 
+/// Where the checkpoint lines that end `chunk` (complete lines) start; `None` when it does not end
+/// with one.
+fn trailing_checkpoints(chunk: &[u8]) -> Option<usize> {
+    let mut start = chunk.len();
+    while start > 0 {
+        let line_start = memchr::memrchr(b'\n', &chunk[..start - 1]).map_or(0, |i| i + 1);
+        if !chunk[line_start..].starts_with(CHECKPOINT_PREFIX) {
+            break;
+        }
+        start = line_start;
+    }
+    (start < chunk.len()).then_some(start)
+}
+
 /// The raw `answer` id of a checkpoint line.
 fn answer_of(line: &[u8]) -> Option<&[u8]> {
     let at = memchr::memmem::find(line, br#""answer":""#)? + br#""answer":""#.len();
@@ -723,13 +833,13 @@ fn answer_of(line: &[u8]) -> Option<&[u8]> {
     Some(&line[at..at + len])
 }
 
-/// Start offsets of the lines of `log` where `raw` matches, in order, each once.
-fn candidate_lines(log: &[u8], raw: &regex::bytes::Regex) -> Vec<usize> {
+/// Start offsets (plus `base`) of the lines of `log` where `raw` matches, in order, each once.
+fn candidate_lines(log: &[u8], base: u64, raw: &regex::bytes::Regex) -> Vec<u64> {
     let mut out = Vec::new();
     let mut at = 0;
     while let Some(m) = raw.find_at(log, at) {
         let start = memchr::memrchr(b'\n', &log[..m.start()]).map_or(0, |i| i + 1);
-        out.push(start);
+        out.push(base + start as u64);
         // The rest of the line is a candidate already.
         match memchr::memchr(b'\n', &log[m.end()..]) {
             Some(i) => at = m.end() + i + 1,
