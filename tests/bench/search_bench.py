@@ -45,6 +45,8 @@ sys.path.insert(0, str(ROOT / ".deps" / "python"))
 SESSIONS = 1000
 TARGET_BYTES = 1 << 20
 QUERY = "retry_budget"
+# A word of nearly every message: the worst case (every session replayed, most lines decoded), for information.
+COMMON = "parser"
 HIT_SHARE = 0.02
 CLI = ROOT / "target" / "release" / "pseudoclaude"
 
@@ -282,11 +284,24 @@ def main() -> None:
         for argv, sink in pair if r % 2 == 0 else pair[::-1]:
             dt, out = timed(argv, ws)
             sink.append((dt, out))
+    common_ours, common_rg = [], []
+    for r in range(max(3, a.rounds // 2)):
+        argv_pair = [([str(CLI), "-C", str(ws), "sessions", "search", COMMON, "--json"], common_ours),
+                     ([rg, "-F", "-i", "--count-matches", COMMON, *logs], common_rg)]
+        for argv, sink in argv_pair if r % 2 == 0 else argv_pair[::-1]:
+            dt, out = timed(argv, ws)
+            sink.append((dt, out))
+    common_hits = len(json.loads(common_ours[-1][1]))
+    common_matches = sum(int(line.rsplit(":", 1)[1]) for line in common_rg[-1][1].splitlines())
+    c_ours = statistics.median(x[0] for x in common_ours) * 1000
+    c_rg = statistics.median(x[0] for x in common_rg) * 1000
     ours_hits = json.loads(ours_t[-1][1])
     rg_counts = {line.rsplit(":", 1)[0]: int(line.rsplit(":", 1)[1]) for line in rg_t[-1][1].splitlines()}
     ours_ms = statistics.median(x[0] for x in ours_t) * 1000
     rg_ms = statistics.median(x[0] for x in rg_t) * 1000
     sessions_hit = len({h["id"] for h in ours_hits})
+    by_age = sorted(logs, key=lambda p: (ws / p).stat().st_mtime, reverse=True)
+    first_at = next(i for i, p in enumerate(by_age) if ours_hits and ours_hits[0]["id"] in p) + 1
     gib = info["bytes"] / (1 << 30)
 
     rows = [
@@ -297,6 +312,9 @@ def main() -> None:
          f"{info['bytes'] / 1e6 / (rg_ms / 1000):.0f} MB/s", "-", "-", "info"),
         ("What was found (sanity)", f"{len(ours_hits)} hits (messages) in {sessions_hit} sessions",
          f"{sum(rg_counts.values())} matches in {len(rg_counts)} files", "-", "-", "info"),
+        (f"Worst case, query `{COMMON}` (in nearly every message: every session replayed): time",
+         f"{c_ours:.0f} ms ({common_hits:,} hits)", f"{c_rg:.0f} ms ({common_matches:,} matches)",
+         f"{c_ours / c_rg:.2f}x", "-", "info"),
     ]
     first = done = None
     if not a.no_nvim:
@@ -329,11 +347,16 @@ def main() -> None:
             f"same {SESSIONS:,} `conversation.jsonl` paths (it uses both cores too). The workspace: {SESSIONS:,} "
             f"generated sessions of about 1 MiB (user prompts, answers, tool calls, tool outputs of code with quotes, "
             f"tabs and non-ASCII text; every fifth compacted with `replace`, some with checkpoints); the query is in "
-            f"{info['planted']} of them. ripgrep counts raw matches in the JSON text, including copies of a message "
-            f"that a `replace` left out of the history; ours reports a message once, only when a resume restores it, "
+            f"{info['planted']} of them. ripgrep counts raw matches in the JSON text, including text "
+            f"that a `replace` took out of the history ({len(rg_counts) - sessions_hit} of the {len(rg_counts)} sessions here); ours reports a message once, only when a resume restores it, "
             f"with its index. The first-hit figure is measured inside Neovim: `:PseudoResume`, `<C-g>`, the query set "
-            f"in the prompt, until the first hit row is drawn (the search runs on the core's threads; rows arrive in "
-            f"batches, newest sessions first).\n"
+            f"in the prompt, until the first hit row is drawn (the search runs on threads of its own; rows arrive in "
+            f"batches, newest sessions first). Without an index it depends on where the newest session holding the "
+            f"text is: here the {first_at}th newest, so about {first_at} MiB are read and scanned first; the full list "
+            f"of sessions and the first preview are read at the same time, on the same two cores.\n\n"
+            f"The worst case is a word of nearly every message: every session is then replayed and most of its lines "
+            f"decoded (about 1 GB/s of JSON parsing against ripgrep's raw scan), and the CLI prints every hit as JSON. "
+            f"The picker stops such a search at 2,000 hits (50 a session), after a few sessions.\n"
         )
         write_section("Session search", body)
     if not a.keep:
