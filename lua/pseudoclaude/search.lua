@@ -38,6 +38,7 @@ local H = {}
 --- "cancelled" when a newer search took its place).
 
 ---@class pseudoclaude.SearchHandle
+---@field ticket integer The core's job.
 ---@field cancelled boolean
 ---@field done boolean
 local Handle = {}

@@ -270,7 +270,9 @@ function M.draw_rows(s)
     api.nvim_buf_set_extmark(buf, ns, line, 0, { line_hl_group = "PseudoClaudePickerSelection", priority = 50 })
     api.nvim_win_set_cursor(win, { line + 1, 0 })
   end
-  local counter = ("%d hit%s%s"):format(n, n == 1 and "" or "s", st.running and " …" or "")
+  -- "+": the search stopped at `LIMIT` hits; "…": it is still running
+  local more = st.summary and st.summary.truncated and "+" or ""
+  local counter = ("%d%s hit%s%s"):format(n, more, n == 1 and "" or "s", st.running and " …" or "")
   api.nvim_buf_set_extmark(s.bufs.prompt, ns, 0, 0, {
     id = COUNTER_MARK,
     virt_text = { { counter, "PseudoClaudePickerCounter" } },
@@ -434,13 +436,6 @@ function M.preview(p, item, now, width, query)
     end
   end
   return { lines = lines, hls = hls, folds = out_folds, cursor = cursor }
-end
-
---- Timings of the current search (for benchmarks), or nil outside search mode.
----@return pseudoclaude.picker.SearchStats?
-function M.stats()
-  local s = require("pseudoclaude.picker").get_state()
-  return s and s.search and s.search.stats or nil
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
