@@ -917,6 +917,9 @@ function H.preview_arrived(s, item, perr, preview, asked)
     p = render.preview(preview, item, s.now, api.nvim_win_get_width(win))
   end
   s.previews[item.id] = p
+  if s.search then
+    return -- read for the list; the search mode draws its own previews
+  end
   local current = H.selected(s)
   if current and current.id == item.id then
     H.show_preview(s, p, item.id)
