@@ -34,6 +34,13 @@ end, {
   desc = "pseudoclaude: pick a session to resume; `last` or an id resumes it directly",
 })
 
+vim.api.nvim_create_user_command("PseudoSearch", function(opts)
+  local ok, err = pcall(require("pseudoclaude.picker").open, { search = opts.args })
+  if not ok then
+    require("pseudoclaude.errors").report(err)
+  end
+end, { nargs = "*", desc = "pseudoclaude: search inside every message of every session (the picker's <C-g> mode)" })
+
 vim.api.nvim_create_user_command("PseudoCleanup", function()
   local ok, removed = pcall(require("pseudoclaude").sessions.cleanup)
   if not ok then

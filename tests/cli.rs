@@ -256,3 +256,67 @@ fn export_prints_markdown_or_json() {
     let (code, _, err) = cli(ws.path(), &["sessions", "export", "20260101-000000-abcd"]);
     assert!(code == 2 && err.contains("no session 20260101-000000-abcd"), "{err}");
 }
+
+#[test]
+fn search_prints_each_hit_with_its_message_index_as_text_and_json() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = session(ws.path(), "fix the Tokenizer");
+    let w = Writer::open(&ctx, WriterOptions::default()).unwrap();
+    w.append(&Message::user("and the tokenizer \"again\"")).unwrap();
+    drop(w);
+    let other = session(ws.path(), "unrelated");
+    let (code, out, _) = cli(ws.path(), &["sessions", "search", "tokenizer"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, format!("{0}:1:user: fix the Tokenizer\n{0}:3:user: and the tokenizer \"again\"\n", ctx.id));
+    let (code, out, _) = cli(ws.path(), &["sessions", "search", "tokenizer", "\"again\"", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "{out}");
+    let h = &v[0];
+    assert_eq!(
+        (h["id"].as_str(), h["index"].as_u64(), h["role"].as_str()),
+        (Some(ctx.id.as_str()), Some(3), Some("user"))
+    );
+    assert_eq!((h["kind"].as_str(), h["title"].as_str()), (Some("text"), Some("fix the Tokenizer")));
+    assert_eq!(h["snippet"], "and the tokenizer \"again\"");
+    assert_eq!(h["ranges"], serde_json::json!([[8, 25]]));
+    // `show` numbers the same messages: the third line is message 3.
+    let (_, out, _) = cli(ws.path(), &["sessions", "show", &ctx.id]);
+    assert_eq!(out.lines().nth(2), Some("user: and the tokenizer \"again\""));
+    // Smart case: an upper-case letter makes it exact.
+    let (_, out, _) = cli(ws.path(), &["sessions", "search", "Tokenizer"]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let (code, out, err) = cli(ws.path(), &["sessions", "search", "nowhere to be found"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("no message holds \"nowhere to be found\" (2 sessions searched)"), "{err}");
+    let (code, out, _) = cli(ws.path(), &["sessions", "search", "answer", "--limit", "1"]);
+    assert_eq!((code, out.lines().count()), (0, 1), "{out}");
+    assert!(out.starts_with(&other.id), "newest session first: {out}");
+}
+
+#[test]
+fn search_reports_bad_input_and_searches_a_damaged_log_in_what_it_restores() {
+    let ws = tempfile::tempdir().unwrap();
+    let (code, _, err) = cli(ws.path(), &["sessions", "search"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("search needs the text to look for") && err.contains("usage:"), "{err}");
+    let (code, _, err) = cli(ws.path(), &["sessions", "search", ""]);
+    assert_eq!(code, 2);
+    assert!(err.contains("the query is empty"), "{err}");
+    let (code, _, err) = cli(ws.path(), &["sessions", "search", "x", "--limit", "many"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--limit needs a number"), "{err}");
+    // No sessions at all: nothing found, said plainly.
+    let (code, _, err) = cli(ws.path(), &["sessions", "search", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("(0 sessions searched)"), "{err}");
+    let ctx = session(ws.path(), "t");
+    let mut text = fs::read_to_string(&ctx.jsonl_path).unwrap();
+    text.insert_str(0, "garbage line with a needle\n");
+    text.push_str("{\"role\":\"user\",\"content\":\"needle\"}\n{\"role\":\"us");
+    fs::write(&ctx.jsonl_path, text).unwrap();
+    let (code, out, _) = cli(ws.path(), &["sessions", "search", "needle", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.as_array().map(|a| a.iter().map(|h| h["index"].as_u64()).collect::<Vec<_>>()), Some(vec![Some(3)]));
+}

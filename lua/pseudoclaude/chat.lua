@@ -18,7 +18,7 @@ function M.open()
     H.buf = H.make_buf("pseudoclaude://chat", "pseudoclaude")
     vim.bo[H.buf].modifiable = false
     -- at once: a message sent right after opening must find the history drawn, or both would draw it
-    H.restore(nil, nil, true)
+    H.restore(nil, nil, nil, true)
   end
   if not H.valid_buf(H.input_buf) then
     H.input_buf = H.make_buf("pseudoclaude://input", "pseudoclaude-input")
@@ -82,6 +82,8 @@ end
 ---@field on_done fun(report: pseudoclaude.ResumeReport)? Called when the history is in place (the session is current
 --- and its end drawn), or the resume failed.
 ---@field on_drawn fun(report: pseudoclaude.ResumeReport)? Called when every older message is drawn too.
+---@field at integer? Put the cursor on this message (1-based, as in `sessions.load(id).messages`), in the transcript
+--- window, once it is drawn (older messages are drawn last: the cursor follows it while they are).
 
 ---@class pseudoclaude.ResumeReport
 ---@field ok boolean Whether the session is now the current one.
@@ -92,6 +94,7 @@ end
 ---@field notice string? What was repaired, one sentence ("" when nothing was).
 ---@field error string? Why the resume failed (the current session is as it was).
 ---@field drawn boolean? Whether all of the history was drawn when the report was made (else older slices follow).
+---@field at integer? The message the cursor was asked to go to (`opts.at`).
 
 --- Restores session `id` ("last" or nil: the most recent other session) into the agent buffer. Returns at once: the
 --- session is read on the core's threads and drawn from its end in slices, so the editor never waits. When the
@@ -101,6 +104,13 @@ end
 ---@param opts pseudoclaude.ResumeOpts?
 function M.resume(id, opts)
   opts = opts or {}
+  local at = opts.at
+  if at ~= nil and (type(at) ~= "number" or at < 1 or at ~= math.floor(at)) then
+    error(
+      ("pseudoclaude.resume: opts.at: expected a message index (an integer >= 1), got %s"):format(vim.inspect(at)),
+      0
+    )
+  end
   H.ensure_host()
   if id == nil or id == "last" then
     local list = require("pseudoclaude").sessions.list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
@@ -473,11 +483,13 @@ function H.clear()
 end
 
 --- Draws the current history from scratch, from its end backwards, one slice per main-loop step (the first
---- screenful at once): `on_first(all_drawn)` runs once the end is drawn, `on_done()` when all of it is.
+--- screenful at once): `on_first(all_drawn)` runs once the end is drawn, `on_done()` when all of it is. With `at`,
+--- the cursor goes to that message (1-based) when its slice is drawn, and stays on it while older ones are.
 ---@param on_first fun(all_drawn: boolean)?
 ---@param on_done fun()?
+---@param at integer? Put the cursor on this message (1-based) once its slice is drawn.
 ---@param at_once boolean? Draw the end in this step (a chat being opened), not the next one.
-function H.restore(on_first, on_done, at_once)
+function H.restore(on_first, on_done, at, at_once)
   if not H.valid_buf(H.buf) then
     if on_first then
       on_first(true)
@@ -487,6 +499,8 @@ function H.restore(on_first, on_done, at_once)
   H.restore_gen = H.restore_gen + 1
   local gen = H.restore_gen
   H.clear()
+  H.jump = nil
+  vim.api.nvim_buf_clear_namespace(H.buf, H.jump_ns, 0, -1)
   local core = require("pseudoclaude.core")
   local first = true
   local function step(to)
@@ -519,7 +533,7 @@ function H.restore(on_first, on_done, at_once)
         H.names[c.id] = c.name
       end
     end
-    local lines, marks, folds = T.render(msgs, { prev = T.nonnil(slice.prev), names = slice.names })
+    local lines, marks, folds, starts = T.render(msgs, { prev = T.nonnil(slice.prev), names = slice.names })
     H.draw(lines, marks, folds, not first)
     local stats = H.restore_stats
     if stats then
@@ -538,6 +552,15 @@ function H.restore(on_first, on_done, at_once)
       H.redraw_winbar()
     end
     first = false
+    if at then
+      local k = at - slice.from
+      if H.jump then
+        H.follow_jump()
+      elseif k >= 1 and k <= #msgs then
+        -- each slice is drawn above the ones before it: its own lines start at the top
+        H.place_jump(starts[k])
+      end
+    end
     if was_first and on_first then
       on_first(slice.from == 0)
     end
@@ -546,7 +569,13 @@ function H.restore(on_first, on_done, at_once)
         step(slice.from)
       end)
     else
-      if H.valid_win(H.win) and vim.api.nvim_get_current_win() ~= H.win then
+      if at and not H.jump then
+        vim.notify(
+          ("pseudoclaude: this session has no message %d (it has %d); showing its end"):format(at, slice.total or 0),
+          vim.log.levels.WARN
+        )
+      end
+      if not H.jump and H.valid_win(H.win) and vim.api.nvim_get_current_win() ~= H.win then
         H.scroll_to_end()
       end
       H.restore_stats = nil
@@ -566,6 +595,43 @@ function H.restore(on_first, on_done, at_once)
 end
 
 H.names = {}
+
+--- Where a resume with `at` put the cursor: an extmark on the message's first line (it moves down as older slices
+--- are drawn above it) and the row the cursor was last put on.
+---@type {mark: integer, row: integer}?
+H.jump = nil
+H.jump_ns = vim.api.nvim_create_namespace("pseudoclaude_chat_jump")
+
+--- Puts the cursor on 0-based line `row` of the transcript, in its window, and keeps track of it.
+---@param row integer
+function H.place_jump(row)
+  if not H.valid_buf(H.buf) then
+    return
+  end
+  H.jump = { mark = vim.api.nvim_buf_set_extmark(H.buf, H.jump_ns, row, 0, {}), row = -1 }
+  if H.valid_win(H.win) then
+    vim.api.nvim_set_current_win(H.win)
+  end
+  H.follow_jump(true)
+end
+
+--- Moves the cursor along with the jump's line (older lines were drawn above it), unless the user moved it.
+---@param force boolean?
+function H.follow_jump(force)
+  local j = H.jump
+  if not j or not H.valid_buf(H.buf) or not H.valid_win(H.win) then
+    return
+  end
+  local row = vim.api.nvim_buf_get_extmark_by_id(H.buf, H.jump_ns, j.mark, {})[1]
+  local cur = vim.api.nvim_win_get_cursor(H.win)[1] - 1
+  if row and (force or cur == j.row or cur == row) then
+    vim.api.nvim_win_set_cursor(H.win, { row + 1, 0 })
+    vim.api.nvim_win_call(H.win, function()
+      vim.cmd("normal! zz")
+    end)
+    j.row = row
+  end
+end
 
 -- Events from the core ----------------------------------------------------------------------------------------------
 
@@ -702,6 +768,7 @@ H.handlers = {
     H.state.phase = "idle"
     M.open()
     H.restore_stats = stats
+    report.at = pending.opts.at
     H.restore(function(all_drawn)
       -- The session is current and its end is on screen: the history is in place.
       stats.in_place_at = vim.uv.hrtime()
@@ -720,7 +787,7 @@ H.handlers = {
         pcall(pending.opts.on_drawn, report)
       end
       vim.api.nvim_exec_autocmds("User", { pattern = "PseudoClaudeResumeDrawn", modeline = false, data = report })
-    end)
+    end, pending.opts.at)
   end,
 }
 

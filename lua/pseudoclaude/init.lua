@@ -97,7 +97,8 @@ function M.messages()
   return require("pseudoclaude.chat").messages()
 end
 
---- Sessions of the workspace on disk: `list(opts)`, `load(id)`, `cleanup()`, `delete(id)` (`:help pseudoclaude-api`).
+--- Sessions of the workspace on disk: `list(opts)`, `load(id)`, `search(query, opts)`, `cleanup()`, `delete(id)`
+--- (`:help pseudoclaude-sessions-api`).
 M.sessions = setmetatable({}, {
   __index = function(_, key)
     return require("pseudoclaude.sessions")[key]
@@ -105,7 +106,8 @@ M.sessions = setmetatable({}, {
 })
 
 --- Restores a session into the agent buffer: an id, "last" or nil (the most recent other session). Returns at once;
---- `opts.on_done(report)` and the `User PseudoClaudeResumed` autocmd tell when the history is in place (or why not).
+--- `opts.on_done(report)` and the `User PseudoClaudeResumed` autocmd tell when the history is in place (or why not);
+--- `opts.at` puts the cursor on that message (an index of `sessions.load(id).messages`, as search hits give).
 ---@param id string?
 ---@param opts pseudoclaude.ResumeOpts?
 function M.resume(id, opts)

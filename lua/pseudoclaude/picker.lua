@@ -12,6 +12,7 @@ local H = {}
 ---@class pseudoclaude.picker.Opts
 ---@field max_items integer? Sessions listed before typing (default: config `picker.max_items`).
 ---@field backend "float"|"select"? Default: config `picker.backend`.
+---@field search string? Open in "search inside messages" mode with this query (`:PseudoSearch`).
 
 ---@class pseudoclaude.picker.Stats Timestamps are `vim.uv.hrtime()` values (ns).
 ---@field opened_at integer `open()` called
@@ -47,6 +48,7 @@ local H = {}
 ---@field max_items integer
 ---@field now integer Unix seconds at open, for ages.
 ---@field stats pseudoclaude.picker.Stats
+---@field search pseudoclaude.picker.SearchState? Set in "search inside messages" mode (picker/search.lua).
 
 ---@type pseudoclaude.picker.State?
 local state = nil
@@ -74,10 +76,11 @@ function M.open(opts)
   local top = sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ })
   local list_ms = (vim.uv.hrtime() - listed_at) / 1e6
   if #top == 0 then
-    H.notify(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), vim.log.levels.INFO)
+    local what = opts.search and "search" or "resume"
+    H.notify(("pseudoclaude: no session to %s in %s"):format(what, sessions.workspace()), vim.log.levels.INFO)
     return
   end
-  if backend == "select" then
+  if backend == "select" and not opts.search then
     return H.select()
   end
   require("pseudoclaude.highlights").setup()
@@ -111,7 +114,10 @@ function M.open(opts)
   H.draw_preview(s)
   s.stats.preview_at = vim.uv.hrtime()
   H.attach(s)
-  vim.cmd.startinsert()
+  if opts.search then
+    require("pseudoclaude.picker.search").enter(s, opts.search)
+  end
+  vim.cmd.startinsert({ bang = opts.search ~= nil })
   H.read_full_list(s)
 end
 
@@ -122,6 +128,9 @@ function M.close()
     return
   end
   state = nil
+  if s.search and s.search.handle then
+    s.search.handle:cancel()
+  end
   pcall(api.nvim_del_augroup_by_id, s.augroup)
   local in_prompt = api.nvim_get_current_win() == s.wins.prompt
   if in_prompt and api.nvim_win_is_valid(s.origin_win) then
@@ -164,6 +173,9 @@ end
 ---@param delta integer
 function M.move(delta)
   local s = state
+  if s and s.search then
+    return require("pseudoclaude.picker.search").move(s, delta)
+  end
   if not s or #s.matches == 0 then
     return
   end
@@ -194,6 +206,9 @@ end
 --- error message and the picker stays open.
 function M.resume_selected()
   local s = state
+  if s and s.search then
+    return require("pseudoclaude.picker.search").resume_selected(s)
+  end
   local item = s and H.selected(s)
   if not s or not item then
     return
@@ -372,6 +387,9 @@ end
 ---@param s pseudoclaude.picker.State
 ---@return pseudoclaude.SessionInfo?
 function H.selected(s)
+  if s.search then
+    return require("pseudoclaude.picker.search").selected_item(s)
+  end
   local i = s.matches[s.sel]
   return i and s.items[i] or nil
 end
@@ -458,6 +476,9 @@ function H.attach(s)
     M.scroll_preview(-1)
   end, "scroll the preview up")
   map({ "i", "n" }, "<C-x>", M.delete_selected, "delete the session")
+  map({ "i", "n" }, "<C-g>", function()
+    require("pseudoclaude.picker.search").toggle(state)
+  end, "search inside messages (on/off)")
   map("n", "j", down, "next session")
   map("n", "k", up, "previous session")
 
@@ -632,6 +653,9 @@ function H.on_change(s)
   end
   local t = vim.uv.hrtime()
   local query = api.nvim_buf_get_lines(s.bufs.prompt, 0, 1, false)[1] or ""
+  if s.search then
+    return require("pseudoclaude.picker.search").on_query(s, query)
+  end
   if query == s.query then
     return
   end
@@ -700,6 +724,9 @@ function H.remove(s, id)
   end
   local sel = s.sel
   H.set_items(s, kept)
+  if s.search then
+    require("pseudoclaude.picker.search").forget(s, id)
+  end
   s.previews[id] = nil
   s.preview_id = nil
   s.sel_id = nil
@@ -709,6 +736,9 @@ end
 --- Draws the visible rows, the selection, the match highlights and the counter.
 ---@param s pseudoclaude.picker.State
 function H.draw_rows(s)
+  if s.search then
+    return require("pseudoclaude.picker.search").draw_rows(s)
+  end
   local win, buf = s.wins.results, s.bufs.results
   if not api.nvim_win_is_valid(win) then
     return
@@ -826,6 +856,9 @@ end
 --- drawn.
 ---@param s pseudoclaude.picker.State
 function H.draw_preview(s)
+  if s.search then
+    return require("pseudoclaude.picker.search").draw_preview(s)
+  end
   local win = s.wins.preview
   if not win or not api.nvim_win_is_valid(win) then
     return
@@ -902,6 +935,9 @@ function H.preview_arrived(s, item, perr, preview, asked)
     p = render.preview(preview, item, s.now, api.nvim_win_get_width(win))
   end
   s.previews[item.id] = p
+  if s.search then
+    return -- read for the list; the search mode draws its own previews
+  end
   local current = H.selected(s)
   if current and current.id == item.id then
     H.show_preview(s, p, item.id)
@@ -943,5 +979,7 @@ function H.show_preview(s, p, id)
   api.nvim_win_set_cursor(win, { 1, 0 })
   s.preview_id = id
 end
+
+M._H = H
 
 return M

@@ -227,6 +227,17 @@ function M.delete(id)
   H.call("delete", "sessions_delete", M.workspace(), id)
 end
 
+--- Searches the text of every message of every session for `query`; `opts.on_hits`/`opts.on_done` stream the hits
+--- in the background and return a handle with `:cancel()`. See `:help pseudoclaude-search`
+--- (lua/pseudoclaude/search.lua).
+---@param query string
+---@param opts pseudoclaude.SearchOpts?
+---@return pseudoclaude.SearchHandle|pseudoclaude.SearchHit[]
+---@return pseudoclaude.SearchSummary?
+function M.search(query, opts)
+  return require("pseudoclaude.search").search(query, opts)
+end
+
 --- Id of the current chat's session, or nil (no chat yet, or no chat module).
 ---@return string?
 function M.current_id()

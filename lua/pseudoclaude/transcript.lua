@@ -26,6 +26,7 @@ M.MAX_DISPLAY_BYTES = 32 * 1024
 
 ---@class pseudoclaude.Rendered
 ---@field lines string[]
+---@field starts integer[]? 0-based line where each message's own lines start (after its header), when wanted
 ---@field marks {line: integer, kind: pseudoclaude.TranscriptKind}[] 0-based line numbers
 ---@field folds {[1]: integer, [2]: integer}[] 0-based, inclusive line ranges to fold (tool outputs)
 
@@ -36,9 +37,10 @@ M.MAX_DISPLAY_BYTES = 32 * 1024
 ---@return string[] lines
 ---@return {line: integer, kind: pseudoclaude.TranscriptKind}[] marks
 ---@return {[1]: integer, [2]: integer}[] folds
+---@return integer[] starts 0-based line of each message's first line after its header (where a jump to it lands)
 function M.render(messages, opts)
   opts = opts or {}
-  local out = { lines = {}, marks = {}, folds = {} } ---@type pseudoclaude.Rendered
+  local out = { lines = {}, marks = {}, folds = {}, starts = {} } ---@type pseudoclaude.Rendered
   local names = {}
   for k, v in pairs(opts.names or {}) do
     names[k] = v
@@ -50,7 +52,7 @@ function M.render(messages, opts)
     first = false
     prev = m
   end
-  return out.lines, out.marks, out.folds
+  return out.lines, out.marks, out.folds, out.starts
 end
 
 --- Appends message `m` to `out`. `prev` is the message before it (nil for the first); `names` maps call ids to
@@ -68,6 +70,9 @@ function M.add_message(out, m, prev, names, opts)
     end
   end
   local tr = M.nonnil(m.tool_result)
+  if tr and out.starts then
+    out.starts[#out.starts + 1] = #out.lines
+  end
   if tr then
     local name = names[tr.tool_call_id] or "tool"
     local content = tr.content or ""
@@ -88,6 +93,9 @@ function M.add_message(out, m, prev, names, opts)
       add("")
     end
     add(header, kind)
+  end
+  if out.starts then
+    out.starts[#out.starts + 1] = #out.lines
   end
   H.add_text(add, m.content or "", opts.max_text_lines, m.cut_bytes)
   for _, c in ipairs(M.nonnil(m.tool_calls) or {}) do

@@ -5,6 +5,7 @@
 //! pseudoclaude [-C DIR] sessions show ID [--json]
 //! pseudoclaude [-C DIR] sessions check ID [--json]
 //! pseudoclaude [-C DIR] sessions cleanup [--days N]
+//! pseudoclaude [-C DIR] sessions search TEXT [--json] [--limit N]
 //! pseudoclaude [-C DIR] sessions rename ID TITLE
 //! pseudoclaude [-C DIR] sessions fork ID INDEX
 //! pseudoclaude [-C DIR] sessions export ID [--format md|json]
@@ -17,12 +18,15 @@ use pseudoclaude::message::Message;
 use pseudoclaude::session::export::Format;
 use pseudoclaude::session::{self, Context, ListOptions, RetentionOptions, fork, meta, retention};
 
-const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] | show ID [--json] | check ID [--json] | cleanup [--days N] | rename ID TITLE | fork ID INDEX | export ID [--format md|json]>
+const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] | show ID [--json] | check ID [--json] | cleanup [--days N] | search TEXT [--json] [--limit N] | rename ID TITLE | fork ID INDEX | export ID [--format md|json]>
 
   list     sessions of the workspace, pinned first, then newest first (--all: include empty ones)
   show     the history a resume would restore
   check    report damage in a session's log; exit status 1 when there is any
   cleanup  remove sessions idle for more than N days (default 30)
+  search   the messages holding TEXT (literal; case-insensitive unless TEXT has an upper-case letter),
+           newest sessions first, one line each: ID:INDEX:ROLE: snippet (INDEX as `show` numbers them
+           from 1); exit status 1 when nothing matched
   rename   name a session (an empty TITLE, \"\", gives it back its automatic title)
   fork     a new session holding messages 1..INDEX of ID (whole tool exchanges); prints its id
   export   the session as Markdown (default) or JSON, on standard output
@@ -46,6 +50,10 @@ fn main() -> ExitCode {
         ["sessions", "list", "--limit", n] => match n.parse() {
             Ok(limit) => cmd_list(&workspace, json, all, Some(limit)),
             Err(_) => return usage_error(&format!("--limit needs a number, not {n:?}")),
+        },
+        ["sessions", "search", rest @ ..] => match search_args(rest) {
+            Ok((text, limit)) => cmd_search(&workspace, &text, json, limit),
+            Err(why) => return usage_error(&why),
         },
         ["sessions", "show", id] => cmd_show(&workspace, id, json),
         ["sessions", "check", id] => cmd_check(&workspace, id, json),
@@ -143,6 +151,56 @@ fn damage(s: &session::SessionInfo) -> String {
         parts.push(format!("torn last line of {} bytes", s.torn_tail_bytes));
     }
     format!("{}; see `pseudoclaude sessions check {}`", parts.join(", "), s.id)
+}
+
+/// TEXT (its words joined by one space) and `--limit N`.
+fn search_args(rest: &[&str]) -> Result<(String, Option<usize>), String> {
+    let mut words = Vec::new();
+    let mut limit = None;
+    let mut it = rest.iter();
+    while let Some(w) = it.next() {
+        if *w == "--limit" {
+            let n = it.next().ok_or("--limit needs a number")?;
+            limit = Some(n.parse().map_err(|_| format!("--limit needs a number, not {n:?}"))?);
+        } else {
+            words.push(*w);
+        }
+    }
+    if words.is_empty() {
+        return Err("search needs the text to look for".into());
+    }
+    Ok((words.join(" "), limit))
+}
+
+fn cmd_search(workspace: &std::path::Path, text: &str, json: bool, limit: Option<usize>) -> CmdResult {
+    let query = session::search::Query::new(text, session::search::Case::Smart)?;
+    let opts = session::search::Options { limit, ..Default::default() };
+    let (hits, summary) = session::search::search_all(workspace, &query, &opts)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&hits)?);
+    } else {
+        let mut out = std::io::stdout().lock();
+        for h in &hits {
+            use std::io::Write;
+            writeln!(out, "{}:{}:{}: {}", h.id, h.index, role_label(h), h.snippet)?;
+        }
+    }
+    for why in &summary.skipped {
+        eprintln!("pseudoclaude: skipped {why}");
+    }
+    if hits.is_empty() {
+        eprintln!("no message holds {text:?} ({} sessions searched)", summary.sessions);
+        return Ok(ExitCode::from(1));
+    }
+    if summary.truncated {
+        eprintln!("stopped after {} hits (--limit)", summary.hits);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `user`, `assistant`, or what a tool message is: `tool_call`, `tool_result`.
+fn role_label(h: &session::search::Hit) -> &str {
+    if h.kind == "text" { &h.role } else { h.kind }
 }
 
 fn cmd_show(workspace: &std::path::Path, id: &str, json: bool) -> CmdResult {

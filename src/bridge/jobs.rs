@@ -4,7 +4,13 @@
 //! Two worker threads take jobs from one queue. A job may name a *lane*: queuing a job in a lane
 //! drops the lane's jobs that have not started yet (their callbacks hear `false, "superseded"`), so
 //! moving the picker's highlight across five 50 MiB sessions reads at most the one being read and
-//! the last one asked for, not all five.
+//! the last one asked for, not all five; it also raises the cancel flag of the lane's running jobs,
+//! which a job that checks it ([`Stream::cancelled`]) obeys by stopping early.
+//!
+//! A *streaming* job ([`spawn_stream`], the session search) runs on a thread of its own and hands
+//! back several results as it goes ([`Stream::send`]), each to its callback as `true, batch, true`,
+//! then its outcome as `ok, value, false`; once it is cancelled ([`cancel`], or a newer job in its
+//! lane) no batch of it reaches Lua any more and its outcome is `false, "cancelled"`.
 //!
 //! Results come back through one libuv async handle (wake-ups merge: each wake-up delivers every
 //! finished job), then a `schedule`d callback, where the value is converted to Lua (nvim-oxi's
@@ -14,6 +20,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use nvim_oxi::libuv::AsyncHandle;
@@ -26,20 +33,40 @@ use super::{BridgeError, BridgeResult, CallbackPoint, guarded_callback, payload_
 /// Lua's `callback(ok, value_or_message)`.
 pub type Callback = Function<(bool, Object), ()>;
 
+/// Lua's `callback(ok, value_or_message, more)` of a streaming job: `more` is true for each batch,
+/// false for the outcome, which comes last.
+pub type StreamCallback = Function<(bool, Object, bool), ()>;
+
 /// A finished job's outcome, converted to Lua on the main thread.
 type Outcome = Box<dyn FnOnce() -> (bool, Object) + Send>;
 
 struct Job {
     ticket: u64,
     lane: Option<&'static str>,
+    cancel: Arc<AtomicBool>,
     work: Box<dyn FnOnce() -> Outcome + Send>,
+}
+
+/// What goes back to the main thread: a job's outcome (`last`), or one batch of a streaming job.
+struct Delivery {
+    ticket: u64,
+    outcome: Outcome,
+    last: bool,
 }
 
 #[derive(Default)]
 struct Queue {
     waiting: VecDeque<Job>,
-    finished: Vec<(u64, Outcome)>,
+    finished: Vec<Delivery>,
     next_ticket: u64,
+    /// Jobs being worked on, with their lanes and cancel flags.
+    running: Vec<(u64, Option<&'static str>, Arc<AtomicBool>)>,
+}
+
+/// A Lua callback waiting for its job.
+enum Waiting {
+    Once(Callback),
+    Stream(StreamCallback, Arc<AtomicBool>),
 }
 
 struct Pool {
@@ -61,7 +88,7 @@ const WORKERS: usize = 2;
 
 thread_local! {
     // Main thread only: the Lua callbacks by ticket.
-    static CALLBACKS: RefCell<HashMap<u64, Callback>> = RefCell::new(HashMap::new());
+    static CALLBACKS: RefCell<HashMap<u64, Waiting>> = RefCell::new(HashMap::new());
 }
 
 fn lock(m: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
@@ -104,18 +131,27 @@ fn work(pool: &Pool) {
             let mut q = lock(&pool.queue);
             loop {
                 if let Some(job) = q.waiting.pop_front() {
+                    q.running.push((job.ticket, job.lane, job.cancel.clone()));
                     break job;
                 }
                 q = pool.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
             }
         };
-        let outcome = panic::catch_unwind(AssertUnwindSafe(job.work)).unwrap_or_else(|p| {
-            let message = format!("internal error (panic): {}", payload_text(p.as_ref()));
-            Box::new(move || (false, Object::from(message)))
-        });
-        lock(&pool.queue).finished.push((job.ticket, outcome));
-        pool.wake();
+        run(pool, job);
     }
+}
+
+/// Runs `job` (already in `running`) and queues its outcome.
+fn run(pool: &Pool, job: Job) {
+    let outcome = panic::catch_unwind(AssertUnwindSafe(job.work)).unwrap_or_else(|p| {
+        let message = format!("internal error (panic): {}", payload_text(p.as_ref()));
+        Box::new(move || (false, Object::from(message)))
+    });
+    let mut q = lock(&pool.queue);
+    q.running.retain(|(t, _, _)| *t != job.ticket);
+    q.finished.push(Delivery { ticket: job.ticket, outcome, last: true });
+    drop(q);
+    pool.wake();
 }
 
 /// Queues `work` on the worker threads and returns its ticket at once; `callback(true, value)` or
@@ -126,13 +162,57 @@ where
     F: FnOnce() -> BridgeResult<T> + Send + 'static,
 {
     let pool = pool()?;
-    let job_work: Box<dyn FnOnce() -> Outcome + Send> = Box::new(move || {
-        let result = work();
-        Box::new(move || match result.and_then(|v| v.serialize(Serializer::new()).map_err(BridgeError::from)) {
-            Ok(value) => (true, value),
-            Err(e) => (false, Object::from(format!("pseudoclaude_core.{name}: {e}"))),
+    queue(&pool, lane, Arc::new(AtomicBool::new(false)), Waiting::Once(callback), false, |_| {
+        Box::new(move || to_lua(name, work()))
+    })
+}
+
+/// Starts a streaming job: `work` may [`Stream::send`] batches as it goes (each reaches
+/// `callback(true, batch, true)` on the main thread, in order), then its result is the outcome,
+/// `callback(ok, value, false)`. Returns its ticket at once. It runs on a thread of its own, not in
+/// the workers' queue: a search typed while the full list of a large workspace is being read (or a
+/// preview of a 100 MiB session) must not wait for it; the lane still cancels the one before.
+pub fn spawn_stream<T, F>(
+    name: &'static str,
+    lane: Option<&'static str>,
+    callback: StreamCallback,
+    work: F,
+) -> BridgeResult<u64>
+where
+    T: Serialize + Send + 'static,
+    F: FnOnce(&Stream) -> BridgeResult<T> + Send + 'static,
+{
+    let pool = pool()?;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let stream = Stream { pool: pool.clone(), ticket: 0, cancel: cancel.clone() };
+    queue(&pool, lane, cancel.clone(), Waiting::Stream(callback, cancel), true, move |ticket| {
+        let stream = Stream { ticket, ..stream };
+        Box::new(move || {
+            let result = work(&stream);
+            if stream.cancelled() {
+                return Box::new(|| (false, Object::from(CANCELLED)));
+            }
+            to_lua(name, result)
         })
-    });
+    })
+}
+
+/// A job's result, converted to Lua when it is delivered.
+fn to_lua<T: Serialize + Send + 'static>(name: &'static str, result: BridgeResult<T>) -> Outcome {
+    Box::new(move || match result.and_then(|v| v.serialize(Serializer::new()).map_err(BridgeError::from)) {
+        Ok(value) => (true, value),
+        Err(e) => (false, Object::from(format!("pseudoclaude_core.{name}: {e}"))),
+    })
+}
+
+fn queue(
+    pool: &Arc<Pool>,
+    lane: Option<&'static str>,
+    cancel: Arc<AtomicBool>,
+    waiting: Waiting,
+    own_thread: bool,
+    work: impl FnOnce(u64) -> Box<dyn FnOnce() -> Outcome + Send>,
+) -> BridgeResult<u64> {
     let superseded = {
         let mut q = lock(&pool.queue);
         q.next_ticket += 1;
@@ -146,12 +226,35 @@ where
                 }
                 !same
             });
+            for (_, l, flag) in &q.running {
+                if *l == lane {
+                    flag.store(true, Ordering::Relaxed);
+                }
+            }
         }
-        CALLBACKS.with(|c| c.borrow_mut().insert(ticket, callback));
-        q.waiting.push_back(Job { ticket, lane, work: job_work });
         for t in &dropped {
-            q.finished.push((*t, Box::new(|| (false, Object::from(SUPERSEDED)))));
+            q.finished.push(Delivery {
+                ticket: *t,
+                outcome: Box::new(|| (false, Object::from(SUPERSEDED))),
+                last: true,
+            });
         }
+        let job = Job { ticket, lane, cancel, work: work(ticket) };
+        if own_thread {
+            q.running.push((ticket, lane, job.cancel.clone()));
+            let p = pool.clone();
+            let started = std::thread::Builder::new().name("pseudoclaude-stream".into()).spawn(move || {
+                lower_priority(); // threads it starts inherit it
+                run(&p, job)
+            });
+            if let Err(e) = started {
+                q.running.retain(|(t, _, _)| *t != ticket);
+                return Err(BridgeError::msg(format!("cannot start a thread: {e}")));
+            }
+        } else {
+            q.waiting.push_back(job);
+        }
+        CALLBACKS.with(|c| c.borrow_mut().insert(ticket, waiting));
         (ticket, !dropped.is_empty())
     };
     pool.ready.notify_one();
@@ -179,17 +282,90 @@ const WORKER_NICE: libc::c_int = 10;
 
 /// What the callback of a job dropped from its lane receives.
 pub const SUPERSEDED: &str = "superseded";
+/// What the callback of a cancelled streaming job receives last.
+pub const CANCELLED: &str = "cancelled";
 
-/// On the main thread: hands every finished job to its callback.
+/// A streaming job's way back to the main thread, and its cancel flag.
+pub struct Stream {
+    pool: Arc<Pool>,
+    ticket: u64,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Stream {
+    /// Whether the job was cancelled: it should stop soon (its outcome is dropped anyway).
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    /// The cancel flag itself, for work that polls an `AtomicBool`.
+    pub fn flag(&self) -> &AtomicBool {
+        &self.cancel
+    }
+
+    /// Hands `batch` to the callback (as `true, batch, true`); false once cancelled (nothing sent).
+    pub fn send<T: Serialize + Send + 'static>(&self, batch: T) -> bool {
+        if self.cancelled() {
+            return false;
+        }
+        let outcome: Outcome = Box::new(move || match batch.serialize(Serializer::new()) {
+            Ok(value) => (true, value),
+            Err(e) => (false, Object::from(e.to_string())),
+        });
+        lock(&self.pool.queue).finished.push(Delivery { ticket: self.ticket, outcome, last: false });
+        self.pool.wake();
+        true
+    }
+}
+
+/// Cancels job `ticket`: one not started is dropped (its callback hears `false, "cancelled"`), a
+/// running one has its cancel flag raised. False when there is no such job (it is over).
+pub fn cancel(ticket: u64) -> bool {
+    let Some(pool) = POOL.get() else { return false };
+    let mut q = lock(&pool.queue);
+    if let Some((_, _, flag)) = q.running.iter().find(|(t, _, _)| *t == ticket) {
+        flag.store(true, Ordering::Relaxed);
+        return true;
+    }
+    let Some(i) = q.waiting.iter().position(|j| j.ticket == ticket) else { return false };
+    if let Some(job) = q.waiting.remove(i) {
+        job.cancel.store(true, Ordering::Relaxed);
+    }
+    q.finished.push(Delivery { ticket, outcome: Box::new(|| (false, Object::from(CANCELLED))), last: true });
+    drop(q);
+    pool.wake();
+    true
+}
+
+/// On the main thread: hands every finished job (and every batch) to its callback.
 fn deliver() {
     let Some(pool) = POOL.get() else { return };
     let finished = std::mem::take(&mut lock(&pool.queue).finished);
-    for (ticket, outcome) in finished {
-        let Some(callback) = CALLBACKS.with(|c| c.borrow_mut().remove(&ticket)) else { continue };
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| {
+    for Delivery { ticket, outcome, last } in finished {
+        // Out of the map while it runs: the callback may queue or cancel jobs.
+        let Some(waiting) = CALLBACKS.with(|c| c.borrow_mut().remove(&ticket)) else { continue };
+        if let Waiting::Stream(_, flag) = &waiting
+            && !last
+            && flag.load(Ordering::Relaxed)
+        {
+            // A batch of a cancelled search: never shown.
+            CALLBACKS.with(|c| c.borrow_mut().insert(ticket, waiting));
+            continue;
+        }
+        let keep = panic::catch_unwind(AssertUnwindSafe(|| {
             let (ok, value) = outcome();
             // The callback is Lua's (called under pcall by nvim-oxi); an error in it stays there.
-            let _ = callback.call((ok, value));
+            match &waiting {
+                Waiting::Once(callback) => {
+                    let _ = callback.call((ok, value));
+                }
+                Waiting::Stream(callback, _) => {
+                    let _ = callback.call((ok, value, !last));
+                }
+            }
         }));
+        if !last && keep.is_ok() {
+            CALLBACKS.with(|c| c.borrow_mut().insert(ticket, waiting));
+        }
     }
 }

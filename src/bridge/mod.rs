@@ -34,6 +34,7 @@
 
 pub mod agent;
 pub mod jobs;
+pub mod search;
 pub mod sessions;
 
 use std::backtrace::Backtrace;
@@ -97,6 +98,7 @@ fn exports() -> Dictionary {
         export("_test_panic_in_callback", |a| arm_test_callback_panic(&a.get::<String>(0)?)),
     ];
     all.extend(sessions::exports());
+    all.extend(search::exports());
     all.extend(agent::exports());
     Dictionary::from_iter(all)
 }

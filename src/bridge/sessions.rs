@@ -348,25 +348,30 @@ pub struct Preview {
     pub forked_from: Option<ForkedFrom>,
 }
 
+impl Preview {
+    /// The preview of a loaded session, showing `tail` of it.
+    pub fn new(loaded: session::Loaded, tail: display::Slice) -> Preview {
+        Preview {
+            files_touched: session::touched::files_touched(&loaded.messages),
+            damage_report: loaded.damage_report(),
+            messages: loaded.messages.len(),
+            pinned: loaded.pinned,
+            forked_from: loaded.forked_from,
+            id: loaded.id,
+            title: loaded.title,
+            model: loaded.model,
+            last_message: loaded.last_message,
+            tail,
+        }
+    }
+}
+
 /// The preview of session `id`, read and cut to `limits`.
 pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult<Preview> {
     let ctx = Context::open(workspace, id)?;
     let loaded = session::load(&ctx)?;
-    let damage_report = loaded.damage_report();
     let tail = display::tail(&loaded.messages, limits.max_messages, limits.budget, limits.max_bytes);
-    let files_touched = session::touched::files_touched(&loaded.messages);
-    Ok(Preview {
-        files_touched,
-        pinned: loaded.pinned,
-        forked_from: loaded.forked_from,
-        id: loaded.id,
-        title: loaded.title,
-        model: loaded.model,
-        messages: loaded.messages.len(),
-        last_message: loaded.last_message,
-        damage_report,
-        tail,
-    })
+    Ok(Preview::new(loaded, tail))
 }
 
 /// `sessions_preview_async(workspace, id, limits, callback)`: [`preview`] on a worker thread. Previews

@@ -32,6 +32,7 @@ pub mod lock;
 pub mod meta;
 pub mod replay;
 pub mod retention;
+pub mod search;
 pub mod spill;
 pub mod touched;
 pub mod writer;

@@ -114,11 +114,13 @@ pub struct Pending {
 
 pub const TITLE_MAX_CHARS: usize = 80;
 
-/// The fold. `Replay::keeping()` for the loader, `Replay::resume_counting(state)` for the list.
+/// The fold. `Replay::keeping()` for the loader, `Replay::resume_counting(state)` for the list,
+/// `Replay::tracking()` for the search.
 #[derive(Debug, Default)]
 pub struct Replay {
     pub state: State,
     kept: Option<Kept>,
+    track: Option<Track>,
     /// 1-based line numbers of lines that did not parse (loader only reports them).
     pub bad_line_numbers: Vec<u64>,
     /// 1-based line numbers of repaired lines (loader only).
@@ -133,6 +135,58 @@ struct Kept {
     streaming: String,
 }
 
+/// Where a message of the history came from (see [`Replay::tracking`]): the search finds text in
+/// lines, and this says which message of the history, if any, each line's text became.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    /// Entry line `line` (1-based, as fed); `sub` is the message's position in a `replace` snapshot
+    /// (0 for a message entry).
+    Line { line: u64, sub: usize },
+    /// An answer restored from its checkpoints (the editor died while it streamed): its text, which
+    /// no single line holds.
+    Interrupted(String),
+}
+
+/// What a tracking replay keeps: origins where a keeping one keeps messages.
+#[derive(Debug, Default)]
+struct Track {
+    committed: Vec<Origin>,
+    pending: Vec<Origin>,
+    /// The text of [`State::streaming`].
+    streaming: String,
+    /// The line being fed and the position in its snapshot.
+    line: u64,
+    sub: usize,
+    /// The origin of the next message fed, when it is not the line being fed.
+    next: Option<Origin>,
+}
+
+/// How one line of the log reads, parsed as the loader parses it.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Only whitespace: not an entry, not counted.
+    Blank,
+    Entry(Entry),
+    /// An entry once its invalid UTF-8 was read as U+FFFD.
+    Repaired(Entry),
+    /// Not an entry.
+    Bad,
+}
+
+/// Parses one complete line (without its `\n`) exactly as [`Replay::feed_line`] does.
+pub fn parse_line(line: &[u8]) -> Parsed {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Parsed::Blank;
+    }
+    match serde_json::from_slice::<Entry>(line) {
+        Ok(entry) => Parsed::Entry(entry),
+        Err(_) => match parse_lossy(line) {
+            Some(entry) => Parsed::Repaired(entry),
+            None => Parsed::Bad,
+        },
+    }
+}
+
 /// The end of a replay.
 #[derive(Debug, Default)]
 pub struct Finished {
@@ -142,6 +196,9 @@ pub struct Finished {
     pub trimmed: bool,
     pub bad_line_numbers: Vec<u64>,
     pub repaired_line_numbers: Vec<u64>,
+    /// With [`Replay::tracking`]: the origin of each message of the history, in order (`origins[i]`
+    /// is where message `i + 1` of `load().messages` came from).
+    pub origins: Vec<Origin>,
 }
 
 impl Replay {
@@ -154,17 +211,29 @@ impl Replay {
         Replay { state, ..Default::default() }
     }
 
+    /// A replay that keeps, instead of the messages, where each came from ([`Finished::origins`]):
+    /// the same fold, so a line's message has the index a load gives it. Call
+    /// [`Replay::set_line`] before feeding each entry ([`Replay::feed_line`] does).
+    pub fn tracking() -> Replay {
+        Replay { track: Some(Track::default()), ..Default::default() }
+    }
+
+    /// The 1-based number of the line whose entry is fed next (for [`Replay::tracking`]).
+    pub fn set_line(&mut self, line_no: u64) {
+        if let Some(t) = &mut self.track {
+            t.line = line_no;
+            t.sub = 0;
+        }
+    }
+
     /// Feeds one complete line (without its `\n`). Blank lines are ignored.
     pub fn feed_line(&mut self, line: &[u8], line_no: u64) {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        match serde_json::from_slice::<Entry>(line) {
-            Ok(entry) => self.feed_entry(entry),
-            Err(_) => match parse_lossy(line) {
-                Some(entry) => self.repaired_entry(entry, line_no),
-                None => self.bad_line(line_no),
-            },
+        self.set_line(line_no);
+        match parse_line(line) {
+            Parsed::Blank => {}
+            Parsed::Entry(entry) => self.feed_entry(entry),
+            Parsed::Repaired(entry) => self.repaired_entry(entry, line_no),
+            Parsed::Bad => self.bad_line(line_no),
         }
     }
 
@@ -235,7 +304,14 @@ impl Replay {
                 k.committed.clear();
                 k.pending.clear();
             }
-            for m in entry.messages.into_iter().flatten() {
+            if let Some(t) = &mut self.track {
+                t.committed.clear();
+                t.pending.clear();
+            }
+            for (sub, m) in entry.messages.into_iter().flatten().enumerate() {
+                if let Some(t) = &mut self.track {
+                    t.sub = sub;
+                }
                 self.feed_message(m);
             }
         } else if let Some(m) = entry.into_message() {
@@ -262,6 +338,9 @@ impl Replay {
         if let Some(k) = &mut self.kept {
             k.streaming.push_str(&entry.content);
         }
+        if let Some(t) = &mut self.track {
+            t.streaming.push_str(&entry.content);
+        }
     }
 
     /// Closes the answer being gathered: dropped when `superseded` by its final message (or a
@@ -269,6 +348,7 @@ impl Replay {
     fn end_streaming(&mut self, superseded: bool) {
         let Some(st) = self.state.streaming.take() else { return };
         let text = self.kept.as_mut().map(|k| std::mem::take(&mut k.streaming)).unwrap_or_default();
+        let tracked = self.track.as_mut().map(|t| std::mem::take(&mut t.streaming));
         if st.bytes == 0 {
             return;
         }
@@ -277,10 +357,14 @@ impl Replay {
             return;
         }
         self.state.interrupted += 1;
+        if let (Some(t), Some(shown)) = (&mut self.track, tracked) {
+            t.next = Some(Origin::Interrupted(shown));
+        }
         self.feed_message(Message::assistant_interrupted(text, st.ts));
     }
 
     fn feed_message(&mut self, m: Message) {
+        let origin = self.track.as_mut().map(|t| t.next.take().unwrap_or(Origin::Line { line: t.line, sub: t.sub }));
         let s = &mut self.state;
         s.last_message = s.last_message.max(m.ts);
         if s.title.is_empty() && m.is_user_text() {
@@ -301,11 +385,17 @@ impl Replay {
             if let Some(k) = &mut self.kept {
                 k.pending.push(m);
             }
+            if let (Some(t), Some(o)) = (&mut self.track, origin) {
+                t.pending.push(o);
+            }
             if p.answered.iter().all(|a| *a) {
                 s.messages += p.len;
                 s.pending = None;
                 if let Some(k) = &mut self.kept {
                     k.committed.append(&mut k.pending);
+                }
+                if let Some(t) = &mut self.track {
+                    t.committed.append(&mut t.pending);
                 }
             }
             return;
@@ -321,10 +411,16 @@ impl Replay {
             if let Some(k) = &mut self.kept {
                 k.pending.push(m);
             }
+            if let (Some(t), Some(o)) = (&mut self.track, origin) {
+                t.pending.push(o);
+            }
         } else {
             s.messages += 1;
             if let Some(k) = &mut self.kept {
                 k.committed.push(m);
+            }
+            if let (Some(t), Some(o)) = (&mut self.track, origin) {
+                t.committed.push(o);
             }
         }
     }
@@ -334,6 +430,9 @@ impl Replay {
             self.state.dropped += p.len;
             if let Some(k) = &mut self.kept {
                 k.pending.clear();
+            }
+            if let Some(t) = &mut self.track {
+                t.pending.clear();
             }
         }
     }
@@ -347,6 +446,7 @@ impl Replay {
             trimmed,
             bad_line_numbers: self.bad_line_numbers,
             repaired_line_numbers: self.repaired_line_numbers,
+            origins: self.track.map(|t| t.committed).unwrap_or_default(),
         }
     }
 }

@@ -1,0 +1,570 @@
+--- The picker's "search inside messages" mode (`<C-g>` in `:PseudoResume`, `:PseudoSearch {text}`): the prompt's
+--- text is searched for in every message of every session (`sessions.search`, on the core's threads), the rows are
+--- the hits (session title, age, where, the snippet with the match highlighted), the preview shows the session
+--- around the highlighted hit, and `<CR>` resumes it with the cursor on that message.
+---
+--- Each change of the query cancels the search running and starts another; its hits stream in, newest sessions
+--- first, and a hit of an older query is never drawn (each search has a generation). The picker (picker.lua) hands
+--- its rows, moves, preview and `<CR>` to this module while `state.search` is set.
+
+local M = {}
+local H = {}
+
+local api = vim.api
+local ns = api.nvim_create_namespace("pseudoclaude.picker")
+--- The picker's counter mark (picker.lua's `COUNTER_MARK`), shared so one replaces the other.
+local COUNTER_MARK = 1
+--- Hits per session shown, and in all: a word in every message must not make ten thousand rows.
+M.PER_SESSION = 50
+M.LIMIT = 2000
+--- Columns of the "where" label.
+M.LABEL_WIDTH = 6
+
+---@class pseudoclaude.picker.SearchStats Timestamps are `vim.uv.hrtime()` values (ns).
+---@field query_at integer? The query set (the search started).
+---@field first_row_at integer? The first hit row drawn.
+---@field done_at integer? The search done, its last rows drawn.
+---@field hits integer
+
+---@class pseudoclaude.picker.SearchState
+---@field query string
+---@field gen integer Bumped by each new query: hits of an older one are dropped.
+---@field handle pseudoclaude.SearchHandle?
+---@field hits pseudoclaude.SearchHit[]
+---@field running boolean
+---@field error string?
+---@field summary pseudoclaude.SearchSummary?
+---@field sel integer
+---@field top integer
+---@field previews table<string, table>
+---@field preview_key string? The hit shown in the preview (`id:index`).
+---@field loading string?
+---@field stats pseudoclaude.picker.SearchStats
+
+--- Enters search mode in picker state `s`; with `query`, the prompt is set to it first.
+---@param s pseudoclaude.picker.State
+---@param query string?
+function M.enter(s, query)
+  if s.search then
+    return
+  end
+  s.search = {
+    query = "",
+    gen = 0,
+    hits = {},
+    running = false,
+    sel = 1,
+    top = 1,
+    previews = {},
+    stats = { hits = 0 },
+  }
+  s.preview_id = nil
+  H.titles(s, " Search messages ", " Hits ")
+  if query then
+    api.nvim_buf_set_lines(s.bufs.prompt, 0, -1, false, { query })
+    if api.nvim_get_current_win() == s.wins.prompt then
+      api.nvim_win_set_cursor(s.wins.prompt, { 1, #query })
+    end
+  end
+  local text = api.nvim_buf_get_lines(s.bufs.prompt, 0, 1, false)[1] or ""
+  s.search.query = nil -- so that the same text still starts a search
+  M.on_query(s, text)
+end
+
+--- Back to the list of sessions, filtered by the prompt's text.
+---@param s pseudoclaude.picker.State
+function M.leave(s)
+  local st = s.search
+  if not st then
+    return
+  end
+  if st.handle then
+    st.handle:cancel()
+  end
+  s.search = nil
+  H.titles(s, " Resume session ", " Sessions ")
+  s.preview_id = nil
+  local P = require("pseudoclaude.picker")._H
+  s.query = "\0" -- refilter whatever the prompt holds
+  P.on_change(s)
+end
+
+--- `<C-g>`: search mode on or off.
+---@param s pseudoclaude.picker.State?
+function M.toggle(s)
+  if not s then
+    return
+  end
+  if s.search then
+    M.leave(s)
+  else
+    M.enter(s)
+  end
+end
+
+--- The prompt's text changed in search mode: a new search (the running one is cancelled).
+---@param s pseudoclaude.picker.State
+---@param query string
+function M.on_query(s, query)
+  local st = s.search
+  if not st or query == st.query then
+    return
+  end
+  if st.handle then
+    st.handle:cancel()
+    st.handle = nil
+  end
+  st.query = query
+  st.gen = st.gen + 1
+  st.hits, st.sel, st.top, st.error, st.summary = {}, 1, 1, nil, nil
+  st.stats = { query_at = vim.uv.hrtime(), hits = 0 }
+  st.running = query ~= ""
+  if query ~= "" then
+    local gen = st.gen
+    local ok, handle = pcall(require("pseudoclaude.search").search, query, {
+      per_session = M.PER_SESSION,
+      limit = M.LIMIT,
+      on_hits = function(hits)
+        H.arrived(s, gen, hits)
+      end,
+      on_done = function(err, summary)
+        H.finished(s, gen, err, summary)
+      end,
+    })
+    if ok then
+      st.handle = handle
+    else
+      st.running, st.error = false, require("pseudoclaude.errors").plain(handle)
+    end
+  end
+  M.draw_rows(s)
+  H.request_preview(s)
+end
+
+--- The highlighted hit, or nil.
+---@param s pseudoclaude.picker.State
+---@return pseudoclaude.SearchHit?
+function M.selected_hit(s)
+  return s.search and s.search.hits[s.search.sel] or nil
+end
+
+--- The session of the highlighted hit, as the list knows it (for the keys that act on a session).
+---@param s pseudoclaude.picker.State
+---@return pseudoclaude.SessionInfo?
+function M.selected_item(s)
+  local hit = M.selected_hit(s)
+  if not hit then
+    return nil
+  end
+  for _, item in ipairs(s.items) do
+    if item.id == hit.id then
+      return item
+    end
+  end
+  return { id = hit.id, title = hit.title, last_message = hit.last_message, model = "", messages = 0 }
+end
+
+---@param s pseudoclaude.picker.State
+---@param delta integer
+function M.move(s, delta)
+  local st = s.search
+  if not st or #st.hits == 0 then
+    return
+  end
+  local sel = math.max(1, math.min(st.sel + delta, #st.hits))
+  if sel ~= st.sel then
+    st.sel = sel
+    M.draw_rows(s)
+    H.request_preview(s)
+  end
+end
+
+--- A session was deleted: its hits go.
+---@param s pseudoclaude.picker.State
+---@param id string
+function M.forget(s, id)
+  local st = s.search
+  if not st then
+    return
+  end
+  local kept = {}
+  for _, h in ipairs(st.hits) do
+    if h.id ~= id then
+      kept[#kept + 1] = h
+    end
+  end
+  st.hits = kept
+  st.sel = math.max(1, math.min(st.sel, #kept))
+  M.draw_rows(s)
+  H.request_preview(s)
+end
+
+--- `<CR>` on a hit: closes the picker and resumes its session with the cursor on the message. A session open in
+--- another editor is refused and the picker stays open.
+---@param s pseudoclaude.picker.State
+function M.resume_selected(s)
+  local hit = M.selected_hit(s)
+  if not hit then
+    return
+  end
+  local ok, holder = pcall(require("pseudoclaude.sessions").holder, hit.id)
+  if not ok then
+    return require("pseudoclaude.errors").report(holder)
+  end
+  if holder then
+    return vim.notify(
+      ("pseudoclaude: session %s (%s) is open in another editor (%s); close it there first"):format(
+        hit.title ~= "" and hit.title or "(untitled)",
+        hit.id,
+        holder
+      ),
+      vim.log.levels.ERROR
+    )
+  end
+  require("pseudoclaude.picker").close()
+  vim.schedule(function()
+    local done, err = pcall(require("pseudoclaude").resume, hit.id, { at = hit.index })
+    if not done then
+      require("pseudoclaude.errors").report(err)
+    end
+  end)
+end
+
+--- Draws the visible hit rows, their match highlights, the selection and the counter.
+---@param s pseudoclaude.picker.State
+function M.draw_rows(s)
+  local st = s.search
+  local win, buf = s.wins.results, s.bufs.results
+  if not st or not api.nvim_win_is_valid(win) then
+    return
+  end
+  local height, width = api.nvim_win_get_height(win), api.nvim_win_get_width(win)
+  local n = #st.hits
+  st.sel = math.max(1, math.min(st.sel, n))
+  if st.sel < st.top then
+    st.top = st.sel
+  elseif st.sel >= st.top + height then
+    st.top = st.sel - height + 1
+  end
+  st.top = math.max(1, math.min(st.top, n - height + 1))
+  local visible = {}
+  for k = 0, height - 1 do
+    visible[#visible + 1] = st.hits[st.top + k]
+  end
+  local lines, hls = M.rows(visible, width, s.now)
+  if n == 0 then
+    lines = { "  " .. H.empty_text(st) }
+    hls = { { { 0, #lines[1], "PseudoClaudePickerEmpty" } } }
+  end
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  for k, row in ipairs(hls) do
+    for _, h in ipairs(row) do
+      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = h[4] or 100 })
+    end
+  end
+  if n > 0 then
+    local line = st.sel - st.top
+    api.nvim_buf_set_extmark(buf, ns, line, 0, { line_hl_group = "PseudoClaudePickerSelection", priority = 50 })
+    api.nvim_win_set_cursor(win, { line + 1, 0 })
+  end
+  -- "+": the search stopped at `LIMIT` hits; "…": it is still running
+  local more = st.summary and st.summary.truncated and "+" or ""
+  local counter = ("%d%s hit%s%s"):format(n, more, n == 1 and "" or "s", st.running and " …" or "")
+  api.nvim_buf_set_extmark(s.bufs.prompt, ns, 0, 0, {
+    id = COUNTER_MARK,
+    virt_text = { { counter, "PseudoClaudePickerCounter" } },
+    virt_text_pos = "right_align",
+  })
+end
+
+--- One line per hit, fitting `width` cells: title, age, where ("you", "agent", "call", "output"), the snippet; and
+--- per line its highlights `{start_col, end_col, group, priority?}` (the matches in the snippet among them).
+---@param hits pseudoclaude.SearchHit[]
+---@param width integer
+---@param now integer unix seconds
+---@return string[] lines
+---@return table[][] hls
+function M.rows(hits, width, now)
+  local render = require("pseudoclaude.picker.render")
+  local fit = render._H.fit
+  local title_w = math.max(8, math.min(40, math.floor(width * 0.28)))
+  local lines, hls = {}, {}
+  for k, hit in ipairs(hits) do
+    local title = fit(hit.title ~= "" and hit.title or "(untitled)", title_w)
+    local age = render.age(now - (hit.last_message or 0))
+    local label = H.label(hit)
+    local head = "  "
+      .. title
+      .. "  "
+      .. (" "):rep(render.AGE_WIDTH - #age)
+      .. age
+      .. "  "
+      .. label
+      .. (" "):rep(M.LABEL_WIDTH - #label + 1)
+    local age_col = 2 + #title + 2
+    local snippet_col = #head
+    local room = width - vim.api.nvim_strwidth(head)
+    local snippet, shown = "", 0
+    if room > 1 then
+      snippet, shown = fit(hit.snippet or "", room, true)
+    end
+    lines[k] = head .. snippet
+    local row = {
+      { age_col, age_col + render.AGE_WIDTH, "PseudoClaudePickerAge" },
+      { snippet_col - M.LABEL_WIDTH - 1, snippet_col - 1, "PseudoClaudePickerModel" },
+    }
+    for _, r in ipairs(hit.ranges or {}) do
+      local s, e = r[1], math.min(r[2], shown)
+      if s < e then
+        row[#row + 1] = { snippet_col + s, snippet_col + e, "PseudoClaudePickerMatch", 200 }
+      end
+    end
+    hls[k] = row
+  end
+  return lines, hls
+end
+
+--- Shows the highlighted hit's session around its message in the preview (read in the background).
+---@param s pseudoclaude.picker.State
+function M.draw_preview(s)
+  local st = s.search
+  local win = s.wins.preview
+  if not st or not win or not api.nvim_win_is_valid(win) then
+    return
+  end
+  local hit = M.selected_hit(s)
+  local key = hit and (hit.id .. ":" .. hit.index) or nil
+  if key == st.preview_key and key ~= nil then
+    return
+  end
+  if not hit then
+    st.preview_key = nil
+    return H.show(s, { lines = {}, hls = {}, folds = {} }, nil)
+  end
+  local p = st.previews[key]
+  if p then
+    return H.show(s, p, key)
+  end
+  local item = M.selected_item(s) --[[@as pseudoclaude.SessionInfo]]
+  H.show(s, require("pseudoclaude.picker.render").loading(item, s.now), nil)
+  if st.loading == key then
+    return
+  end
+  st.loading = key
+  local ok, err = pcall(require("pseudoclaude.search").preview_at_async, hit.id, hit.index, function(perr, preview)
+    if st.loading == key then
+      st.loading = nil
+    end
+    if s.search ~= st or perr == "superseded" then
+      return
+    end
+    vim.schedule(function()
+      if s.search ~= st or not api.nvim_win_is_valid(win) then
+        return
+      end
+      local render = require("pseudoclaude.picker.render")
+      st.previews[key] = perr and render.failed(item, perr)
+        or M.preview(preview, item, s.now, api.nvim_win_get_width(win), st.query)
+      local current = M.selected_hit(s)
+      if current and current.id .. ":" .. current.index == key then
+        H.show(s, st.previews[key], key)
+      else
+        H.request_preview(s)
+      end
+    end)
+  end)
+  if not ok then
+    st.loading = nil
+    st.previews[key] = require("pseudoclaude.picker.render").failed(item, err)
+    H.show(s, st.previews[key], key)
+  end
+end
+
+--- The preview of a hit: the header, then the history from a few messages before the hit as the agent buffer
+--- renders it, the cursor on the first line of the hit's message holding the query (or on its first line), the
+--- matches highlighted there.
+---@param p table `sessions_preview_at_async`'s preview (`tail` from a few messages before `at`)
+---@param item pseudoclaude.SessionInfo
+---@param now integer
+---@param width integer
+---@param query string
+---@return pseudoclaude.picker.Preview
+function M.preview(p, item, now, width, query)
+  local render = require("pseudoclaude.picker.render")
+  local T = require("pseudoclaude.transcript")
+  local lines, hls = render._H.header(p, item, now)
+  local function add(line, group)
+    lines[#lines + 1] = line
+    if group then
+      hls[#hls + 1] = { #lines - 1, 0, -1, group }
+    end
+  end
+  local tail = p.tail or { from = 0, messages = {} }
+  add("")
+  if (tail.from or 0) > 0 then
+    add(("… %d earlier messages not shown"):format(tail.from), "PseudoClaudePickerPreviewMeta")
+  end
+  local body, marks, folds, starts =
+    T.render(tail.messages or {}, { width = math.max(width - 4, 20), prev = T.nonnil(tail.prev), names = tail.names })
+  local offset = #lines
+  local groups = render._H.PREVIEW_GROUPS
+  local mark_at = {}
+  for _, mark in ipairs(marks) do
+    mark_at[mark.line + 1] = groups[mark.kind]
+  end
+  for i, l in ipairs(body) do
+    add(l, mark_at[i])
+  end
+  local out_folds = {}
+  for _, f in ipairs(folds) do
+    out_folds[#out_folds + 1] = { f[1] + offset, f[2] + offset }
+  end
+  local k = (p.at or 1) - (tail.from or 0)
+  local first = offset + (starts[k] or 0)
+  local last = offset + ((starts[k + 1] or #body) - 1)
+  local cursor = first
+  local found = false
+  for line = first, math.max(first, last) do
+    for _, r in ipairs(H.find_all(lines[line + 1] or "", query)) do
+      hls[#hls + 1] = { line, r[1], r[2], "PseudoClaudePickerMatch" }
+      if not found then
+        cursor, found = line, true
+      end
+    end
+  end
+  return { lines = lines, hls = hls, folds = out_folds, cursor = cursor }
+end
+
+-- Helpers ------------------------------------------------------------------------------------------------------
+
+---@param s pseudoclaude.picker.State
+---@param gen integer
+---@param hits pseudoclaude.SearchHit[]
+function H.arrived(s, gen, hits)
+  local st = s.search
+  if require("pseudoclaude.picker").get_state() ~= s or not st or st.gen ~= gen then
+    return
+  end
+  local before = #st.hits
+  vim.list_extend(st.hits, hits)
+  st.stats.hits = #st.hits
+  M.draw_rows(s)
+  if before == 0 and #st.hits > 0 then
+    st.stats.first_row_at = vim.uv.hrtime()
+    H.request_preview(s)
+  end
+end
+
+function H.finished(s, gen, err, summary)
+  local st = s.search
+  if require("pseudoclaude.picker").get_state() ~= s or not st or st.gen ~= gen then
+    return
+  end
+  st.running, st.summary = false, summary
+  if err and err ~= "cancelled" then
+    st.error = require("pseudoclaude.errors").plain(err)
+  end
+  M.draw_rows(s)
+  st.stats.done_at = vim.uv.hrtime()
+end
+
+---@param st pseudoclaude.picker.SearchState
+---@return string
+function H.empty_text(st)
+  if st.error then
+    return st.error
+  elseif st.query == "" then
+    return "type to search inside every message"
+  elseif st.running then
+    return "searching…"
+  end
+  return ("no message holds %q"):format(st.query)
+end
+
+---@param hit pseudoclaude.SearchHit
+---@return string
+function H.label(hit)
+  if hit.kind == "tool_call" then
+    return "call"
+  elseif hit.kind == "tool_result" then
+    return "output"
+  end
+  return hit.role == "user" and "you" or "agent"
+end
+
+--- Byte ranges `{start, end}` (0-based, end exclusive) of `query` in `line`: case-insensitive unless the query has
+--- an upper-case letter (ASCII folding: it only places highlights).
+---@param line string
+---@param query string
+---@return integer[][]
+function H.find_all(line, query)
+  local out = {}
+  if query == "" then
+    return out
+  end
+  local hay, needle = line, query
+  if not query:find("%u") then
+    hay, needle = line:lower(), query:lower()
+  end
+  local from = 1
+  while true do
+    local s, e = hay:find(needle, from, true)
+    if not s then
+      return out
+    end
+    out[#out + 1] = { s - 1, e }
+    from = e + 1
+  end
+end
+
+---@param s pseudoclaude.picker.State
+function H.request_preview(s)
+  require("pseudoclaude.picker")._H.request_preview(s)
+end
+
+--- Puts preview `p` in the preview window, the cursor on its hit (`p.cursor`) with the folds around it open.
+---@param s pseudoclaude.picker.State
+---@param p table
+---@param key string?
+function H.show(s, p, key)
+  local win, buf = s.wins.preview, s.bufs.preview
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, p.lines)
+  vim.bo[buf].modifiable = false
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  for _, h in ipairs(p.hls) do
+    local line = p.lines[h[1] + 1] or ""
+    api.nvim_buf_set_extmark(buf, ns, h[1], h[2], { end_col = h[3] < 0 and #line or h[3], hl_group = h[4] })
+  end
+  api.nvim_win_call(win, function()
+    vim.wo[win].foldmethod = "manual"
+    vim.wo[win].foldenable = true
+    vim.wo[win].foldlevel = 0
+    pcall(vim.cmd, "normal! zE")
+    for _, f in ipairs(p.folds or {}) do
+      pcall(vim.cmd, ("%d,%dfold"):format(f[1] + 1, f[2] + 1))
+    end
+    api.nvim_win_set_cursor(win, { math.min((p.cursor or 0) + 1, math.max(#p.lines, 1)), 0 })
+    pcall(vim.cmd, "normal! zvzz")
+  end)
+  if s.search then
+    s.search.preview_key = key
+  end
+end
+
+--- The prompt's and the results' window titles.
+function H.titles(s, prompt, results)
+  for name, title in pairs({ prompt = prompt, results = results }) do
+    local win = s.wins[name]
+    if win and api.nvim_win_is_valid(win) and api.nvim_win_get_config(win).border then
+      pcall(api.nvim_win_set_config, win, { title = title, title_pos = "center" })
+    end
+  end
+end
+
+M._H = H
+
+return M
