@@ -217,9 +217,15 @@ fn fork_takes_whole_tool_exchanges_copies_spills_and_leaves_the_source_alone() {
     assert_eq!((row["model"].as_str(), row["title"].as_str()), (Some("m1"), Some("read the big file")));
     // The spill file was copied: the fork's export has the whole output.
     let (_, md, _) = cli(ws.path(), &["sessions", "export", &id]);
-    assert!(md.contains("row 39 of big.txt") && md.contains(&format!("Forked from: `{}` at message 3", src.id)), "{md}");
+    assert!(
+        md.contains("row 39 of big.txt") && md.contains(&format!("Forked from: `{}` at message 3", src.id)),
+        "{md}"
+    );
     let (code, _, err) = cli(ws.path(), &["sessions", "fork", &src.id, "7"]);
-    assert!(code == 2 && err.contains("message 7 is out of range: session") && err.contains("numbered 1 to 6"), "{err}");
+    assert!(
+        code == 2 && err.contains("message 7 is out of range: session") && err.contains("numbered 1 to 6"),
+        "{err}"
+    );
     let (code, _, err) = cli(ws.path(), &["sessions", "fork", &src.id, "0"]);
     assert!(code == 2 && err.contains("message 0 is out of range"), "{err}");
     let (code, _, err) = cli(ws.path(), &["sessions", "fork", &src.id, "two"]);

@@ -300,7 +300,10 @@ function M.export(id, opts)
   H.check_type("export", "opts", opts, "table")
   local format = opts.format or "markdown"
   if format ~= "markdown" and format ~= "md" and format ~= "json" then
-    error(("pseudoclaude.sessions.export: opts.format: expected \"markdown\" or \"json\", got %s"):format(vim.inspect(format)), 0)
+    error(
+      ('pseudoclaude.sessions.export: opts.format: expected "markdown" or "json", got %s'):format(vim.inspect(format)),
+      0
+    )
   end
   if opts.on_done then
     H.check_type("export", "opts.on_done", opts.on_done, "function")
@@ -366,7 +369,9 @@ end
 function H.done(fn, on_done)
   return function(ok, value)
     if not ok then
-      return on_done(("pseudoclaude.sessions.%s: %s"):format(fn, tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", "")))
+      return on_done(
+        ("pseudoclaude.sessions.%s: %s"):format(fn, tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
+      )
     end
     if type(value) == "table" then
       for k, v in pairs(value) do
@@ -388,12 +393,11 @@ function H.mark(fn, id, mark, on_done)
   if on_done ~= nil then
     H.check_type(fn, "on_done", on_done, "function")
   end
-  on_done = on_done
-    or function(err)
-      if err then
-        require("pseudoclaude.errors").report(err)
-      end
+  on_done = on_done or function(err)
+    if err then
+      require("pseudoclaude.errors").report(err)
     end
+  end
   H.call(fn, "sessions_mark_async", M.workspace(), id, mark, H.done(fn, on_done))
 end
 

@@ -106,7 +106,8 @@ fn cmd_list(workspace: &std::path::Path, json: bool, all: bool, limit: Option<us
             t => t,
         };
         let pinned = if s.pinned { "  [pinned]" } else { "" };
-        let fork = s.forked_from.as_ref().map(|f| format!("  [fork of {} at message {}]", f.id, f.index)).unwrap_or_default();
+        let fork =
+            s.forked_from.as_ref().map(|f| format!("  [fork of {} at message {}]", f.id, f.index)).unwrap_or_default();
         println!(
             "{}  {:>4} msgs  {:>9}  {:<20}  {}{pinned}{fork}{held}{bad}",
             s.id,

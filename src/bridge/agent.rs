@@ -48,7 +48,8 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
     let index: usize = a.get(0)?;
     let callback: super::jobs::Callback = a.get(1)?;
     let agent = current_agent().ok_or_else(|| BridgeError::msg("there is no chat to fork: send a message first"))?;
-    let source = agent.current().ok_or_else(|| BridgeError::msg("this chat has no session yet: send a message first"))?;
+    let source =
+        agent.current().ok_or_else(|| BridgeError::msg("this chat has no session yet: send a message first"))?;
     super::jobs::spawn("agent_fork_async", None, callback, move || {
         // Copied out under the history's lock, written after: a fork's sync never holds up the chat.
         let (history, len) = agent.with_messages(|m| {

@@ -28,7 +28,9 @@ impl Format {
         match name {
             "markdown" | "md" => Ok(Format::Markdown),
             "json" => Ok(Format::Json),
-            other => Err(Error::Invalid(format!("unknown export format {other:?}: use \"markdown\" (or \"md\") or \"json\""))),
+            other => Err(Error::Invalid(format!(
+                "unknown export format {other:?}: use \"markdown\" (or \"md\") or \"json\""
+            ))),
         }
     }
 }

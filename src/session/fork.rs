@@ -121,9 +121,7 @@ pub fn whole_exchanges<M: Borrow<Message>>(history: &[M], index: usize) -> usize
     if call.tool_calls.is_empty() {
         return end;
     }
-    let answered = |id: &str| {
-        (start..end).any(|i| msg(i).tool_result.as_ref().is_some_and(|r| r.tool_call_id == id))
-    };
+    let answered = |id: &str| (start..end).any(|i| msg(i).tool_result.as_ref().is_some_and(|r| r.tool_call_id == id));
     if call.tool_calls.iter().all(|c| answered(&c.id)) { end } else { start - 1 }
 }
 
@@ -140,12 +138,12 @@ mod tests {
     #[test]
     fn a_cut_never_splits_a_tool_exchange() {
         let h = vec![
-            Message::user("hi"),                       // 1
-            calls(&["a", "b"]),                        // 2
-            Message::tool_result("a", "x", false),     // 3
-            Message::tool_result("b", "y", false),     // 4
-            Message::assistant("done"),                // 5
-            calls(&["c"]),                             // 6
+            Message::user("hi"),                   // 1
+            calls(&["a", "b"]),                    // 2
+            Message::tool_result("a", "x", false), // 3
+            Message::tool_result("b", "y", false), // 4
+            Message::assistant("done"),            // 5
+            calls(&["c"]),                         // 6
         ];
         assert_eq!([1, 2, 3, 4, 5].map(|i| whole_exchanges(&h, i)), [1, 4, 4, 4, 5]);
         // The last call has no result yet (its tool is running): cut before it.

@@ -15,8 +15,8 @@ use std::time::UNIX_EPOCH;
 use serde::{Deserialize, Serialize};
 
 use super::contain::{Access, Dir};
-use super::loader::feed_lines;
 use super::entry::ForkedFrom;
+use super::loader::feed_lines;
 use super::replay::{Replay, State};
 use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir};
 

@@ -21,9 +21,7 @@ pub fn title_entry(title: &str) -> Result<Entry> {
     let name = super::replay::clean_title(title);
     let chars = name.chars().count();
     if chars > NAME_MAX_CHARS {
-        return Err(Error::Invalid(format!(
-            "the title is too long: {chars} characters, at most {NAME_MAX_CHARS}"
-        )));
+        return Err(Error::Invalid(format!("the title is too long: {chars} characters, at most {NAME_MAX_CHARS}")));
     }
     Ok(Entry::title(&name, now()))
 }

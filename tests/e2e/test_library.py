@@ -475,3 +475,26 @@ def test_the_preview_header_lists_the_files_the_agent_touched(nvim: Neovim, work
     header = preview[: preview.index("")]
     assert "files touched: notes/new.md, a.txt" in header, header  # not never.txt: that edit was declined
     assert not any("read_file" in l for l in header)
+
+
+def test_help_tags_for_the_library(nvim: Neovim, tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import ROOT
+
+    doc = tmp_path / "doc-root" / "doc"
+    shutil.copytree(ROOT / "doc", doc)
+    nvim.api.command(f"helptags {doc}")
+    nvim.api.command(f"set rtp^={doc.parent}")
+    for tag in [
+        "pseudoclaude-library",
+        ":PseudoRename",
+        ":PseudoFork",
+        ":PseudoExport",
+        "pseudoclaude.sessions.rename()",
+        "pseudoclaude.sessions.pin()",
+        "pseudoclaude.sessions.fork()",
+        "pseudoclaude.sessions.export()",
+    ]:
+        nvim.api.command(f"help {tag}")
+        assert nvim.api.current.buffer.name == str(doc / "pseudoclaude.txt")
