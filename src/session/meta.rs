@@ -80,6 +80,21 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_written_before_names_existed_does_not_hide_one() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = session(ws.path());
+        append(&ctx, title_entry("Named").expect("entry")).expect("append");
+        // What the previous version left: the same state up to the same offset, without the name.
+        let mut cache: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(ctx.summary_path()).expect("cache")).expect("json");
+        assert_eq!(cache["state"]["name"], "Named");
+        cache["version"] = 2.into();
+        cache["state"].as_object_mut().expect("state").remove("name");
+        std::fs::write(ctx.summary_path(), serde_json::to_vec(&cache).expect("encode")).expect("write");
+        assert_eq!(list::info(&ctx).expect("info").title, "Named");
+    }
+
+    #[test]
     fn a_held_session_and_an_overlong_name_are_refused() {
         let ws = tempfile::tempdir().expect("tempdir");
         let ctx = session(ws.path());
