@@ -553,7 +553,7 @@ function H.restore(on_first, on_done)
     local msgs = slice.messages or {}
     if first then
       -- The live chat goes on after the last message.
-      H.prev = msgs[#msgs] or T.nonnil(slice.prev)
+      H.prev = msgs[#msgs] or T.nonnil(slice.prev) or H.prev
       for k, v in pairs(slice.names or {}) do
         H.names[k] = v
       end
@@ -599,10 +599,14 @@ function H.restore(on_first, on_done)
       end
     end
   end
-  -- `to` past the end (the largest integer that crosses to Rust as one): the whole history. A step of its own:
-  -- opening the windows and clearing the buffer were this one's work.
+  -- The history as it is now: a message added after this (a turn sent before the step below runs) is drawn by its
+  -- own event, so it must not be drawn here too. (Past the end, the largest integer that crosses to Rust as one,
+  -- when the count cannot be had.) A step of its own: opening the windows and clearing the buffer were this one's
+  -- work.
+  local counted, now = pcall(core.call, "agent_history_slice", 0, 0, 0)
+  local upto = counted and (vim.json.decode(now).total or 2147483647) or 2147483647
   vim.schedule(function()
-    step(2147483647)
+    step(upto)
   end)
 end
 

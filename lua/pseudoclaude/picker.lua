@@ -72,7 +72,7 @@ function M.open(opts)
   local sessions = require("pseudoclaude.sessions")
   local listed_at = vim.uv.hrtime()
   -- on the main loop: a session whose summary is not cached is listed from what a quick read gives
-  local top = sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ })
+  local top = sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ, include_pinned = true })
   local list_ms = (vim.uv.hrtime() - listed_at) / 1e6
   if #top == 0 then
     H.notify(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), vim.log.levels.INFO)

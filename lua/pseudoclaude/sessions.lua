@@ -70,6 +70,8 @@
 ---@field limit integer? At most this many sessions (the newest); only those are summarised.
 ---@field include_current boolean? Keep the current session (left out by default).
 ---@field check_locks boolean? Fill `held_by` (default true).
+---@field include_pinned boolean? With `limit`: also list the pinned sessions, even older ones, first (the picker's
+--- first rows).
 ---@field max_read integer? With `limit`: read at most this many bytes of a log whose summary is not cached yet (it is
 --- then listed with `partial = true`, its counts and title possibly missing), so the call stays short.
 
@@ -96,6 +98,7 @@ function M.list(opts)
     check_locks = opts.check_locks ~= false,
     include_empty = false,
     max_read = opts.max_read,
+    include_pinned = opts.include_pinned == true,
   })
 end
 

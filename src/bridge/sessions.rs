@@ -78,6 +78,7 @@ pub struct ListArgs {
     pub check_locks: bool,
     pub limit: Option<usize>,
     pub max_read: Option<u64>,
+    pub include_pinned: bool,
 }
 
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
@@ -96,6 +97,7 @@ pub fn list(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<SessionInfo>>
         check_locks: args.check_locks,
         limit: args.limit,
         max_read: args.max_read,
+        include_pinned: args.include_pinned,
     };
     Ok(session::list(workspace, &opts)?)
 }
@@ -174,7 +176,13 @@ fn mark_async(a: &Args) -> BridgeResult<u64> {
     jobs::spawn("sessions_mark_async", None, callback, move || {
         for entry in entries {
             match &agent {
-                Some(ag) => ag.log.append_meta(entry).map_err(BridgeError::msg)?,
+                Some(ag) => {
+                    let pinned = entry.pinned;
+                    ag.log.append_meta(entry).map_err(BridgeError::msg)?;
+                    if let Some(p) = pinned {
+                        meta::noted_pin(&ctx, p);
+                    }
+                }
                 None => {
                     meta::append(&ctx, entry)?;
                 }

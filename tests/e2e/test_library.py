@@ -437,13 +437,20 @@ def test_ctrl_t_pins_a_session_first_and_it_stays_first_after_a_restart(start_nv
     # newer sessions since: the pinned one still comes first, without its cache
     write_session(workspace, session_id(30), title="newest", mtime=time.time())
     (session_dir(workspace, ids[0]) / "summary.json").unlink()
+    write_session(workspace, session_id(31), title="newer still", mtime=time.time())
     n = start_nvim()
-    setup(n)
+    setup(n, picker={"max_items": 2})  # the first rows: only the two newest, and the pinned one all the same
     n.api.command("set columns=160 lines=48")
     assert n.lua("return require('pseudoclaude').sessions.list()")[0]["id"] == ids[0]
     n.api.input(":PseudoResume<CR>")
+    first = wait_for(
+        lambda: n.lua("local s = require('pseudoclaude.picker').get_state() "
+                      "return s and vim.tbl_map(function(i) return i.id end, s.top_items)"),
+        what="the first rows",
+    )
+    assert first == [ids[0], session_id(31)], first
     s = wait_for(lambda: n.lua(PICKER_ROWS), what="the picker")
-    assert s["rows"][0].startswith("* job 0") and s["rows"][1].startswith("  newest"), s["rows"]
+    assert s["rows"][0].startswith("* job 0") and s["rows"][1].startswith("  newer still"), s["rows"]
     preview = wait_for(
         lambda: n.lua(
             "local p = require('pseudoclaude.picker') local s = p.get_state() "
