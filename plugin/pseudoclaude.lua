@@ -51,3 +51,19 @@ vim.api.nvim_create_user_command("PseudoCleanup", function()
     vim.notify(("pseudoclaude: removed %d idle session(s): %s"):format(#removed, table.concat(removed, ", ")))
   end
 end, { nargs = 0, desc = "pseudoclaude: remove sessions idle for more than retention_days" })
+
+vim.api.nvim_create_user_command("PseudoRename", function(opts)
+  require("pseudoclaude.library").rename(opts.args)
+end, { nargs = "?", desc = "pseudoclaude: name the current session (no title: back to the automatic one)" })
+
+vim.api.nvim_create_user_command("PseudoFork", function()
+  require("pseudoclaude.library").fork()
+end, { nargs = 0, desc = "pseudoclaude: fork the current session at the message under the cursor, and switch to it" })
+
+vim.api.nvim_create_user_command("PseudoExport", function(opts)
+  require("pseudoclaude.library").export(opts.args)
+end, {
+  nargs = "?",
+  complete = "file",
+  desc = "pseudoclaude: export the current session as Markdown (to {path}, or into a new buffer)",
+})

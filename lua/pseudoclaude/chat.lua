@@ -178,6 +178,32 @@ function M.messages()
   return require("pseudoclaude.core").call("agent_messages")
 end
 
+--- The message of the history (1-based, as in `messages()`) drawn at line `row` (1-based) of the agent buffer: the
+--- last one starting at or above it. Raises when the buffer is out of step with the history (after a compaction),
+--- after redrawing it from the history, so that asking again gives the right answer.
+---@param row integer
+---@return integer index 0 above the first message
+---@return integer total messages in the history
+function M.message_at(row)
+  if not H.valid_buf(H.buf) then
+    error("pseudoclaude: the agent buffer is not open", 0)
+  end
+  local drawn = #vim.api.nvim_buf_get_extmarks(H.buf, H.msg_ns, 0, -1, {})
+  local ok, slice = pcall(require("pseudoclaude.core").call, "agent_history_slice", 0, 0, 0)
+  local total = ok and vim.json.decode(slice).total or drawn
+  if H.marks_stale or drawn ~= total or H.open_block then
+    if not H.open_block then
+      H.restore()
+    end
+    error(
+      "pseudoclaude: the agent buffer is out of step with the history (a turn is running or older messages were "
+        .. "summarised); wait for it to be redrawn, then try again",
+      0
+    )
+  end
+  return #vim.api.nvim_buf_get_extmarks(H.buf, H.msg_ns, 0, { row - 1, 0 }, {}), total
+end
+
 --- The winbar of the transcript window: session, model, turn state, the session's tokens and cost (when the
 --- provider reported any), whether the log is saved.
 ---@return string
@@ -215,6 +241,13 @@ H.SLICE_MESSAGES = 150
 H.SLICE_BYTES = 32 * 1024
 
 H.ns = vim.api.nvim_create_namespace("pseudoclaude_chat")
+--- One mark at the start of each message of the history, in order: the Nth mark is message N (`M.message_at`).
+H.msg_ns = vim.api.nvim_create_namespace("pseudoclaude_chat_messages")
+--- The history was replaced (compaction): the marks no longer number it.
+H.marks_stale = false
+--- The answer streaming now has its mark already (placed when it began): `{mark, has_text}`.
+---@type {mark: integer?, has_text: boolean}?
+H.open_block = nil
 
 --- Highlight group of each kind of transcript line.
 H.groups = {
@@ -422,7 +455,9 @@ end
 ---@param marks {line: integer, kind: pseudoclaude.TranscriptKind}[]
 ---@param folds {[1]: integer, [2]: integer}[]
 ---@param at_top boolean?
-function H.draw(lines, marks, folds, at_top)
+---@param starts integer[]? where each message starts (a mark each, in `H.msg_ns`)
+---@return integer? start 0-based line where the lines went
+function H.draw(lines, marks, folds, at_top, starts)
   local b = H.buf
   if not H.valid_buf(b) or #lines == 0 then
     return
@@ -436,6 +471,9 @@ function H.draw(lines, marks, folds, at_top)
   for _, mark in ipairs(marks) do
     vim.api.nvim_buf_set_extmark(b, H.ns, start + mark.line, 0, { line_hl_group = H.groups[mark.kind] })
   end
+  for _, first in ipairs(starts or {}) do
+    H.mark_message(start + math.min(first, #lines - 1))
+  end
   if #folds > 0 and H.valid_win(H.win) then
     vim.api.nvim_win_call(H.win, function()
       for _, f in ipairs(folds) do
@@ -446,15 +484,31 @@ function H.draw(lines, marks, folds, at_top)
   if not at_top then
     H.scroll_to_end()
   end
+  return start
 end
 
---- Renders message `m` after what is drawn (the live chat), exactly as a restore would.
+--- Marks line `row` (0-based) as where a message of the history starts.
+---@param row integer
+---@return integer mark
+function H.mark_message(row)
+  return vim.api.nvim_buf_set_extmark(H.buf, H.msg_ns, math.max(row, 0), 0, {})
+end
+
+--- Renders message `m` after what is drawn (the live chat), exactly as a restore would; unless `unmarked`, marks its
+--- start as a message of the history (one that drew no line is marked on the last line).
 ---@param m table
-function H.draw_message(m)
-  local out = { lines = {}, marks = {}, folds = {} }
+---@param unmarked boolean?
+---@return integer? row 0-based line where it starts, nil when it drew nothing
+function H.draw_message(m, unmarked)
+  local out = { lines = {}, marks = {}, folds = {}, starts = {} }
   T.add_message(out, m, H.prev, H.names, { first = H.is_empty() })
-  H.draw(out.lines, out.marks, out.folds)
+  local start = H.draw(out.lines, out.marks, out.folds)
   H.prev = m
+  local row = start and start + (out.starts[1] or 0)
+  if not unmarked and H.valid_buf(H.buf) then
+    H.mark_message(row or vim.api.nvim_buf_line_count(H.buf) - 1)
+  end
+  return row
 end
 
 ---@return boolean
@@ -472,6 +526,8 @@ function H.clear()
   end
   vim.bo[b].modifiable = true
   vim.api.nvim_buf_clear_namespace(b, H.ns, 0, -1)
+  vim.api.nvim_buf_clear_namespace(b, H.msg_ns, 0, -1)
+  H.marks_stale, H.open_block = false, nil
   vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
   vim.bo[b].modifiable = false
   for _, w in ipairs(vim.fn.win_findbuf(b)) do
@@ -523,7 +579,7 @@ function H.restore(on_first, on_done, at, at_once)
     local msgs = slice.messages or {}
     if first then
       -- The live chat goes on after the last message.
-      H.prev = msgs[#msgs] or T.nonnil(slice.prev)
+      H.prev = msgs[#msgs] or T.nonnil(slice.prev) or H.prev
       for k, v in pairs(slice.names or {}) do
         H.names[k] = v
       end
@@ -534,7 +590,7 @@ function H.restore(on_first, on_done, at, at_once)
       end
     end
     local lines, marks, folds, starts = T.render(msgs, { prev = T.nonnil(slice.prev), names = slice.names })
-    H.draw(lines, marks, folds, not first)
+    H.draw(lines, marks, folds, not first, starts)
     local stats = H.restore_stats
     if stats then
       stats.slices = (stats.slices or 0) + 1
@@ -557,8 +613,13 @@ function H.restore(on_first, on_done, at, at_once)
       if H.jump then
         H.follow_jump()
       elseif k >= 1 and k <= #msgs then
-        -- each slice is drawn above the ones before it: its own lines start at the top
-        H.place_jump(starts[k])
+        -- each slice is drawn above the ones before it: its own lines start at the top; the cursor goes below the
+        -- message's header, on its first own line
+        local row = starts[k]
+        if lines[row + 1] == (T.header_for(msgs[k])) and not T.nonnil(msgs[k].tool_result) then
+          row = row + 1
+        end
+        H.place_jump(row)
       end
     end
     if was_first and on_first then
@@ -584,13 +645,18 @@ function H.restore(on_first, on_done, at, at_once)
       end
     end
   end
-  -- `to` past the end (the largest integer that crosses to Rust as one): the whole history. A step of its own
-  -- (opening the windows and clearing the buffer were this one's work), unless the caller needs it now.
+  -- `to` past the end (the largest integer that crosses to Rust as one): the whole history, in this step when the
+  -- caller needs it now (a chat being opened).
   if at_once then
     return step(2147483647)
   end
+  -- Otherwise a step of its own (opening the windows and clearing the buffer were this one's work), drawing the
+  -- history as it is now: a message added before that step runs (a turn sent at once) is drawn by its own event, so
+  -- it must not be drawn here too.
+  local counted, now = pcall(core.call, "agent_history_slice", 0, 0, 0)
+  local upto = counted and (vim.json.decode(now).total or 2147483647) or 2147483647
   vim.schedule(function()
-    step(2147483647)
+    step(upto)
   end)
 end
 
@@ -659,9 +725,23 @@ function H.begin_agent_block()
     return
   end
   local m = { role = "assistant" }
-  H.draw_message(m)
-  H.append({ "" })
+  local row = H.draw_message(m, true)
+  local text_row = H.append({ "" })
+  -- the answer's mark goes on now, where it starts; it becomes a message when recorded (or kept on an interruption)
+  if H.valid_buf(H.buf) then
+    H.open_block = { mark = H.mark_message(row or text_row or 0), has_text = false }
+  end
   H.streaming = true
+end
+
+--- A turn stopped while an answer streamed: the core kept its text as a message when there was any; otherwise the
+--- mark placed for it numbers nothing.
+function H.close_block()
+  local block = H.open_block
+  H.open_block = nil
+  if block and not block.has_text and block.mark and H.valid_buf(H.buf) then
+    pcall(vim.api.nvim_buf_del_extmark, H.buf, H.msg_ns, block.mark)
+  end
 end
 
 H.handlers = {
@@ -672,6 +752,9 @@ H.handlers = {
   end,
   text_delta = function(m)
     H.begin_agent_block()
+    if H.open_block and m.text:find("%S") then
+      H.open_block.has_text = true
+    end
     H.append_text(m.text)
   end,
   tool_call_started = function(m)
@@ -679,10 +762,15 @@ H.handlers = {
   end,
   assistant_recorded = function(m)
     local calls = T.nonnil(m.tool_calls) or {}
+    -- streamed: its mark is in place already
+    local marked = H.open_block ~= nil
+    H.open_block = nil
     if #calls > 0 then
       -- the calls, drawn as the renderer draws them after the text (under a header when nothing streamed)
-      H.draw_message({ role = "assistant", tool_calls = calls })
+      H.draw_message({ role = "assistant", tool_calls = calls }, marked)
       H.state.phase = "running tools"
+    elseif not marked and H.valid_buf(H.buf) then
+      H.mark_message(vim.api.nvim_buf_line_count(H.buf) - 1) -- an empty answer: a message all the same
     end
     H.prev = { role = "assistant" }
     H.streaming = false
@@ -711,6 +799,7 @@ H.handlers = {
   compacted = function()
     H.append({ "", "[older history was summarised to fit the model's context]" }, "PseudoClaudeNotice")
     H.streaming = false
+    H.marks_stale = true
   end,
   saved = function(m)
     H.state.saved = m.ok
@@ -723,11 +812,13 @@ H.handlers = {
     end
   end,
   error = function(m)
+    H.close_block()
     H.append({ "", "✗ " .. m.message }, "PseudoClaudeError")
     H.streaming = false
     vim.notify("pseudoclaude: " .. m.message, vim.log.levels.ERROR)
   end,
   cancelled = function()
+    H.close_block()
     H.append({ "", "[cancelled]" }, "PseudoClaudeNotice")
     H.streaming = false
   end,

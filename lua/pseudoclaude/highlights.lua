@@ -29,6 +29,7 @@ M.links = {
   PseudoClaudePickerPreviewResult = "Comment", -- "✓ read_file: ..."
   PseudoClaudePickerPreviewError = "ErrorMsg", -- "✗ run_command: ..."
   PseudoClaudePickerDamage = "WarningMsg", -- "⚠ repaired on load: ..."
+  PseudoClaudePickerPinned = "Special", -- "* " before a pinned session, "* pinned" in its preview
   PseudoClaudeHeader = "Title", -- agent buffer: "## You", "## Agent"
   PseudoClaudeTool = "Comment", -- agent buffer: tool calls and results
   PseudoClaudeError = "DiagnosticError", -- agent buffer: errors

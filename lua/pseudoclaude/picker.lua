@@ -30,6 +30,8 @@ local H = {}
 ---@field items pseudoclaude.SessionInfo[] What the filter searches: `top_items`, then the full list.
 ---@field full boolean Whether `items` is the full list.
 ---@field deleted table<string, true> Sessions deleted while the full list was being read.
+---@field marked table<string, pseudoclaude.SessionInfo> Sessions renamed or pinned here: what the full list, when it
+--- arrives, must show of them (it may have been read before the write).
 ---@field matcher pseudoclaude.picker.Matcher Over `items`.
 ---@field query string
 ---@field matches integer[] Indices into `items`, in display order.
@@ -73,7 +75,7 @@ function M.open(opts)
   local sessions = require("pseudoclaude.sessions")
   local listed_at = vim.uv.hrtime()
   -- on the main loop: a session whose summary is not cached is listed from what a quick read gives
-  local top = sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ })
+  local top = sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ, include_pinned = true })
   local list_ms = (vim.uv.hrtime() - listed_at) / 1e6
   if #top == 0 then
     local what = opts.search and "search" or "resume"
@@ -90,6 +92,7 @@ function M.open(opts)
     items = top,
     full = false,
     deleted = {},
+    marked = {},
     query = "",
     matches = {},
     sel = 1,
@@ -253,6 +256,58 @@ function M.delete_selected()
   H.remove(s, item.id)
 end
 
+--- Renames the highlighted session: asks for the name on the command line, prefilled with its title (an empty name
+--- gives it back its automatic title; <Esc> changes nothing).
+function M.rename_selected()
+  local s = state
+  local item = s and H.selected(s)
+  if not s or not item then
+    return
+  end
+  local title = H.ask("Rename session: ", item.title or "")
+  if not title or state ~= s then
+    return
+  end
+  H.mark(s, "rename", item.id, title)
+end
+
+--- Pins the highlighted session, or unpins it: pinned sessions come first.
+function M.toggle_pin_selected()
+  local s = state
+  local item = s and H.selected(s)
+  if s and item then
+    H.mark(s, "pin", item.id, not item.pinned)
+  end
+end
+
+--- Forks the highlighted session at its end ("resume as new") and resumes the fork; the session itself is untouched.
+function M.fork_selected()
+  local s = state
+  local item = s and H.selected(s)
+  if not s or not item then
+    return
+  end
+  local ok, err = pcall(require("pseudoclaude.sessions").fork, item.id, nil, {
+    on_done = function(ferr, forked)
+      if ferr then
+        return H.notify(ferr, vim.log.levels.ERROR)
+      end
+      if state == s then
+        M.close()
+      end
+      vim.schedule(function()
+        local done, rerr = pcall(require("pseudoclaude").resume, forked.id)
+        if not done then
+          require("pseudoclaude.errors").report(rerr)
+        end
+      end)
+    end,
+  })
+  if not ok then
+    H.notify(err, vim.log.levels.ERROR)
+  end
+end
+
 --- `:PseudoResume [last|{id}]`: no argument opens the picker; `last` resumes the most recent session; an id
 --- resumes that session. Errors are reported with `vim.notify`.
 ---@param args string?
@@ -317,6 +372,82 @@ function H.confirm(question)
   local ok, key = pcall(vim.fn.getcharstr)
   api.nvim_echo({ { "" } }, false, {})
   return ok and (key == "y" or key == "Y")
+end
+
+--- Asks for a line on the command line, prefilled with `default`; nil when cancelled. (Not `vim.ui.input()`: a
+--- floating input would leave the prompt window, which closes the picker.)
+---@param prompt string
+---@param default string
+---@return string?
+function H.ask(prompt, default)
+  local cancelled = "\1cancelled"
+  local ok, answer = pcall(vim.fn.input, { prompt = prompt, default = default, cancelreturn = cancelled })
+  if not ok or answer == cancelled then
+    return nil
+  end
+  return answer
+end
+
+--- Writes a name (`what` = "rename") or a pin ("pin") for session `id` in the background; the row follows when the
+--- line is on disk.
+---@param s pseudoclaude.picker.State
+---@param what "rename"|"pin"
+---@param id string
+---@param value string|boolean
+function H.mark(s, what, id, value)
+  local ok, err = pcall(require("pseudoclaude.sessions")[what], id, value, function(merr, info)
+    if merr then
+      return H.notify(merr, vim.log.levels.ERROR)
+    end
+    if state == s and info then
+      s.marked[id] = info
+      H.set_items(s, H.with_marks(s, s.items))
+      for _, hit in ipairs(s.search and s.search.hits or {}) do
+        if hit.id == id then
+          hit.title = info.title
+        end
+      end
+      s.previews[id], s.preview_id = nil, nil
+      H.refresh(s)
+    end
+  end)
+  if not ok then
+    H.notify(err, vim.log.levels.ERROR)
+  end
+end
+
+--- `items` with the sessions renamed or pinned here as written, each moved to the top of its group (pinned or not):
+--- the write made it the most recent, as the next list will show it.
+---@param s pseudoclaude.picker.State
+---@param items pseudoclaude.SessionInfo[]
+---@return pseudoclaude.SessionInfo[]
+function H.with_marks(s, items)
+  if not next(s.marked) then
+    return items
+  end
+  local moved, pinned, rest = {}, {}, {}
+  for _, item in ipairs(items) do
+    local info = s.marked[item.id]
+    if info then
+      moved[#moved + 1] = info
+    elseif item.pinned then
+      pinned[#pinned + 1] = item
+    else
+      rest[#rest + 1] = item
+    end
+  end
+  local out = {}
+  for _, group in ipairs({ true, false }) do
+    for _, info in ipairs(moved) do
+      if (info.pinned == true) == group then
+        out[#out + 1] = info
+      end
+    end
+    for _, item in ipairs(group and pinned or rest) do
+      out[#out + 1] = item
+    end
+  end
+  return out
 end
 
 ---@param item pseudoclaude.SessionInfo
@@ -479,6 +610,9 @@ function H.attach(s)
   map({ "i", "n" }, "<C-g>", function()
     require("pseudoclaude.picker.search").toggle(state)
   end, "search inside messages (on/off)")
+  map({ "i", "n" }, "<C-r>", M.rename_selected, "rename the session")
+  map({ "i", "n" }, "<C-t>", M.toggle_pin_selected, "pin or unpin the session")
+  map({ "i", "n" }, "<C-f>", M.fork_selected, "fork the session (resume as new)")
   map("n", "j", down, "next session")
   map("n", "k", up, "previous session")
 
@@ -572,6 +706,7 @@ H.HAY_STEP = 500
 ---@param s pseudoclaude.picker.State
 ---@param items pseudoclaude.SessionInfo[]
 function H.use_full_list(s, items)
+  items = H.with_marks(s, items)
   local hay, lower, done = {}, {}, 0
   local function step()
     if state ~= s or s.full then

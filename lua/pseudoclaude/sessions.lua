@@ -1,13 +1,17 @@
 --- The workspace's sessions: list, load, clean up, delete. `require("pseudoclaude").sessions` is this module.
 --- See `:help pseudoclaude-sessions`.
 ---
+--- Names, pins, forks and exports (`rename`, `pin`, `fork`, `export`) write or read on the core's worker threads when
+--- given a callback: the editor never waits on a disk sync.
+---
 --- The work is done by the native core (src/bridge/sessions.rs over src/session/); errors (a malformed id such as
 --- `../../etc`, a missing session, a session open in another editor) are raised with `error()` as
 --- `pseudoclaude.sessions.<function>: <what went wrong>`.
 
 ---@class pseudoclaude.SessionInfo
 ---@field id string `YYYYMMDD-HHMMSS-xxxx`
----@field title string First line of the first typed user message ("" when none).
+---@field title string The session's name (`rename()`), else the first line of the first typed user message ("" when
+--- none).
 ---@field model string First model named in the log ("" when none).
 ---@field messages integer Messages a resume restores.
 ---@field entries integer Valid lines in the log.
@@ -25,6 +29,12 @@
 ---@field usage pseudoclaude.Usage Tokens the providers reported, summed over the session.
 ---@field cost number? Dollars, when `pricing` (`:help pseudoclaude-config-pricing`) prices every model that reported
 --- usage.
+---@field pinned boolean Pinned (`pin()`, `<C-t>` in the picker): listed before the others.
+---@field forked_from pseudoclaude.ForkedFrom? The session this one was forked from.
+
+---@class pseudoclaude.ForkedFrom
+---@field id string The source session.
+---@field index integer How many of the source's messages the fork started with (1-based position of the last one).
 
 ---@class pseudoclaude.ToolCall
 ---@field id string
@@ -61,11 +71,15 @@
 ---@field entries integer
 ---@field last_message integer
 ---@field damage_report string One sentence on what was repaired; "" when nothing was.
+---@field pinned boolean
+---@field forked_from pseudoclaude.ForkedFrom?
 
 ---@class pseudoclaude.SessionListOpts
 ---@field limit integer? At most this many sessions (the newest); only those are summarised.
 ---@field include_current boolean? Keep the current session (left out by default).
 ---@field check_locks boolean? Fill `held_by` (default true).
+---@field include_pinned boolean? With `limit`: also list the pinned sessions, even older ones, first (the picker's
+--- first rows).
 ---@field max_read integer? With `limit`: read at most this many bytes of a log whose summary is not cached yet (it is
 --- then listed with `partial = true`, its counts and title possibly missing), so the call stays short.
 
@@ -93,6 +107,7 @@ function M.list(opts)
     include_empty = false,
     max_read = opts.max_read,
     pricing = H.pricing(),
+    include_pinned = opts.include_pinned == true,
   })
 end
 
@@ -154,6 +169,9 @@ end
 ---@field messages integer Messages a resume restores.
 ---@field last_message integer
 ---@field damage_report string
+---@field files_touched string[] Files the agent wrote or edited (`write_file`/`edit_file` calls that succeeded).
+---@field pinned boolean
+---@field forked_from pseudoclaude.ForkedFrom?
 ---@field tail {from: integer, total: integer, messages: table[], prev: table?, names: table<string, string>} The end of
 --- the history (from 0-based message `from`), each text cut for display (`cut_bytes`).
 
@@ -238,6 +256,88 @@ function M.search(query, opts)
   return require("pseudoclaude.search").search(query, opts)
 end
 
+--- Names session `id` `title` (an empty `title` gives it back its automatic title): a `title` entry in its own log,
+--- so the name travels with the folder. Returns at once; the line is written and synced on a worker thread, then
+--- `on_done(nil, info)` gets the session's list entry (or `on_done(message)` an error; without `on_done` an error is
+--- reported with `vim.notify`). The current session is written through its own writer; another editor's is refused.
+---@param id string
+---@param title string
+---@param on_done fun(err: string?, info: pseudoclaude.SessionInfo?)?
+function M.rename(id, title, on_done)
+  H.check_type("rename", "id", id, "string")
+  H.check_type("rename", "title", title, "string")
+  H.mark("rename", id, { title = title }, on_done)
+end
+
+--- Pins or unpins session `id` (a `pin` entry in its log): pinned sessions are listed first. Returns at once, as
+--- `rename()` does.
+---@param id string
+---@param pinned boolean
+---@param on_done fun(err: string?, info: pseudoclaude.SessionInfo?)?
+function M.pin(id, pinned, on_done)
+  H.check_type("pin", "id", id, "string")
+  H.check_type("pin", "pinned", pinned, "boolean")
+  H.mark("pin", id, { pinned = pinned }, on_done)
+end
+
+---@class pseudoclaude.ForkOpts
+---@field on_done fun(err: string?, forked: {id: string, messages: integer, forked_from: pseudoclaude.ForkedFrom}?)?
+--- Fork on a worker thread and call this with the result; without it, `fork()` waits for the disk and returns the id.
+
+--- Forks session `id` at message `index` (1-based, as in `load(id).messages`; nil: at its end): a new session whose
+--- history is messages 1..index, extended to the end of a tool exchange (a call keeps its results). Its log records
+--- `forked_from = { id, index }`; the source is not touched. Returns the new id, or with `opts.on_done` returns at once
+--- and calls `on_done(nil, {id, messages, forked_from})` or `on_done(message)`.
+---@param id string
+---@param index integer?
+---@param opts pseudoclaude.ForkOpts?
+---@return string? id
+function M.fork(id, index, opts)
+  opts = opts or {}
+  H.check_type("fork", "id", id, "string")
+  if index ~= nil and (type(index) ~= "number" or index < 1 or index ~= math.floor(index)) then
+    error(("pseudoclaude.sessions.fork: index: expected an integer >= 1 or nil, got %s"):format(vim.inspect(index)), 0)
+  end
+  if opts.on_done then
+    H.check_type("fork", "opts.on_done", opts.on_done, "function")
+    H.call("fork", "sessions_fork_async", M.workspace(), id, index, H.done("fork", opts.on_done))
+    return nil
+  end
+  return H.call("fork", "sessions_fork", M.workspace(), id, index).id
+end
+
+---@class pseudoclaude.ExportOpts
+---@field format "markdown"|"md"|"json"? Default "markdown".
+---@field path string? With `on_done`: write the document to this file instead of handing it back.
+---@field on_done fun(err: string?, done: {text: string?, path: string?, bytes: integer}?)? Read (and write) on a
+--- worker thread; without it, `export()` reads the session on the main loop and returns the text.
+
+--- Session `id` as a document: Markdown (a header with title, id, dates, model, branch when recorded, then one section
+--- per message, tool calls and results in fenced blocks, long results folded in `<details>`, spilled results whole) or
+--- JSON (the restored history in the log's message shape).
+---@param id string
+---@param opts pseudoclaude.ExportOpts?
+---@return string? text
+function M.export(id, opts)
+  opts = opts or {}
+  H.check_type("export", "id", id, "string")
+  H.check_type("export", "opts", opts, "table")
+  local format = opts.format or "markdown"
+  if format ~= "markdown" and format ~= "md" and format ~= "json" then
+    error(
+      ('pseudoclaude.sessions.export: opts.format: expected "markdown" or "json", got %s'):format(vim.inspect(format)),
+      0
+    )
+  end
+  if opts.on_done then
+    H.check_type("export", "opts.on_done", opts.on_done, "function")
+    local args = { format = format, path = opts.path }
+    H.call("export", "sessions_export_async", M.workspace(), id, args, H.done("export", opts.on_done))
+    return nil
+  end
+  return H.call("export", "sessions_export", M.workspace(), id, format)
+end
+
 --- Id of the current chat's session, or nil (no chat yet, or no chat module).
 ---@return string?
 function M.current_id()
@@ -291,6 +391,45 @@ end
 function H.pricing()
   local pricing = require("pseudoclaude").get_config().pricing
   return (type(pricing) == "table" and next(pricing)) and pricing or nil
+end
+
+--- A worker thread's callback `(ok, value)` as `on_done(err, value)`; `vim.NIL` fields of a table value become nil.
+---@param fn string
+---@param on_done fun(err: string?, value: any)
+---@return fun(ok: boolean, value: any)
+function H.done(fn, on_done)
+  return function(ok, value)
+    if not ok then
+      return on_done(
+        ("pseudoclaude.sessions.%s: %s"):format(fn, tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
+      )
+    end
+    if type(value) == "table" then
+      for k, v in pairs(value) do
+        if v == vim.NIL then
+          value[k] = nil
+        end
+      end
+    end
+    on_done(nil, value)
+  end
+end
+
+--- Writes `title`/`pin` entries to session `id` on a worker thread.
+---@param fn string
+---@param id string
+---@param mark {title: string?, pinned: boolean?}
+---@param on_done fun(err: string?, info: pseudoclaude.SessionInfo?)?
+function H.mark(fn, id, mark, on_done)
+  if on_done ~= nil then
+    H.check_type(fn, "on_done", on_done, "function")
+  end
+  on_done = on_done or function(err)
+    if err then
+      require("pseudoclaude.errors").report(err)
+    end
+  end
+  H.call(fn, "sessions_mark_async", M.workspace(), id, mark, H.done(fn, on_done))
 end
 
 ---@param fn string

@@ -26,9 +26,10 @@ M.MAX_DISPLAY_BYTES = 32 * 1024
 
 ---@class pseudoclaude.Rendered
 ---@field lines string[]
----@field starts integer[]? 0-based line where each message's own lines start (after its header), when wanted
 ---@field marks {line: integer, kind: pseudoclaude.TranscriptKind}[] 0-based line numbers
 ---@field folds {[1]: integer, [2]: integer}[] 0-based, inclusive line ranges to fold (tool outputs)
+---@field starts integer[]? 0-based line where each message starts (its header, else its first line; `#lines` for one
+--- that drew nothing), filled when present: how a line maps back to its message (`:PseudoFork`)
 
 --- Renders `messages` (the log's shape: `role`, `content`, `tool_calls`, `tool_result`; `cut_bytes` when the text
 --- was cut for display).
@@ -37,7 +38,7 @@ M.MAX_DISPLAY_BYTES = 32 * 1024
 ---@return string[] lines
 ---@return {line: integer, kind: pseudoclaude.TranscriptKind}[] marks
 ---@return {[1]: integer, [2]: integer}[] folds
----@return integer[] starts 0-based line of each message's first line after its header (where a jump to it lands)
+---@return integer[] starts 0-based first line of each message
 function M.render(messages, opts)
   opts = opts or {}
   local out = { lines = {}, marks = {}, folds = {}, starts = {} } ---@type pseudoclaude.Rendered
@@ -69,11 +70,14 @@ function M.add_message(out, m, prev, names, opts)
       out.marks[#out.marks + 1] = { line = #out.lines - 1, kind = kind }
     end
   end
-  local tr = M.nonnil(m.tool_result)
-  if tr and out.starts then
-    out.starts[#out.starts + 1] = #out.lines
+  local function start_here()
+    if out.starts then
+      out.starts[#out.starts + 1] = #out.lines
+    end
   end
+  local tr = M.nonnil(m.tool_result)
   if tr then
+    start_here()
     local name = names[tr.tool_call_id] or "tool"
     local content = tr.content or ""
     add(M.result_line(name, content, tr.is_error, opts.width, m.cut_bytes), tr.is_error and "error" or "result")
@@ -92,10 +96,10 @@ function M.add_message(out, m, prev, names, opts)
     if not opts.first then
       add("")
     end
+    start_here()
     add(header, kind)
-  end
-  if out.starts then
-    out.starts[#out.starts + 1] = #out.lines
+  else
+    start_here()
   end
   H.add_text(add, m.content or "", opts.max_text_lines, m.cut_bytes)
   for _, c in ipairs(M.nonnil(m.tool_calls) or {}) do

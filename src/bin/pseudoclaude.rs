@@ -100,14 +100,7 @@ type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 fn cmd_list(workspace: &std::path::Path, json: bool, all: bool, limit: Option<usize>) -> CmdResult {
     let sessions = session::list(
         workspace,
-        &ListOptions {
-            include_empty: all,
-            check_locks: true,
-            exclude: None,
-            limit,
-            max_read: None,
-            ..Default::default()
-        },
+        &ListOptions { include_empty: all, check_locks: true, limit, include_pinned: true, ..Default::default() },
     )?;
     if json {
         println!("{}", serde_json::to_string_pretty(&sessions)?);

@@ -6,7 +6,7 @@
 //!
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
-//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?}`? | `SessionInfo[]`, newest first |
+//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?}`? | `SessionInfo[]`, newest first |
 //! | `sessions_list_async` | workspace, options as above, `callback(ok, {id, chunks})` | a ticket number, at once |
 //! | `sessions_list_chunk` | the list's id                            | the next JSON chunk, nil at the end |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
@@ -81,6 +81,7 @@ pub struct ListArgs {
     pub max_read: Option<u64>,
     /// Prices by model, for each session's `cost`.
     pub pricing: Pricing,
+    pub include_pinned: bool,
 }
 
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
@@ -100,6 +101,7 @@ pub fn list(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<SessionInfo>>
         limit: args.limit,
         max_read: args.max_read,
         pricing: args.pricing.clone(),
+        include_pinned: args.include_pinned,
     };
     Ok(session::list(workspace, &opts)?)
 }
@@ -187,7 +189,13 @@ fn mark_async(a: &Args) -> BridgeResult<u64> {
     jobs::spawn("sessions_mark_async", None, callback, move || {
         for entry in entries {
             match &agent {
-                Some(ag) => ag.log.append_meta(entry).map_err(BridgeError::msg)?,
+                Some(ag) => {
+                    let pinned = entry.pinned;
+                    ag.log.append_meta(entry).map_err(BridgeError::msg)?;
+                    if let Some(p) = pinned {
+                        meta::noted_pin(&ctx, p);
+                    }
+                }
                 None => {
                     meta::append(&ctx, entry)?;
                 }

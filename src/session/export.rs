@@ -196,6 +196,21 @@ mod tests {
     }
 
     #[test]
+    fn the_branch_is_shown_only_when_the_list_entry_has_one() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = Context::new(ws.path()).expect("context");
+        let w = Writer::open(&ctx, WriterOptions::default()).expect("writer");
+        w.append(&Message::user("hi")).expect("append");
+        drop(w);
+        let loaded = load(&ctx).expect("load");
+        let with = markdown(&ctx, &loaded, Some(&json!({"branch": "feature/x"})));
+        assert!(with.contains("- Branch: `feature/x`\n"), "{with}");
+        for info in [None, Some(json!({"branch": ""})), Some(json!({"id": "x"}))] {
+            assert!(!markdown(&ctx, &loaded, info.as_ref()).contains("Branch"));
+        }
+    }
+
+    #[test]
     fn markdown_reads_spilled_results_whole_and_folds_long_ones() {
         let ws = tempfile::tempdir().expect("tempdir");
         let ctx = Context::new(ws.path()).expect("context");

@@ -91,6 +91,9 @@ pub struct ListOptions {
     pub max_read: Option<u64>,
     /// Prices by model, for [`SessionInfo::cost`].
     pub pricing: Pricing,
+    /// With `limit`: also summarise the pinned sessions [`super::pins`] names, older than the newest
+    /// `limit` though they may be, and keep them first (the picker's first rows).
+    pub include_pinned: bool,
 }
 
 /// Every valid session of the workspace, newest first (by log modification time, then id).
@@ -106,7 +109,7 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
     if let Some(limit) = opts.limit
         && let Some(found) = list_recent(workspace, &root, opts, limit)?
     {
-        return Ok(found);
+        return if opts.include_pinned { with_pins(workspace, &root, opts, limit, found) } else { Ok(found) };
     }
     // Order by a stat of each log first, so only the sessions shown are summarised.
     let mut found: Vec<(i64, String)> = Vec::new();
@@ -143,6 +146,36 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
     }
     // A log written between the stat and its summary moves up.
     sort_newest_first(&mut out);
+    match opts.limit {
+        Some(limit) if opts.include_pinned => with_pins(workspace, &root, opts, limit, out),
+        _ => Ok(out),
+    }
+}
+
+/// A limited list with the pinned sessions the hint names ([`super::pins`]) in it, even when they are
+/// older than the newest `limit`: pinned first, then the newest, `limit` in all. A session is taken
+/// as pinned only when its own log says so.
+fn with_pins(
+    workspace: &Path,
+    root: &Dir,
+    opts: &ListOptions,
+    limit: usize,
+    mut out: Vec<SessionInfo>,
+) -> Result<Vec<SessionInfo>> {
+    for id in super::pins::pinned(root) {
+        if out.iter().filter(|s| s.pinned).count() >= limit {
+            break;
+        }
+        if opts.exclude.as_deref() == Some(id.as_str()) || out.iter().any(|s| s.id == id) {
+            continue;
+        }
+        match named(workspace, root, opts, &id)? {
+            Some(info) if info.pinned => out.push(info),
+            _ => {}
+        }
+    }
+    sort_newest_first(&mut out);
+    out.truncate(limit);
     Ok(out)
 }
 
@@ -203,23 +236,28 @@ fn pick_recent(
         if opts.exclude.as_deref() == Some(id.as_str()) {
             continue;
         }
-        let ctx = Context::for_id(workspace, &id)?;
-        // Deleted since, or refused (a linked folder is never followed, even from the hint).
-        let Ok(dir) = root.subdir(&id) else { continue };
-        let Ok(mut info) = info_in(&ctx, &dir, opts.max_read, &opts.pricing) else { continue };
-        if !shown(&info, opts) {
-            continue;
-        }
-        if opts.check_locks {
-            info.held_by = lock::holder_in(&dir);
-        }
-        out.push(info);
+        out.extend(named(workspace, root, opts, &id)?);
     }
     if out.len() < limit {
         return Ok(None);
     }
     sort_newest_first(&mut out);
     Ok(Some(out))
+}
+
+/// The entry of session `id`, which a hint named, when the list shows it; `None` when it was deleted
+/// since or is refused (a linked folder is never followed, even from a hint).
+fn named(workspace: &Path, root: &Dir, opts: &ListOptions, id: &str) -> Result<Option<SessionInfo>> {
+    let ctx = Context::for_id(workspace, id)?;
+    let Ok(dir) = root.subdir(id) else { return Ok(None) };
+    let Ok(mut info) = info_in(&ctx, &dir, opts.max_read, &opts.pricing) else { return Ok(None) };
+    if !shown(&info, opts) {
+        return Ok(None);
+    }
+    if opts.check_locks {
+        info.held_by = lock::holder_in(&dir);
+    }
+    Ok(Some(info))
 }
 
 /// Whether a list shows this session: it has something to restore, or its log is damaged (so the

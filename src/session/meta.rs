@@ -44,9 +44,22 @@ pub fn append(ctx: &Context, entry: Entry) -> Result<SessionInfo> {
     }
     // No model: the writer writes it on its first entry, and this one is not the session's.
     let writer = Writer::open(ctx, WriterOptions::default())?;
+    let hint = entry.pinned;
     writer.append_entry(entry)?;
     writer.close()?;
+    if let Some(pinned) = hint {
+        noted_pin(ctx, pinned);
+    }
     list::info(ctx)
+}
+
+/// After a `pin` entry is on disk (whoever wrote it): tells the list's hint ([`super::pins`]).
+pub fn noted_pin(ctx: &Context, pinned: bool) {
+    if let Some(root) =
+        ctx.dir.parent().and_then(|d| d.parent()).and_then(|d| d.parent()).and_then(|ws| Dir::sessions(ws).ok())
+    {
+        super::pins::record(&root, &ctx.id, pinned);
+    }
 }
 
 #[cfg(test)]
@@ -77,6 +90,46 @@ mod tests {
         let info = append(&ctx, title_entry("").expect("entry")).expect("append");
         assert_eq!(info.title, "fix the parser");
         assert_eq!(super::super::load(&ctx).expect("load").messages.len(), 2);
+    }
+
+    #[test]
+    fn a_cache_written_before_names_existed_does_not_hide_one() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = session(ws.path());
+        append(&ctx, title_entry("Named").expect("entry")).expect("append");
+        // What the previous version left: the same state up to the same offset, without the name.
+        let mut cache: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(ctx.summary_path()).expect("cache")).expect("json");
+        assert_eq!(cache["state"]["name"], "Named");
+        cache["version"] = 2.into();
+        cache["state"].as_object_mut().expect("state").remove("name");
+        std::fs::write(ctx.summary_path(), serde_json::to_vec(&cache).expect("encode")).expect("write");
+        assert_eq!(list::info(&ctx).expect("info").title, "Named");
+    }
+
+    #[test]
+    fn a_limited_list_finds_an_old_pinned_session_through_the_hint() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let old = session(ws.path());
+        append(&old, pin_entry(true)).expect("pin");
+        let unpinned = session(ws.path());
+        append(&unpinned, pin_entry(true)).expect("pin");
+        append(&unpinned, pin_entry(false)).expect("unpin");
+        let newer: Vec<Context> = (0..3).map(|_| session(ws.path())).collect();
+        let ids = |opts: &list::ListOptions| -> Vec<String> {
+            list::list(ws.path(), opts).expect("list").into_iter().map(|s| s.id).collect()
+        };
+        let limited = |include_pinned| list::ListOptions { limit: Some(2), include_pinned, ..Default::default() };
+        assert_eq!(ids(&limited(true)), [old.id.clone(), newer[2].id.clone()]);
+        // `:PseudoResume last` wants the newest, pinned or not
+        assert_eq!(ids(&limited(false)), [newer[2].id.clone(), newer[1].id.clone()]);
+        assert_eq!(ids(&list::ListOptions::default())[0], old.id, "the full list: pinned first");
+        // the hint is only a hint: a log that says unpinned wins over it
+        let w = Writer::open(&old, WriterOptions::default()).expect("writer");
+        w.append_entry(pin_entry(false)).expect("unpin behind the hint's back");
+        drop(w);
+        let again = session(ws.path());
+        assert_eq!(ids(&limited(true)), [again.id.clone(), old.id.clone()]);
     }
 
     #[test]

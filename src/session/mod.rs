@@ -30,6 +30,7 @@ pub mod list;
 pub mod loader;
 pub mod lock;
 pub mod meta;
+pub mod pins;
 pub mod replay;
 pub mod retention;
 pub mod search;

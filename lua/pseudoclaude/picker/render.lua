@@ -19,6 +19,8 @@ M.HELD_MARKER = "! "
 --- Marker of a session whose log needed repairs to load (unreadable, repaired or torn lines); the preview says
 --- what. A session open elsewhere shows `HELD_MARKER` instead.
 M.DAMAGED_MARKER = "? "
+--- Marker of a pinned session (`<C-t>`); a held or damaged one shows its own marker instead.
+M.PINNED_MARKER = "* "
 --- Title of a damaged session with nothing to restore (a log of garbage).
 M.UNREADABLE_TITLE = "(unreadable session)"
 
@@ -146,7 +148,10 @@ function M.rows(items, width, now)
 
   local lines, rows = {}, {}
   for k, item in ipairs(items) do
-    local marker = item.held_by and M.HELD_MARKER or item.damaged and M.DAMAGED_MARKER or "  "
+    local marker = item.held_by and M.HELD_MARKER
+      or item.damaged and M.DAMAGED_MARKER
+      or item.pinned and M.PINNED_MARKER
+      or "  "
     local title, title_bytes = H.fit(M.title(item), title_w)
     local age = M.age(now - M.activity(item))
     local parts = { marker, title, "  ", (" "):rep(M.AGE_WIDTH - #age), age }
@@ -162,6 +167,8 @@ function M.rows(items, width, now)
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerHeld" }
     elseif item.damaged then
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerDamage" }
+    elseif item.pinned then
+      hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerPinned" }
     end
     hls[#hls + 1] = { col, col + M.AGE_WIDTH, "PseudoClaudePickerAge" }
     col = col + M.AGE_WIDTH
@@ -254,6 +261,7 @@ function H.header(p, item, now)
   if (p.damage_report or "") ~= "" then
     add("⚠ repaired on load: " .. p.damage_report, "PseudoClaudePickerDamage")
   end
+  H.library_header(add, p, item)
   return lines, hls
 end
 
@@ -331,6 +339,31 @@ function M.preview(p, item, now, width)
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
+
+--- The preview header's lines of the session library: pinned, the parent of a fork, the files the agent changed.
+---@param add fun(line: string, group: string?)
+---@param p {pinned: boolean?, forked_from: table?, files_touched: string[]?}
+---@param item pseudoclaude.SessionInfo
+function H.library_header(add, p, item)
+  local function value(v)
+    return v ~= nil and v ~= vim.NIL and v or nil
+  end
+  local pinned = value(p.pinned)
+  if pinned == nil then
+    pinned = item.pinned
+  end
+  if pinned then
+    add("* pinned", "PseudoClaudePickerPinned")
+  end
+  local from = value(p.forked_from) or value(item.forked_from)
+  if from then
+    add(("forked from %s at message %d"):format(from.id, from.index), "PseudoClaudePickerPreviewMeta")
+  end
+  local files = value(p.files_touched)
+  if files and #files > 0 then
+    add("files touched: " .. table.concat(files, ", "), "PseudoClaudePickerPreviewMeta")
+  end
+end
 
 --- Preview highlight group of each kind of transcript line.
 H.PREVIEW_GROUPS = {
