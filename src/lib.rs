@@ -14,3 +14,4 @@ pub mod provider;
 pub mod session;
 pub mod tools;
 pub mod usage;
+pub mod workspaces;

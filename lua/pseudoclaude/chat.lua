@@ -178,6 +178,20 @@ function M.messages()
   return require("pseudoclaude.core").call("agent_messages")
 end
 
+--- Moves the chat to `workspace`: the sessions listed, started and resumed from now on are that directory's, and the
+--- tools run there (the editor's current directory is left as it is). Returns the workspace it was in. The current
+--- session is untouched; the next resume or new chat uses the new workspace.
+---@param workspace string
+---@return string before
+function M.set_workspace(workspace)
+  local before = H.workspace()
+  require("pseudoclaude").get_config().workspace = workspace
+  if H.host_ready then
+    require("pseudoclaude.core").call("agent_configure", H.config_json())
+  end
+  return before
+end
+
 --- The message of the history (1-based, as in `messages()`) drawn at line `row` (1-based) of the agent buffer: the
 --- last one starting at or above it. Raises when the buffer is out of step with the history (after a compaction),
 --- after redrawing it from the history, so that asking again gives the right answer.
@@ -291,6 +305,7 @@ function H.config_json()
     retention_days = cfg.retention_days,
     -- (an empty table would encode as a list)
     pricing = next(cfg.pricing or {}) and cfg.pricing or vim.empty_dict(),
+    workspaces_file = require("pseudoclaude.sessions").workspaces_file(),
     approve = {
       write_file = cfg.approve.write_file == true,
       edit_file = cfg.approve.edit_file == true,

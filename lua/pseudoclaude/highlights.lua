@@ -18,6 +18,7 @@ M.links = {
   PseudoClaudePickerCount = "Number", -- "12 msgs"
   PseudoClaudePickerModel = "Type", -- model name
   PseudoClaudePickerBranch = "Identifier", -- git branch
+  PseudoClaudePickerWorkspace = "Directory", -- the workspace in front of a `:PseudoResume all` row
   PseudoClaudePickerCost = "Number", -- "$0.42"
   PseudoClaudePickerHeld = "WarningMsg", -- a session open in another editor
   PseudoClaudePickerEmpty = "Comment", -- "no match"

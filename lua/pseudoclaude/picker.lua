@@ -13,6 +13,8 @@ local H = {}
 ---@field max_items integer? Sessions listed before typing (default: config `picker.max_items`).
 ---@field backend "float"|"select"? Default: config `picker.backend`.
 ---@field search string? Open in "search inside messages" mode with this query (`:PseudoSearch`).
+---@field all boolean? The sessions of every workspace this editor has used (`:PseudoResume all`), each row marked with
+--- its workspace.
 
 ---@class pseudoclaude.picker.Stats Timestamps are `vim.uv.hrtime()` values (ns).
 ---@field opened_at integer `open()` called
@@ -51,6 +53,8 @@ local H = {}
 ---@field now integer Unix seconds at open, for ages.
 ---@field stats pseudoclaude.picker.Stats
 ---@field search pseudoclaude.picker.SearchState? Set in "search inside messages" mode (picker/search.lua).
+---@field all boolean? Sessions of every workspace (`:PseudoResume all`).
+---@field asking string? The y/N question on the command line, while it waits for the key.
 
 ---@type pseudoclaude.picker.State?
 local state = nil
@@ -75,15 +79,17 @@ function M.open(opts)
   local sessions = require("pseudoclaude.sessions")
   local listed_at = vim.uv.hrtime()
   -- on the main loop: a session whose summary is not cached is listed from what a quick read gives
-  local top = sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ, include_pinned = true })
+  local top =
+    sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ, include_pinned = true, all = opts.all })
   local list_ms = (vim.uv.hrtime() - listed_at) / 1e6
   if #top == 0 then
     local what = opts.search and "search" or "resume"
-    H.notify(("pseudoclaude: no session to %s in %s"):format(what, sessions.workspace()), vim.log.levels.INFO)
+    local where = opts.all and "any workspace" or sessions.workspace()
+    H.notify(("pseudoclaude: no session to %s in %s"):format(what, where), vim.log.levels.INFO)
     return
   end
   if backend == "select" and not opts.search then
-    return H.select()
+    return H.select(opts.all)
   end
   require("pseudoclaude.highlights").setup()
 
@@ -106,6 +112,7 @@ function M.open(opts)
     max_items = max_items,
     now = os.time(),
     stats = { opened_at = opened_at, list_ms = list_ms, filters = {}, previews = {} },
+    all = opts.all == true,
   }
   state = s
   H.set_items(s, top)
@@ -216,7 +223,10 @@ function M.resume_selected()
   if not s or not item then
     return
   end
-  local ok, holder = pcall(require("pseudoclaude.sessions").holder, item.id)
+  local sessions = require("pseudoclaude.sessions")
+  local ok, holder = pcall(sessions.within, item.workspace, function()
+    return sessions.holder(item.id)
+  end)
   if not ok then
     return require("pseudoclaude.errors").report(holder)
   end
@@ -229,13 +239,79 @@ function M.resume_selected()
     end
     return H.notify(H.held_message(item, holder), vim.log.levels.ERROR)
   end
+  local elsewhere = H.elsewhere(item)
+  if elsewhere and not H.switch_ok(s, item, elsewhere) then
+    return
+  end
   M.close()
   vim.schedule(function()
-    local done, err = pcall(require("pseudoclaude").resume, item.id)
+    local done, err = pcall(H.resume_in, item.id, elsewhere)
     if not done then
       require("pseudoclaude.errors").report(err)
     end
   end)
+end
+
+--- The `vim.ui.select()` backend's resume of a session of another workspace: asks first (`vim.ui.select` again, so a
+--- replaced `vim.ui.select` asks it too).
+---@param item pseudoclaude.SessionInfo
+function H.resume_elsewhere(item)
+  local ws = assert(H.elsewhere(item))
+  local question = ("Session %q is in %s. Switch the chat's workspace there?"):format(
+    require("pseudoclaude.picker.render").title(item),
+    vim.fn.fnamemodify(ws, ":~")
+  )
+  vim.ui.select({ "Yes", "No" }, { prompt = question, kind = "pseudoclaude.switch_workspace" }, function(choice)
+    if choice == "Yes" then
+      local ok, err = pcall(H.resume_in, item.id, ws)
+      if not ok then
+        require("pseudoclaude.errors").report(err)
+      end
+    end
+  end)
+end
+
+--- The workspace of a `:PseudoResume all` row when it is not the chat's own, else nil.
+---@param item pseudoclaude.SessionInfo
+---@return string?
+function H.elsewhere(item)
+  local ws = type(item.workspace) == "string" and item.workspace or nil
+  if not ws then
+    return nil
+  end
+  local here = require("pseudoclaude").workspace()
+  return (vim.uv.fs_realpath(here) or here) ~= ws and ws or nil
+end
+
+--- Asks whether the chat may move to `workspace`, the one of `item` (a `:PseudoResume all` row).
+---@param s pseudoclaude.picker.State
+---@param item pseudoclaude.SessionInfo
+---@param workspace string
+---@return boolean
+function H.switch_ok(s, item, workspace)
+  local question = ("Session %q is in %s. Switch the chat's workspace there?"):format(
+    require("pseudoclaude.picker.render").title(item),
+    vim.fn.fnamemodify(workspace, ":~")
+  )
+  return H.confirm(question) and state == s
+end
+
+--- Resumes session `id`, first switching the chat to `workspace` when one is given; a failed resume switches back.
+---@param id string
+---@param workspace string?
+function H.resume_in(id, workspace)
+  if not workspace then
+    return require("pseudoclaude").resume(id)
+  end
+  local chat = require("pseudoclaude.chat")
+  local before = chat.set_workspace(workspace)
+  require("pseudoclaude").resume(id, {
+    on_done = function(report)
+      if not report.ok then
+        chat.set_workspace(before)
+      end
+    end,
+  })
 end
 
 --- Deletes the highlighted session after asking (y/N on the command line); the picker stays open on the next one.
@@ -249,7 +325,10 @@ function M.delete_selected()
   if not H.confirm(question) or state ~= s then
     return
   end
-  local ok, err = pcall(require("pseudoclaude.sessions").delete, item.id)
+  local sessions = require("pseudoclaude.sessions")
+  local ok, err = pcall(sessions.within, item.workspace, function()
+    return sessions.delete(item.id)
+  end)
   if not ok then
     return H.notify(err, vim.log.levels.ERROR)
   end
@@ -268,7 +347,7 @@ function M.rename_selected()
   if not title or state ~= s then
     return
   end
-  H.mark(s, "rename", item.id, title)
+  H.mark(s, "rename", item, title)
 end
 
 --- Pins the highlighted session, or unpins it: pinned sessions come first.
@@ -276,7 +355,7 @@ function M.toggle_pin_selected()
   local s = state
   local item = s and H.selected(s)
   if s and item then
-    H.mark(s, "pin", item.id, not item.pinned)
+    H.mark(s, "pin", item, not item.pinned)
   end
 end
 
@@ -287,35 +366,45 @@ function M.fork_selected()
   if not s or not item then
     return
   end
-  local ok, err = pcall(require("pseudoclaude.sessions").fork, item.id, nil, {
-    on_done = function(ferr, forked)
-      if ferr then
-        return H.notify(ferr, vim.log.levels.ERROR)
-      end
-      if state == s then
-        M.close()
-      end
-      vim.schedule(function()
-        local done, rerr = pcall(require("pseudoclaude").resume, forked.id)
-        if not done then
-          require("pseudoclaude.errors").report(rerr)
+  local elsewhere = H.elsewhere(item)
+  if elsewhere and not H.switch_ok(s, item, elsewhere) then
+    return
+  end
+  local sessions = require("pseudoclaude.sessions")
+  local ok, err = pcall(sessions.within, item.workspace, function()
+    return sessions.fork(item.id, nil, {
+      on_done = function(ferr, forked)
+        if ferr then
+          return H.notify(ferr, vim.log.levels.ERROR)
         end
-      end)
-    end,
-  })
+        if state == s then
+          M.close()
+        end
+        vim.schedule(function()
+          local done, rerr = pcall(H.resume_in, forked.id, elsewhere)
+          if not done then
+            require("pseudoclaude.errors").report(rerr)
+          end
+        end)
+      end,
+    })
+  end)
   if not ok then
     H.notify(err, vim.log.levels.ERROR)
   end
 end
 
---- `:PseudoResume [last|{id}]`: no argument opens the picker; `last` resumes the most recent session; an id
---- resumes that session. Errors are reported with `vim.notify`.
+--- `:PseudoResume [last|all|{id}]`: no argument opens the picker; `last` resumes the most recent session; `all` opens
+--- the picker over the sessions of every workspace this editor has used; an id resumes that session. Errors are reported with `vim.notify`.
 ---@param args string?
 function M.command(args)
   args = vim.trim(args or "")
   local ok, err = pcall(function()
     if args == "" then
       return M.open()
+    end
+    if args == "all" then
+      return M.open({ all = true })
     end
     local id = args
     if args == "last" then
@@ -333,14 +422,16 @@ function M.command(args)
   end
 end
 
---- Completion of `:PseudoResume`: "last" and the session ids, most recently active first, that start with
+--- Completion of `:PseudoResume`: "last", "all" and the session ids, most recently active first, that start with
 --- `arglead`. Reads folder names only (no log), so it stays instant at 10,000 sessions.
 ---@param arglead string
 ---@return string[]
 function M.complete(arglead)
   local out = {}
-  if vim.startswith("last", arglead) then
-    out[1] = "last"
+  for _, word in ipairs({ "last", "all" }) do
+    if vim.startswith(word, arglead) then
+      out[#out + 1] = word
+    end
   end
   local ok, ids = pcall(require("pseudoclaude.sessions").ids)
   if ok then
@@ -369,7 +460,14 @@ end
 function H.confirm(question)
   vim.cmd.redraw()
   api.nvim_echo({ { question .. " [y/N] ", "Question" } }, false, {})
+  local s = state
+  if s then
+    s.asking = question -- for whoever drives the picker (tests, a plugin): it waits for this key
+  end
   local ok, key = pcall(vim.fn.getcharstr)
+  if s then
+    s.asking = nil
+  end
   api.nvim_echo({ { "" } }, false, {})
   return ok and (key == "y" or key == "Y")
 end
@@ -388,18 +486,21 @@ function H.ask(prompt, default)
   return answer
 end
 
---- Writes a name (`what` = "rename") or a pin ("pin") for session `id` in the background; the row follows when the
+--- Writes a name (`what` = "rename") or a pin ("pin") for session `item` in the background; the row follows when the
 --- line is on disk.
 ---@param s pseudoclaude.picker.State
 ---@param what "rename"|"pin"
----@param id string
+---@param item pseudoclaude.SessionInfo
 ---@param value string|boolean
-function H.mark(s, what, id, value)
-  local ok, err = pcall(require("pseudoclaude.sessions")[what], id, value, function(merr, info)
+function H.mark(s, what, item, value)
+  local id = item.id
+  local sessions = require("pseudoclaude.sessions")
+  local function done(merr, info)
     if merr then
       return H.notify(merr, vim.log.levels.ERROR)
     end
     if state == s and info then
+      info.workspace = item.workspace
       s.marked[id] = info
       H.set_items(s, H.with_marks(s, s.items))
       for _, hit in ipairs(s.search and s.search.hits or {}) do
@@ -410,6 +511,9 @@ function H.mark(s, what, id, value)
       s.previews[id], s.preview_id = nil, nil
       H.refresh(s)
     end
+  end
+  local ok, err = pcall(sessions.within, item.workspace, function()
+    return sessions[what](id, value, done)
   end)
   if not ok then
     H.notify(err, vim.log.levels.ERROR)
@@ -473,8 +577,9 @@ function H.resume(id)
 end
 
 --- The `vim.ui.select()` backend: every session, newest first, one line each (read in the background).
-function H.select()
-  require("pseudoclaude.sessions").list_async({}, function(err, items)
+---@param all boolean?
+function H.select(all)
+  require("pseudoclaude.sessions").list_async({ all = all }, function(err, items)
     if err then
       return require("pseudoclaude.errors").report(err)
     end
@@ -503,10 +608,18 @@ function H.select_from(items)
       if item.held_by then
         parts[#parts + 1] = "open in another editor"
       end
+      if type(item.workspace) == "string" then
+        parts[#parts + 1] = vim.fn.fnamemodify(item.workspace, ":~")
+      end
       return table.concat(parts, " · ")
     end,
   }, function(item)
-    if item then
+    if item and H.elsewhere(item) then
+      local ok, err = pcall(H.resume_elsewhere, item)
+      if not ok then
+        require("pseudoclaude.errors").report(err)
+      end
+    elseif item then
       local ok, err = pcall(H.resume, item.id)
       if not ok then
         require("pseudoclaude.errors").report(err)
@@ -679,7 +792,7 @@ end
 ---@param s pseudoclaude.picker.State
 function H.read_full_list(s)
   local sessions = require("pseudoclaude.sessions")
-  local ok = pcall(sessions.list_async, {}, function(err, items)
+  local ok = pcall(sessions.list_async, { all = s.all }, function(err, items)
     if state ~= s or s.full then
       return
     end
@@ -691,7 +804,7 @@ function H.read_full_list(s)
   if not ok then
     vim.schedule(function()
       if state == s and not s.full then
-        local read, items = pcall(sessions.list)
+        local read, items = pcall(sessions.list, { all = s.all })
         H.use_full_list(s, read and items or s.items)
       end
     end)
@@ -730,7 +843,8 @@ end
 function H.haystack(item)
   -- the branch last, so that the title's and the model's offsets stay where `draw_match_highlights` looks
   local branch = type(item.branch) == "string" and item.branch or ""
-  return (item.title or "") .. " " .. (item.model or "") .. " " .. item.id .. " " .. branch
+  local hay = (item.title or "") .. " " .. (item.model or "") .. " " .. item.id .. " " .. branch
+  return type(item.workspace) == "string" and (hay .. " " .. item.workspace) or hay
 end
 
 ---@param s pseudoclaude.picker.State
@@ -1028,16 +1142,19 @@ function H.load_preview(s, item)
   s.loading = item.id
   local asked = vim.uv.hrtime()
   local render = require("pseudoclaude.picker.render")
-  local ok, err = pcall(require("pseudoclaude.sessions").preview_async, item.id, function(perr, preview)
-    if s.loading == item.id then
-      s.loading = nil
-    end
-    if state ~= s or perr == "superseded" then
-      return
-    end
-    -- the render in a main-loop step of its own (this one decoded the preview)
-    vim.schedule(function()
-      H.preview_arrived(s, item, perr, preview, asked)
+  local sessions = require("pseudoclaude.sessions")
+  local ok, err = pcall(sessions.within, item.workspace, function()
+    return sessions.preview_async(item.id, function(perr, preview)
+      if s.loading == item.id then
+        s.loading = nil
+      end
+      if state ~= s or perr == "superseded" then
+        return
+      end
+      -- the render in a main-loop step of its own (this one decoded the preview)
+      vim.schedule(function()
+        H.preview_arrived(s, item, perr, preview, asked)
+      end)
     end)
   end)
   if not ok then

@@ -31,6 +31,7 @@
 --- usage.
 ---@field pinned boolean Pinned (`pin()`, `<C-t>` in the picker): listed before the others.
 ---@field forked_from pseudoclaude.ForkedFrom? The session this one was forked from.
+---@field workspace string? Its workspace (an absolute path), in a list of every workspace (`list({ all = true })`).
 
 ---@class pseudoclaude.ForkedFrom
 ---@field id string The source session.
@@ -82,6 +83,8 @@
 --- first rows).
 ---@field max_read integer? With `limit`: read at most this many bytes of a log whose summary is not cached yet (it is
 --- then listed with `partial = true`, its counts and title possibly missing), so the call stays short.
+---@field all boolean? The sessions of every workspace this editor has used (`workspaces()`), this one included, each
+--- with its `workspace`; pinned first, then newest first.
 
 ---@class pseudoclaude.Sessions
 local M = {}
@@ -108,6 +111,8 @@ function M.list(opts)
     max_read = opts.max_read,
     pricing = H.pricing(),
     include_pinned = opts.include_pinned == true,
+    all = opts.all == true,
+    workspaces_file = M.workspaces_file(),
   })
 end
 
@@ -127,6 +132,8 @@ function M.list_async(opts, on_done)
     check_locks = opts.check_locks ~= false,
     include_empty = false,
     pricing = H.pricing(),
+    all = opts.all == true,
+    workspaces_file = M.workspaces_file(),
   }, function(ok, ready)
     if not ok then
       return on_done(
@@ -351,10 +358,36 @@ function M.current_id()
   return type(cur) == "string" and cur or nil
 end
 
---- The workspace whose sessions these are: config `workspace`, or the current directory.
+--- The workspace whose sessions these are: config `workspace`, or the current directory (or, inside `within()`, the
+--- workspace given there).
 ---@return string
 function M.workspace()
-  return require("pseudoclaude").workspace()
+  return H.within or require("pseudoclaude").workspace()
+end
+
+--- Runs `fn()` with the functions of this module working on the sessions of `workspace` instead of this one (the
+--- picker's `:PseudoResume all` rows: their previews, deletes, names and pins). Returns what `fn` returns; raises
+--- what it raises.
+---@generic T
+---@param workspace string?
+---@param fn fun(): T
+---@return T
+function M.within(workspace, fn)
+  local before = H.within
+  H.within = workspace
+  local ok, a, b = pcall(fn)
+  H.within = before
+  if not ok then
+    error(a, 0)
+  end
+  return a, b
+end
+
+--- The registry of the workspaces this editor has used: `stdpath("state")/pseudoclaude/workspaces`, one path per line,
+--- noted when a session starts or is resumed (see `:help pseudoclaude-all-workspaces`).
+---@return string
+function M.workspaces_file()
+  return vim.fs.joinpath(vim.fn.stdpath("state"), "pseudoclaude", "workspaces")
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------

@@ -37,6 +37,9 @@ pub struct HostConfig {
     pub retention_days: f64,
     /// Dollars per million tokens, by model (the Lua config's `pricing`).
     pub pricing: Pricing,
+    /// The registry of workspaces ([`crate::workspaces`]) a session that starts or is resumed notes
+    /// its workspace in; none: not noted.
+    pub workspaces_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -57,6 +60,7 @@ impl Default for HostConfig {
             approve: AutoApproveConfig::default(),
             retention_days: f64::from(session::retention::DEFAULT_DAYS),
             pricing: Pricing::default(),
+            workspaces_file: None,
         }
     }
 }
@@ -255,6 +259,8 @@ impl Host {
             None => {
                 let a = Arc::new(self.new_agent(&st.config)?);
                 st.agent = Some(a.clone());
+                let config = st.config.clone();
+                self.rt.spawn_blocking(move || note_workspace(&config));
                 a
             }
         };
@@ -432,7 +438,16 @@ fn build_resumed(config: &HostConfig, outbox: &Arc<Outbox>, id: &str) -> HostRes
     let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(outbox.clone()));
     let (agent, resumed) = Agent::resume(agent_config(config), provider, approver, id)?;
     let report = report(id, &agent, &resumed);
+    note_workspace(config);
     Ok((agent, report))
+}
+
+/// A session starts or is resumed in the configured workspace: the registry learns it (a hint, so a
+/// failure only costs `:PseudoResume all` this workspace until the next session).
+fn note_workspace(config: &HostConfig) {
+    if let Some(file) = &config.workspaces_file {
+        let _ = crate::workspaces::record(file, &config.workspace);
+    }
 }
 
 /// Makes `agent` the current one, unless the current one changed since the resume began.

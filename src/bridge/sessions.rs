@@ -6,7 +6,7 @@
 //!
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
-//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?}`? | `SessionInfo[]`, newest first |
+//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?, all?, workspaces_file?}`? | `SessionInfo[]`, newest first |
 //! | `sessions_list_async` | workspace, options as above, `callback(ok, {id, chunks})` | a ticket number, at once |
 //! | `sessions_list_chunk` | the list's id                            | the next JSON chunk, nil at the end |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
@@ -70,18 +70,16 @@ pub fn exports() -> Vec<(&'static str, Object)> {
     ]
 }
 
-/// Options of `sessions_list`, as Lua passes them (every key optional).
+/// Options of `sessions_list`, as Lua passes them (every key optional): the list's own, plus `all`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
 pub struct ListArgs {
-    pub exclude: Option<String>,
-    pub include_empty: bool,
-    pub check_locks: bool,
-    pub limit: Option<usize>,
-    pub max_read: Option<u64>,
-    /// Prices by model, for each session's `cost`.
-    pub pricing: Pricing,
-    pub include_pinned: bool,
+    #[serde(flatten)]
+    pub options: ListOptions,
+    /// The sessions of every workspace `workspaces_file` names ([`crate::workspaces`]), this one
+    /// included, each with its `workspace`.
+    pub all: bool,
+    pub workspaces_file: Option<PathBuf>,
 }
 
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
@@ -92,18 +90,18 @@ pub struct LoadedView {
     pub damage_report: String,
 }
 
-/// The workspace's sessions, newest first.
+/// The workspace's sessions, newest first; with `all`, those of every known workspace.
 pub fn list(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<SessionInfo>> {
-    let opts = ListOptions {
-        exclude: args.exclude.clone(),
-        include_empty: args.include_empty,
-        check_locks: args.check_locks,
-        limit: args.limit,
-        max_read: args.max_read,
-        pricing: args.pricing.clone(),
-        include_pinned: args.include_pinned,
-    };
-    Ok(session::list(workspace, &opts)?)
+    if !args.all {
+        return Ok(session::list(workspace, &args.options)?);
+    }
+    let mut known = args.workspaces_file.as_deref().map(crate::workspaces::known).unwrap_or_default();
+    // This workspace is always in, whether or not a session of it was started yet.
+    let here = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    if !known.contains(&here) {
+        known.insert(0, here);
+    }
+    Ok(session::list::list_every(&known, &args.options))
 }
 
 /// One session's list entry, with who holds its lock; errors for a bad or missing id.
@@ -432,7 +430,11 @@ mod tests {
     fn list_info_load_and_delete_round_trip() {
         let ws = tempfile::tempdir().expect("tempdir");
         let ctx = session_with(ws.path(), "fix the parser\nsecond line");
-        let all = list(ws.path(), &ListArgs { check_locks: true, ..Default::default() }).expect("list");
+        let all = list(
+            ws.path(),
+            &ListArgs { options: ListOptions { check_locks: true, ..Default::default() }, ..Default::default() },
+        )
+        .expect("list");
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].title, "fix the parser");
         assert_eq!(all[0].held_by, None);
@@ -486,13 +488,16 @@ mod tests {
     fn list_args_accept_nil_and_empty_tables() {
         let a = Args::new(vec![Object::from("/ws"), Object::from(nvim_oxi::Array::new())]);
         let parsed = table_arg::<ListArgs>(&a, 1).expect("empty table");
-        assert_eq!(parsed.limit, None);
+        assert_eq!(parsed.options.limit, None);
         let a = Args::new(vec![Object::from("/ws")]);
-        assert!(!table_arg::<ListArgs>(&a, 1).expect("nil").check_locks);
+        assert!(!table_arg::<ListArgs>(&a, 1).expect("nil").options.check_locks);
         let dict = nvim_oxi::Dictionary::from_iter([("limit", Object::from(3)), ("check_locks", Object::from(true))]);
         let a = Args::new(vec![Object::from("/ws"), Object::from(dict)]);
         let parsed = table_arg::<ListArgs>(&a, 1).expect("dict");
-        assert_eq!((parsed.limit, parsed.check_locks), (Some(3), true));
+        assert_eq!((parsed.options.limit, parsed.options.check_locks), (Some(3), true));
+        let dict = nvim_oxi::Dictionary::from_iter([("all", Object::from(true)), ("max_read", Object::from(0))]);
+        let parsed = table_arg::<ListArgs>(&Args::new(vec![Object::from("/ws"), Object::from(dict)]), 1).expect("all");
+        assert_eq!((parsed.all, parsed.options.max_read), (true, Some(0)));
         assert!(workspace(&Args::new(vec![Object::from("")])).is_err());
     }
 }

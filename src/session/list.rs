@@ -9,7 +9,7 @@
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize};
@@ -71,10 +71,14 @@ pub struct SessionInfo {
     pub pinned: bool,
     /// The session this one was forked from, and at which of its messages.
     pub forked_from: Option<ForkedFrom>,
+    /// The workspace the session belongs to, in a list of every workspace ([`list_every`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
 }
 
-/// What to list.
-#[derive(Debug, Clone, Default)]
+/// What to list. Lua passes the same table (every key optional).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
 pub struct ListOptions {
     /// Leave this session out (the current one).
     pub exclude: Option<String>,
@@ -150,6 +154,25 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
         Some(limit) if opts.include_pinned => with_pins(workspace, &root, opts, limit, out),
         _ => Ok(out),
     }
+}
+
+/// The sessions of every workspace of `workspaces` (`:PseudoResume all`), each with its `workspace`:
+/// pinned first, then newest first, `opts.limit` in all. A workspace that cannot be listed is left
+/// out (it may have been removed since the registry named it).
+pub fn list_every(workspaces: &[PathBuf], opts: &ListOptions) -> Vec<SessionInfo> {
+    let mut out = Vec::new();
+    for ws in workspaces {
+        let Ok(found) = list(ws, opts) else { continue };
+        out.extend(found.into_iter().map(|mut s| {
+            s.workspace = Some(ws.clone());
+            s
+        }));
+    }
+    sort_newest_first(&mut out);
+    if let Some(limit) = opts.limit {
+        out.truncate(limit);
+    }
+    out
 }
 
 /// A limited list with the pinned sessions the hint names ([`super::pins`]) in it, even when they are
@@ -345,6 +368,7 @@ fn to_info(
         bad_lines: s.bad_lines,
         partial: false,
         held_by: None,
+        workspace: None,
     }
 }
 

@@ -360,10 +360,11 @@ def test_resume_last_and_by_id(nv, ws12):
     assert floats(nv) == []
 
 
-def test_command_completion_lists_last_and_the_ids_newest_first(nv, ws12):
-    assert nv.api.call("getcompletion", "PseudoResume ", "cmdline") == ["last"] + ws12
+def test_command_completion_lists_last_all_and_the_ids_newest_first(nv, ws12):
+    assert nv.api.call("getcompletion", "PseudoResume ", "cmdline") == ["last", "all"] + ws12
     prefix = ws12[0][:15]
     assert nv.api.call("getcompletion", f"PseudoResume {prefix}", "cmdline") == [i for i in ws12 if i.startswith(prefix)]
+    assert nv.api.call("getcompletion", "PseudoResume al", "cmdline") == ["all"]
     assert nv.api.call("getcompletion", "PseudoResume la", "cmdline") == ["last"]
 
 

@@ -21,6 +21,8 @@ M.HELD_MARKER = "! "
 M.DAMAGED_MARKER = "? "
 --- Marker of a pinned session (`<C-t>`); a held or damaged one shows its own marker instead.
 M.PINNED_MARKER = "* "
+--- Widest workspace name in front of a title (`:PseudoResume all`).
+M.WORKSPACE_MAX_WIDTH = 16
 --- Title of a damaged session with nothing to restore (a log of garbage).
 M.UNREADABLE_TITLE = "(unreadable session)"
 
@@ -152,12 +154,16 @@ function M.rows(items, width, now)
       or item.damaged and M.DAMAGED_MARKER
       or item.pinned and M.PINNED_MARKER
       or "  "
-    local title, title_bytes = H.fit(M.title(item), title_w)
+    local place = M.workspace_name(item)
+    if place ~= "" then
+      place = H.fit(place, math.min(H.width(place), M.WORKSPACE_MAX_WIDTH, math.floor(title_w / 3)), true) .. ": "
+    end
+    local title, title_bytes = H.fit(M.title(item), math.max(title_w - H.width(place), 1))
     local age = M.age(now - M.activity(item))
-    local parts = { marker, title, "  ", (" "):rep(M.AGE_WIDTH - #age), age }
-    local col = #marker + #title + 2
+    local parts = { marker, place, title, "  ", (" "):rep(M.AGE_WIDTH - #age), age }
+    local col = #marker + #place + #title + 2
     local row = {
-      title_col = #marker,
+      title_col = #marker + #place,
       title_bytes = item.title ~= "" and title_bytes or 0,
       model_bytes = 0,
       branch_bytes = 0,
@@ -169,6 +175,9 @@ function M.rows(items, width, now)
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerDamage" }
     elseif item.pinned then
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerPinned" }
+    end
+    if place ~= "" then
+      hls[#hls + 1] = { #marker, #marker + #place - 2, "PseudoClaudePickerWorkspace" }
     end
     hls[#hls + 1] = { col, col + M.AGE_WIDTH, "PseudoClaudePickerAge" }
     col = col + M.AGE_WIDTH
@@ -206,6 +215,15 @@ function M.rows(items, width, now)
     rows[k] = row
   end
   return lines, rows
+end
+
+--- The name of a `:PseudoResume all` row's workspace: the last part of its path ("" for a row of this workspace's
+--- own list, which has no `workspace`).
+---@param item pseudoclaude.SessionInfo
+---@return string
+function M.workspace_name(item)
+  local ws = item.workspace
+  return type(ws) == "string" and vim.fs.basename(ws) or ""
 end
 
 --- The branch shown for a session: its git branch, or "" (not a repository, a detached HEAD).
