@@ -121,14 +121,21 @@ function M.open(opts)
   s.sel_id = top[1] and top[1].id
   H.draw_rows(s)
   s.stats.rows_at = vim.uv.hrtime()
-  H.draw_preview(s)
-  s.stats.preview_at = vim.uv.hrtime()
   H.attach(s)
   if opts.search then
     require("pseudoclaude.picker.search").enter(s, opts.search)
   end
   vim.cmd.startinsert({ bang = opts.search ~= nil })
-  H.read_full_list(s)
+  -- The preview and the full list in a main-loop step of their own: the rows and the keys are this one's work, and
+  -- one step doing all of it was twice the idle loop's worst gap.
+  vim.schedule(function()
+    if state ~= s then
+      return
+    end
+    H.draw_preview(s)
+    s.stats.preview_at = vim.uv.hrtime()
+    H.read_full_list(s)
+  end)
 end
 
 --- Closes the picker's windows and wipes its buffers; does nothing when it is not open.

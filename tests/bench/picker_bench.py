@@ -108,7 +108,14 @@ local picker = require("pseudoclaude.picker")
 local t0 = vim.uv.hrtime()
 vim.cmd("PseudoResume")
 local s = picker.get_state()
-return { rows = (s.stats.rows_at - t0) / 1e6, preview = (s.stats.preview_at - t0) / 1e6, list = s.stats.list_ms }
+_G.bench_open_t0 = t0
+return { rows = (s.stats.rows_at - t0) / 1e6, list = s.stats.list_ms }
+"""
+
+# The preview is drawn in the main-loop step after the rows: nil until then.
+PREVIEW_AT = """
+local s = require("pseudoclaude.picker").get_state()
+return s and s.stats.preview_at and (s.stats.preview_at - _G.bench_open_t0) / 1e6 or vim.NIL
 """
 
 STATS = """
@@ -353,6 +360,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
         nv.lua("require('pseudoclaude.core').call('sessions_list', vim.uv.cwd(), { limit = 1 })")
         nv.lua("require('pseudoclaude.core').call('sessions_list', vim.uv.cwd(), {})")  # writes summary.json
         cold = nv.lua(OPEN)
+        cold["preview"] = wait_for(lambda: nv.lua(PREVIEW_AT))
         wait_for(lambda: (s := nv.lua(STATS)) and s["full"])
         nv.api.input("<Esc>")
         wait_for(lambda: nv.lua(STATS) is None)
@@ -368,7 +376,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
         for _ in range(rounds):
             o = nv.lua(OPEN)
             res["rows"].append(o["rows"])
-            res["preview"].append(o["preview"])
+            res["preview"].append(wait_for(lambda: nv.lua(PREVIEW_AT)))
             res["own"].append(o["rows"] - o["list"])
             s = wait_for(lambda: (x := nv.lua(STATS)) and x["full"] and x)
             res["full"].append(s["full_ms"])

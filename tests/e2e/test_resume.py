@@ -165,17 +165,16 @@ def test_a_deleted_row_hands_the_highlight_to_the_next_and_a_narrowing_query_kee
 
 def test_looking_reads_nothing_on_the_main_loop(nvim: Neovim, crowded) -> None:
     """The preview of a 40 MiB session (the first row of the full list) and a resume of it come from the core's
-    threads: right after the key, in the same main-loop step, the preview says "loading…" and the chat is the old
-    one; the history arrives later."""
+    threads: the picker opens on it with the preview saying "loading…" (drawn in the step after the rows), the
+    resume returns with the chat still the old one; the history arrives later."""
     real_chat(nvim)
     with open(nvim.workspace / ".PseudoClaude" / "sessions" / "activity", "a") as f:
         f.write(f"{crowded['big']} {int(time.time())}\n")  # the big one is the first row at once
-    out = nvim.lua(
-        """
-        require("pseudoclaude.picker").open()
-        local s = require("pseudoclaude.picker").get_state()
-        return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)
-        """
+    nvim.lua('require("pseudoclaude.picker").open()')
+    out = wait_for(
+        lambda: (x := nvim.lua('local s = require("pseudoclaude.picker").get_state() '
+                               'return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)')) and x[-1] and x,
+        what="the preview's first text",
     )
     assert out[-1] == "loading…", out
     s = wait_for(lambda: (x := state(nvim)) and x["full"] and x["preview_id"] == x["selected"] and x, what="preview")
