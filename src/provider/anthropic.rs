@@ -4,20 +4,19 @@
 //! `ANTHROPIC_API_KEY`) and `anthropic-version: 2023-06-01`; the answer arrives as server-sent events
 //! (`message_start`, `content_block_start`/`_delta`/`_stop`, `message_delta`, `message_stop`, `ping`,
 //! `error`). The conversation is sent as strictly alternating user/assistant messages in which every
-//! `tool_use` is answered by a `tool_result` in the next user message (see [`super::sse`]'s turns).
+//! `tool_use` is answered by a `tool_result` in the next user message (see [`super::turns`]).
 //! The system prompt, the tools and the two newest user turns carry `cache_control` (prompt caching,
 //! see [`MAX_CACHE_BREAKPOINTS`]); the usage comes back with the cache's share apart.
 
 use std::collections::HashMap;
-use std::fmt;
 
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::http::{self as transport, Decoder, Emitter, Endpoint, Fail, KeyHeader, protocol};
 use super::sse::Event;
-use super::sse::transport::{self, Call, Decoder, Emitter, Fail, protocol};
-use super::sse::turns::{Turn, turns};
+use super::turns::{Turn, turns};
 use super::{BoxFuture, Provider, ProviderConfig, ProviderError, Request, Response, StreamEvent, Usage};
 use crate::message::ToolCall;
 
@@ -25,31 +24,19 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 pub const API_VERSION: &str = "2023-06-01";
 
+/// The Anthropic provider: its wire format over the shared [`Endpoint`].
+#[derive(Debug)]
 pub struct Anthropic {
-    cfg: ProviderConfig,
-    url: String,
-    env_var: String,
-    client: reqwest::Client,
-}
-
-impl fmt::Debug for Anthropic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Anthropic")
-            .field("model", &self.cfg.model)
-            .field("url", &self.url)
-            .field("api_key_env", &self.env_var)
-            .finish_non_exhaustive()
-    }
+    http: Endpoint,
 }
 
 impl Anthropic {
     pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
         // `https://api.anthropic.com/v1` is a common way of writing the base too.
-        let transport::Endpoint { url, env_var, client } =
-            transport::endpoint(&cfg, "anthropic", DEFAULT_BASE_URL, DEFAULT_API_KEY_ENV, |base| {
-                if base.ends_with("/v1") { format!("{base}/messages") } else { format!("{base}/v1/messages") }
-            })?;
-        Ok(Anthropic { cfg, url, env_var, client })
+        let http = Endpoint::new(cfg, "anthropic", DEFAULT_BASE_URL, DEFAULT_API_KEY_ENV, |base| {
+            if base.ends_with("/v1") { format!("{base}/messages") } else { format!("{base}/v1/messages") }
+        })?;
+        Ok(Anthropic { http })
     }
 
     /// The JSON body sent for `req`.
@@ -78,11 +65,11 @@ impl Anthropic {
                 }
             })
             .collect();
-        let max_tokens = [req.max_tokens, self.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
+        let max_tokens = [req.max_tokens, self.http.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
         let mut messages = messages;
         let mut breakpoints = 0;
         let mut body = json!({
-            "model": self.cfg.model,
+            "model": self.http.cfg.model,
             "max_tokens": max_tokens,
             "stream": true,
         });
@@ -142,7 +129,7 @@ impl Provider for Anthropic {
     }
 
     fn model(&self) -> &str {
-        &self.cfg.model
+        &self.http.cfg.model
     }
 
     fn stream<'a>(
@@ -151,25 +138,10 @@ impl Provider for Anthropic {
         events: UnboundedSender<StreamEvent>,
     ) -> BoxFuture<'a, Result<Response, ProviderError>> {
         Box::pin(async move {
-            let key = transport::api_key(&self.env_var);
             let mut headers = HeaderMap::new();
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-            if let Some(key) = &key {
-                headers.insert("x-api-key", transport::secret_header(key, &self.env_var)?);
-            }
-            let body = serde_json::to_vec(&self.body(req))
-                .map_err(|e| ProviderError::Config { message: format!("cannot encode the request: {e}") })?;
-            let call = Call {
-                client: &self.client,
-                cfg: &self.cfg,
-                url: &self.url,
-                env_var: &self.env_var,
-                key,
-                headers,
-                body,
-            };
-            transport::run(call, events, Messages::default).await
+            let key = KeyHeader { name: HeaderName::from_static("x-api-key"), prefix: "" };
+            self.http.stream(&self.body(req), key, headers, events, Messages::default).await
         })
     }
 }
@@ -354,7 +326,7 @@ mod tests {
         let make = |base: &str| {
             Anthropic::new(ProviderConfig { model: "m".into(), base_url: base.into(), ..Default::default() })
                 .unwrap()
-                .url
+                .http.url
         };
         assert_eq!(make(""), "https://api.anthropic.com/v1/messages");
         assert_eq!(make("https://api.anthropic.com/"), "https://api.anthropic.com/v1/messages");

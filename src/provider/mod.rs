@@ -6,8 +6,10 @@
 
 pub mod anthropic;
 pub mod demo;
+pub(crate) mod http;
 pub mod openai;
 pub mod sse;
+pub(crate) mod turns;
 
 use std::fmt;
 use std::future::Future;

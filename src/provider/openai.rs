@@ -6,52 +6,38 @@
 //! variable is unset or empty, as local servers need no key. The answer arrives as `data:` chunks
 //! ending with `data: [DONE]`; tool calls arrive in fragments keyed by `index`.
 
-use std::fmt;
-
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::http::{self as transport, Decoder, Emitter, Endpoint, Fail, KeyHeader, protocol};
 use super::sse::Event;
-use super::sse::transport::{self, Call, Decoder, Emitter, Fail, protocol};
-use super::sse::turns::{Turn, turns};
+use super::turns::{Turn, turns};
 use super::{BoxFuture, Provider, ProviderConfig, ProviderError, Request, Response, StreamEvent, Usage};
 use crate::message::ToolCall;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
 
+/// The OpenAI provider: its wire format over the shared [`Endpoint`].
+#[derive(Debug)]
 pub struct OpenAi {
-    cfg: ProviderConfig,
-    url: String,
-    env_var: String,
+    http: Endpoint,
     /// OpenAI itself wants `max_completion_tokens` (its reasoning models refuse `max_tokens`); the
     /// compatible servers know `max_tokens`.
     completion_tokens_field: bool,
-    client: reqwest::Client,
-}
-
-impl fmt::Debug for OpenAi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAi")
-            .field("model", &self.cfg.model)
-            .field("url", &self.url)
-            .field("api_key_env", &self.env_var)
-            .finish_non_exhaustive()
-    }
 }
 
 impl OpenAi {
     pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
-        let transport::Endpoint { url, env_var, client } =
-            transport::endpoint(&cfg, "openai", DEFAULT_BASE_URL, DEFAULT_API_KEY_ENV, |base| {
-                format!("{base}/chat/completions")
-            })?;
-        let completion_tokens_field = reqwest::Url::parse(&url)
+        let http = Endpoint::new(cfg, "openai", DEFAULT_BASE_URL, DEFAULT_API_KEY_ENV, |base| {
+            format!("{base}/chat/completions")
+        })?;
+        let completion_tokens_field = reqwest::Url::parse(&http.url)
             .ok()
             .and_then(|u| u.host_str().map(|h| h.eq_ignore_ascii_case("api.openai.com")))
             .unwrap_or(false);
-        Ok(OpenAi { cfg, url, env_var, completion_tokens_field, client })
+        Ok(OpenAi { http, completion_tokens_field })
     }
 
     /// The JSON body sent for `req`.
@@ -96,9 +82,9 @@ impl OpenAi {
                 }
             }
         }
-        let max_tokens = [req.max_tokens, self.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
+        let max_tokens = [req.max_tokens, self.http.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
         let mut body = json!({
-            "model": self.cfg.model,
+            "model": self.http.cfg.model,
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
@@ -152,7 +138,7 @@ impl Provider for OpenAi {
     }
 
     fn model(&self) -> &str {
-        &self.cfg.model
+        &self.http.cfg.model
     }
 
     fn stream<'a>(
@@ -161,24 +147,8 @@ impl Provider for OpenAi {
         events: UnboundedSender<StreamEvent>,
     ) -> BoxFuture<'a, Result<Response, ProviderError>> {
         Box::pin(async move {
-            let key = transport::api_key(&self.env_var);
-            let mut headers = HeaderMap::new();
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            if let Some(key) = &key {
-                headers.insert(AUTHORIZATION, transport::secret_header(&format!("Bearer {key}"), &self.env_var)?);
-            }
-            let body = serde_json::to_vec(&self.body(req))
-                .map_err(|e| ProviderError::Config { message: format!("cannot encode the request: {e}") })?;
-            let call = Call {
-                client: &self.client,
-                cfg: &self.cfg,
-                url: &self.url,
-                env_var: &self.env_var,
-                key,
-                headers,
-                body,
-            };
-            transport::run(call, events, Completions::default).await
+            let key = KeyHeader { name: AUTHORIZATION, prefix: "Bearer " };
+            self.http.stream(&self.body(req), key, HeaderMap::new(), events, Completions::default).await
         })
     }
 }
@@ -349,9 +319,9 @@ mod tests {
 
     #[test]
     fn base_urls_and_token_field() {
-        assert_eq!(provider("").url, "https://api.openai.com/v1/chat/completions");
+        assert_eq!(provider("").http.url, "https://api.openai.com/v1/chat/completions");
         assert!(provider("").completion_tokens_field);
-        assert_eq!(provider("http://localhost:11434/v1/").url, "http://localhost:11434/v1/chat/completions");
+        assert_eq!(provider("http://localhost:11434/v1/").http.url, "http://localhost:11434/v1/chat/completions");
         assert!(!provider("http://localhost:11434/v1").completion_tokens_field);
         assert!(provider("http://localhost:11434/v1").body(&Request::default()).get("max_tokens").is_some());
     }
