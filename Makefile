@@ -2,8 +2,8 @@
 # Neovim itself is installed into .deps/ when no nvim >= 0.11 is on PATH (scripts/ensure-nvim).
 #
 #   make run    build, then open Neovim with this checkout as the plugin (workspace: WORKSPACE, default cwd)
-#   make test   build, cargo test, the crash simulation's 10,000 seeds (make sim), then the Neovim
-#               end-to-end tests (tests/e2e)
+#   make test   build, clippy (warnings are errors), cargo test, the crash simulation's 10,000 seeds (make sim),
+#               then the Neovim end-to-end tests (tests/e2e)
 
 CARGO ?= cargo
 WORKSPACE ?= $(CURDIR)
@@ -18,10 +18,11 @@ build:
 run: build
 	@nvim="$$(scripts/ensure-nvim)" && cd "$(WORKSPACE)" && exec "$$nvim" --clean -u "$(CURDIR)/scripts/dev-init.lua"
 
-test: build cargo-test sim e2e
+test: build clippy cargo-test sim e2e
 
+# in release, like the build: the dependencies are compiled once for all three
 cargo-test:
-	$(CARGO) test
+	$(CARGO) test --release
 
 # The session log's crash simulation, 10,000 seeds (tests/session_sim.rs); `cargo test` runs 300.
 sim:
@@ -32,7 +33,7 @@ e2e: build
 	tests/e2e/run
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --release --all-targets -- -D warnings
 
 # Lua formatting with stylua from npm, installed into .deps/npm (not committed)
 STYLUA = .deps/npm/node_modules/.bin/stylua

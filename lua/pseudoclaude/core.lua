@@ -2,9 +2,10 @@
 --- plugin directory) lazily, on first use, and calls its functions.
 ---
 --- Every native function returns `ok, value_or_message` (it never raises: a Rust error or panic raised into Lua
---- would abort Neovim, see src/bridge.rs); `M.call` turns a `false, message` into a Lua `error()`.
+--- would abort Neovim, see src/bridge/mod.rs); `M.call` turns a `false, message` into a Lua `error()`.
 
 local M = {}
+local H = {}
 
 --- Version of the Lua side. Must equal `version` in Cargo.toml; a native library reporting another version is
 --- stale and must be rebuilt.
@@ -145,16 +146,48 @@ end
 ---@param ... any
 ---@return any
 function M.call(name, ...)
-  local l = M.load()
-  local fn = l[name]
+  local ok, value = H.call(name, ...)
+  if not ok then
+    error(("pseudoclaude: %s"):format(value), 2)
+  end
+  return value
+end
+
+--- `call()` for an API function `who` ("pseudoclaude.sessions.list"): a failure is raised as `<who>: <message>`,
+--- without the native function's name, at level 0 (the message says all; a Lua position would only add noise).
+---@param who string
+---@param name string
+---@param ... any
+---@return any
+function M.call_as(who, name, ...)
+  local ok, value = H.call(name, ...)
+  if not ok then
+    error(("%s: %s"):format(who, M.plain(value)), 0)
+  end
+  return value
+end
+
+--- A native error message without the native function's name in front ("pseudoclaude_core.sessions_load: ").
+---@param msg any
+---@return string
+function M.plain(msg)
+  return (tostring(msg):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
+end
+
+---@param name string
+---@param ... any
+---@return boolean ok
+---@return any value the value, or the error message
+function H.call(name, ...)
+  local fn = M.load()[name]
   if type(fn) ~= "function" then
-    error(("pseudoclaude: the native library has no function %q (stale library? %s)"):format(name, M.build_hint()), 2)
+    return false, ("the native library has no function %q (stale library? %s)"):format(name, M.build_hint())
   end
   local ok, value = fn(...)
   if ok ~= true then
-    error(("pseudoclaude: %s"):format(tostring(value)), 2)
+    return false, tostring(value)
   end
-  return value
+  return true, value
 end
 
 return M

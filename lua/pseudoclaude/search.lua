@@ -119,7 +119,7 @@ end
 function M.preview_at_async(id, index, on_done)
   H.native("preview_at_async", "sessions_preview_at_async", H.workspace(), id, index, function(ok, value)
     if not ok then
-      return on_done((tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", "")), nil)
+      return on_done(require("pseudoclaude.core").plain(value), nil)
     end
     local decoded, preview = pcall(H.decode, value)
     if not decoded then
@@ -150,7 +150,7 @@ function H.start(query, args, on_hits, on_done)
       if ok then
         on_done(nil, value)
       else
-        on_done((tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", "")), nil)
+        on_done(require("pseudoclaude.core").plain(value), nil)
       end
     end
   end)
@@ -180,7 +180,7 @@ function H.native(fn, name, ...)
   end
   local ok, value = native(...)
   if ok ~= true then
-    H.fail((tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", "")), fn)
+    H.fail(require("pseudoclaude.core").plain(value), fn)
   end
   return value
 end

@@ -136,9 +136,7 @@ function M.list_async(opts, on_done)
     workspaces_file = M.workspaces_file(),
   }, function(ok, ready)
     if not ok then
-      return on_done(
-        ("pseudoclaude.sessions.list_async: %s"):format(tostring(ready):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
-      )
+      return on_done(("pseudoclaude.sessions.list_async: %s"):format(require("pseudoclaude.core").plain(ready)))
     end
     -- One chunk (200 sessions: under 1 ms to carry across and decode) per main-loop step: 10,000 sessions at once
     -- is over a frame.
@@ -191,7 +189,7 @@ function M.preview_async(id, on_done)
   H.check_type("preview_async", "id", id, "string")
   H.call("preview_async", "sessions_preview_async", M.workspace(), id, vim.empty_dict(), function(ok, value)
     if not ok then
-      return on_done((tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", "")), nil)
+      return on_done(require("pseudoclaude.core").plain(value), nil)
     end
     local decoded, preview = pcall(vim.json.decode, value, { luanil = { object = true, array = true } })
     if not decoded then
@@ -399,24 +397,7 @@ end
 ---@param ... any
 ---@return any
 function H.call(fn, name, ...)
-  local lib = require("pseudoclaude.core").load()
-  local native = lib[name]
-  if type(native) ~= "function" then
-    error(
-      ("pseudoclaude.sessions.%s: the native library has no function %q (stale library? %s)"):format(
-        fn,
-        name,
-        require("pseudoclaude.core").build_hint()
-      ),
-      0
-    )
-  end
-  local ok, value = native(...)
-  if ok ~= true then
-    local msg = tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", "")
-    error(("pseudoclaude.sessions.%s: %s"):format(fn, msg), 0)
-  end
-  return value
+  return require("pseudoclaude.core").call_as("pseudoclaude.sessions." .. fn, name, ...)
 end
 
 --- The configured `pricing`, for the core to price each session; nil when empty (no cost is shown).
@@ -433,9 +414,7 @@ end
 function H.done(fn, on_done)
   return function(ok, value)
     if not ok then
-      return on_done(
-        ("pseudoclaude.sessions.%s: %s"):format(fn, tostring(value):gsub("^pseudoclaude_core%.[%w_]+: ", ""))
-      )
+      return on_done(("pseudoclaude.sessions.%s: %s"):format(fn, require("pseudoclaude.core").plain(value)))
     end
     if type(value) == "table" then
       for k, v in pairs(value) do
