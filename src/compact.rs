@@ -52,21 +52,14 @@ impl Default for CompactConfig {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CompactError {
-    Provider(ProviderError),
-    Unsaved(Unsaved),
-    Spill(session::Error),
-}
-
-impl std::fmt::Display for CompactError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CompactError::Provider(e) => write!(f, "compaction: the summary request failed: {e}"),
-            CompactError::Unsaved(e) => write!(f, "compaction: {e}"),
-            CompactError::Spill(e) => write!(f, "compaction: {e}"),
-        }
-    }
+    #[error("compaction: the summary request failed: {0}")]
+    Provider(#[source] ProviderError),
+    #[error("compaction: {0}")]
+    Unsaved(#[source] Unsaved),
+    #[error("compaction: {0}")]
+    Spill(#[source] session::Error),
 }
 
 pub struct Runtime {

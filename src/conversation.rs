@@ -32,20 +32,12 @@ impl Hooks {
 pub const REASON_RESYNC: &str = "resync";
 
 /// A failed hook: the change is in memory but not on disk (yet).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the session log could not be written: {0} (the conversation is kept in memory and will be saved whole on the \
+     next successful write)"
+)]
 pub struct Unsaved(pub String);
-
-impl std::fmt::Display for Unsaved {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the session log could not be written: {} (the conversation is kept in memory and will be saved whole on the next successful write)",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for Unsaved {}
 
 pub struct Conversation {
     messages: Mutex<Vec<Message>>,

@@ -182,16 +182,9 @@ struct State {
     resuming: Option<u64>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct HostError(pub String);
-
-impl std::fmt::Display for HostError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for HostError {}
 
 impl From<session::Error> for HostError {
     fn from(e: session::Error) -> Self {

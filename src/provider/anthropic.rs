@@ -326,7 +326,8 @@ mod tests {
         let make = |base: &str| {
             Anthropic::new(ProviderConfig { model: "m".into(), base_url: base.into(), ..Default::default() })
                 .unwrap()
-                .http.url
+                .http
+                .url
         };
         assert_eq!(make(""), "https://api.anthropic.com/v1/messages");
         assert_eq!(make("https://api.anthropic.com/"), "https://api.anthropic.com/v1/messages");

@@ -11,7 +11,6 @@ pub mod openai;
 pub mod sse;
 pub(crate) mod turns;
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -74,49 +73,34 @@ pub struct Response {
 pub use crate::usage::Usage;
 
 /// Why a request failed. Each says what to do about it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
     /// 401/403: the key is missing or wrong. Names the environment variable. Never retried.
+    #[error("authentication failed (HTTP {status}): check the API key in ${env_var}: {message}")]
     Auth { status: u16, env_var: String, message: String },
     /// 429 or 5xx after the bounded retries ran out.
+    #[error("the provider is unavailable (HTTP {status}) after {attempts} attempts: {message}")]
     Unavailable { status: u16, attempts: u32, message: String },
     /// Another HTTP status (400 and friends): the request itself was refused.
+    #[error("the provider refused the request (HTTP {status}): {message}")]
     Rejected { status: u16, message: String },
     /// Could not connect, or the connection failed before an answer.
+    #[error("cannot reach {url}: {message}")]
     Connect { url: String, message: String },
     /// The stream ended or broke before the answer was complete.
+    #[error("the answer stream broke off: {message}")]
     StreamCut { message: String },
     /// The stream was not the wire format promised (malformed SSE, bad JSON, tool arguments that
     /// are not JSON).
+    #[error("the provider sent something unexpected: {message}")]
     Protocol { message: String },
     /// No answer within the configured time.
+    #[error("no answer from the provider within {}s", after.as_secs())]
     Timeout { after: Duration },
     /// The configuration cannot work (unknown provider, missing model...).
+    #[error("provider configuration: {message}")]
     Config { message: String },
 }
-
-impl fmt::Display for ProviderError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProviderError::Auth { status, env_var, message } => {
-                write!(f, "authentication failed (HTTP {status}): check the API key in ${env_var}: {message}")
-            }
-            ProviderError::Unavailable { status, attempts, message } => {
-                write!(f, "the provider is unavailable (HTTP {status}) after {attempts} attempts: {message}")
-            }
-            ProviderError::Rejected { status, message } => {
-                write!(f, "the provider refused the request (HTTP {status}): {message}")
-            }
-            ProviderError::Connect { url, message } => write!(f, "cannot reach {url}: {message}"),
-            ProviderError::StreamCut { message } => write!(f, "the answer stream broke off: {message}"),
-            ProviderError::Protocol { message } => write!(f, "the provider sent something unexpected: {message}"),
-            ProviderError::Timeout { after } => write!(f, "no answer from the provider within {}s", after.as_secs()),
-            ProviderError::Config { message } => write!(f, "provider configuration: {message}"),
-        }
-    }
-}
-
-impl std::error::Error for ProviderError {}
 
 /// How a provider is reached. Mirrors the `provider` table of the Lua config (unknown keys refused).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

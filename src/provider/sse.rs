@@ -2,8 +2,6 @@
 //! cut anywhere (inside a multi-byte character, between `\r` and `\n`) and complete events come out.
 //! The HTTP transport that feeds it is [`super::http`]; the turns the providers send, [`super::turns`].
 
-use std::fmt;
-
 /// The most bytes one event (its pending line plus its data) may hold: a stream that never ends a
 /// line must not eat the memory.
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 32 << 20;
@@ -18,25 +16,16 @@ pub struct Event {
 }
 
 /// Why a byte stream is not an event stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SseError {
     /// A line is not UTF-8. (The WHATWG decoder would substitute U+FFFD; a replaced byte inside tool
     /// arguments would silently corrupt an edit, so this parser refuses instead.)
+    #[error("line {line} of the event stream is not valid UTF-8")]
     InvalidUtf8 { line: u64 },
     /// An event grew beyond the limit without being dispatched.
+    #[error("an event of the stream exceeds {limit} bytes")]
     TooLong { limit: usize },
 }
-
-impl fmt::Display for SseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SseError::InvalidUtf8 { line } => write!(f, "line {line} of the event stream is not valid UTF-8"),
-            SseError::TooLong { limit } => write!(f, "an event of the stream exceeds {limit} bytes"),
-        }
-    }
-}
-
-impl std::error::Error for SseError {}
 
 /// Incremental SSE parser.
 ///

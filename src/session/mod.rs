@@ -38,7 +38,6 @@ pub mod spill;
 pub mod touched;
 pub mod writer;
 
-use std::fmt;
 use std::fs::DirBuilder;
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
@@ -64,57 +63,35 @@ pub const SUMMARY_FILE_NAME: &str = "summary.json";
 const NEW_ID_ATTEMPTS: usize = 10;
 
 /// Errors of the session log. Each names the session or file and says what went wrong.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The id does not have the shape `YYYYMMDD-HHMMSS-xxxx`; refusing it keeps `../../etc` and friends out.
+    #[error("invalid session id {0:?}: expected the form YYYYMMDD-HHMMSS-xxxx (e.g. 20260828-142030-a1b2)")]
     InvalidId(String),
     /// No such session in this workspace.
+    #[error("no session {id} (looked in {})", dir.display())]
     NotFound { id: String, dir: PathBuf },
     /// Another process holds the session's writer lock.
+    #[error("session {id} is open in another editor ({holder}); close it there first")]
     Locked { id: String, holder: String },
     /// Ten ids in a row were taken.
+    #[error("could not find a free session id after {NEW_ID_ATTEMPTS} attempts")]
     IdExhausted,
     /// A disk operation failed.
+    #[error("{action} {}: {source}", path.display())]
     Io { action: String, path: PathBuf, source: io::Error },
     /// A path under `.PseudoClaude/` is a link or not what it should be: it is never followed (see
     /// [`contain`]).
+    #[error(
+        "refusing {}: {why}; session files must be real files and folders inside .PseudoClaude/sessions \
+         (nothing was read or written through it)",
+        path.display()
+    )]
     Refused { path: PathBuf, why: String },
     /// A request that cannot be carried out as asked (an index out of range, a name too long); the
     /// message says what and why.
+    #[error("{0}")]
     Invalid(String),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::InvalidId(id) => write!(
-                f,
-                "invalid session id {id:?}: expected the form YYYYMMDD-HHMMSS-xxxx (e.g. 20260828-142030-a1b2)"
-            ),
-            Error::NotFound { id, dir } => write!(f, "no session {id} (looked in {})", dir.display()),
-            Error::Locked { id, holder } => {
-                write!(f, "session {id} is open in another editor ({holder}); close it there first")
-            }
-            Error::IdExhausted => write!(f, "could not find a free session id after {NEW_ID_ATTEMPTS} attempts"),
-            Error::Io { action, path, source } => write!(f, "{action} {}: {source}", path.display()),
-            Error::Refused { path, why } => write!(
-                f,
-                "refusing {}: {why}; session files must be real files and folders inside .PseudoClaude/sessions \
-                 (nothing was read or written through it)",
-                path.display()
-            ),
-            Error::Invalid(why) => f.write_str(why),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

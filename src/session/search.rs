@@ -54,27 +54,16 @@ pub enum Case {
 }
 
 /// A query that cannot be searched.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryError {
+    #[error("the query is empty: give the text to search for")]
     Empty,
+    #[error("the query is {0} characters long; at most {MAX_QUERY_CHARS} are searched")]
     TooLong(usize),
     /// The pattern built from it is too large for the matcher (should not happen below the limit).
+    #[error("cannot search for this text: {0}")]
     Unsupported(String),
 }
-
-impl std::fmt::Display for QueryError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            QueryError::Empty => f.write_str("the query is empty: give the text to search for"),
-            QueryError::TooLong(n) => {
-                write!(f, "the query is {n} characters long; at most {MAX_QUERY_CHARS} are searched")
-            }
-            QueryError::Unsupported(why) => write!(f, "cannot search for this text: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for QueryError {}
 
 /// The text searched for, literally, and the matchers built from it once.
 #[derive(Debug, Clone)]
