@@ -84,6 +84,16 @@ function M.try_load()
   if lib then
     return lib
   end
+  if vim.fn.has("nvim-0.11") == 0 then
+    -- the library is built against the 0.11 API: loading it into an older Neovim would crash it
+    local v = vim.version()
+    return nil,
+      ("pseudoclaude: Neovim %d.%d.%d is too old: pseudoclaude needs Neovim 0.11 or newer"):format(
+        v.major,
+        v.minor,
+        v.patch
+      )
+  end
   local path = M.library_path()
   if not vim.uv.fs_stat(path) then
     return nil, ("pseudoclaude: native library not found at %s; to build it, %s"):format(path, M.build_hint())

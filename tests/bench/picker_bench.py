@@ -24,9 +24,10 @@ Side by side, in the same Neovim and the same rounds (alternating with ours), mi
 character of "parse" until the rows of the new matches are drawn. Its start blocks in a `getcharstr()` loop, so it
 is started from a scheduled callback and typed into with `nvim_input()`, as its own tests do; "drawn" is taken
 from hooks outside it (see MINI_SETUP). mini.nvim is never part of this project: it is read at run time from a
-git repository or a checkout (--mini, or $PSEUDOCLAUDE_BENCH_MINI, else the local mirror MINI_MIRROR; a git
-repository's lua/mini/pick.lua is extracted into the git-ignored .deps/mini.nvim). Without it the mini.pick
-column is left out, with a note saying why.
+git repository or a checkout given by --mini or $PSEUDOCLAUDE_BENCH_MINI (a git repository's lua/mini/pick.lua is
+extracted into the git-ignored .deps/mini.nvim; a copy left there by an earlier run is used when neither is given).
+To get it: `git clone https://github.com/echasnovski/mini.nvim` anywhere, then `--mini that/folder`. Without it
+the mini.pick column is left out, with a note saying why.
 
 Usage: tests/bench/picker_bench.py [--sizes 1000,10000] [--rounds 7] [--mini PATH | --no-mini] [--write]
   --write    also replace the "## Picker" section of doc/benchmarks.md with the results
@@ -258,7 +259,6 @@ return { keys = mp.keys, query = table.concat(MiniPick.get_picker_query() or {})
          count = #((MiniPick.get_picker_matches() or {}).all_inds or {}) }
 """
 
-MINI_MIRROR = Path("/work/.mirror/echasnovski+mini.nvim/repo")
 MINI_DEPS = ROOT / ".deps" / "mini.nvim"  # git-ignored
 
 
@@ -270,11 +270,17 @@ def git_out(*args: str) -> str | None:
 def obtain_mini(spec: str | None) -> tuple[Path | None, str]:
     """mini.nvim for the side-by-side run, at run time: (runtime dir, what it is) or (None, why not).
 
-    `spec` (or $PSEUDOCLAUDE_BENCH_MINI, else MINI_MIRROR) is a checkout with lua/mini/pick.lua, used in place, or
-    a git repository, bare or not, whose HEAD's lua/mini/pick.lua (and LICENSE) is extracted into .deps/mini.nvim.
-    Without an explicit source and no MINI_MIRROR, a copy left in .deps/mini.nvim by an earlier run is used."""
+    `spec` (or $PSEUDOCLAUDE_BENCH_MINI) is a checkout with lua/mini/pick.lua, used in place, or a git repository,
+    bare or not, whose HEAD's lua/mini/pick.lua (and LICENSE) is extracted into .deps/mini.nvim. Without either, a
+    copy left in .deps/mini.nvim by an earlier run is used."""
     explicit = spec or os.environ.get("PSEUDOCLAUDE_BENCH_MINI")
-    src = Path(explicit).expanduser() if explicit else MINI_MIRROR
+    if not explicit:
+        if (MINI_DEPS / "lua" / "mini" / "pick.lua").is_file():
+            rev = (MINI_DEPS / "REVISION").read_text().strip() if (MINI_DEPS / "REVISION").is_file() else "mini.nvim"
+            return MINI_DEPS, f"{rev} (the copy left by an earlier run)"
+        return None, ("no mini.nvim given: pass --mini PATH (a clone of https://github.com/echasnovski/mini.nvim) "
+                      "or set $PSEUDOCLAUDE_BENCH_MINI")
+    src = Path(explicit).expanduser()
     if (src / "lua" / "mini" / "pick.lua").is_file():
         top = git_out("-C", str(src), "rev-parse", "--show-toplevel")
         if top and Path(top).resolve() == src.resolve():
@@ -305,9 +311,6 @@ def obtain_mini(spec: str | None) -> tuple[Path | None, str]:
         what = f"mini.nvim {rev}, extracted at run time from a local git repository into `.deps/mini.nvim`"
         (MINI_DEPS / "REVISION").write_text(what + "\n")
         return MINI_DEPS, what
-    if not explicit and (MINI_DEPS / "lua" / "mini" / "pick.lua").is_file():
-        rev = (MINI_DEPS / "REVISION").read_text().strip() if (MINI_DEPS / "REVISION").is_file() else "mini.nvim"
-        return MINI_DEPS, f"{rev} (the copy left by an earlier run; {src} is gone)"
     return None, f"no mini.nvim at {src} (neither a checkout with lua/mini/pick.lua nor a git repository)"
 
 
@@ -623,8 +626,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--mini", help="mini.nvim git repository or checkout (default: $PSEUDOCLAUDE_BENCH_MINI, "
-                    f"else {MINI_MIRROR})")
+    ap.add_argument("--mini", help="mini.nvim git repository or checkout (default: $PSEUDOCLAUDE_BENCH_MINI, else "
+                    "the copy an earlier run left in .deps/mini.nvim)")
     ap.add_argument("--no-mini", action="store_true", help="measure our picker only")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()

@@ -30,3 +30,13 @@ def test_version_command_without_library_warns_instead_of_failing(start_nvim, fa
     assert f"pseudoclaude {CARGO_VERSION} (native core unavailable)" in out
     assert "cargo build --release" in out
     assert n.alive()
+
+
+def test_an_older_neovim_is_refused_with_a_sentence_and_the_library_is_not_loaded(nvim):
+    # Neovim 0.10 as this plugin sees it: has("nvim-0.11") is 0
+    nvim.lua("local has = vim.fn.has vim.fn.has = function(f) if f == 'nvim-0.11' then return 0 end return has(f) end")
+    ok, err = nvim.lua("return { require('pseudoclaude.core').try_load() == nil, select(2, require('pseudoclaude.core').try_load()) }")
+    assert ok is True
+    assert "is too old: pseudoclaude needs Neovim 0.11 or newer" in err, err
+    assert not nvim.library_mapped()
+    assert nvim.alive()
