@@ -54,6 +54,7 @@ local H = {}
 ---@field stats pseudoclaude.picker.Stats
 ---@field search pseudoclaude.picker.SearchState? Set in "search inside messages" mode (picker/search.lua).
 ---@field all boolean? Sessions of every workspace (`:PseudoResume all`).
+---@field listing boolean Whether the first rows are still being listed (the rows say so).
 ---@field asking string? The y/N question on the command line, while it waits for the key.
 
 ---@type pseudoclaude.picker.State?
@@ -67,7 +68,9 @@ local COUNTER_MARK = 1
 local PREFIX_MARK = 2
 
 --- Opens the picker (or, with `backend = "select"`, `vim.ui.select()`) over the workspace's sessions, the current
---- one left out. Raises when the sessions cannot be listed.
+--- one left out. The windows open at once, with the prompt ready for keys; the first rows are listed on the core's
+--- threads and drawn when they arrive (about a millisecond later), then the preview and the full list follow. When
+--- there is no session, or the sessions cannot be listed, the picker closes again with a message.
 ---@param opts pseudoclaude.picker.Opts?
 function M.open(opts)
   opts = opts or {}
@@ -76,26 +79,15 @@ function M.open(opts)
   local backend = opts.backend or cfg.backend
   local opened_at = vim.uv.hrtime()
   M.close()
-  local sessions = require("pseudoclaude.sessions")
-  local listed_at = vim.uv.hrtime()
-  -- on the main loop: a session whose summary is not cached is listed from what a quick read gives
-  local top =
-    sessions.list({ limit = max_items, max_read = M.FIRST_ROWS_MAX_READ, include_pinned = true, all = opts.all })
-  local list_ms = (vim.uv.hrtime() - listed_at) / 1e6
-  if #top == 0 then
-    local what = opts.search and "search" or "resume"
-    local where = opts.all and "any workspace" or sessions.workspace()
-    H.notify(("pseudoclaude: no session to %s in %s"):format(what, where), vim.log.levels.INFO)
-    return
-  end
   if backend == "select" and not opts.search then
     return H.select(opts.all)
   end
   require("pseudoclaude.highlights").setup()
 
   local s = { ---@type pseudoclaude.picker.State
-    top_items = top,
-    items = top,
+    top_items = {},
+    items = {},
+    listing = true,
     full = false,
     deleted = {},
     marked = {},
@@ -111,31 +103,82 @@ function M.open(opts)
     preview_pending = false,
     max_items = max_items,
     now = os.time(),
-    stats = { opened_at = opened_at, list_ms = list_ms, filters = {}, previews = {} },
+    stats = { opened_at = opened_at, filters = {}, previews = {} },
     all = opts.all == true,
   }
   state = s
-  H.set_items(s, top)
   H.open_windows(s)
-  H.default_matches(s)
-  s.sel_id = top[1] and top[1].id
-  H.draw_rows(s)
-  s.stats.rows_at = vim.uv.hrtime()
+  -- no matcher and no row renderer yet: this step is the windows and the keys, the rows come with the list
+  vim.bo[s.bufs.results].modifiable = true
+  api.nvim_buf_set_lines(s.bufs.results, 0, -1, false, { "  reading the sessions…" })
+  vim.bo[s.bufs.results].modifiable = false
   H.attach(s)
   if opts.search then
     require("pseudoclaude.picker.search").enter(s, opts.search)
   end
   vim.cmd.startinsert({ bang = opts.search ~= nil })
-  -- The preview and the full list in a main-loop step of their own: the rows and the keys are this one's work, and
-  -- one step doing all of it was twice the idle loop's worst gap.
-  vim.schedule(function()
+  H.read_first_rows(s, opts)
+end
+
+--- The first rows, `max_items` newest sessions (pinned ones first), listed on the core's threads: a session whose
+--- summary is not cached is listed from what a quick read gives (the full list reads the rest). When they arrive:
+--- the rows, then in a main-loop step of its own the preview and the request for the full list.
+---@param s pseudoclaude.picker.State
+---@param opts pseudoclaude.picker.Opts
+function H.read_first_rows(s, opts)
+  local sessions = require("pseudoclaude.sessions")
+  local asked = vim.uv.hrtime()
+  local function fail(msg, level)
+    if state == s then
+      M.close()
+    end
+    H.notify(msg, level)
+  end
+  local ok, err = pcall(sessions.list_async, {
+    limit = s.max_items,
+    max_read = M.FIRST_ROWS_MAX_READ,
+    include_pinned = true,
+    all = opts.all,
+  }, function(lerr, top)
     if state ~= s then
       return
     end
-    H.draw_preview(s)
-    s.stats.preview_at = vim.uv.hrtime()
-    H.read_full_list(s)
+    s.stats.list_ms = (vim.uv.hrtime() - asked) / 1e6
+    if lerr then
+      return fail(lerr, vim.log.levels.ERROR)
+    end
+    if #top == 0 then
+      local what = opts.search and "search" or "resume"
+      local where = opts.all and "any workspace" or sessions.workspace()
+      return fail(("pseudoclaude: no session to %s in %s"):format(what, where), vim.log.levels.INFO)
+    end
+    s.listing = false
+    s.top_items = top
+    if not s.full then
+      H.set_items(s, H.with_marks(s, top))
+      s.sel_id = s.sel_id or top[1].id
+      if s.query == "" then
+        H.default_matches(s)
+      else
+        s.matches = s.matcher:filter(s.query)
+      end
+      H.reselect(s)
+      H.draw_rows(s)
+    end
+    s.stats.rows_at = vim.uv.hrtime()
+    -- the preview and the full list in a step of their own: the rows were this one's work
+    vim.schedule(function()
+      if state ~= s then
+        return
+      end
+      H.draw_preview(s)
+      s.stats.preview_at = vim.uv.hrtime()
+      H.read_full_list(s)
+    end)
   end)
+  if not ok then
+    fail(err, vim.log.levels.ERROR)
+  end
 end
 
 --- Closes the picker's windows and wipes its buffers; does nothing when it is not open.
@@ -590,7 +633,11 @@ function H.select(all)
     if err then
       return require("pseudoclaude.errors").report(err)
     end
-    H.select_from(items or {})
+    if #(items or {}) == 0 then
+      local where = all and "any workspace" or require("pseudoclaude.sessions").workspace()
+      return H.notify(("pseudoclaude: no session to resume in %s"):format(where), vim.log.levels.INFO)
+    end
+    H.select_from(items)
   end)
 end
 
@@ -917,6 +964,9 @@ function H.on_change(s)
   end
   local previous = s.query
   s.query = query
+  if s.listing then
+    return -- the first rows, when they come, are filtered with it
+  end
   if query == "" then
     H.default_matches(s)
   else
@@ -957,6 +1007,9 @@ end
 ---@param s pseudoclaude.picker.State
 ---@param fallback integer? Position to highlight when the highlighted session is gone.
 function H.refresh(s, fallback)
+  if s.listing then
+    return -- nothing to filter yet: the first rows, when they come, are
+  end
   if s.query == "" then
     H.default_matches(s)
   else

@@ -131,6 +131,8 @@ function M.list_async(opts, on_done)
     limit = opts.limit,
     check_locks = opts.check_locks ~= false,
     include_empty = false,
+    max_read = opts.max_read,
+    include_pinned = opts.include_pinned == true,
     pricing = H.pricing(),
     all = opts.all == true,
     workspaces_file = M.workspaces_file(),

@@ -5,8 +5,8 @@ For each size (default 1,000 and 10,000 sessions) it writes real sessions to dis
 and varied titles, as the Rust writer leaves them), warms their `summary.json` caches with one full list, then in a
 headless Neovim (200x50) measures, over several rounds:
 
-  rows      `:PseudoResume` until the first rows are in the results buffer (the command, `list{limit = 9}`, the
-            windows, the rows)
+  rows      `:PseudoResume` until the first rows are in the results buffer (the command and the windows, then
+            `list_async{limit = 9}` on the core's threads, then the rows)
   preview   `:PseudoResume` until the first preview is drawn (the above plus loading and rendering one session)
   full list the full list, read on a background thread from the first draw on, in place for filtering; and the
             main thread's share of it (decoding it, preparing the matcher, applying the query)
@@ -108,12 +108,16 @@ OPEN = """
 local picker = require("pseudoclaude.picker")
 local t0 = vim.uv.hrtime()
 vim.cmd("PseudoResume")
-local s = picker.get_state()
 _G.bench_open_t0 = t0
-return { rows = (s.stats.rows_at - t0) / 1e6, list = s.stats.list_ms }
 """
 
-# The preview is drawn in the main-loop step after the rows: nil until then.
+# The first rows are listed on the core's threads and drawn when they arrive; the preview in the main-loop step
+# after them: nil until then.
+ROWS_AT = """
+local s = require("pseudoclaude.picker").get_state()
+if not (s and s.stats.rows_at) then return vim.NIL end
+return { rows = (s.stats.rows_at - _G.bench_open_t0) / 1e6, list = s.stats.list_ms }
+"""
 PREVIEW_AT = """
 local s = require("pseudoclaude.picker").get_state()
 return s and s.stats.preview_at and (s.stats.preview_at - _G.bench_open_t0) / 1e6 or vim.NIL
@@ -171,7 +175,7 @@ return { a, b, (vim.uv.hrtime() - t) / 1e6 }
 
 ASYNC = """
 _G.bench_async = nil
--- the list waits as JSON chunks of 400 sessions, taken and decoded one per main-loop step: "decode" is the slowest
+-- the list waits as JSON chunks of 200 sessions, taken and decoded one per main-loop step: "decode" is the slowest
 require("pseudoclaude.core").call("sessions_list_async", vim.uv.cwd(), { check_locks = true }, function(ok, ready)
   local n, slowest = 0, 0
   while true do
@@ -362,7 +366,8 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
         # so warm them first with a list that does not load the picker)
         nv.lua("require('pseudoclaude.core').call('sessions_list', vim.uv.cwd(), { limit = 1 })")
         nv.lua("require('pseudoclaude.core').call('sessions_list', vim.uv.cwd(), {})")  # writes summary.json
-        cold = nv.lua(OPEN)
+        nv.lua(OPEN)
+        cold = wait_for(lambda: nv.lua(ROWS_AT))
         cold["preview"] = wait_for(lambda: nv.lua(PREVIEW_AT))
         wait_for(lambda: (s := nv.lua(STATS)) and s["full"])
         nv.api.input("<Esc>")
@@ -377,7 +382,8 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
         mres: dict[str, list[float]] = {"mini_rows": [], "mini_key": [], "mini_key1": []}
         mini_matches = None
         for _ in range(rounds):
-            o = nv.lua(OPEN)
+            nv.lua(OPEN)
+            o = wait_for(lambda: nv.lua(ROWS_AT))
             res["rows"].append(o["rows"])
             res["preview"].append(wait_for(lambda: nv.lua(PREVIEW_AT)))
             res["own"].append(o["rows"] - o["list"])
@@ -441,10 +447,10 @@ def table(results: list[dict[str, float]]) -> str:
     sizes = [f"{int(r['n']):,} sessions" for r in results]
     rows = [
         ("`:PseudoResume` → first rows drawn", "rows"),
-        ("… of which the picker's own (all but `list({ limit = 9 })`)", "own"),
+        ("… of which the picker's own (all but waiting for `list_async({ limit = 9 })`)", "own"),
         ("`:PseudoResume` → first preview drawn", "preview"),
         ("full list in place for filtering, read in the background (from `:PseudoResume`)", "full"),
-        ("main thread's share: JSON decode of the full list, slowest step (400 sessions a step)", "decode"),
+        ("main thread's share: JSON decode of the full list, slowest step (200 sessions a step)", "decode"),
         ("main thread's share: matcher, query, rows for the full list", "full_apply"),
         (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key"),
         ("keystroke: the first one (searches every session)", "key1"),

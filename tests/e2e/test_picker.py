@@ -44,8 +44,9 @@ def open_picker(nvim, full: bool = True) -> dict[str, Any]:
     highlighted session's preview (read in the background too) to be drawn."""
     nvim.api.input(":PseudoResume<CR>")
     return wait_for(
-        lambda: (s := state(nvim)) and (not full or (s["full"] and s["preview_id"] == s["selected"])) and s,
-        what="the picker to open",
+        lambda: (s := state(nvim)) and s["top_items"] > 0
+        and (not full or (s["full"] and s["preview_id"] == s["selected"])) and s,
+        what="the picker to open with its first rows",
     )
 
 
@@ -147,12 +148,15 @@ def test_typing_filters_across_all_sessions_and_highlights_matches(nv, ws12):
 
 
 def test_typing_before_the_full_list_arrives_filters_the_first_rows_then_all(nv, ws12):
-    # hold the background list back until the test releases it
+    # hold the full list (the one without a limit) back until the test releases it
     nv.lua(
         """
         local sessions = require("pseudoclaude.sessions")
         local real = sessions.list_async
         sessions.list_async = function(opts, on_done)
+          if opts.limit then
+            return real(opts, on_done)
+          end
           _G.release_list = function() real(opts, on_done) end
         end
         """
@@ -484,8 +488,10 @@ def test_no_session_is_a_notice_not_a_window(nvim, backend):
     nvim.lua("require('pseudoclaude').setup({ picker = { backend = ... } })", backend)
     nvim.lua("vim.ui.select = function() vim.g.selected = true end")
     nvim.api.command("PseudoResume")
+    # the sessions are listed on the core's threads: the notice comes when the (empty) list does
+    note = wait_for(lambda: notes(nvim), what="the notice")[0]["msg"]
+    assert "no session to resume" in note
     assert floats(nvim) == [] and nvim.lua("return vim.g.selected") is None
-    assert "no session to resume" in notes(nvim)[0]["msg"]
 
 
 def test_highlight_groups_are_default_links(nv):

@@ -110,7 +110,7 @@ def real_chat(n: Neovim) -> None:
 def test_the_highlighted_session_is_the_one_resumed_when_the_full_list_arrives(nvim: Neovim, crowded) -> None:
     real_chat(nvim)
     nvim.api.input(":PseudoResume<CR>")
-    wait_for(lambda: state(nvim), what="the picker")
+    wait_for(lambda: (x := state(nvim)) and x.get("selected"), what="the picker's first rows")
     nvim.api.input("<C-n>")
     s = wait_for(lambda: (x := state(nvim)) and x["selected"] == crowded["ids"][1] and x, what="the second row")
     assert not s["full"], "the full list must still be on its way for this test to mean anything"
@@ -128,7 +128,7 @@ def test_the_highlighted_session_is_the_one_resumed_when_the_full_list_arrives(n
 def test_with_a_query_enter_resumes_the_row_shown(nvim: Neovim, crowded) -> None:
     real_chat(nvim)
     nvim.api.input(":PseudoResume<CR>")
-    wait_for(lambda: state(nvim), what="the picker")
+    wait_for(lambda: (x := state(nvim)) and x.get("selected"), what="the picker's first rows")
     nvim.api.input("task 299")
     s = wait_for(lambda: (x := state(nvim)) and x["query"] == "task 299" and x, what="the query")
     nvim.api.input("<C-n>")

@@ -325,7 +325,7 @@ def test_a_workspace_without_sessions_searches_nothing_and_says_so(nvim: Neovim)
     n = nvim.lua("local hits, s = require('pseudoclaude').sessions.search('x') return { #hits, s.sessions }")
     assert n == [0, 0]
     nvim.api.command("PseudoSearch x")
-    notes = nvim.lua("return _G.notes")
+    notes = wait_for(lambda: nvim.lua("return _G.notes"), what="the notice")
     assert any("no session to search in" in x["msg"] for x in notes), notes
 
 
