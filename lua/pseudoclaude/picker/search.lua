@@ -522,7 +522,7 @@ end
 
 ---@param s pseudoclaude.picker.State
 function H.request_preview(s)
-  require("pseudoclaude.picker")._H.request_preview(s)
+  require("pseudoclaude.picker.preview").request_preview(s)
 end
 
 --- Puts preview `p` in the preview window, the cursor on its hit (`p.cursor`) with the folds around it open.

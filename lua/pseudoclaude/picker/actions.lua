@@ -1,0 +1,401 @@
+--- What the picker's keys do to the highlighted session (resume, delete, rename, pin, fork, the move to another
+--- workspace), `:PseudoResume`'s arguments and completion, and the `vim.ui.select()` backend. Loaded on the first
+--- such key or command, not when the picker opens.
+
+local M = {}
+
+---@return pseudoclaude.picker.State?
+local function state()
+  return require("pseudoclaude.picker").get_state()
+end
+
+---@return table the picker's helpers
+local function C()
+  return require("pseudoclaude.picker")._H
+end
+
+---@return table the picker
+local function P()
+  return require("pseudoclaude.picker")
+end
+
+--- Resumes the highlighted session: closes the picker, then calls `require("pseudoclaude").resume(id)` (which
+--- returns at once and reads the session in the background). A session open in another editor is refused with an
+--- error message and the picker stays open.
+function M.resume_selected()
+  local s = state()
+  if s and s.search then
+    return require("pseudoclaude.picker.search").resume_selected(s)
+  end
+  local item = s and C().selected(s)
+  if not s or not item then
+    return
+  end
+  local sessions = require("pseudoclaude.sessions")
+  local ok, holder = pcall(sessions.within, item.workspace, function()
+    return sessions.holder(item.id)
+  end)
+  if not ok then
+    return require("pseudoclaude.errors").report(holder)
+  end
+  if holder then
+    if not item.held_by then
+      item.held_by = holder
+      s.previews[item.id], s.preview_id = nil, nil
+      C().draw_rows(s)
+      require("pseudoclaude.picker.preview").request_preview(s)
+    end
+    return C().notify(M.held_message(item, holder), vim.log.levels.ERROR)
+  end
+  local elsewhere = M.elsewhere(item)
+  if elsewhere and not M.switch_ok(s, item, elsewhere) then
+    return
+  end
+  P().close()
+  vim.schedule(function()
+    local done, err = pcall(M.resume_in, item.id, elsewhere)
+    if not done then
+      require("pseudoclaude.errors").report(err)
+    end
+  end)
+end
+
+--- The `vim.ui.select()` backend's resume of a session of another workspace: asks first (`vim.ui.select` again, so a
+--- replaced `vim.ui.select` asks it too).
+---@param item pseudoclaude.SessionInfo
+function M.resume_elsewhere(item)
+  local ws = assert(M.elsewhere(item))
+  local question = ("Session %q is in %s. Switch the chat's workspace there?"):format(
+    require("pseudoclaude.picker.render").title(item),
+    vim.fn.fnamemodify(ws, ":~")
+  )
+  vim.ui.select({ "Yes", "No" }, { prompt = question, kind = "pseudoclaude.switch_workspace" }, function(choice)
+    if choice == "Yes" then
+      local ok, err = pcall(M.resume_in, item.id, ws)
+      if not ok then
+        require("pseudoclaude.errors").report(err)
+      end
+    end
+  end)
+end
+
+--- The workspace of a `:PseudoResume all` row when it is not the chat's own, else nil.
+---@param item pseudoclaude.SessionInfo
+---@return string?
+function M.elsewhere(item)
+  local ws = type(item.workspace) == "string" and item.workspace or nil
+  if not ws then
+    return nil
+  end
+  local here = require("pseudoclaude").workspace()
+  return (vim.uv.fs_realpath(here) or here) ~= ws and ws or nil
+end
+
+--- Asks whether the chat may move to `workspace`, the one of `item` (a `:PseudoResume all` row).
+---@param s pseudoclaude.picker.State
+---@param item pseudoclaude.SessionInfo
+---@param workspace string
+---@return boolean
+function M.switch_ok(s, item, workspace)
+  local question = ("Session %q is in %s. Switch the chat's workspace there?"):format(
+    require("pseudoclaude.picker.render").title(item),
+    vim.fn.fnamemodify(workspace, ":~")
+  )
+  return M.confirm(question) and state() == s
+end
+
+--- Resumes session `id`, first switching the chat to `workspace` when one is given; a failed resume switches back.
+---@param id string
+---@param workspace string?
+function M.resume_in(id, workspace)
+  if not workspace then
+    return require("pseudoclaude").resume(id)
+  end
+  local chat = require("pseudoclaude.chat")
+  local before = chat.set_workspace(workspace)
+  require("pseudoclaude").resume(id, {
+    on_done = function(report)
+      if not report.ok then
+        chat.set_workspace(before)
+      end
+    end,
+  })
+end
+
+--- Deletes the highlighted session after asking (y/N on the command line); the picker stays open on the next one.
+function M.delete_selected()
+  local s = state()
+  local item = s and C().selected(s)
+  if not s or not item then
+    return
+  end
+  local question = ("Delete session %q (%s)?"):format(require("pseudoclaude.picker.render").title(item), item.id)
+  if not M.confirm(question) or state() ~= s then
+    return
+  end
+  local sessions = require("pseudoclaude.sessions")
+  local ok, err = pcall(sessions.within, item.workspace, function()
+    return sessions.delete(item.id)
+  end)
+  if not ok then
+    return C().notify(err, vim.log.levels.ERROR)
+  end
+  C().remove(s, item.id)
+end
+
+--- Renames the highlighted session: asks for the name on the command line, prefilled with its title (an empty name
+--- gives it back its automatic title; <Esc> changes nothing).
+function M.rename_selected()
+  local s = state()
+  local item = s and C().selected(s)
+  if not s or not item then
+    return
+  end
+  local title = M.ask("Rename session: ", item.title or "")
+  if not title or state() ~= s then
+    return
+  end
+  M.mark(s, "rename", item, title)
+end
+
+--- Pins the highlighted session, or unpins it: pinned sessions come first.
+function M.toggle_pin_selected()
+  local s = state()
+  local item = s and C().selected(s)
+  if s and item then
+    M.mark(s, "pin", item, not item.pinned)
+  end
+end
+
+--- Forks the highlighted session at its end ("resume as new") and resumes the fork; the session itself is untouched.
+function M.fork_selected()
+  local s = state()
+  local item = s and C().selected(s)
+  if not s or not item then
+    return
+  end
+  local elsewhere = M.elsewhere(item)
+  if elsewhere and not M.switch_ok(s, item, elsewhere) then
+    return
+  end
+  local sessions = require("pseudoclaude.sessions")
+  local ok, err = pcall(sessions.within, item.workspace, function()
+    return sessions.fork(item.id, nil, {
+      on_done = function(ferr, forked)
+        if ferr then
+          return C().notify(ferr, vim.log.levels.ERROR)
+        end
+        if state() == s then
+          P().close()
+        end
+        vim.schedule(function()
+          local done, rerr = pcall(M.resume_in, forked.id, elsewhere)
+          if not done then
+            require("pseudoclaude.errors").report(rerr)
+          end
+        end)
+      end,
+    })
+  end)
+  if not ok then
+    C().notify(err, vim.log.levels.ERROR)
+  end
+end
+
+--- `:PseudoResume [last|all|{id}]`: no argument opens the picker; `last` resumes the most recent session; `all` opens
+--- the picker over the sessions of every workspace this editor has used; an id resumes that session. Errors are reported with `vim.notify`.
+---@param args string?
+function M.command(args)
+  args = vim.trim(args or "")
+  local ok, err = pcall(function()
+    if args == "" then
+      return P().open()
+    end
+    if args == "all" then
+      return P().open({ all = true })
+    end
+    local id = args
+    if args == "last" then
+      local sessions = require("pseudoclaude.sessions")
+      local newest = sessions.list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
+      if #newest == 0 then
+        error(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), 0)
+      end
+      id = newest[1].id
+    end
+    M.resume(id)
+  end)
+  if not ok then
+    require("pseudoclaude.errors").report(err)
+  end
+end
+
+--- Completion of `:PseudoResume`: "last", "all" and the session ids, most recently active first, that start with
+--- `arglead`. Reads folder names only (no log), so it stays instant at 10,000 sessions.
+---@param arglead string
+---@return string[]
+function M.complete(arglead)
+  local out = {}
+  for _, word in ipairs({ "last", "all" }) do
+    if vim.startswith(word, arglead) then
+      out[#out + 1] = word
+    end
+  end
+  local ok, ids = pcall(require("pseudoclaude.sessions").ids)
+  if ok then
+    local current = require("pseudoclaude.sessions").current_id()
+    for _, id in ipairs(ids) do
+      if id ~= current and vim.startswith(id, arglead) then
+        out[#out + 1] = id
+      end
+    end
+  end
+  return out
+end
+
+--- Asks a yes/no question on the command line; only "y" or "Y" is yes. (Not `vim.fn.confirm()`, which answers
+--- its default without asking when no UI is attached.)
+---@param question string
+---@return boolean
+function M.confirm(question)
+  vim.cmd.redraw()
+  vim.api.nvim_echo({ { question .. " [y/N] ", "Question" } }, false, {})
+  local s = state()
+  if s then
+    s.asking = question -- for whoever drives the picker (tests, a plugin): it waits for this key
+  end
+  local ok, key = pcall(vim.fn.getcharstr)
+  if s then
+    s.asking = nil
+  end
+  vim.api.nvim_echo({ { "" } }, false, {})
+  return ok and (key == "y" or key == "Y")
+end
+
+--- Asks for a line on the command line, prefilled with `default`; nil when cancelled. (Not `vim.ui.input()`: a
+--- floating input would leave the prompt window, which closes the picker.)
+---@param prompt string
+---@param default string
+---@return string?
+function M.ask(prompt, default)
+  local cancelled = "\1cancelled"
+  local ok, answer = pcall(vim.fn.input, { prompt = prompt, default = default, cancelreturn = cancelled })
+  if not ok or answer == cancelled then
+    return nil
+  end
+  return answer
+end
+
+--- Writes a name (`what` = "rename") or a pin ("pin") for session `item` in the background; the row follows when the
+--- line is on disk.
+---@param s pseudoclaude.picker.State
+---@param what "rename"|"pin"
+---@param item pseudoclaude.SessionInfo
+---@param value string|boolean
+function M.mark(s, what, item, value)
+  local id = item.id
+  local sessions = require("pseudoclaude.sessions")
+  local function done(merr, info)
+    if merr then
+      return C().notify(merr, vim.log.levels.ERROR)
+    end
+    if state() == s and info then
+      info.workspace = item.workspace
+      s.marked[id] = info
+      C().set_items(s, require("pseudoclaude.picker.finder").with_marks(s, s.items))
+      for _, hit in ipairs(s.search and s.search.hits or {}) do
+        if hit.id == id then
+          hit.title = info.title
+        end
+      end
+      s.previews[id], s.preview_id = nil, nil
+      C().refresh(s)
+    end
+  end
+  local ok, err = pcall(sessions.within, item.workspace, function()
+    return sessions[what](id, value, done)
+  end)
+  if not ok then
+    C().notify(err, vim.log.levels.ERROR)
+  end
+end
+
+---@param item pseudoclaude.SessionInfo
+---@param holder string
+---@return string
+function M.held_message(item, holder)
+  return ("pseudoclaude: session %s (%s) is open in another editor (%s); close it there first"):format(
+    require("pseudoclaude.picker.render").title(item),
+    item.id,
+    holder
+  )
+end
+
+--- Resumes session `id` unless another editor holds it; raises otherwise. Reads no log: the resume itself runs in
+--- the background.
+---@param id string
+function M.resume(id)
+  local holder = require("pseudoclaude.sessions").holder(id)
+  if holder then
+    error(M.held_message({ id = id }, holder), 0)
+  end
+  require("pseudoclaude").resume(id)
+end
+
+--- The `vim.ui.select()` backend: every session, newest first, one line each (read in the background).
+---@param all boolean?
+function M.select(all)
+  require("pseudoclaude.sessions").list_async({ all = all }, function(err, items)
+    if err then
+      return require("pseudoclaude.errors").report(err)
+    end
+    if #(items or {}) == 0 then
+      local where = all and "any workspace" or require("pseudoclaude.sessions").workspace()
+      return C().notify(("pseudoclaude: no session to resume in %s"):format(where), vim.log.levels.INFO)
+    end
+    M.select_from(items)
+  end)
+end
+
+---@param items pseudoclaude.SessionInfo[]
+function M.select_from(items)
+  local render = require("pseudoclaude.picker.render")
+  local now = os.time()
+  vim.ui.select(items, {
+    prompt = "Resume session",
+    kind = "pseudoclaude.session",
+    format_item = function(item)
+      local parts = { render.title(item), render.age(now - render.activity(item)), render.count(item.messages) }
+      if (item.model or "") ~= "" then
+        parts[#parts + 1] = item.model
+      end
+      if type(item.branch) == "string" then
+        parts[#parts + 1] = item.branch
+      end
+      if type(item.cost) == "number" then
+        parts[#parts + 1] = require("pseudoclaude.usage").cost(item.cost)
+      end
+      if item.held_by then
+        parts[#parts + 1] = "open in another editor"
+      end
+      if type(item.workspace) == "string" then
+        parts[#parts + 1] = vim.fn.fnamemodify(item.workspace, ":~")
+      end
+      return table.concat(parts, " · ")
+    end,
+  }, function(item)
+    if item and M.elsewhere(item) then
+      local ok, err = pcall(M.resume_elsewhere, item)
+      if not ok then
+        require("pseudoclaude.errors").report(err)
+      end
+    elseif item then
+      local ok, err = pcall(M.resume, item.id)
+      if not ok then
+        require("pseudoclaude.errors").report(err)
+      end
+    end
+  end)
+end
+
+return M

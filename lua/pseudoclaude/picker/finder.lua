@@ -1,0 +1,201 @@
+--- The picker's finder: where its items come from. The first rows (`max_items` newest, pinned first) and then the
+--- full list, both read on the core's threads; the haystacks the matcher searches are built in steps.
+
+local M = {}
+
+---@return pseudoclaude.picker.State?
+local function state()
+  return require("pseudoclaude.picker").get_state()
+end
+
+---@return table the picker's helpers
+local function C()
+  return require("pseudoclaude.picker")._H
+end
+
+---@return table the picker
+local function P()
+  return require("pseudoclaude.picker")
+end
+
+--- Haystacks (and their lower-cased forms) built per main-loop step: 10,000 at once is more than a frame.
+M.HAY_STEP = 500
+
+--- The first rows, `max_items` newest sessions (pinned ones first), listed on the core's threads: a session whose
+--- summary is not cached is listed from what a quick read gives (the full list reads the rest). When they arrive:
+--- the rows, then in a main-loop step of its own the preview and the request for the full list.
+---@param s pseudoclaude.picker.State
+---@param opts pseudoclaude.picker.Opts
+function M.read_first_rows(s, opts)
+  local sessions = require("pseudoclaude.sessions")
+  local asked = vim.uv.hrtime()
+  local function fail(msg, level)
+    if state() == s then
+      P().close()
+    end
+    C().notify(msg, level)
+  end
+  local ok, err = pcall(sessions.list_async, {
+    limit = s.max_items,
+    max_read = P().FIRST_ROWS_MAX_READ,
+    include_pinned = true,
+    all = opts.all,
+  }, function(lerr, top)
+    if state() ~= s then
+      return
+    end
+    s.stats.list_ms = (vim.uv.hrtime() - asked) / 1e6
+    if lerr then
+      return fail(lerr, vim.log.levels.ERROR)
+    end
+    if #top == 0 then
+      local what = opts.search and "search" or "resume"
+      local where = opts.all and "any workspace" or sessions.workspace()
+      return fail(("pseudoclaude: no session to %s in %s"):format(what, where), vim.log.levels.INFO)
+    end
+    s.listing = false
+    s.top_items = top
+    if not s.full then
+      C().set_items(s, M.with_marks(s, top))
+      s.sel_id = s.sel_id or top[1].id
+      if s.query == "" then
+        C().default_matches(s)
+      else
+        s.matches = s.matcher:filter(s.query)
+      end
+      C().reselect(s)
+      C().draw_rows(s)
+    end
+    s.stats.rows_at = vim.uv.hrtime()
+    -- the preview and the full list in a step of their own: the rows were this one's work
+    vim.schedule(function()
+      if state() ~= s then
+        return
+      end
+      require("pseudoclaude.picker.preview").draw_preview(s)
+      s.stats.preview_at = vim.uv.hrtime()
+      M.read_full_list(s)
+    end)
+  end)
+  if not ok then
+    fail(err, vim.log.levels.ERROR)
+  end
+end
+
+--- `items` with the sessions renamed or pinned here as written, each moved to the top of its group (pinned or not):
+--- the write made it the most recent, as the next list will show it.
+---@param s pseudoclaude.picker.State
+---@param items pseudoclaude.SessionInfo[]
+---@return pseudoclaude.SessionInfo[]
+function M.with_marks(s, items)
+  if not next(s.marked) then
+    return items
+  end
+  local moved, pinned, rest = {}, {}, {}
+  for _, item in ipairs(items) do
+    local info = s.marked[item.id]
+    if info then
+      moved[#moved + 1] = info
+    elseif item.pinned then
+      pinned[#pinned + 1] = item
+    else
+      rest[#rest + 1] = item
+    end
+  end
+  local out = {}
+  for _, group in ipairs({ true, false }) do
+    for _, info in ipairs(moved) do
+      if (info.pinned == true) == group then
+        out[#out + 1] = info
+      end
+    end
+    for _, item in ipairs(group and pinned or rest) do
+      out[#out + 1] = item
+    end
+  end
+  return out
+end
+
+--- Starts reading the full list in the background; when it arrives, it replaces the first rows as what the query
+--- searches. (Read right after the first draw instead when no thread can be started.)
+---@param s pseudoclaude.picker.State
+function M.read_full_list(s)
+  local sessions = require("pseudoclaude.sessions")
+  local ok = pcall(sessions.list_async, { all = s.all }, function(err, items)
+    if state() ~= s or s.full then
+      return
+    end
+    if err then
+      C().notify(err, vim.log.levels.ERROR)
+    end
+    M.use_full_list(s, items or s.items)
+  end)
+  if not ok then
+    vim.schedule(function()
+      if state() == s and not s.full then
+        local read, items = pcall(sessions.list, { all = s.all })
+        M.use_full_list(s, read and items or s.items)
+      end
+    end)
+  end
+end
+
+--- The full list is here: build what the matcher searches in steps, then search it from now on and apply the
+--- current query to it.
+---@param s pseudoclaude.picker.State
+---@param items pseudoclaude.SessionInfo[]
+function M.use_full_list(s, items)
+  items = M.with_marks(s, items)
+  local hay, lower, done = {}, {}, 0
+  local function step()
+    if state() ~= s or s.full then
+      return
+    end
+    for i = done + 1, math.min(done + M.HAY_STEP, #items) do
+      hay[i] = M.haystack(items[i])
+      lower[i] = hay[i]:lower()
+    end
+    done = math.min(done + M.HAY_STEP, #items)
+    if done < #items then
+      return vim.schedule(step)
+    end
+    M.install_full_list(s, items, hay, lower)
+  end
+  step()
+end
+
+---@param item pseudoclaude.SessionInfo
+---@return string
+function M.haystack(item)
+  -- the branch last, so that the title's and the model's offsets stay where `draw_match_highlights` looks
+  local branch = type(item.branch) == "string" and item.branch or ""
+  local hay = (item.title or "") .. " " .. (item.model or "") .. " " .. item.id .. " " .. branch
+  return type(item.workspace) == "string" and (hay .. " " .. item.workspace) or hay
+end
+
+---@param s pseudoclaude.picker.State
+---@param items pseudoclaude.SessionInfo[]
+---@param hay string[]
+---@param lower string[]
+function M.install_full_list(s, items, hay, lower)
+  if next(s.deleted) then
+    local kept, kept_hay, kept_lower = {}, {}, {}
+    for i, item in ipairs(items) do
+      if not s.deleted[item.id] then
+        kept[#kept + 1], kept_hay[#kept + 1], kept_lower[#kept + 1] = item, hay[i], lower[i]
+      end
+    end
+    items, hay, lower = kept, kept_hay, kept_lower
+  end
+  local t = vim.uv.hrtime()
+  s.items = items
+  local matcher = require("pseudoclaude.picker.matcher")
+  s.matcher = matcher.new(hay, nil, matcher.DEFAULT_ENGINE == "lua" and lower or nil)
+  s.full = true
+  C().refresh(s)
+  s.stats.full_at = vim.uv.hrtime()
+  s.stats.full_apply_ms = (s.stats.full_at - t) / 1e6
+  s.stats.full_count = #items
+end
+
+return M

@@ -1,0 +1,166 @@
+--- The picker's previewer: the highlighted session's history, read on the core's threads (a "loading" line until
+--- it arrives), cached per session, drawn only while its session is highlighted.
+
+local M = {}
+
+local api = vim.api
+local ns = api.nvim_create_namespace("pseudoclaude.picker")
+
+---@return pseudoclaude.picker.State?
+local function state()
+  return require("pseudoclaude.picker").get_state()
+end
+
+---@return table the picker's helpers
+local function C()
+  return require("pseudoclaude.picker")._H
+end
+
+--- Draws the preview soon (once the keys typed so far are handled).
+---@param s pseudoclaude.picker.State
+function M.request_preview(s)
+  if s.preview_pending then
+    return
+  end
+  s.preview_pending = true
+  vim.schedule(function()
+    s.preview_pending = false
+    if state() == s then
+      M.draw_preview(s)
+    end
+  end)
+end
+
+--- Shows the selected session's history in the preview window. A session not read yet shows a "loading" line at
+--- once and is read in the background; what arrives for a session the highlight has left is kept for later but not
+--- drawn.
+---@param s pseudoclaude.picker.State
+function M.draw_preview(s)
+  if s.search then
+    return require("pseudoclaude.picker.search").draw_preview(s)
+  end
+  local win = s.wins.preview
+  if not win or not api.nvim_win_is_valid(win) then
+    return
+  end
+  local item = C().selected(s)
+  if (item and item.id) == s.preview_id then
+    return
+  end
+  local t = vim.uv.hrtime()
+  local render = require("pseudoclaude.picker.render")
+  local p = { lines = {}, hls = {}, folds = {} } ---@type pseudoclaude.picker.Preview
+  if item then
+    p = s.previews[item.id]
+    if not p then
+      M.show_preview(s, render.loading(item, s.now), nil)
+      M.load_preview(s, item)
+      return
+    end
+  end
+  M.show_preview(s, p, item and item.id)
+  local stats = s.stats.previews
+  stats[#stats + 1] = { id = item and item.id or "", ms = (vim.uv.hrtime() - t) / 1e6 }
+end
+
+--- Reads the preview of `item` in the background, once at a time per session.
+---@param s pseudoclaude.picker.State
+---@param item pseudoclaude.SessionInfo
+function M.load_preview(s, item)
+  if s.loading == item.id then
+    return
+  end
+  s.loading = item.id
+  local asked = vim.uv.hrtime()
+  local render = require("pseudoclaude.picker.render")
+  local sessions = require("pseudoclaude.sessions")
+  local ok, err = pcall(sessions.within, item.workspace, function()
+    return sessions.preview_async(item.id, function(perr, preview)
+      if s.loading == item.id then
+        s.loading = nil
+      end
+      if state() ~= s or perr == "superseded" then
+        return
+      end
+      -- the render in a main-loop step of its own (this one decoded the preview)
+      vim.schedule(function()
+        M.preview_arrived(s, item, perr, preview, asked)
+      end)
+    end)
+  end)
+  if not ok then
+    s.loading = nil
+    s.previews[item.id] = render.failed(item, err)
+    M.show_preview(s, s.previews[item.id], item.id)
+  end
+end
+
+--- A preview read in the background is here: keep it, and draw it if its session is still highlighted.
+---@param s pseudoclaude.picker.State
+---@param item pseudoclaude.SessionInfo
+---@param perr string?
+---@param preview pseudoclaude.SessionPreview?
+---@param asked integer
+function M.preview_arrived(s, item, perr, preview, asked)
+  local render = require("pseudoclaude.picker.render")
+  if state() ~= s then
+    return
+  end
+  local win = s.wins.preview
+  if not win or not api.nvim_win_is_valid(win) then
+    return
+  end
+  local t = vim.uv.hrtime()
+  local p
+  if perr then
+    p = render.failed(item, perr)
+  else
+    p = render.preview(preview, item, s.now, api.nvim_win_get_width(win))
+  end
+  s.previews[item.id] = p
+  if s.search then
+    return -- read for the list; the search mode draws its own previews
+  end
+  local current = C().selected(s)
+  if current and current.id == item.id then
+    M.show_preview(s, p, item.id)
+    local stats = s.stats.previews
+    stats[#stats + 1] = { id = item.id, ms = (vim.uv.hrtime() - t) / 1e6, wait_ms = (t - asked) / 1e6 }
+  elseif current and not s.previews[current.id] then
+    M.load_preview(s, current)
+  end
+end
+
+--- Puts preview `p` in the preview window (`id`: the session it shows; nil while it is loading).
+---@param s pseudoclaude.picker.State
+---@param p pseudoclaude.picker.Preview
+---@param id string?
+function M.show_preview(s, p, id)
+  local win, buf = s.wins.preview, s.bufs.preview
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, p.lines)
+  vim.bo[buf].modifiable = false
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  for _, h in ipairs(p.hls) do
+    local line = p.lines[h[1] + 1]
+    api.nvim_buf_set_extmark(buf, ns, h[1], h[2], {
+      end_col = h[3] < 0 and #line or h[3],
+      hl_group = h[4],
+    })
+  end
+  local folds = p.folds or {}
+  -- a keystroke mostly shows a "loading" line: no fold to drop, none to make, no Ex command to parse
+  if s.preview_folded or #folds > 0 then
+    api.nvim_win_call(win, function()
+      pcall(vim.cmd, "normal! zE")
+      for _, f in ipairs(folds) do
+        pcall(vim.cmd, ("%d,%dfold"):format(f[1] + 1, f[2] + 1))
+      end
+    end)
+  end
+  s.preview_folded = #folds > 0
+  api.nvim_win_set_cursor(win, { 1, 0 })
+  s.preview_id = id
+end
+
+return M

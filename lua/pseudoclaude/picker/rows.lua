@@ -1,0 +1,112 @@
+--- The picker's results window: the visible rows (text from picker/render.lua), the highlight, the characters the
+--- query matched and the counter in the prompt. Only what is visible is drawn, so a keystroke costs one screenful.
+
+local M = {}
+local H = {}
+
+local api = vim.api
+local ns = api.nvim_create_namespace("pseudoclaude.picker")
+--- The counter's extmark in the prompt (picker.lua owns the prompt's other mark).
+local COUNTER_MARK = 1
+
+--- Draws the visible rows of the results window, the selection, the match highlights and the counter.
+---@param s pseudoclaude.picker.State
+function M.draw(s)
+  local win, buf = s.wins.results, s.bufs.results
+  if not api.nvim_win_is_valid(win) then
+    return
+  end
+  local height, width = api.nvim_win_get_height(win), api.nvim_win_get_width(win)
+  local n = #s.matches
+  s.sel = math.max(1, math.min(s.sel, n))
+  if s.sel < s.top then
+    s.top = s.sel
+  elseif s.sel >= s.top + height then
+    s.top = s.sel - height + 1
+  end
+  s.top = math.max(1, math.min(s.top, n - height + 1))
+
+  local visible = {}
+  for k = 0, height - 1 do
+    local i = s.matches[s.top + k]
+    if not i then
+      break
+    end
+    visible[#visible + 1] = s.items[i]
+  end
+  local render = require("pseudoclaude.picker.render")
+  local lines, rows = render.rows(visible, width, s.now)
+  if n == 0 then
+    lines = { #s.items == 0 and "  no sessions" or "  no match" }
+  end
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].modifiable = false
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  if n == 0 then
+    api.nvim_buf_set_extmark(buf, ns, 0, 0, { end_row = 0, end_col = #lines[1], hl_group = "PseudoClaudePickerEmpty" })
+  end
+  for k, row in ipairs(rows) do
+    for _, h in ipairs(row.hls) do
+      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = 100 })
+    end
+  end
+  if s.query ~= "" and s.matcher then
+    H.draw_match_highlights(s, buf, rows)
+  end
+  if n > 0 then
+    local line = s.sel - s.top
+    api.nvim_buf_set_extmark(buf, ns, line, 0, { line_hl_group = "PseudoClaudePickerSelection", priority = 50 })
+    api.nvim_win_set_cursor(win, { line + 1, 0 })
+  end
+  local total = #s.items .. (s.full and "" or "+")
+  api.nvim_buf_set_extmark(s.bufs.prompt, ns, 0, 0, {
+    id = COUNTER_MARK,
+    virt_text = { { ("%d/%s"):format(n, total), "PseudoClaudePickerCounter" } },
+    virt_text_pos = "right_align",
+  })
+end
+
+--- Highlights the characters the query matched, in the title and model columns of the visible rows.
+---@param s pseudoclaude.picker.State
+---@param buf integer
+---@param rows pseudoclaude.picker.Row[]
+function H.draw_match_highlights(s, buf, rows)
+  for k, row in ipairs(rows) do
+    local i = s.matches[s.top + k - 1]
+    local positions = s.matcher:positions(i, s.query)
+    local hay = s.matcher.haystacks[i]
+    local item = s.items[i]
+    local title_len = #(item.title or "")
+    local branch_at = title_len + #(item.model or "") + #item.id + 3
+    for _, p in ipairs(positions or {}) do
+      local col ---@type integer?
+      if p < row.title_bytes then
+        col = row.title_col + p
+      elseif row.model_col and p > title_len and p - title_len - 1 < row.model_bytes then
+        col = row.model_col + p - title_len - 1
+      elseif row.branch_col and p >= branch_at and p - branch_at < row.branch_bytes then
+        col = row.branch_col + p - branch_at
+      end
+      if col then
+        local len = H.char_len(hay, p + 1)
+        api.nvim_buf_set_extmark(buf, ns, k - 1, col, {
+          end_col = col + len,
+          hl_group = "PseudoClaudePickerMatch",
+          priority = 200,
+        })
+      end
+    end
+  end
+end
+
+--- Bytes of the UTF-8 character starting at byte `i` of `s`.
+---@param s string
+---@param i integer
+---@return integer
+function H.char_len(s, i)
+  local b = s:byte(i) or 0
+  return b >= 0xF0 and 4 or b >= 0xE0 and 3 or b >= 0xC0 and 2 or 1
+end
+
+return M
