@@ -86,7 +86,7 @@ impl Runtime {
         let mut out = Vec::with_capacity(messages.len());
         for m in messages {
             match &m.tool_result {
-                Some(r) if r.spill.is_none() && r.content.len() > self.config.spill_threshold => {
+                Some(r) if session::spill::needs_spill(r, self.config.spill_threshold) => {
                     let spilled = session::spill::spill_if_large(ctx, r, self.config.spill_threshold)
                         .map_err(CompactError::Spill)?;
                     out.push(Message { tool_result: Some(spilled), ..m.clone() });

@@ -33,9 +33,16 @@ pub fn spill_if_large(ctx: &Context, result: &ToolResult, threshold: usize) -> R
     spill_if_large_on(&OsDisk, ctx, result, threshold)
 }
 
+/// The one rule of layer 1: a result held inline whose text is over `threshold` bytes goes to its own
+/// file. The runner (so that the model sees the preview at once), the writer (whatever reaches the
+/// log) and compaction (an inline result of an older log) all ask this.
+pub fn needs_spill(result: &ToolResult, threshold: usize) -> bool {
+    result.spill.is_none() && result.content.len() > threshold
+}
+
 /// [`spill_if_large`] on another [`Disk`].
 pub fn spill_if_large_on(disk: &dyn Disk, ctx: &Context, result: &ToolResult, threshold: usize) -> Result<ToolResult> {
-    if result.spill.is_some() || result.content.len() <= threshold {
+    if !needs_spill(result, threshold) {
         return Ok(result.clone());
     }
     let spill = write_on(disk, ctx, result.content.as_bytes())?;
