@@ -361,7 +361,13 @@ function H.make_buf(name, ft)
   vim.bo[b].buftype = "nofile"
   vim.bo[b].bufhidden = "hide"
   vim.bo[b].swapfile = false
-  vim.bo[b].filetype = ft
+  -- The filetype in a main-loop step of its own: its FileType autocommands search 'runtimepath' for ftplugin,
+  -- indent and syntax files, about 1 ms each time, and opening the chat is already one step's worth of work.
+  vim.schedule(function()
+    if vim.api.nvim_buf_is_valid(b) and vim.bo[b].filetype ~= ft then
+      vim.bo[b].filetype = ft
+    end
+  end)
   return b
 end
 

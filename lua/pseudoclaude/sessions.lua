@@ -140,7 +140,7 @@ function M.list_async(opts, on_done)
     if not ok then
       return on_done(("pseudoclaude.sessions.list_async: %s"):format(require("pseudoclaude.core").plain(ready)))
     end
-    -- One chunk (200 sessions: under 1 ms to carry across and decode) per main-loop step: 10,000 sessions at once
+    -- One chunk (100 sessions: well under 1 ms to carry across and decode) per main-loop step: 10,000 sessions at once
     -- is over a frame.
     local list = {}
     local function step()

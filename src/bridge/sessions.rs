@@ -153,7 +153,7 @@ pub fn delete(workspace: &Path, id: &str) -> BridgeResult<String> {
 
 /// Sessions per JSON chunk of `sessions_list_async`: decoding one costs the main loop under 1 ms, well
 /// inside the idle loop's own worst gap (400 cost 1.5 ms, which showed in the picker's stall).
-const LIST_CHUNK: usize = 200;
+const LIST_CHUNK: usize = 100;
 
 /// What `sessions_mark_async` writes: a name, a pin, or both.
 #[derive(Debug, Clone, Default, Deserialize)]

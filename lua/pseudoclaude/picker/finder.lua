@@ -19,7 +19,7 @@ local function P()
 end
 
 --- Haystacks (and their lower-cased forms) built per main-loop step: 10,000 at once is more than a frame.
-M.HAY_STEP = 500
+M.HAY_STEP = 250
 
 --- The first rows, `max_items` newest sessions (pinned ones first), listed on the core's threads: a session whose
 --- summary is not cached is listed from what a quick read gives (the full list reads the rest). When they arrive:
