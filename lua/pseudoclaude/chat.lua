@@ -957,4 +957,6 @@ function H.ask_approval(m)
   end)
 end
 
+M._H = H
+
 return M

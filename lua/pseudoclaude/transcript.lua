@@ -13,6 +13,8 @@ local H = {}
 
 --- Bytes of one message's text (or one tool output) shown; must equal `MAX_DISPLAY_BYTES` in src/display.rs.
 M.MAX_DISPLAY_BYTES = 32 * 1024
+--- Longest line of a message's text drawn whole; the rest of a longer one is a note (the model reads all of it).
+M.MAX_LINE_BYTES = 4 * 1024
 
 --- Kinds of marked lines; callers map them to their highlight groups.
 ---@alias pseudoclaude.TranscriptKind "you"|"agent"|"reminder"|"call"|"result"|"error"|"more"
@@ -221,11 +223,34 @@ function H.cap(text, cut)
   if #text <= M.MAX_DISPLAY_BYTES then
     return text, cut
   end
-  local stop = M.MAX_DISPLAY_BYTES
+  local stop = H.char_boundary(text, M.MAX_DISPLAY_BYTES)
+  return text:sub(1, stop), cut + #text - stop
+end
+
+--- The largest length <= `max` that ends `text` on a character boundary (UTF-8).
+---@param text string
+---@param max integer
+---@return integer
+function H.char_boundary(text, max)
+  local stop = max
   while stop > 0 and (text:byte(stop + 1) or 0) >= 0x80 and (text:byte(stop + 1) or 0) < 0xC0 do
     stop = stop - 1
   end
-  return text:sub(1, stop), cut + #text - stop
+  return stop
+end
+
+--- Adds line `l`, cut at `MAX_LINE_BYTES` with a note of what is left out: Neovim measures a wrapped line character
+--- by character each time the view moves, so one 32 KiB line made every scroll of the agent buffer cost a
+--- millisecond or more.
+---@param add fun(text: string, kind: pseudoclaude.TranscriptKind?)
+---@param l string
+function H.add_line(add, l)
+  if #l <= M.MAX_LINE_BYTES then
+    return add(l)
+  end
+  local stop = H.char_boundary(l, M.MAX_LINE_BYTES)
+  add(l:sub(1, stop))
+  add(("… %d more bytes on this line not shown"):format(#l - stop), "more")
 end
 
 ---@param bytes integer
@@ -240,7 +265,7 @@ function H.add_text(add, text, max, cut)
   end
   local shown, extra = H.cap(text, cut)
   if not shown:find("\n", 1, true) then
-    add(shown) -- most messages: one line, no split
+    H.add_line(add, shown) -- most messages: one line, no split
     if extra > 0 then
       add(H.cut_note(extra), "more")
     end
@@ -252,7 +277,7 @@ function H.add_text(add, text, max, cut)
       add(("… %d more lines"):format(#parts - max), "more")
       return
     end
-    add(l)
+    H.add_line(add, l)
   end
   if extra > 0 then
     add(H.cut_note(extra), "more")

@@ -310,3 +310,21 @@ def test_help_works_under_make_run(tmp_path: Path, workspace: Path) -> None:
         assert n.api.current.buffer.name == str(root / "doc" / "pseudoclaude.txt")
     finally:
         n.close()
+
+
+def test_a_very_long_line_is_drawn_cut_with_a_note_and_the_model_reads_all_of_it(nvim: Neovim, workspace: Path) -> None:
+    """Neovim measures a wrapped line character by character whenever the view moves: a message's line over 4 KiB is
+    drawn cut (the rest named in a note), in the live view, a restored one and the preview alike."""
+    sid = session_id(77)
+    long_line = "x" * 4095 + "é" + "x" * 6000  # a character of two bytes across the 4 KiB mark: never split
+    write_session(workspace, sid, [entry("user", "show me the minified file", ts=1_780_000_000, model="m"),
+                                   entry("assistant", long_line + "\nshort tail", ts=1_780_000_001)])
+    real_chat(nvim)
+    nvim.api.command(f"PseudoResume {sid}")
+    wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the resume")
+    lines = transcript(nvim)
+    i = next(k for k, l in enumerate(lines) if l.startswith("xxxx"))
+    assert len(lines[i].encode()) == 4095 and lines[i] == long_line.encode()[:4095].decode(), len(lines[i].encode())
+    assert lines[i + 1] == f"… {len(long_line.encode()) - 4095} more bytes on this line not shown"
+    assert lines[i + 2] == "short tail"
+    assert nvim.lua("return require('pseudoclaude').messages()")[1]["content"] == long_line + "\nshort tail"
