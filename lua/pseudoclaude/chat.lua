@@ -765,6 +765,8 @@ function H.close_block()
   end
 end
 
+--- One handler per event the core queues (see lua/pseudoclaude/types.lua for their shapes).
+---@type table<pseudoclaude.EventType, fun(m: pseudoclaude.Event)>
 H.handlers = {
   user_recorded = function(m)
     H.streaming = false

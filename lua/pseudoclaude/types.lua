@@ -1,0 +1,44 @@
+--- LuaCATS types of the tables that cross from the Rust core to Lua (`agent_drain`'s queue), for lua-language-server
+--- (.luarc.json). Nothing here runs: the file only declares. The shapes are the serde ones of `Event`
+--- (src/agent/runner.rs), `ApprovalAsk` and `ResumeDone` (src/agent/host.rs); the chat's handlers
+--- (lua/pseudoclaude/chat.lua, `H.handlers`) are keyed by `type`.
+---@meta
+
+---@alias pseudoclaude.EventType
+---| "user_recorded" The turn started; the user's message is in the log.
+---| "text_delta" A piece of the answer's text.
+---| "tool_call_started" The model began a tool call.
+---| "assistant_recorded" The answer (text and tool calls) is complete and in the log.
+---| "tool_result" A tool's output (its preview, when large) is in the log.
+---| "retrying" A request failed and is retried after a wait.
+---| "compacted" Older history was summarised.
+---| "usage" A provider reported the tokens of a request.
+---| "saved" Whether everything in memory is in the log.
+---| "error" The turn failed.
+---| "cancelled" The turn was cancelled.
+---| "turn_done" The turn is over (after "error" and "cancelled" too).
+---| "approval" A tool waits for the user's answer.
+---| "resumed" A resume asked with `agent_resume_async` finished.
+
+---@class pseudoclaude.Event
+---@field type pseudoclaude.EventType
+---@field text string? user_recorded, text_delta, assistant_recorded
+---@field id string|integer? tool_call_started, tool_result (the call's id); approval (the prompt's number)
+---@field name string? tool_call_started, tool_result: the tool
+---@field tool_calls pseudoclaude.ToolCall[]? assistant_recorded
+---@field content string? tool_result
+---@field is_error boolean? tool_result
+---@field attempt integer? retrying
+---@field wait_ms integer? retrying
+---@field reason string? retrying
+---@field usage pseudoclaude.Usage? usage: the session's totals so far
+---@field cost number? usage: their price, when `pricing` names every model
+---@field ok boolean? saved, resumed
+---@field error string? saved (why not), resumed (why it failed)
+---@field message string? error
+---@field stop_reason string? turn_done
+---@field tool string? approval: the tool asking
+---@field summary string? approval: one line of what it will do
+---@field detail string? approval: the diff or the command
+---@field ticket integer? resumed: the number `agent_resume_async` returned
+---@field report pseudoclaude.ResumeReport? resumed, when ok
