@@ -3,6 +3,9 @@
 --- The conversation runs in the native core, on its own threads. This module only renders what the
 --- core reports (drained from its queue whenever it wakes the main loop) and sends what the user
 --- types. Nothing here waits for the disk, the network or the model.
+---
+--- Architecture invariant: the agent buffer is drawn only by `transcript.lua`'s renderer (live, restored and
+--- previewed histories read alike), and the Nth message mark in `H.msg_ns` is message N of the history.
 
 local M = {}
 local H = {}

@@ -3,6 +3,9 @@
 ---
 --- Every native function returns `ok, value_or_message` (it never raises: a Rust error or panic raised into Lua
 --- would abort Neovim, see src/bridge/mod.rs); `M.call` turns a `false, message` into a Lua `error()`.
+---
+--- Architecture invariant: a native function never raises into Lua; `call()` turns its `false, message` into a
+--- Lua error, and nothing loads the library before a command or API call needs it.
 
 local M = {}
 local H = {}

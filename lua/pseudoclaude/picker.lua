@@ -6,6 +6,10 @@
 --- windows' geometry), `picker/actions.lua` (what the keys do to a session, `:PseudoResume`'s arguments, the
 --- `vim.ui.select()` backend) and `picker/search.lua` (the "search inside messages" mode). Rows and previews are
 --- drawn only for what is visible, so a keystroke costs the filter plus one screenful. See `:help pseudoclaude-picker`.
+---
+--- Architecture invariant: no main-loop step of the picker reads a session: the first rows, the full list
+--- and every preview are read on the core's threads; `<CR>` resumes the session the highlighted row shows
+--- (tracked by id, whatever the list does under it).
 
 local M = {}
 local H = {}

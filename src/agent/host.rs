@@ -5,6 +5,9 @@
 //! handle's `send`); the editor's loop then calls [`Host::drain`] and gets every queued message at
 //! once (async handles merge wake-ups, so one wake may stand for many messages). No call of the host
 //! waits on a model, a network or a tool: `send` returns as soon as the turn is spawned.
+//!
+//! Architecture invariant: what the editor calls returns at once: turns and resumes run on the host's tokio
+//! threads, and their outcome comes back through the queue `drain()` empties.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

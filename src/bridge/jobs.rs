@@ -16,6 +16,9 @@
 //! finished job), then a `schedule`d callback, where the value is converted to Lua (nvim-oxi's
 //! `Object` is not `Send`, so the conversion runs on the main thread). Both callbacks Neovim runs are
 //! behind `catch_unwind`, and so is every job.
+//!
+//! Architecture invariant: a job's work never runs on the editor's main thread, and what it hands back is
+//! delivered there through the libuv async handle, drained whole on each wake-up.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};

@@ -31,6 +31,10 @@
 //!
 //! Code reachable from `cargo test` must not call Neovim's C API (`nvim_oxi::api`): a test binary
 //! has no Neovim to link against. Only the entry point does (to ask for `stdpath("log")`).
+//!
+//! Architecture invariant: nothing exported to Lua lets an `Err` or a panic through (nvim-oxi 0.6 would abort
+//! Neovim): every export goes through `export()`/`guarded_call()`, every callback Neovim runs through
+//! `guarded_callback()`. No other module of the crate knows Neovim.
 
 pub mod agent;
 pub mod jobs;

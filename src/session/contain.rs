@@ -12,6 +12,9 @@
 //!
 //! The workspace itself may be a link (a checkout under a symlinked home is common); only what the
 //! plugin owns below it is held to this rule.
+//!
+//! Architecture invariant: every file below `.PseudoClaude/sessions` is reached through descriptors opened
+//! with `O_NOFOLLOW` from the workspace; a link is refused with its path, never followed.
 
 use std::ffi::CString;
 use std::fs::{File, Metadata};

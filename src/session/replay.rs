@@ -29,6 +29,9 @@
 //! - `title` and `pin` entries set [`State::name`] and [`State::pinned`], last one wins. They are not
 //!   messages: they touch neither the history nor a held-back exchange, and a `replace` leaves them be
 //!   (a compaction does not forget the session's name).
+//!
+//! Architecture invariant: the loader and the list run this one fold, and the history it gives is valid for
+//! the providers (every tool call answered once, right after it; no orphan results), with nothing invented.
 
 use serde::{Deserialize, Serialize};
 

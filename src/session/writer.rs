@@ -15,6 +15,10 @@
 //! - What an open finds is synced before it is trusted: a line whose writer was killed before its
 //!   `fdatasync` is whole in the page cache, a resume shows it, and a power cut could still take it.
 //! - Every file operation goes through [`Disk`], so the crash simulation can check each rule above.
+//!
+//! Architecture invariant: when `append` returns `Ok`, the line and every directory entry it depends on are
+//! synced; when it fails, the file is cut back to the last committed line. Every file operation goes
+//! through `disk::Disk`, so the crash simulation sees it.
 
 use std::fs::File;
 use std::io;
