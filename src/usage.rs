@@ -93,10 +93,7 @@ impl Pricing {
         use serde_json::Value;
         let value: Value = serde_json::from_str(text).map_err(|e| format!("pricing: not valid JSON: {e}"))?;
         let Value::Object(models) = &value else {
-            return Err(format!(
-                "pricing: expected an object of prices by model name, got {}",
-                json_type(&value)
-            ));
+            return Err(format!("pricing: expected an object of prices by model name, got {}", json_type(&value)));
         };
         for (model, price) in models {
             let at = format!("pricing[{model:?}]");
@@ -104,7 +101,10 @@ impl Pricing {
                 return Err(format!("{at}: keys are model names (non-empty strings), as in provider.model"));
             }
             let Value::Object(keys) = price else {
-                return Err(format!("{at}: expected an object {{\"input\": ..., \"output\": ...}}, got {}", json_type(price)));
+                return Err(format!(
+                    "{at}: expected an object {{\"input\": ..., \"output\": ...}}, got {}",
+                    json_type(price)
+                ));
             };
             for (key, v) in keys {
                 if !PRICE_KEYS.contains(&key.as_str()) {

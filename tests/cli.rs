@@ -448,7 +448,9 @@ fn pricing_gives_each_session_its_cost_a_total_and_names_the_models_without_a_pr
     assert!(row.ends_with("[10 in, 5 out]"), "no price, no cost: {row}");
     assert_eq!(
         err,
-        format!("total cost: $0.0043 over 1 session\nno price for model \"other-model\" in {prices}: 1 session shows no cost\n")
+        format!(
+            "total cost: $0.0043 over 1 session\nno price for model \"other-model\" in {prices}: 1 session shows no cost\n"
+        )
     );
     // The option anywhere, as --pricing=FILE too; the JSON has `cost` where known.
     let (code, out, _) = cli(ws.path(), &["sessions", &format!("--pricing={prices}"), "list", "--json"]);
@@ -472,8 +474,11 @@ fn pricing_gives_each_session_its_cost_a_total_and_names_the_models_without_a_pr
     let (code, out) = env_cli(prices, &["sessions", "list"]);
     assert!(code == 0 && out.contains("$0.0043"), "{out}");
     let both = files.path().join("both.json");
-    fs::write(&both, r#"{"fake-model": {"input": 2, "output": 8, "cache_read": 0.5}, "other-model": {"input": 100, "output": 100}}"#)
-        .unwrap();
+    fs::write(
+        &both,
+        r#"{"fake-model": {"input": 2, "output": 8, "cache_read": 0.5}, "other-model": {"input": 100, "output": 100}}"#,
+    )
+    .unwrap();
     let (code, out) = env_cli(prices, &["sessions", "list", "--pricing", both.to_str().unwrap()]);
     assert!(code == 0 && out.contains("[10 in, 5 out, $0.0015]"), "{out}");
 }
