@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import Neovim, wait_for
-from fake_llm import FakeOpenAI
+from fake_llm import FakeAnthropic, FakeOpenAI
 
 STATE = """
 local s = require("pseudoclaude.picker").get_state()
@@ -309,3 +309,31 @@ def test_the_preview_header_shows_the_tokens_the_cached_share_and_the_cost(nvim:
     picker(nvim)
     header = preview_header(nvim)
     assert "tokens: 3.6k in (83% cached) · 200 out" in header and not any("$" in l for l in header), header
+
+
+def test_anthropic_cache_reads_and_writes_reach_the_winbar_the_list_and_the_preview(nvim: Neovim) -> None:
+    fake = FakeAnthropic()
+    try:
+        # the API's counts are disjoint: 100 at the full rate, 900 read from the cache, 200 written to it
+        fake.push_text("Cached answer.", usage={"input_tokens": 100, "cache_read_input_tokens": 900,
+                                                "cache_creation_input_tokens": 200, "output_tokens": 30})
+        nvim.api.command("set columns=160 lines=48")
+        pricing = {"fake-claude": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}}
+        setup(nvim, provider={"name": "anthropic", "base_url": fake.base_url, "model": "fake-claude",
+                              "api_key_env": "PC_TEST_NO_KEY"}, pricing=pricing)
+        send(nvim, "cache me")
+        assert fake.errors == []
+        body = fake.requests[0]
+        assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        # (100 * 3 + 30 * 15 + 900 * 0.3 + 200 * 3.75) / 1e6 dollars
+        wait_for(lambda: "1.2k in (75% cached) · 30 out · $0.0018" in winbar(nvim), what="the cached share in the winbar")
+        item = nvim.lua("return require('pseudoclaude').sessions.list({ include_current = true })[1]")
+        assert item["usage"] == {"input_tokens": 100, "output_tokens": 30, "cache_read_tokens": 900,
+                                 "cache_write_tokens": 200}
+        assert item["cost"] == pytest.approx(0.00177)
+        nvim.lua("require('pseudoclaude').chat.new()")
+        picker(nvim)
+        assert "tokens: 1.2k in (75% cached) · 30 out · $0.0018" in preview_header(nvim)
+    finally:
+        fake.close()
