@@ -523,3 +523,40 @@ fn list_shows_a_forks_parent() {
     let row = out.lines().find(|l| l.starts_with(&src.id)).unwrap();
     assert!(!row.contains("fork of"), "{row}");
 }
+
+#[test]
+fn export_marks_the_stale_reminder_and_every_kind_of_interrupted_answer() {
+    use pseudoclaude::agent::runner::{CANCELLED_RESULT, INTERRUPTED_NOTE};
+    use pseudoclaude::message::ToolCall;
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let w = Writer::open(&ctx, WriterOptions { model: "m1".into(), ..Default::default() }).unwrap();
+    w.append(&Message::user("explain the parser")).unwrap(); // 1
+    w.checkpoint("a1", 0, "It reads tok").unwrap(); // 2: the editor died while this streamed
+    drop(w);
+    let w = Writer::open(&ctx, WriterOptions { model: "m1".into(), ..Default::default() }).unwrap();
+    w.append(&Message::user(pseudoclaude::agent::stale_reminder(9))).unwrap(); // 3
+    w.append(&Message::user("go on")).unwrap(); // 4
+    w.append(&Message::assistant(format!("Tokens first, then\n{INTERRUPTED_NOTE}"))).unwrap(); // 5: cancelled
+    w.append(&Message::user("run the tests")).unwrap(); // 6
+    let call = ToolCall::new("c1", "run_command", serde_json::json!({"command": "make test"}));
+    w.append(&Message::assistant_tool_calls("Running them.", vec![call])).unwrap(); // 7
+    w.append(&Message::tool_result("c1", CANCELLED_RESULT, true)).unwrap(); // 8: cancelled while it ran
+    w.append(&Message::assistant_interrupted("The stream broke he", 0)).unwrap(); // 9: a failed stream
+    drop(w);
+    let (code, md, err) = cli(ws.path(), &["sessions", "export", &ctx.id]);
+    assert_eq!(code, 0, "{err}");
+    for part in [
+        "## 2. Agent (interrupted)\n\nIt reads tok\n\n*[interrupted: the answer stopped here]*\n",
+        "## 3. Reminder to the model\n\n*Added by pseudoclaude when the session was resumed after a pause: the model \
+         read it, the user did not type it.*\n\n> [Session resumed] This conversation was resumed 9 hours after",
+        "## 4. You\n\ngo on\n",
+        "## 5. Agent (interrupted)\n\nTokens first, then\n\n*[interrupted by the user]*\n",
+        "## 8. Tool result (cancelled): `run_command` (`c1`)\n\n```text\ncancelled by the user before this tool finished\n```",
+        "## 9. Agent (interrupted)\n\nThe stream broke he\n\n*[interrupted: the answer stopped here]*\n",
+    ] {
+        assert!(md.contains(part), "missing {part:?} in:\n{md}");
+    }
+    assert!(!md.contains(&format!("then\n{INTERRUPTED_NOTE}")), "the note is a mark, not text: {md}");
+    assert!(md.contains("- Repaired on load: 1 answer(s) were interrupted while streaming"), "{md}");
+}
