@@ -587,6 +587,7 @@ def test_help_tags_for_the_library(nvim: Neovim, tmp_path: Path) -> None:
         "pseudoclaude.sessions.pin()",
         "pseudoclaude.sessions.fork()",
         "pseudoclaude.sessions.export()",
+        "pseudoclaude-cli",
     ]:
         nvim.api.command(f"help {tag}")
         assert nvim.api.current.buffer.name == str(doc / "pseudoclaude.txt")
