@@ -84,6 +84,58 @@ impl Pricing {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// A pricing table written as JSON (`pseudoclaude sessions list --pricing FILE`): an object of
+    /// prices by model name, checked as the Lua configuration checks `pricing`, with the same words:
+    /// an unknown key (a typo such as `cache_reed`), a missing `input` or `output`, or a price that is
+    /// not a number >= 0 is an error naming the entry, e.g. `pricing["gpt-4.1"].output: missing`.
+    pub fn from_json(text: &str) -> Result<Pricing, String> {
+        use serde_json::Value;
+        let value: Value = serde_json::from_str(text).map_err(|e| format!("pricing: not valid JSON: {e}"))?;
+        let Value::Object(models) = &value else {
+            return Err(format!("pricing: expected an object of prices by model name, got {}", json_type(&value)));
+        };
+        for (model, price) in models {
+            let at = format!("pricing[{model:?}]");
+            if model.is_empty() {
+                return Err(format!("{at}: keys are model names (non-empty strings), as in provider.model"));
+            }
+            let Value::Object(keys) = price else {
+                return Err(format!(
+                    "{at}: expected an object {{\"input\": ..., \"output\": ...}}, got {}",
+                    json_type(price)
+                ));
+            };
+            for (key, v) in keys {
+                if !PRICE_KEYS.contains(&key.as_str()) {
+                    return Err(format!("{at}.{key}: unknown price (known: {})", PRICE_KEYS.join(", ")));
+                }
+                if !v.as_f64().is_some_and(|n| n >= 0.0 && n.is_finite()) {
+                    return Err(format!("{at}.{key}: expected dollars per million tokens (a number >= 0), got {v}"));
+                }
+            }
+            for key in ["input", "output"] {
+                if !keys.contains_key(key) {
+                    return Err(format!("{at}.{key}: missing (dollars per million tokens)"));
+                }
+            }
+        }
+        serde_json::from_value(value).map_err(|e| format!("pricing: {e}"))
+    }
+}
+
+/// The keys of a [`Price`], as the configuration names them.
+const PRICE_KEYS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
+
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// The usage of a session, per model that reported it.
@@ -106,6 +158,12 @@ impl UsageByModel {
             t.add(u);
         }
         t
+    }
+
+    /// The models that reported usage and have no price in `pricing` (why [`UsageByModel::cost`] is
+    /// `None`).
+    pub fn unpriced<'a>(&'a self, pricing: &'a Pricing) -> impl Iterator<Item = &'a str> + 'a {
+        self.0.iter().filter(|(m, u)| !u.is_zero() && !pricing.0.contains_key(*m)).map(|(m, _)| m.as_str())
     }
 
     /// Dollars spent, when every model that reported usage has a price: a partial sum would pass for
@@ -143,6 +201,45 @@ mod tests {
         // Cache prices default to the input price.
         let plain = Price { input: 2.0, output: 0.0, cache_read: None, cache_write: None };
         assert!((plain.cost(&u(0, 0, 500_000, 500_000)) - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn pricing_from_json_checks_every_entry_as_the_configuration_does() {
+        let p = Pricing::from_json(r#"{"m": {"input": 3, "output": 15, "cache_read": 0.3}}"#).unwrap();
+        assert_eq!(p.0["m"], Price { input: 3.0, output: 15.0, cache_read: Some(0.3), cache_write: None });
+        assert!(Pricing::from_json("{}").unwrap().is_empty());
+        for (text, why) in [
+            ("[]", "pricing: expected an object of prices by model name, got an array"),
+            ("{\"m\": 3}", "pricing[\"m\"]: expected an object {\"input\": ..., \"output\": ...}, got a number"),
+            ("{\"m\": {\"input\": 1}}", "pricing[\"m\"].output: missing (dollars per million tokens)"),
+            (
+                "{\"m\": {\"input\": 1, \"output\": -2}}",
+                "pricing[\"m\"].output: expected dollars per million tokens (a number >= 0), got -2",
+            ),
+            (
+                "{\"m\": {\"input\": \"1\", \"output\": 2}}",
+                "pricing[\"m\"].input: expected dollars per million tokens (a number >= 0), got \"1\"",
+            ),
+            (
+                "{\"m\": {\"input\": 1, \"output\": 2, \"cache_reed\": 1}}",
+                "pricing[\"m\"].cache_reed: unknown price (known: input, output, cache_read, cache_write)",
+            ),
+            ("{\"\": {\"input\": 1, \"output\": 2}}", "pricing[\"\"]: keys are model names"),
+            ("{\"m\": ", "pricing: not valid JSON: EOF while parsing"),
+        ] {
+            let err = Pricing::from_json(text).unwrap_err();
+            assert!(err.starts_with(why), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn unpriced_names_the_models_that_make_a_cost_unknown() {
+        let pricing = Pricing(BTreeMap::from([("a".to_string(), Price::default())]));
+        let mut by = UsageByModel::default();
+        by.add("a", &u(1, 1, 0, 0));
+        by.add("b", &u(1, 0, 0, 0));
+        by.add("c", &Usage::default());
+        assert_eq!(by.unpriced(&pricing).collect::<Vec<_>>(), ["b"]);
     }
 
     #[test]

@@ -320,3 +320,243 @@ fn search_reports_bad_input_and_searches_a_damaged_log_in_what_it_restores() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v.as_array().map(|a| a.iter().map(|h| h["index"].as_u64()).collect::<Vec<_>>()), Some(vec![Some(3)]));
 }
+
+#[test]
+fn pin_marks_a_session_listed_first_and_off_unpins_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let old = session(ws.path(), "old task");
+    let newer = session(ws.path(), "newer task");
+    let (code, out, err) = cli(ws.path(), &["sessions", "pin", &old.id]);
+    assert_eq!((code, out.trim()), (0, format!("{}: pinned", old.id).as_str()), "{err}");
+    let last: serde_json::Value =
+        serde_json::from_str(fs::read_to_string(&old.jsonl_path).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!((last["type"].as_str(), last["pinned"].as_bool()), (Some("pin"), Some(true)));
+    fs::remove_file(old.summary_path()).unwrap(); // the pin is in the log, not only in the cache
+    let (_, out, _) = cli(ws.path(), &["sessions", "list"]);
+    let rows: Vec<&str> = out.lines().collect();
+    assert!(rows.len() == 2 && rows[0].starts_with(&old.id) && rows[0].ends_with("old task  [pinned]"), "{out}");
+    assert!(rows[1].starts_with(&newer.id) && !rows[1].contains("[pinned]"), "{out}");
+    let (_, out, _) = cli(ws.path(), &["sessions", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v[0]["id"].as_str(), v[0]["pinned"].as_bool()), (Some(old.id.as_str()), Some(true)));
+    assert_eq!(v[1]["pinned"], false);
+    // A limited list still has the pinned one first.
+    let (_, out, _) = cli(ws.path(), &["sessions", "list", "--limit", "1"]);
+    assert!(out.lines().count() == 1 && out.starts_with(&old.id), "{out}");
+    let (code, out, _) = cli(ws.path(), &["sessions", "pin", &old.id, "on"]);
+    assert_eq!((code, out.trim()), (0, format!("{}: pinned", old.id).as_str()));
+    let (code, out, _) = cli(ws.path(), &["sessions", "pin", &old.id, "off"]);
+    assert_eq!((code, out.trim()), (0, format!("{}: unpinned", old.id).as_str()));
+    let (_, out, _) = cli(ws.path(), &["sessions", "list"]);
+    assert!(out.lines().count() == 2 && !out.contains("[pinned]"), "{out}");
+    let (_, out, _) = cli(ws.path(), &["sessions", "show", &old.id]);
+    assert_eq!(out, "user: old task\nassistant: answer\n", "pins are not messages");
+}
+
+#[test]
+fn pin_is_refused_for_a_session_open_elsewhere_bad_ids_and_bad_values() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = session(ws.path(), "held");
+    let before = fs::read(&ctx.jsonl_path).unwrap();
+    let guard = pseudoclaude::session::lock::acquire(&ctx).unwrap();
+    let (code, _, err) = cli(ws.path(), &["sessions", "pin", &ctx.id]);
+    assert!(code == 2 && err.contains("is open in another editor"), "{err}");
+    drop(guard);
+    let (code, _, err) = cli(ws.path(), &["sessions", "pin", &ctx.id, "yes"]);
+    assert!(code == 2 && err.contains("pin takes on or off, not \"yes\"") && err.contains("usage:"), "{err}");
+    let (code, _, err) = cli(ws.path(), &["sessions", "pin", "../../etc"]);
+    assert!(code == 2 && err.contains("invalid session id \"../../etc\""), "{err}");
+    let (code, _, err) = cli(ws.path(), &["sessions", "pin", "20260101-000000-abcd", "off"]);
+    assert!(code == 2 && err.contains("no session 20260101-000000-abcd"), "{err}");
+    assert_eq!(fs::read(&ctx.jsonl_path).unwrap(), before);
+}
+
+/// A session on branch `topic` at `1a2b3c4` (after `main` at `0f0f0f0`) whose two requests to
+/// `fake-model` reported 3,600 prompt tokens, 3,000 of them read from the cache, and 200 output tokens.
+fn session_with_usage(ws: &std::path::Path) -> Context {
+    use pseudoclaude::git::GitHead;
+    use pseudoclaude::session::Entry;
+    use pseudoclaude::usage::Usage;
+    let ctx = Context::new(ws).unwrap();
+    let w = Writer::open(&ctx, WriterOptions { model: "fake-model".into(), ..Default::default() }).unwrap();
+    let head = |branch: &str, commit: &str| GitHead { branch: branch.into(), commit: commit.into() };
+    w.append_entry(Entry::meta_git(head("main", "0f0f0f0"), 1)).unwrap();
+    w.append(&Message::user("what does it cost?")).unwrap();
+    let usage = |input, read, output| Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: read,
+        cache_write_tokens: 0,
+    };
+    w.append_entry(Entry::usage("fake-model", usage(200, 1000, 50), 2)).unwrap();
+    w.append(&Message::assistant("a little")).unwrap();
+    w.append_entry(Entry::meta_git(head("topic", "1a2b3c4"), 3)).unwrap();
+    w.append(&Message::user("and now?")).unwrap();
+    w.append_entry(Entry::usage("fake-model", usage(400, 2000, 150), 4)).unwrap();
+    w.append(&Message::assistant("a little more")).unwrap();
+    ctx
+}
+
+#[test]
+fn list_shows_the_branch_the_tokens_and_the_cached_share_in_text_and_json() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = session_with_usage(ws.path());
+    let plain = session(ws.path(), "no git, no usage");
+    let (code, out, err) = cli(ws.path(), &["sessions", "list"]);
+    assert_eq!(code, 0, "{err}");
+    let row = out.lines().find(|l| l.starts_with(&ctx.id)).unwrap();
+    assert!(row.ends_with("what does it cost?  [git: topic 1a2b3c4]  [3.6k in (83% cached), 200 out]"), "{row}");
+    let row = out.lines().find(|l| l.starts_with(&plain.id)).unwrap();
+    assert!(row.ends_with("no git, no usage"), "nothing recorded, nothing shown: {row}");
+    assert_eq!(err, "", "no notes without prices");
+    let (_, out, _) = cli(ws.path(), &["sessions", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let item = v.as_array().unwrap().iter().find(|i| i["id"] == ctx.id.as_str()).unwrap();
+    assert_eq!((item["branch"].as_str(), item["commit"].as_str()), (Some("topic"), Some("1a2b3c4")));
+    assert_eq!(
+        item["usage"],
+        serde_json::json!({"input_tokens": 600, "output_tokens": 200, "cache_read_tokens": 3000, "cache_write_tokens": 0})
+    );
+    assert!(item.get("cost").is_none() && item.get("usage_by_model").is_none(), "{item}");
+    assert_eq!(item["pinned"], false);
+    assert!(item["forked_from"].is_null(), "{item}");
+    let plain = v.as_array().unwrap().iter().find(|i| i["id"] == plain.id.as_str()).unwrap();
+    assert!(plain["branch"].is_null() && plain["commit"].is_null(), "{plain}");
+}
+
+#[test]
+fn pricing_gives_each_session_its_cost_a_total_and_names_the_models_without_a_price() {
+    let ws = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let ctx = session_with_usage(ws.path());
+    let other = Context::new(ws.path()).unwrap();
+    let w = Writer::open(&other, WriterOptions { model: "other-model".into(), ..Default::default() }).unwrap();
+    w.append(&Message::user("elsewhere")).unwrap();
+    let u = pseudoclaude::usage::Usage { input_tokens: 10, output_tokens: 5, ..Default::default() };
+    w.append_entry(pseudoclaude::session::Entry::usage("other-model", u, 2)).unwrap();
+    w.append(&Message::assistant("ok")).unwrap();
+    drop(w);
+    let prices = files.path().join("prices.json");
+    fs::write(&prices, r#"{"fake-model": {"input": 2, "output": 8, "cache_read": 0.5}}"#).unwrap();
+    let prices = prices.to_str().unwrap();
+    // (600 * 2 + 200 * 8 + 3000 * 0.5) / 1e6 dollars
+    let (code, out, err) = cli(ws.path(), &["sessions", "list", "--pricing", prices]);
+    assert_eq!(code, 0, "{err}");
+    let row = out.lines().find(|l| l.starts_with(&ctx.id)).unwrap();
+    assert!(row.ends_with("[3.6k in (83% cached), 200 out, $0.0043]"), "{row}");
+    let row = out.lines().find(|l| l.starts_with(&other.id)).unwrap();
+    assert!(row.ends_with("[10 in, 5 out]"), "no price, no cost: {row}");
+    assert_eq!(
+        err,
+        format!(
+            "total cost: $0.0043 over 1 session\nno price for model \"other-model\" in {prices}: 1 session shows no cost\n"
+        )
+    );
+    // The option anywhere, as --pricing=FILE too; the JSON has `cost` where known.
+    let (code, out, _) = cli(ws.path(), &["sessions", &format!("--pricing={prices}"), "list", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let item = v.as_array().unwrap().iter().find(|i| i["id"] == ctx.id.as_str()).unwrap();
+    assert!((item["cost"].as_f64().unwrap() - 0.0043).abs() < 1e-12, "{item}");
+    let item = v.as_array().unwrap().iter().find(|i| i["id"] == other.id.as_str()).unwrap();
+    assert!(item.get("cost").is_none(), "{item}");
+    // The environment names a default file; --pricing wins over it.
+    let env_cli = |env: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pseudoclaude"))
+            .env("PSEUDOCLAUDE_PRICING", env)
+            .arg("-C")
+            .arg(ws.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (code, out) = env_cli(prices, &["sessions", "list"]);
+    assert!(code == 0 && out.contains("$0.0043"), "{out}");
+    let both = files.path().join("both.json");
+    fs::write(
+        &both,
+        r#"{"fake-model": {"input": 2, "output": 8, "cache_read": 0.5}, "other-model": {"input": 100, "output": 100}}"#,
+    )
+    .unwrap();
+    let (code, out) = env_cli(prices, &["sessions", "list", "--pricing", both.to_str().unwrap()]);
+    assert!(code == 0 && out.contains("[10 in, 5 out, $0.0015]"), "{out}");
+}
+
+#[test]
+fn bad_pricing_is_refused_naming_the_file_and_the_entry() {
+    let ws = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    session(ws.path(), "t");
+    let file = files.path().join("p.json");
+    let path = file.to_str().unwrap();
+    for (text, why) in [
+        (r#"{"m": {"input": 1, "output": 2, "cache_reed": 1}}"#, r#"pricing["m"].cache_reed: unknown price"#),
+        (r#"{"m": {"input": 1}}"#, r#"pricing["m"].output: missing"#),
+        (r#"{"m": {"input": 1, "output": -2}}"#, "expected dollars per million tokens (a number >= 0), got -2"),
+        (r#"["m"]"#, "pricing: expected an object of prices by model name, got an array"),
+        ("{", "pricing: not valid JSON"),
+    ] {
+        fs::write(&file, text).unwrap();
+        let (code, out, err) = cli(ws.path(), &["sessions", "list", "--pricing", path]);
+        assert_eq!((code, out.as_str()), (2, ""), "{text}");
+        assert!(err.contains(&format!("{path} (--pricing): ")) && err.contains(why), "{text}: {err}");
+    }
+    let missing = files.path().join("nope.json");
+    let (code, _, err) = cli(ws.path(), &["sessions", "list", "--pricing", missing.to_str().unwrap()]);
+    assert!(code == 2 && err.contains(&format!("cannot read {} (--pricing)", missing.display())), "{err}");
+    let (code, _, err) = cli(ws.path(), &["sessions", "list", "--pricing"]);
+    assert!(code == 2 && err.contains("--pricing needs a file"), "{err}");
+    let (code, _, err) = cli(ws.path(), &["sessions", "show", "x", "--pricing", path]);
+    assert!(code == 2 && err.contains("--pricing is an option of `sessions list`"), "{err}");
+}
+
+#[test]
+fn list_shows_a_forks_parent() {
+    let ws = tempfile::tempdir().unwrap();
+    let src = session_with_tools(ws.path());
+    let (_, out, _) = cli(ws.path(), &["sessions", "fork", &src.id, "4"]);
+    let id = out.trim().to_string();
+    let (_, out, _) = cli(ws.path(), &["sessions", "list"]);
+    let row = out.lines().find(|l| l.starts_with(&id)).unwrap_or_else(|| panic!("{out}"));
+    assert!(row.ends_with(&format!("read the big file  [fork of {} at message 4]", src.id)), "{row}");
+    let row = out.lines().find(|l| l.starts_with(&src.id)).unwrap();
+    assert!(!row.contains("fork of"), "{row}");
+}
+
+#[test]
+fn export_marks_the_stale_reminder_and_every_kind_of_interrupted_answer() {
+    use pseudoclaude::agent::runner::{CANCELLED_RESULT, INTERRUPTED_NOTE};
+    use pseudoclaude::message::ToolCall;
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let w = Writer::open(&ctx, WriterOptions { model: "m1".into(), ..Default::default() }).unwrap();
+    w.append(&Message::user("explain the parser")).unwrap(); // 1
+    w.checkpoint("a1", 0, "It reads tok").unwrap(); // 2: the editor died while this streamed
+    drop(w);
+    let w = Writer::open(&ctx, WriterOptions { model: "m1".into(), ..Default::default() }).unwrap();
+    w.append(&Message::user(pseudoclaude::agent::stale_reminder(9))).unwrap(); // 3
+    w.append(&Message::user("go on")).unwrap(); // 4
+    w.append(&Message::assistant(format!("Tokens first, then\n{INTERRUPTED_NOTE}"))).unwrap(); // 5: cancelled
+    w.append(&Message::user("run the tests")).unwrap(); // 6
+    let call = ToolCall::new("c1", "run_command", serde_json::json!({"command": "make test"}));
+    w.append(&Message::assistant_tool_calls("Running them.", vec![call])).unwrap(); // 7
+    w.append(&Message::tool_result("c1", CANCELLED_RESULT, true)).unwrap(); // 8: cancelled while it ran
+    w.append(&Message::assistant_interrupted("The stream broke he", 0)).unwrap(); // 9: a failed stream
+    drop(w);
+    let (code, md, err) = cli(ws.path(), &["sessions", "export", &ctx.id]);
+    assert_eq!(code, 0, "{err}");
+    for part in [
+        "## 2. Agent (interrupted)\n\nIt reads tok\n\n*[interrupted: the answer stopped here]*\n",
+        "## 3. Reminder to the model\n\n*Added by pseudoclaude when the session was resumed after a pause: the model \
+         read it, the user did not type it.*\n\n> [Session resumed] This conversation was resumed 9 hours after",
+        "## 4. You\n\ngo on\n",
+        "## 5. Agent (interrupted)\n\nTokens first, then\n\n*[interrupted by the user]*\n",
+        "## 8. Tool result (cancelled): `run_command` (`c1`)\n\n```text\ncancelled by the user before this tool finished\n```",
+        "## 9. Agent (interrupted)\n\nThe stream broke he\n\n*[interrupted: the answer stopped here]*\n",
+    ] {
+        assert!(md.contains(part), "missing {part:?} in:\n{md}");
+    }
+    assert!(!md.contains(&format!("then\n{INTERRUPTED_NOTE}")), "the note is a mark, not text: {md}");
+    assert!(md.contains("- Repaired on load: 1 answer(s) were interrupted while streaming"), "{md}");
+}

@@ -179,6 +179,11 @@ end
 ---@field files_touched string[] Files the agent wrote or edited (`write_file`/`edit_file` calls that succeeded).
 ---@field pinned boolean
 ---@field forked_from pseudoclaude.ForkedFrom?
+---@field branch string? Git branch at the latest recorded turn (nil: not a repository, or detached HEAD).
+---@field commit string? Short git commit at the latest recorded turn.
+---@field git_start {branch: string?, commit: string?}? Where the session started, when that was elsewhere.
+---@field usage pseudoclaude.Usage Tokens the providers reported, summed over the session.
+---@field cost number? Dollars, when `pricing` prices every model that reported usage.
 ---@field tail {from: integer, total: integer, messages: table[], prev: table?, names: table<string, string>} The end of
 --- the history (from 0-based message `from`), each text cut for display (`cut_bytes`).
 
@@ -189,7 +194,9 @@ end
 ---@param on_done fun(err: string?, preview: pseudoclaude.SessionPreview?)
 function M.preview_async(id, on_done)
   H.check_type("preview_async", "id", id, "string")
-  H.call("preview_async", "sessions_preview_async", M.workspace(), id, vim.empty_dict(), function(ok, value)
+  local pricing = H.pricing()
+  local limits = pricing and { pricing = pricing } or vim.empty_dict()
+  H.call("preview_async", "sessions_preview_async", M.workspace(), id, limits, function(ok, value)
     if not ok then
       return on_done(require("pseudoclaude.core").plain(value), nil)
     end

@@ -1,12 +1,13 @@
 //! `pseudoclaude`: inspect a workspace's sessions without the editor.
 //!
 //! ```text
-//! pseudoclaude [-C DIR] sessions list [--json] [--all] [--limit N]
+//! pseudoclaude [-C DIR] sessions list [--json] [--all] [--limit N] [--pricing FILE]
 //! pseudoclaude [-C DIR] sessions show ID [--json]
 //! pseudoclaude [-C DIR] sessions check ID [--json]
 //! pseudoclaude [-C DIR] sessions cleanup [--days N]
 //! pseudoclaude [-C DIR] sessions search TEXT [--json] [--limit N]
 //! pseudoclaude [-C DIR] sessions rename ID TITLE
+//! pseudoclaude [-C DIR] sessions pin ID [on|off]
 //! pseudoclaude [-C DIR] sessions fork ID INDEX
 //! pseudoclaude [-C DIR] sessions export ID [--format md|json]
 //! ```
@@ -17,10 +18,21 @@ use std::process::ExitCode;
 use pseudoclaude::message::Message;
 use pseudoclaude::session::export::Format;
 use pseudoclaude::session::{self, Context, ListOptions, RetentionOptions, fork, meta, retention};
+use pseudoclaude::usage::{Pricing, Usage};
 
-const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] | show ID [--json] | check ID [--json] | cleanup [--days N] | search TEXT [--json] [--limit N] | rename ID TITLE | fork ID INDEX | export ID [--format md|json]>
+/// Where `sessions list` finds prices when `--pricing` is not given.
+const PRICING_ENV: &str = "PSEUDOCLAUDE_PRICING";
 
-  list     sessions of the workspace, pinned first, then newest first (--all: include empty ones)
+const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] [--pricing FILE] | show ID [--json] | check ID [--json] | cleanup [--days N] | search TEXT [--json] [--limit N] | rename ID TITLE | pin ID [on|off] | fork ID INDEX | export ID [--format md|json]>
+
+  list     sessions of the workspace, pinned first, then newest first (--all: include empty ones), each
+           with its marks: [pinned], [fork of ID at message N], [git: BRANCH COMMIT], the tokens
+           reported ([12.3k in (80% cached), 1.2k out]) and their cost when prices are given;
+           --pricing FILE: the prices, a JSON object of dollars per million tokens by model,
+             {\"MODEL\": {\"input\": 3, \"output\": 15, \"cache_read\": 0.3, \"cache_write\": 3.75}}
+             (the Lua `pricing` option's shape; cache prices default to input); without it, the
+             file $PSEUDOCLAUDE_PRICING names, if set. The total and the models without a price
+             go to standard error
   show     the history a resume would restore
   check    report damage in a session's log; exit status 1 when there is any
   cleanup  remove sessions idle for more than N days (default 30)
@@ -28,6 +40,7 @@ const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all
            newest sessions first, one line each: ID:INDEX:ROLE: snippet (INDEX as `show` numbers them
            from 1); exit status 1 when nothing matched
   rename   name a session (an empty TITLE, \"\", gives it back its automatic title)
+  pin      pin a session (on, the default) or unpin it (off): pinned sessions are listed first
   fork     a new session holding messages 1..INDEX of ID (whole tool exchanges); prints its id
   export   the session as Markdown (default) or JSON, on standard output
   -C DIR   the workspace (default: the current directory)";
@@ -44,11 +57,22 @@ fn main() -> ExitCode {
     }
     let json = take_flag(&mut args, "--json");
     let all = take_flag(&mut args, "--all");
+    let pricing_file = match take_option(&mut args, "--pricing") {
+        Ok(file) => file,
+        Err(why) => return usage_error(&why),
+    };
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    if pricing_file.is_some() && !matches!(words.as_slice(), ["sessions", "list", ..]) {
+        return usage_error("--pricing is an option of `sessions list`");
+    }
+    let list = |limit| match pricing(pricing_file.as_deref()) {
+        Ok(pricing) => cmd_list(&workspace, json, all, limit, pricing),
+        Err(e) => Err(e),
+    };
     let result = match words.as_slice() {
-        ["sessions", "list"] => cmd_list(&workspace, json, all, None),
+        ["sessions", "list"] => list(None),
         ["sessions", "list", "--limit", n] => match n.parse() {
-            Ok(limit) => cmd_list(&workspace, json, all, Some(limit)),
+            Ok(limit) => list(Some(limit)),
             Err(_) => return usage_error(&format!("--limit needs a number, not {n:?}")),
         },
         ["sessions", "search", rest @ ..] => match search_args(rest) {
@@ -58,6 +82,10 @@ fn main() -> ExitCode {
         ["sessions", "show", id] => cmd_show(&workspace, id, json),
         ["sessions", "check", id] => cmd_check(&workspace, id, json),
         ["sessions", "rename", id, title @ ..] if !title.is_empty() => cmd_rename(&workspace, id, &title.join(" ")),
+        ["sessions", "pin", id] => cmd_pin(&workspace, id, true),
+        ["sessions", "pin", id, "on"] => cmd_pin(&workspace, id, true),
+        ["sessions", "pin", id, "off"] => cmd_pin(&workspace, id, false),
+        ["sessions", "pin", _, other] => return usage_error(&format!("pin takes on or off, not {other:?}")),
         ["sessions", "fork", id, index] => match index.parse::<usize>() {
             Ok(index) => cmd_fork(&workspace, id, index),
             Err(_) => return usage_error(&format!("INDEX must be a message number (1 or more), not {index:?}")),
@@ -90,6 +118,44 @@ fn take_flag(args: &mut Vec<String>, flag: &str) -> bool {
     args.len() != before
 }
 
+/// `OPTION VALUE` or `OPTION=VALUE`, anywhere on the line, taken out of `args`.
+fn take_option(args: &mut Vec<String>, option: &str) -> Result<Option<String>, String> {
+    let prefix = format!("{option}=");
+    let mut value = None;
+    while let Some(i) = args.iter().position(|a| a == option || a.starts_with(&prefix)) {
+        let v = if args[i] == option {
+            if i + 1 >= args.len() {
+                return Err(format!("{option} needs a file"));
+            }
+            args.remove(i + 1)
+        } else {
+            args[i][prefix.len()..].to_string()
+        };
+        args.remove(i);
+        if value.is_some() {
+            return Err(format!("{option} is given twice"));
+        }
+        value = Some(v);
+    }
+    Ok(value)
+}
+
+/// The prices of `--pricing FILE`, else of the file `$PSEUDOCLAUDE_PRICING` names, else none, with
+/// the file's name for the messages. A file that cannot be read or holds a bad entry is an error
+/// naming both: a cost computed without the price meant would be wrong.
+fn pricing(file: Option<&str>) -> Result<Option<(Pricing, String)>, Box<dyn std::error::Error>> {
+    let (path, from) = match file {
+        Some(f) => (f.to_string(), "--pricing"),
+        None => match std::env::var(PRICING_ENV) {
+            Ok(f) if !f.is_empty() => (f, PRICING_ENV),
+            _ => return Ok(None),
+        },
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path} ({from}): {e}"))?;
+    let pricing = Pricing::from_json(&text).map_err(|e| format!("{path} ({from}): {e}"))?;
+    Ok(Some((pricing, path)))
+}
+
 fn usage_error(why: &str) -> ExitCode {
     eprintln!("pseudoclaude: {why}\n{USAGE}");
     ExitCode::from(2)
@@ -97,38 +163,136 @@ fn usage_error(why: &str) -> ExitCode {
 
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
-fn cmd_list(workspace: &std::path::Path, json: bool, all: bool, limit: Option<usize>) -> CmdResult {
+fn cmd_list(
+    workspace: &std::path::Path,
+    json: bool,
+    all: bool,
+    limit: Option<usize>,
+    pricing: Option<(Pricing, String)>,
+) -> CmdResult {
+    let (pricing, pricing_file) = pricing.unzip();
     let sessions = session::list(
         workspace,
-        &ListOptions { include_empty: all, check_locks: true, limit, include_pinned: true, ..Default::default() },
+        &ListOptions {
+            include_empty: all,
+            check_locks: true,
+            limit,
+            include_pinned: true,
+            pricing: pricing.clone().unwrap_or_default(),
+            ..Default::default()
+        },
     )?;
     if json {
         println!("{}", serde_json::to_string_pretty(&sessions)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    for s in &sessions {
-        let held = s.held_by.as_deref().map(|h| format!("  [open: {h}]")).unwrap_or_default();
-        let bad = if s.damaged { format!("  [damaged: {}]", damage(s)) } else { String::new() };
-        let title = match s.title.as_str() {
-            "" if s.messages == 0 && s.damaged => "(unreadable session)",
-            t => t,
-        };
-        let pinned = if s.pinned { "  [pinned]" } else { "" };
-        let fork =
-            s.forked_from.as_ref().map(|f| format!("  [fork of {} at message {}]", f.id, f.index)).unwrap_or_default();
-        println!(
-            "{}  {:>4} msgs  {:>9}  {:<20}  {}{pinned}{fork}{held}{bad}",
-            s.id,
-            s.messages,
-            human_bytes(s.bytes),
-            if s.model.is_empty() { "-" } else { &s.model },
-            title
-        );
+    } else {
+        for s in &sessions {
+            println!("{}", list_row(s));
+        }
     }
     if sessions.is_empty() {
         eprintln!("no sessions in {}", session::sessions_dir(workspace).display());
     }
+    if let (Some(pricing), Some(file)) = (&pricing, &pricing_file) {
+        cost_notes(&sessions, pricing, file);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One session of `sessions list`: id, messages, size, model, title, then its marks.
+fn list_row(s: &session::SessionInfo) -> String {
+    let mut marks = String::new();
+    if s.pinned {
+        marks.push_str("  [pinned]");
+    }
+    if let Some(f) = &s.forked_from {
+        marks.push_str(&format!("  [fork of {} at message {}]", f.id, f.index));
+    }
+    match (&s.branch, &s.commit) {
+        (Some(b), Some(c)) => marks.push_str(&format!("  [git: {b} {c}]")),
+        (Some(b), None) => marks.push_str(&format!("  [git: {b}]")),
+        (None, Some(c)) => marks.push_str(&format!("  [git: detached {c}]")),
+        (None, None) => {}
+    }
+    if let Some(usage) = usage_summary(&s.usage, s.cost) {
+        marks.push_str(&format!("  [{usage}]"));
+    }
+    if let Some(h) = &s.held_by {
+        marks.push_str(&format!("  [open: {h}]"));
+    }
+    if s.damaged {
+        marks.push_str(&format!("  [damaged: {}]", damage(s)));
+    }
+    let title = match s.title.as_str() {
+        "" if s.messages == 0 && s.damaged => "(unreadable session)",
+        t => t,
+    };
+    format!(
+        "{}  {:>4} msgs  {:>9}  {:<20}  {title}{marks}",
+        s.id,
+        s.messages,
+        human_bytes(s.bytes),
+        if s.model.is_empty() { "-" } else { &s.model },
+    )
+}
+
+/// "3.6k in (83% cached), 200 out, $0.0013", as the winbar reads (`lua/pseudoclaude/usage.lua`): the
+/// whole prompt, the share of it read from the provider's cache, the output, the cost when known.
+/// `None` when nothing was reported.
+fn usage_summary(u: &Usage, cost: Option<f64>) -> Option<String> {
+    if u.is_zero() {
+        return None;
+    }
+    let prompt = u.prompt_tokens();
+    let mut out = format!("{} in", tokens(prompt));
+    if u.cache_read_tokens > 0 {
+        let share = (u.cache_read_tokens as f64 * 100.0 / prompt as f64 + 0.5).floor();
+        out.push_str(&format!(" ({share}% cached)"));
+    }
+    out.push_str(&format!(", {} out", tokens(u.output_tokens)));
+    if let Some(dollars) = cost {
+        out.push_str(&format!(", {}", money(dollars)));
+    }
+    Some(out)
+}
+
+/// "950", "12.3k", "4.1M".
+fn tokens(n: u64) -> String {
+    match n {
+        n if n < 1000 => n.to_string(),
+        n if n < 1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        n => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// "$0.0042", "$1.27", "$240".
+fn money(dollars: f64) -> String {
+    match dollars {
+        d if d < 0.01 => format!("${d:.4}"),
+        d if d < 100.0 => format!("${d:.2}"),
+        d => format!("${d:.0}"),
+    }
+}
+
+/// After a priced list, on standard error: the total of the costs shown, and the models that used
+/// tokens without a price in `file` (a model name spelled differently from the log's is the usual
+/// reason a cost is missing).
+fn cost_notes(sessions: &[session::SessionInfo], pricing: &Pricing, file: &str) {
+    let priced: Vec<f64> = sessions.iter().filter_map(|s| s.cost).collect();
+    let mut unpriced: std::collections::BTreeMap<&str, usize> = Default::default();
+    for s in sessions {
+        for model in s.usage_by_model.unpriced(pricing) {
+            *unpriced.entry(model).or_default() += 1;
+        }
+    }
+    if !priced.is_empty() {
+        let sum: f64 = priced.iter().sum();
+        let n = priced.len();
+        eprintln!("total cost: {} over {n} session{}", money(sum), if n == 1 { "" } else { "s" });
+    }
+    for (model, n) in unpriced {
+        let sessions = if n == 1 { "1 session shows".to_string() } else { format!("{n} sessions show") };
+        eprintln!("no price for model {model:?} in {file}: {sessions} no cost");
+    }
 }
 
 /// What a damaged session's row says: unreadable lines, repaired lines, a torn last line.
@@ -246,6 +410,13 @@ fn cmd_rename(workspace: &std::path::Path, id: &str, title: &str) -> CmdResult {
     } else {
         println!("{id}: renamed {:?}", info.title);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_pin(workspace: &std::path::Path, id: &str, pinned: bool) -> CmdResult {
+    let ctx = Context::open(workspace, id)?;
+    let info = meta::append(&ctx, meta::pin_entry(pinned))?;
+    println!("{id}: {}", if info.pinned { "pinned" } else { "unpinned" });
     Ok(ExitCode::SUCCESS)
 }
 

@@ -149,7 +149,7 @@ pub fn preview_at(workspace: &std::path::Path, id: &str, at: usize, limits: &Pre
     let mut tail = display::slice(&refs, from, to, limits.max_bytes);
     // The hit's own message as the agent buffer shows it, so the match is in what is drawn.
     tail.messages[at - 1 - from] = display::shown(refs[at - 1], display::MAX_DISPLAY_BYTES);
-    Ok(PreviewAt { preview: Preview::new(loaded, tail), at })
+    Ok(PreviewAt { preview: Preview::new(loaded, tail, &limits.pricing), at })
 }
 
 /// `sessions_preview_at_async(workspace, id, at, callback)`: [`preview_at`] on a worker thread, in

@@ -11,7 +11,7 @@
 //! | `sessions_list_chunk` | the list's id                            | the next JSON chunk, nil at the end |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
 //! | `sessions_holder`  | workspace, id                               | who holds its lock, or nil (no read of the log) |
-//! | `sessions_preview_async` | workspace, id, limits?, `callback(ok, preview)` | a ticket number, at once |
+//! | `sessions_preview_async` | workspace, id, `{max_messages?, budget?, max_bytes?, pricing?}`?, `callback(ok, preview)` | a ticket number, at once |
 //! | `sessions_info`    | workspace, id, pricing?                     | `SessionInfo` with `held_by`     |
 //! | `sessions_load`    | workspace, id                               | `Loaded` + `damage_report`       |
 //! | `sessions_cleanup` | workspace, days (may be fractional), keep?  | ids removed, oldest first        |
@@ -39,10 +39,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{Args, BridgeError, BridgeResult, export, jobs};
 use crate::display;
+use crate::git::GitHead;
 use crate::session::entry::ForkedFrom;
 use crate::session::export::{self as export_doc, Format};
 use crate::session::{self, Context, Entry, ListOptions, Loaded, RetentionOptions, SessionInfo, fork, lock, meta};
-use crate::usage::Pricing;
+use crate::usage::{Pricing, Usage};
 
 /// The session exports, chained into the export table by [`super::exports`].
 pub fn exports() -> Vec<(&'static str, Object)> {
@@ -328,12 +329,14 @@ pub struct PreviewArgs {
     pub max_messages: usize,
     pub budget: usize,
     pub max_bytes: usize,
+    /// Prices by model, for the preview's `cost`.
+    pub pricing: Pricing,
 }
 
 impl Default for PreviewArgs {
     fn default() -> Self {
         // 16 KiB is a few screens of the preview window; more only costs the main loop its render
-        PreviewArgs { max_messages: 200, budget: 16 * 1024, max_bytes: 2 * 1024 }
+        PreviewArgs { max_messages: 200, budget: 16 * 1024, max_bytes: 2 * 1024, pricing: Pricing::default() }
     }
 }
 
@@ -352,12 +355,29 @@ pub struct Preview {
     pub files_touched: Vec<String>,
     pub pinned: bool,
     pub forked_from: Option<ForkedFrom>,
+    /// The git branch and short commit at the latest recorded turn, as in the list (`None` outside a
+    /// repository; no branch on a detached HEAD).
+    pub branch: Option<String>,
+    pub commit: Option<String>,
+    /// Where the session started, when that was another branch or commit.
+    pub git_start: Option<GitHead>,
+    /// Tokens the providers reported, summed over the session.
+    pub usage: Usage,
+    /// Dollars, when the preview's `pricing` prices every model that reported usage.
+    pub cost: Option<f64>,
 }
 
 impl Preview {
-    /// The preview of a loaded session, showing `tail` of it.
-    pub fn new(loaded: session::Loaded, tail: display::Slice) -> Preview {
+    /// The preview of a loaded session, showing `tail` of it, its cost priced by `pricing`.
+    pub fn new(loaded: session::Loaded, tail: display::Slice, pricing: &Pricing) -> Preview {
+        let git = loaded.git.clone().unwrap_or_default();
+        let some = |v: String| (!v.is_empty()).then_some(v);
         Preview {
+            branch: some(git.branch),
+            commit: some(git.commit),
+            git_start: loaded.git_start.clone().filter(|start| Some(start) != loaded.git.as_ref()),
+            usage: loaded.usage_by_model.total(),
+            cost: loaded.usage_by_model.cost(pricing),
             files_touched: session::touched::files_touched(&loaded.messages),
             damage_report: loaded.damage_report(),
             messages: loaded.messages.len(),
@@ -377,7 +397,7 @@ pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult
     let ctx = Context::open(workspace, id)?;
     let loaded = session::load(&ctx)?;
     let tail = display::tail(&loaded.messages, limits.max_messages, limits.budget, limits.max_bytes);
-    Ok(Preview::new(loaded, tail))
+    Ok(Preview::new(loaded, tail, &limits.pricing))
 }
 
 /// `sessions_preview_async(workspace, id, limits, callback)`: [`preview`] on a worker thread. Previews
@@ -482,6 +502,33 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(1100));
         assert_eq!(cleanup(ws.path(), 1e-9, Some(ctx.id.clone())).expect("cleanup"), Vec::<String>::new());
         assert_eq!(cleanup(ws.path(), 1e-9, None).expect("cleanup"), vec![ctx.id.clone()]);
+    }
+
+    #[test]
+    fn a_preview_has_the_git_state_and_the_usage_and_its_cost() {
+        use crate::usage::{Price, Usage};
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = Context::new(ws.path()).expect("context");
+        let w = Writer::open(&ctx, WriterOptions { model: "m".into(), ..Default::default() }).expect("writer");
+        let head = |b: &str, c: &str| GitHead { branch: b.into(), commit: c.into() };
+        w.append_entry(Entry::meta_git(head("main", "0f0f0f0"), 1)).expect("meta");
+        w.append(&Message::user("hi")).expect("append");
+        let used = Usage { input_tokens: 100, output_tokens: 10, cache_read_tokens: 900, cache_write_tokens: 0 };
+        w.append_entry(Entry::usage("m", used, 2)).expect("usage");
+        w.append(&Message::assistant("ok")).expect("append");
+        w.append_entry(Entry::meta_git(head("", "1a2b3c4"), 3)).expect("meta");
+        w.close().expect("close");
+        let p = preview(ws.path(), &ctx.id, &PreviewArgs::default()).expect("preview");
+        assert_eq!((p.branch, p.commit.as_deref()), (None, Some("1a2b3c4")), "a detached HEAD has no branch");
+        assert_eq!(p.git_start, Some(head("main", "0f0f0f0")));
+        assert_eq!((p.usage, p.cost), (used, None));
+        let pricing = Pricing([("m".to_string(), Price { input: 1.0, output: 1.0, ..Default::default() })].into());
+        let p = preview(ws.path(), &ctx.id, &PreviewArgs { pricing, ..Default::default() }).expect("preview");
+        assert_eq!(p.cost, Some(1010.0 / 1e6));
+        // No git entries: nothing; one: no separate start.
+        let plain = session_with(ws.path(), "plain");
+        let p = preview(ws.path(), &plain.id, &PreviewArgs::default()).expect("preview");
+        assert_eq!((p.branch, p.commit, p.git_start, p.usage.is_zero()), (None, None, None, true));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! of a fork, the files the agent changed), then one section per message of the restored history.
 //! Tool calls show their arguments and results in fenced blocks, a long result folded in
 //! `<details>`; a spilled result is read back whole from `tool-results/`. The stale-session reminder
-//! and interrupted answers say what they are. JSON: the restored history in the log's message shape
+//! and interrupted answers say what they are: an answer the editor stopped while it streamed
+//! (`interrupted` in the log), one the user cancelled (its text ends with the runner's
+//! `[interrupted by the user]`), and the results of tools the cancel stopped. JSON: the restored history in the log's message shape
 //! (as `sessions.load(id).messages`, spill references included) with the session's id, title and model.
 
 use std::collections::HashMap;
@@ -13,6 +15,7 @@ use std::fmt::Write as _;
 use super::loader::Loaded;
 use super::{Context, Error, Result, list, load, spill, touched};
 use crate::agent::STALE_REMINDER_PREFIX;
+use crate::agent::runner::{CANCELLED_RESULT, INTERRUPTED_NOTE};
 use crate::message::{Message, ToolResult};
 
 /// What an export produces.
@@ -132,20 +135,35 @@ fn message_section(out: &mut String, n: usize, m: &Message) {
             return;
         }
         let _ = writeln!(out, "## {n}. You\n");
-    } else {
-        let _ = writeln!(out, "## {n}. Agent{}\n", if m.interrupted { " (interrupted)" } else { "" });
+        text(out, &m.content);
+        return;
     }
-    if !m.content.is_empty() {
-        out.push_str(m.content.trim_end_matches('\n'));
-        out.push('\n');
-    }
+    // A cancelled answer keeps what was shown, then the runner's note on a line of its own.
+    let cancelled = m.content.trim_end().strip_suffix(INTERRUPTED_NOTE).filter(|t| t.is_empty() || t.ends_with('\n'));
+    let interrupted = m.interrupted || cancelled.is_some();
+    let _ = writeln!(out, "## {n}. Agent{}\n", if interrupted { " (interrupted)" } else { "" });
+    text(out, cancelled.unwrap_or(&m.content));
     if m.interrupted {
         let _ = writeln!(out, "\n*[interrupted: the answer stopped here]*");
+    } else if cancelled.is_some() {
+        let _ = writeln!(out, "\n*[interrupted by the user]*");
+    }
+}
+
+fn text(out: &mut String, content: &str) {
+    let content = content.trim_end_matches('\n');
+    if !content.is_empty() {
+        out.push_str(content);
+        out.push('\n');
     }
 }
 
 fn result_section(out: &mut String, ctx: &Context, n: usize, name: &str, r: &ToolResult) {
-    let error = if r.is_error { " (error)" } else { "" };
+    let error = match r.is_error {
+        true if r.content == CANCELLED_RESULT => " (cancelled)",
+        true => " (error)",
+        false => "",
+    };
     let _ = writeln!(out, "## {n}. Tool result{error}: `{name}` (`{}`)\n", r.tool_call_id);
     // A spilled result is exported whole; the loader already replaced an untrustworthy one's preview
     // with a placeholder that says why.
@@ -208,6 +226,35 @@ mod tests {
         for info in [None, Some(json!({"branch": ""})), Some(json!({"id": "x"}))] {
             assert!(!markdown(&ctx, &loaded, info.as_ref()).contains("Branch"));
         }
+    }
+
+    #[test]
+    fn cancelled_answers_and_tools_are_marked_as_such() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = Context::new(ws.path()).expect("context");
+        let w = Writer::open(&ctx, WriterOptions::default()).expect("writer");
+        w.append(&Message::user("explain")).expect("append"); // 1
+        w.append(&Message::assistant(format!("It starts with\n{INTERRUPTED_NOTE}"))).expect("append"); // 2
+        w.append(&Message::user("run the tests")).expect("append"); // 3
+        let calls = vec![
+            ToolCall::new("c1", "run_command", json!({"command": "make test"})),
+            ToolCall::new("c2", "read_file", json!({"path": "a"})),
+        ];
+        w.append(&Message::assistant_tool_calls("Running.", calls)).expect("append"); // 4
+        w.append(&Message::tool_result("c1", CANCELLED_RESULT, true)).expect("append"); // 5
+        w.append(&Message::tool_result("c2", "no such file", true)).expect("append"); // 6
+        w.append(&Message::assistant(format!("{INTERRUPTED_NOTE} is what I would write"))).expect("append"); // 7
+        drop(w);
+        let md = export(&ctx, Format::Markdown).expect("export");
+        assert!(
+            md.contains("## 2. Agent (interrupted)\n\nIt starts with\n\n*[interrupted by the user]*\n"),
+            "the note is a mark, not text: {md}"
+        );
+        assert!(md.contains("## 5. Tool result (cancelled): `run_command` (`c1`)"), "{md}");
+        assert!(md.contains("## 6. Tool result (error): `read_file` (`c2`)"), "{md}");
+        // Only the note at the end of an answer, on its own line, is the runner's.
+        assert!(md.contains("## 7. Agent\n\n[interrupted by the user] is what I would write\n"), "{md}");
+        assert_eq!(md.matches("(interrupted)").count(), 1, "{md}");
     }
 
     #[test]

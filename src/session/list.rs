@@ -19,7 +19,7 @@ use super::entry::ForkedFrom;
 use super::loader::feed_lines;
 use super::replay::{Replay, State};
 use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir};
-use crate::usage::{Pricing, Usage};
+use crate::usage::{Pricing, Usage, UsageByModel};
 
 /// One session as the picker shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -64,6 +64,9 @@ pub struct SessionInfo {
     pub commit: Option<String>,
     /// Tokens the providers reported, summed over every request of the session.
     pub usage: Usage,
+    /// The same per model (what [`SessionInfo::cost`] priced); not serialized: `usage` is the row's.
+    #[serde(skip)]
+    pub usage_by_model: UsageByModel,
     /// Dollars, when [`ListOptions::pricing`] prices every model that reported usage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
@@ -369,6 +372,7 @@ fn to_info(
         partial: false,
         held_by: None,
         workspace: None,
+        usage_by_model: s.usage,
     }
 }
 

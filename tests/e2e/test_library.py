@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import Neovim, transcript, type_message, wait_for
-from fake_llm import FakeOpenAI
+from fake_llm import FakeAnthropic, FakeOpenAI
 from session_files import chat, entry, session_dir, session_id, write_session
 
 TRACK = """
@@ -272,6 +272,91 @@ def test_a_fork_is_a_valid_history_for_the_provider_and_the_source_is_byte_ident
     assert [e for e in log_entries(workspace, new) if e.get("role") == "user"][-1]["content"] == "go on"
 
 
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    f = FakeAnthropic()
+    yield f
+    f.close()
+
+
+def test_the_anthropic_fake_refuses_what_the_api_refuses() -> None:
+    """The fake's rules are what make the fork test below mean something: each broken history is refused."""
+    use = lambda *ids: {"role": "assistant", "content": [  # noqa: E731
+        {"type": "tool_use", "id": i, "name": "read_file", "input": {}} for i in ids]}
+    result = lambda i: {"type": "tool_result", "tool_use_id": i, "content": "x"}  # noqa: E731
+    text = lambda t: {"type": "text", "text": t}  # noqa: E731
+    cases = [
+        ([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "roles must alternate"),
+        ([{"role": "assistant", "content": "a"}], "the first message must use the \"user\" role"),
+        ([{"role": "user", "content": "a"}, use("t1"), {"role": "user", "content": "go on"}], "without `tool_result`"),
+        ([{"role": "user", "content": "a"}, use("t1", "t2"), {"role": "user", "content": [result("t1")]}], "t2"),
+        ([{"role": "user", "content": "a"}, use("t1")], "without `tool_result`"),
+        ([{"role": "user", "content": [result("t9")]}], "unexpected `tool_use_id`"),
+        ([{"role": "user", "content": "a"}, use("t1"), {"role": "user", "content": [text("b"), result("t1")]}],
+         "tool_result blocks must come before any other content"),
+        ([{"role": "user", "content": "a"}, use("t1"), {"role": "user", "content": [result("t1"), result("t1")]}],
+         "duplicate tool_result"),
+        ([{"role": "user", "content": [text("  ")]}], "must contain non-whitespace text"),
+        ([{"role": "user", "content": []}], "non-empty content"),
+    ]
+    for messages, why in cases:
+        problem = FakeAnthropic.validate({"model": "m", "max_tokens": 8, "stream": True, "messages": messages})
+        assert problem is not None and why in problem, (messages, problem)
+    cached = [{"type": "text", "text": f"t{i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]
+    problem = FakeAnthropic.validate({"model": "m", "max_tokens": 8, "stream": True,
+                                      "messages": [{"role": "user", "content": cached}]})
+    assert problem == "A maximum of 4 blocks with cache_control may be provided. Found 5."
+    ok = [{"role": "user", "content": "a"}, use("t1", "t2"),
+          {"role": "user", "content": [result("t2"), result("t1"), text("and go on")]}]
+    assert FakeAnthropic.validate({"model": "m", "max_tokens": 8, "stream": True, "messages": ok}) is None
+
+
+def test_a_fork_is_a_valid_history_for_the_anthropic_api_too(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    (workspace / "a.txt").write_text("new text\n")
+    src = session_id(9)
+    # Idle for 30 hours: resuming the fork adds the stale reminder, a second user text after the tool results.
+    tool_session(workspace, src, mtime=time.time() - 30 * 3600)
+    source_log = session_dir(workspace, src) / "conversation.jsonl"
+    before = source_log.read_bytes()
+    setup(nvim, {"name": "anthropic", "base_url": fake_anthropic.base_url, "model": "fake-claude",
+                 "api_key_env": "PC_TEST_NO_KEY"})
+    # at message 4 (three tool calls): the fork ends on their three results
+    new = nvim.lua("return require('pseudoclaude').sessions.fork(...)", src, 4)
+    assert nvim.lua("return require('pseudoclaude').sessions.load(...).forked_from", new) == {"id": src, "index": 7}
+    fake_anthropic.push_tools("Checking a.txt.", [("toolu_9", "read_file", {"path": "a.txt"})])
+    fake_anthropic.push_text("a.txt says new text.")
+    resume(nvim, new)
+    type_message(nvim, "go on")
+    wait_for(lambda: nvim.lua("return vim.g.pc_turns") >= 1, what="the turn")
+    assert fake_anthropic.errors == []
+    assert len(fake_anthropic.requests) == 2  # the tool call's result went back in a second request
+    first, second = fake_anthropic.requests
+    shape = [(m["role"], [b["type"] for b in m["content"]]) for m in first["messages"]]
+    assert shape == [
+        ("user", ["text"]),
+        ("assistant", ["text", "tool_use"]),
+        ("user", ["tool_result"]),
+        ("assistant", ["text", "tool_use", "tool_use", "tool_use"]),
+        ("user", ["tool_result", "tool_result", "tool_result", "text", "text"]),
+    ], shape
+    last = first["messages"][-1]["content"]
+    assert [b["tool_use_id"] for b in last[:3]] == ["c2", "c3", "c4"]
+    assert last[2]["is_error"] is True  # the declined edit stays an error
+    assert last[3]["text"].startswith("[Session resumed]") and last[4]["text"] == "go on"
+    assert [m["role"] for m in second["messages"]][-2:] == ["assistant", "user"]
+    answer = second["messages"][-1]["content"][0]
+    assert answer["type"] == "tool_result" and answer["tool_use_id"] == "toolu_9" and "new text" in answer["content"]
+    assert all(h.get("anthropic-version") == "2023-06-01" for h in fake_anthropic.headers)
+    wait_for(lambda: any("a.txt says new text." in l for l in transcript(nvim)), what="the answer drawn")
+    assert source_log.read_bytes() == before
+    # the fork's log goes on, its parent still recorded; a reload gives the provider the same valid history
+    loaded = nvim.lua("return require('pseudoclaude').sessions.load(...)", new)
+    assert loaded["forked_from"] == {"id": src, "index": 7} and loaded["damage_report"] == ""
+    assert [m.get("content") for m in loaded["messages"]][-1] == "a.txt says new text."
+
+
 def test_ctrl_f_in_the_picker_forks_at_the_end_and_resumes_the_fork(nvim: Neovim, workspace: Path) -> None:
     now = time.time()
     src, other = session_id(5), session_id(6)
@@ -502,6 +587,7 @@ def test_help_tags_for_the_library(nvim: Neovim, tmp_path: Path) -> None:
         "pseudoclaude.sessions.pin()",
         "pseudoclaude.sessions.fork()",
         "pseudoclaude.sessions.export()",
+        "pseudoclaude-cli",
     ]:
         nvim.api.command(f"help {tag}")
         assert nvim.api.current.buffer.name == str(doc / "pseudoclaude.txt")

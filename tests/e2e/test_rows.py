@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import Neovim, wait_for
-from fake_llm import FakeOpenAI
+from fake_llm import FakeAnthropic, FakeOpenAI
 
 STATE = """
 local s = require("pseudoclaude.picker").get_state()
@@ -242,3 +242,98 @@ def test_rows_fit_the_width_dropping_the_model_then_the_branch_then_the_cost(nvi
     assert "fix the parser" in no_cost[0]
     for lines, w in zip(got, widths):
         assert all(len(line) <= w for line in lines), (w, lines)
+
+
+PREVIEW = """
+local p = require("pseudoclaude.picker")
+local s = p.get_state()
+if not (s and s.full and s.preview_id and s.preview_id == (p.selected() or {}).id) then return false end
+return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)
+"""
+
+
+def preview_header(n: Neovim) -> list[str]:
+    """The header of the highlighted session's preview (the lines before the first empty one), once it is read."""
+    lines = wait_for(lambda: n.lua(PREVIEW), what="the preview")
+    return lines[: lines.index("")]
+
+
+def test_the_preview_header_shows_the_branch_and_commit_and_where_the_session_started(
+    nvim: Neovim, workspace: Path
+) -> None:
+    git(workspace, "-c", "init.defaultBranch=main", "init", "-q")
+    (workspace / "a.txt").write_text("a\n")
+    git(workspace, "add", "a.txt")
+    git(workspace, "commit", "-q", "-m", "one")
+    start = git(workspace, "rev-parse", "--short=7", "HEAD")
+    nvim.api.command("set columns=160 lines=48")
+    setup(nvim, provider={"name": "demo"})
+    send(nvim, "started on main")
+    git(workspace, "checkout", "-q", "-b", "topic")
+    (workspace / "b.txt").write_text("b\n")
+    git(workspace, "add", "b.txt")
+    git(workspace, "commit", "-q", "-m", "two")
+    latest = git(workspace, "rev-parse", "--short=7", "HEAD")
+    send(nvim, "went on in topic")
+    nvim.lua("require('pseudoclaude').chat.new()")
+    picker(nvim)
+    header = preview_header(nvim)
+    assert f"branch topic at {latest}, started on main at {start}" in header, header
+    # A new session on a detached HEAD: no branch, and one state recorded, so no start either.
+    nvim.api.input("<Esc><Esc>")
+    git(workspace, "checkout", "-q", "--detach")
+    send(nvim, "detached now")
+    nvim.lua("require('pseudoclaude').chat.new()")
+    picker(nvim)
+    header = preview_header(nvim)
+    assert header[0] == "detached now" and f"detached at {latest}" in header, header
+
+
+def test_the_preview_header_shows_the_tokens_the_cached_share_and_the_cost(nvim: Neovim, fake: FakeOpenAI) -> None:
+    fake.push_text("First answer.", usage=USAGE_1)
+    fake.push_text("Second answer.", usage=USAGE_2)
+    nvim.api.command("set columns=160 lines=48")
+    setup(nvim, provider=openai(fake), pricing={"fake-model": {"input": 2, "output": 8, "cache_read": 0.5}})
+    send(nvim, "one")
+    send(nvim, "two")
+    assert fake.errors == []
+    nvim.lua("require('pseudoclaude').chat.new()")
+    picker(nvim)
+    # 3.6k prompt tokens, 3,000 read from the cache; (600 * 2 + 200 * 8 + 3000 * 0.5) / 1e6 dollars
+    header = preview_header(nvim)
+    assert "tokens: 3.6k in (83% cached) · 200 out · $0.0043" in header, header
+    assert not any(l.startswith("branch ") or l.startswith("detached") for l in header), "not a repository"
+    # Without prices: the tokens and their cached share, no cost.
+    nvim.api.input("<Esc><Esc>")
+    nvim.lua("require('pseudoclaude').setup({ pricing = {} })")
+    picker(nvim)
+    header = preview_header(nvim)
+    assert "tokens: 3.6k in (83% cached) · 200 out" in header and not any("$" in l for l in header), header
+
+
+def test_anthropic_cache_reads_and_writes_reach_the_winbar_the_list_and_the_preview(nvim: Neovim) -> None:
+    fake = FakeAnthropic()
+    try:
+        # the API's counts are disjoint: 100 at the full rate, 900 read from the cache, 200 written to it
+        fake.push_text("Cached answer.", usage={"input_tokens": 100, "cache_read_input_tokens": 900,
+                                                "cache_creation_input_tokens": 200, "output_tokens": 30})
+        nvim.api.command("set columns=160 lines=48")
+        pricing = {"fake-claude": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}}
+        setup(nvim, provider={"name": "anthropic", "base_url": fake.base_url, "model": "fake-claude",
+                              "api_key_env": "PC_TEST_NO_KEY"}, pricing=pricing)
+        send(nvim, "cache me")
+        assert fake.errors == []
+        body = fake.requests[0]
+        assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        # (100 * 3 + 30 * 15 + 900 * 0.3 + 200 * 3.75) / 1e6 dollars
+        wait_for(lambda: "1.2k in (75% cached) · 30 out · $0.0018" in winbar(nvim), what="the cached share in the winbar")
+        item = nvim.lua("return require('pseudoclaude').sessions.list({ include_current = true })[1]")
+        assert item["usage"] == {"input_tokens": 100, "output_tokens": 30, "cache_read_tokens": 900,
+                                 "cache_write_tokens": 200}
+        assert item["cost"] == pytest.approx(0.00177)
+        nvim.lua("require('pseudoclaude').chat.new()")
+        picker(nvim)
+        assert "tokens: 1.2k in (75% cached) · 30 out · $0.0018" in preview_header(nvim)
+    finally:
+        fake.close()

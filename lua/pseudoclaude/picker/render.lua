@@ -358,9 +358,11 @@ end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
 
---- The preview header's lines of the session library: pinned, the parent of a fork, the files the agent changed.
+--- The preview header's lines of the session library: pinned, the parent of a fork, the git branch and commit, the
+--- tokens and their cost, the files the agent changed. The preview's own values once it is read (it is newer than
+--- the list's), the list item's while it loads.
 ---@param add fun(line: string, group: string?)
----@param p {pinned: boolean?, forked_from: table?, files_touched: string[]?}
+---@param p {id: string?, pinned: boolean?, forked_from: table?, files_touched: string[]?, branch: string?, commit: string?, git_start: table?, usage: pseudoclaude.Usage?, cost: number?}
 ---@param item pseudoclaude.SessionInfo
 function H.library_header(add, p, item)
   local function value(v)
@@ -377,10 +379,37 @@ function H.library_header(add, p, item)
   if from then
     add(("forked from %s at message %d"):format(from.id, from.index), "PseudoClaudePickerPreviewMeta")
   end
+  local src = p.id ~= nil and p or item
+  local branch = value(src.branch)
+  local git = H.git_text(branch, value(src.commit))
+  if git then
+    git = (branch and "branch " or "") .. git
+    local start = value(src.git_start)
+    local from = start and H.git_text(value(start.branch), value(start.commit))
+    add(from and ("%s, started on %s"):format(git, from) or git, "PseudoClaudePickerPreviewMeta")
+  end
+  -- A hit's preview is read without prices: the list's cost then.
+  local tokens = require("pseudoclaude.usage").summary(value(src.usage), value(p.cost) or value(item.cost))
+  if tokens ~= "" then
+    add("tokens: " .. tokens, "PseudoClaudePickerPreviewMeta")
+  end
   local files = value(p.files_touched)
   if files and #files > 0 then
     add("files touched: " .. table.concat(files, ", "), "PseudoClaudePickerPreviewMeta")
   end
+end
+
+--- "topic at 1a2b3c4", "detached at 1a2b3c4", "topic"; nil when neither is known.
+---@param branch string?
+---@param commit string?
+---@return string?
+function H.git_text(branch, commit)
+  if branch and commit then
+    return ("%s at %s"):format(branch, commit)
+  elseif commit then
+    return "detached at " .. commit
+  end
+  return branch
 end
 
 --- Preview highlight group of each kind of transcript line.
