@@ -23,6 +23,8 @@ from typing import Any, Iterator
 import pynvim
 import pytest
 
+from fake_llm import FakeOpenAI
+
 ROOT = Path(__file__).resolve().parents[2]
 LIB_NAME = "libpseudoclaude.dylib" if os.uname().sysname == "Darwin" else "libpseudoclaude.so"
 LIB_PATH = ROOT / "target" / "release" / LIB_NAME
@@ -240,3 +242,15 @@ def fake_plugin(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "lua", root / "lua")
     shutil.copytree(ROOT / "plugin", root / "plugin")
     return root
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    """A fake OpenAI server (fake_llm.py). After the test, its errors must be exactly the ones the test declared
+    with `fake.expect_errors(...)`, none by default: a test never passes on a request the server refused."""
+    f = FakeOpenAI()
+    try:
+        yield f
+    finally:
+        f.close()
+    f.check()

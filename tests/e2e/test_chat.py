@@ -10,19 +10,13 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from conftest import Neovim, transcript, type_message
 from fake_llm import FakeOpenAI
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    f = FakeOpenAI()
-    yield f
-    f.close()
 
 
 def setup(n: Neovim, provider: dict[str, Any] | None = None, **extra: Any) -> None:
@@ -387,6 +381,7 @@ def test_a_silent_provider_times_out_with_a_clear_error(nvim: Neovim, workspace:
 
 
 def test_a_refused_request_shows_the_servers_reason(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    fake.expect_errors("no scripted answer left")
     setup(nvim, openai(fake))  # nothing scripted: the fake answers 400 with its reason
     type_message(nvim, "anyone?")
     wait_turns(nvim, 1)

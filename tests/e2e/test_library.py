@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -47,12 +47,6 @@ else
 end
 """
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    f = FakeOpenAI()
-    yield f
-    f.close()
 
 
 def openai(fake: FakeOpenAI) -> dict[str, Any]:

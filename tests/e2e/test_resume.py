@@ -201,12 +201,6 @@ def test_looking_reads_nothing_on_the_main_loop(nvim: Neovim, crowded) -> None:
     assert len(nvim.lua("return require('pseudoclaude').messages()")[1]["content"]) > 1024 * 1024
 
 
-@pytest.fixture
-def fake():
-    f = FakeOpenAI()
-    yield f
-    f.close()
-
 
 def test_a_restored_chat_reads_as_it_was_lived(start_nvim, workspace: Path, fake: FakeOpenAI) -> None:
     (workspace / "a.txt").write_text("one\ntwo\nthree\nfour\n")
