@@ -108,6 +108,31 @@ async fn run_turn(agent: &Agent, text: &str, cancel: Cancel) -> Vec<Event> {
     out
 }
 
+/// Runs a turn and cancels it as soon as `when(events so far)` holds: at a moment the test names, not after a
+/// sleep that a slow machine may outlast.
+async fn run_turn_cancelled_when(agent: &Agent, text: &str, when: impl Fn(&[Event]) -> bool) -> Vec<Event> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let cancel = Cancel::new();
+    let turn = agent.turn(text, tx, cancel.clone());
+    tokio::pin!(turn);
+    let mut out = Vec::new();
+    loop {
+        tokio::select! {
+            _ = &mut turn => break,
+            Some(e) = rx.recv() => {
+                out.push(e);
+                if when(&out) {
+                    cancel.cancel();
+                }
+            }
+        }
+    }
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
+
 fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
     ToolCall::new(id, name, args)
 }
@@ -171,13 +196,13 @@ async fn cancelling_while_streaming_records_the_text_the_user_saw() {
     let ws = tempfile::tempdir().unwrap();
     let provider = Scripted::new(vec![Script { text: "half an answer ", calls: vec![], hang: true }]);
     let (agent, _) = agent(ws.path(), provider);
-    let cancel = Cancel::new();
-    let c2 = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        c2.cancel();
-    });
-    let events = run_turn(&agent, "go", cancel).await;
+    // once the whole text reached the user (the provider then hangs)
+    let shown = |events: &[Event]| {
+        let text: String =
+            events.iter().filter_map(|e| if let Event::TextDelta { text } = e { Some(text.as_str()) } else { None }).collect();
+        text == "half an answer "
+    };
+    let events = run_turn_cancelled_when(&agent, "go", shown).await;
     assert!(events.contains(&Event::Cancelled));
     let loaded = assert_log_matches(&agent);
     assert_eq!(loaded.messages.len(), 2);
@@ -201,9 +226,12 @@ async fn cancelling_while_a_tool_waits_answers_every_call_honestly() {
     ]);
     let (agent, answers) = agent(ws.path(), provider);
     let cancel = Cancel::new();
-    let c2 = cancel.clone();
+    let (c2, asked) = (cancel.clone(), answers.clone());
+    // once run_command waits for its approval (the answer never comes)
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        while asked.1.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         c2.cancel();
     });
     let events = run_turn(&agent, "run it", cancel).await;

@@ -381,21 +381,17 @@ fn session_files_are_private_and_never_committed() {
     assert_eq!(mode(&ctx.lock_path()), 0o600);
     let gi = fs::read_to_string(ws.path().join(".PseudoClaude/.gitignore")).unwrap();
     assert!(gi.lines().any(|l| l == "*"));
-    // And git agrees, when git is here.
-    if std::process::Command::new("git")
-        .arg("init")
-        .arg("-q")
-        .current_dir(ws.path())
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        let out = std::process::Command::new("git")
-            .args(["status", "--porcelain", "--untracked-files=all"])
-            .current_dir(ws.path())
-            .output()
-            .unwrap();
-        assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
-    }
+    // And git agrees. git is needed here: a missing git fails the test, it does not skip it.
+    let git = |args: &[&str]| {
+        std::process::Command::new("git").args(args).current_dir(ws.path()).output().unwrap_or_else(|e| {
+            panic!("this test runs git, which is not installed here ({e}): install it (Debian: apt-get install git)")
+        })
+    };
+    let init = git(&["init", "-q"]);
+    assert!(init.status.success(), "git init failed: {}", String::from_utf8_lossy(&init.stderr));
+    let out = git(&["status", "--porcelain", "--untracked-files=all"]);
+    assert!(out.status.success(), "git status failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).trim().is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
 #[test]

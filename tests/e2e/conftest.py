@@ -17,11 +17,14 @@ import subprocess
 import tempfile
 import time
 import tomllib
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import pynvim
 import pytest
+
+from fake_llm import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 LIB_NAME = "libpseudoclaude.dylib" if os.uname().sysname == "Darwin" else "libpseudoclaude.so"
@@ -53,6 +56,79 @@ def type_message(n: "Neovim", text: str) -> None:
     """Types into the input window like a user: insert mode, the text, <C-s>."""
     n.api.command("PseudoChat")
     n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
+
+
+# A 1 ms libuv timer on Neovim's main loop: each tick notes the gap since the last one. A tick can only run between
+# two steps of the loop, so the worst gap is the longest the loop was held by one piece of work (a sync disk read,
+# a wait on the network), whatever the RPC client does meanwhile.
+_WATCH_START = """
+local uv = vim.uv
+local w = { worst = 0, ticks = 0, last = uv.hrtime(), timer = uv.new_timer() }
+_G.pc_main_loop_watch = w
+w.timer:start(1, 1, function()
+  local now = uv.hrtime()
+  w.worst = math.max(w.worst, (now - w.last) / 1e6)
+  w.ticks = w.ticks + 1
+  w.last = now
+end)
+"""
+_WATCH_STOP = """
+local w = _G.pc_main_loop_watch
+_G.pc_main_loop_watch = nil
+w.timer:stop()
+w.timer:close()
+return { worst = math.max(w.worst, (vim.uv.hrtime() - w.last) / 1e6), ticks = w.ticks }
+"""
+
+
+@contextmanager
+def main_loop_watch(n: "Neovim", what: str, bound_ms: float = 250.0) -> Iterator[dict[str, Any]]:
+    """Asserts that Neovim's main loop never went `bound_ms` without a turn during the block (a 1 ms timer ticks
+    throughout). Generous on purpose: it catches work that waits on a disk, the network or a whole session on the
+    main loop, not slowness (speed is the benches'). The dict it yields gets `worst` (ms) and `ticks`."""
+    n.lua(_WATCH_START)
+    report: dict[str, Any] = {}
+    try:
+        yield report
+    except BaseException:
+        n.lua(_WATCH_STOP)
+        raise
+    report.update(n.lua(_WATCH_STOP))
+    print(f"main loop during {what}: worst gap {report['worst']:.1f} ms over {report['ticks']} ticks")
+    assert report["ticks"] > 0, f"the watch's timer never ran during {what}"
+    assert report["worst"] < bound_ms, f"the main loop stalled {report['worst']:.0f} ms during {what} (bound {bound_ms:.0f})"
+
+
+_WATCH_QUESTIONS = """
+local real = vim.fn.getcharstr
+vim.g.pc_asking, vim.g.pc_answered = false, 0
+vim.fn.getcharstr = function(...)
+  vim.g.pc_asking = true
+  local ok, key = pcall(real, ...)
+  vim.g.pc_asking, vim.g.pc_answered = false, vim.g.pc_answered + 1
+  if not ok then error(key, 0) end
+  return key
+end
+"""
+
+
+def question_asked(n: "Neovim") -> None:
+    """Waits until the plugin waits for the key that answers a question (its y/N prompts read it with
+    vim.fn.getcharstr), so a key typed next is that answer, never a key that lands elsewhere."""
+    if n.lua("return vim.g.pc_asking") is None:
+        raise AssertionError("call watch_questions(n) before the key that asks")
+    wait_for(lambda: n.lua("return vim.g.pc_asking"), what="the question")
+
+
+def question_answered(n: "Neovim", count: int = 1) -> None:
+    """Waits until `count` answers were read; what the answer did in its own step is done by then."""
+    wait_for(lambda: not n.lua("return vim.g.pc_asking") and n.lua("return vim.g.pc_answered") >= count,
+             what="the answer read")
+
+
+def watch_questions(n: "Neovim") -> None:
+    """Marks, inside Neovim, when the plugin waits for a key (see question_asked / question_answered)."""
+    n.lua(_WATCH_QUESTIONS)
 
 
 def nvim_binary() -> str:
@@ -240,3 +316,15 @@ def fake_plugin(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "lua", root / "lua")
     shutil.copytree(ROOT / "plugin", root / "plugin")
     return root
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    """A fake OpenAI server (fake_llm.py). After the test, its errors must be exactly the ones the test declared
+    with `fake.expect_errors(...)`, none by default: a test never passes on a request the server refused."""
+    f = FakeOpenAI()
+    try:
+        yield f
+    finally:
+        f.close()
+    f.check()

@@ -1,32 +1,56 @@
 """A fake OpenAI Chat Completions server on 127.0.0.1 for the end-to-end tests.
 
-It speaks the real wire format (`POST /v1/chat/completions` with `stream: true`, answered by `data:` SSE chunks,
-`delta.content`, `delta.tool_calls` in fragments by index, `finish_reason`, `data: [DONE]`), validates each
-request against the protocol's rules (every assistant tool call answered by `role: tool` messages right after
-it, no orphan tool messages, arguments that are JSON strings) and answers 400 when they are broken, as the real
-API does. Answers are scripted in order with `push_text`, `push_tools`, `push_hang`; `delay` is the pause after
-each streamed word (a slow model: `push_text(text, delay=0.1)`). An answer given `usage` (the final chunk's
-`usage` object, e.g. `{"prompt_tokens": 1200, "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens":
-1000}}`) ends, when the request asks for it with `stream_options.include_usage`, with the usage chunk OpenAI sends:
-empty `choices` and that `usage`, before `[DONE]`. Answers without `usage` stream as they always did.
+It speaks the real wire format as the Rust fakes do (tests/support): `POST /v1/chat/completions` with
+`stream: true`, answered by `data:` SSE chunks: first the role chunk (`delta: {role: "assistant", content: ""}`),
+then `delta.content`, `delta.tool_calls` in fragments by index (the first with id, type and name, the arguments
+after it in pieces), `finish_reason`, the usage chunk (empty `choices` and a `usage` object, every other chunk
+carrying `usage: null`) when the request asks for it with `stream_options.include_usage`, and `data: [DONE]`.
+Keep-alive comment lines (`: keep-alive`) come before the first chunk and now and then between chunks, and the
+bytes are cut into HTTP chunks at varying points (inside `data:`, between the two newlines, two events in one
+write), from a seeded random generator so a run can be replayed.
+
+Each request is validated before it is accepted, against the protocol's rules: every assistant tool call has an
+`id`, a `type` and a function with a name and arguments that are a JSON string, and is answered by `role: tool`
+messages right after it; no orphan tool messages. A broken request is answered 400 with the real API's error body
+(`{"error": {"message", "type": "invalid_request_error", "param", "code"}}`) and recorded in `rejected` and
+`errors`; only accepted requests are in `requests`. A server-side exception is an error too (never a silent 500).
+The `fake` fixture (conftest.py) asserts `errors == []` after every test; a test that provokes an error says so
+with `expect_errors("fragment", ...)`.
+
+Answers are scripted in order with `push_text`, `push_tools`, `push_hang`; `delay` is the pause after each streamed
+word (a slow model: `push_text(text, delay=0.1)`). `usage` (e.g. `{"prompt_tokens": 1200, "completion_tokens": 50,
+"prompt_tokens_details": {"cached_tokens": 1000}}`) is the answer's usage chunk; without it the chunk carries
+counts estimated from the sizes, as a real server always sends one when asked.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class Rejected(Exception):
+    """A request the real API would refuse: answered 400 with `message` (and `param`, `code` when known)."""
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.param, self.code = message, param, code
+
+
 class FakeOpenAI:
-    def __init__(self) -> None:
+    def __init__(self, seed: int = 14) -> None:
         self.script: list[dict[str, Any]] = []
-        self.requests: list[dict[str, Any]] = []
-        self.errors: list[str] = []
+        self.requests: list[dict[str, Any]] = []  # accepted (valid, answered from the script)
+        self.rejected: list[tuple[Any, str]] = []  # (body, why) of every request answered 400
+        self.errors: list[str] = []  # why of every rejection, and any exception inside the server
+        self.expected_errors: list[str] = []
         self.lock = threading.Lock()
         self.release = threading.Event()
+        self.rng = random.Random(seed)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,8 +60,17 @@ class FakeOpenAI:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.handle(self, json.loads(body))
+                try:
+                    raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                    if self.path.rstrip("/").endswith("/chat/completions"):
+                        outer.handle(self, raw)
+                    else:
+                        outer.refuse(self, raw, Rejected(f"Invalid URL (POST {self.path})", code="unknown_url"), 404)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away (a cancel, a closed editor): not the server's fault
+                except Exception as e:  # noqa: BLE001 - any other is a bug of the fake or of the test
+                    outer.errors.append(f"exception in the fake server: {e!r}")
+                    raise
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -52,6 +85,19 @@ class FakeOpenAI:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+    # -- errors -------------------------------------------------------------------------------------------
+
+    def expect_errors(self, *fragments: str) -> None:
+        """Declares that the test provokes errors: each fragment must be in some error, every error must hold one."""
+        self.expected_errors.extend(fragments)
+
+    def check(self) -> None:
+        """Raises unless the errors are exactly the expected ones (none, unless `expect_errors` said otherwise)."""
+        unexpected = [e for e in self.errors if not any(f in e for f in self.expected_errors)]
+        missing = [f for f in self.expected_errors if not any(f in e for e in self.errors)]
+        assert not unexpected, f"the fake server refused or failed: {unexpected}"
+        assert not missing, f"expected errors that never came: {missing} (errors: {self.errors})"
 
     # -- script -------------------------------------------------------------------------------------------
 
@@ -74,86 +120,186 @@ class FakeOpenAI:
     # -- protocol -----------------------------------------------------------------------------------------
 
     @staticmethod
-    def validate(body: dict[str, Any]) -> str | None:
+    def validate(body: Any) -> None:
+        """Raises `Rejected` where the real API answers 400. Never raises anything else, whatever the body."""
+        if not isinstance(body, dict):
+            raise Rejected("We could not parse the JSON body of your request.")
         if not body.get("model"):
-            return "model is required"
+            raise Rejected("you must provide a model parameter", param="model", code="missing_required_parameter")
         if body.get("stream") is not True:
-            return "stream must be true"
-        msgs = body.get("messages", [])
+            raise Rejected("stream must be true", param="stream")
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise Rejected("Missing required parameter: 'messages'.", "messages", "missing_required_parameter")
         i = 0
         while i < len(msgs):
             m = msgs[i]
-            if m.get("role") == "tool":
-                return f"messages[{i}]: a tool message must follow an assistant message with tool_calls"
+            at = f"messages[{i}]"
+            if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
+                raise Rejected(f"Invalid value for '{at}.role'.", f"{at}.role", "invalid_value")
+            if m["role"] == "tool":
+                raise Rejected(
+                    f"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+                    f"'tool_calls'. ({at})",
+                    at,
+                )
             i += 1
             calls = m.get("tool_calls") or []
+            if calls and m["role"] != "assistant":
+                raise Rejected(f"Unrecognized request argument supplied: {at}.tool_calls", f"{at}.tool_calls")
             open_ids = []
-            for c in calls:
+            for j, c in enumerate(calls):
+                cat = f"{at}.tool_calls[{j}]"
+                if not isinstance(c, dict):
+                    raise Rejected(f"Invalid type for '{cat}': expected an object.", cat, "invalid_type")
+                for field in ("id", "type", "function"):
+                    if not c.get(field):
+                        raise Rejected(f"Missing required parameter: '{cat}.{field}'.", f"{cat}.{field}",
+                                       "missing_required_parameter")
+                fn = c["function"]
+                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+                    raise Rejected(f"Missing required parameter: '{cat}.function.name'.", f"{cat}.function.name",
+                                   "missing_required_parameter")
+                args = fn.get("arguments")
                 try:
-                    json.loads(c["function"]["arguments"])
-                except Exception:
-                    return f"messages[{i - 1}]: tool call arguments must be a JSON string"
+                    if not isinstance(args, str):
+                        raise TypeError
+                    json.loads(args)
+                except (TypeError, ValueError):
+                    raise Rejected(f"{cat}.function.arguments: tool call arguments must be a JSON string",
+                                   f"{cat}.function.arguments") from None
                 open_ids.append(c["id"])
             while open_ids:
-                if i >= len(msgs) or msgs[i].get("role") != "tool":
-                    return f"tool_call_ids did not have response messages: {open_ids}"
+                if i >= len(msgs) or not isinstance(msgs[i], dict) or msgs[i].get("role") != "tool":
+                    raise Rejected(
+                        "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                        f"'tool_call_id'. The following tool_call_ids did not have response messages: {open_ids}",
+                        f"messages.[{i}].role",
+                    )
                 tid = msgs[i].get("tool_call_id")
                 if tid not in open_ids:
-                    return f"messages[{i}]: tool_call_id {tid} answers no open call"
+                    raise Rejected(f"messages[{i}]: tool_call_id {tid} answers no open call", f"messages[{i}]")
+                if not isinstance(msgs[i].get("content"), str):
+                    raise Rejected(f"Invalid type for 'messages[{i}].content'.", f"messages[{i}].content",
+                                   "invalid_type")
                 open_ids.remove(tid)
                 i += 1
-        return None
 
-    def handle(self, h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+    def refuse(self, h: BaseHTTPRequestHandler, body: Any, why: Rejected, status: int = 400) -> None:
         with self.lock:
-            self.requests.append(body)
-            problem = self.validate(body)
-            answer = self.script.pop(0) if (self.script and not problem) else None
-        if problem or answer is None:
-            problem = problem or "the fake server has no scripted answer left"
-            self.errors.append(problem)
-            payload = json.dumps({"error": {"message": problem, "type": "invalid_request_error"}}).encode()
-            h.send_response(400)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(payload)))
-            h.end_headers()
-            h.wfile.write(payload)
+            self.rejected.append((body, why.message))
+            self.errors.append(why.message)
+        error = {"message": why.message, "type": "invalid_request_error", "param": why.param, "code": why.code}
+        payload = json.dumps({"error": error}).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(payload)))
+        h.end_headers()
+        h.wfile.write(payload)
+        h.wfile.flush()
+
+    def handle(self, h: BaseHTTPRequestHandler, raw: bytes) -> None:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self.refuse(h, raw, Rejected("We could not parse the JSON body of your request."))
+            return
+        try:
+            self.validate(body)
+            with self.lock:
+                if not self.script:
+                    raise Rejected("the fake server has no scripted answer left")
+                answer = self.script.pop(0)
+                self.requests.append(body)
+        except Rejected as why:
+            self.refuse(h, body, why)
             return
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Cache-Control", "no-cache")
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
+        Stream(h, random.Random(self.rng.random())).answer(body, answer, self.release)
 
-        def chunk(data: dict[str, Any] | str) -> None:
-            text = data if isinstance(data, str) else json.dumps(data)
-            raw = f"data: {text}\n\n".encode()
-            # Split each event in two writes, so events arrive cut mid-way.
-            for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
-                h.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
-                h.wfile.flush()
 
-        base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": body["model"]}
-        for word in answer["text"].split(" ") if answer["text"] else []:
-            chunk({**base, "choices": [{"index": 0, "delta": {"content": word + " "}, "finish_reason": None}]})
-            time.sleep(answer.get("delay", 0.005))
+class Stream:
+    """One streamed answer: SSE events written as HTTP chunks cut at points drawn from `rng`."""
+
+    def __init__(self, h: BaseHTTPRequestHandler, rng: random.Random) -> None:
+        self.h, self.rng = h, rng
+        self.pending = b""  # bytes held back to go out with the next event's (two events in one write)
+
+    def write(self, data: bytes) -> None:
+        if data:  # an empty HTTP chunk would end the body
+            self.h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.h.wfile.flush()
+
+    def send(self, raw: bytes, hold: bool = True) -> None:
+        """Writes `pending + raw` in one to three pieces, cut anywhere; may keep the last piece for the next event."""
+        raw = self.pending + raw
+        self.pending = b""
+        cuts = sorted(self.rng.sample(range(1, len(raw)), min(len(raw) - 1, self.rng.choice((0, 1, 1, 2)))))
+        pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)])]
+        if hold and len(pieces) > 1 and self.rng.random() < 0.3:
+            self.pending = pieces.pop()
+        for p in pieces:
+            self.write(p)
+
+    def flush(self) -> None:
+        self.write(self.pending)
+        self.pending = b""
+
+    def event(self, data: dict[str, Any] | str, hold: bool = True) -> None:
+        text = data if isinstance(data, str) else json.dumps(data)
+        self.send(f"data: {text}\n\n".encode(), hold)
+        if self.rng.random() < 0.15:
+            self.send(b": keep-alive\n\n", hold)
+
+    def answer(self, body: dict[str, Any], answer: dict[str, Any], release: threading.Event) -> None:
+        wants_usage = (body.get("stream_options") or {}).get("include_usage") is True
+        base: dict[str, Any] = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body["model"],
+            "system_fingerprint": "fp_fake",
+        }
+
+        def choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            out = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            return {**out, "usage": None} if wants_usage else out
+
+        delay = answer.get("delay", 0.005)
+        self.send(b": keep-alive\n\n")
+        self.event(choice({"role": "assistant", "content": ""}))
+        words = answer["text"].split(" ") if answer["text"] else []
+        for word in words:
+            # flushed whole before each pause: a word on screen is a word that was sent
+            self.event(choice({"content": word + " "}), hold=delay <= 0.005)
+            time.sleep(delay)
         if answer.get("hang"):
-            self.release.wait(60)
+            self.flush()
+            release.wait(60)
             return
         for idx, (cid, name, args) in enumerate(answer["tools"]):
+            first = {"index": idx, "id": cid, "type": "function", "function": {"name": name, "arguments": ""}}
+            self.event(choice({"tool_calls": [first]}))
             arg_text = json.dumps(args)
-            half = len(arg_text) // 2
-            first = {"index": idx, "id": cid, "type": "function", "function": {"name": name, "arguments": arg_text[:half]}}
-            chunk({**base, "choices": [{"index": 0, "delta": {"tool_calls": [first]}, "finish_reason": None}]})
-            rest = {"index": idx, "function": {"arguments": arg_text[half:]}}
-            chunk({**base, "choices": [{"index": 0, "delta": {"tool_calls": [rest]}, "finish_reason": None}]})
-        finish = "tool_calls" if answer["tools"] else "stop"
-        chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        wants_usage = (body.get("stream_options") or {}).get("include_usage") is True
-        if answer.get("usage") is not None and wants_usage:
-            chunk({**base, "choices": [], "usage": answer["usage"]})
-        chunk("[DONE]")
-        h.wfile.write(b"0\r\n\r\n")
-        h.wfile.flush()
+            cuts = sorted(self.rng.sample(range(1, len(arg_text)), min(len(arg_text) - 1, self.rng.randint(0, 3))))
+            for a, b in zip([0, *cuts], [*cuts, len(arg_text)]):
+                self.event(choice({"tool_calls": [{"index": idx, "function": {"arguments": arg_text[a:b]}}]}))
+        self.event(choice({}, "tool_calls" if answer["tools"] else "stop"))
+        if wants_usage:
+            usage = answer.get("usage")
+            if usage is None:
+                prompt = len(json.dumps(body["messages"])) // 4
+                completion = len(words) + sum(len(json.dumps(c[2])) // 4 + 1 for c in answer["tools"])
+                usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            self.event({**base, "choices": [], "usage": usage})
+        self.event("[DONE]", hold=False)
+        self.flush()
+        self.h.wfile.write(b"0\r\n\r\n")
+        self.h.wfile.flush()
 
 
 class FakeAnthropic:

@@ -10,19 +10,13 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from conftest import Neovim, transcript, type_message
 from fake_llm import FakeOpenAI
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    f = FakeOpenAI()
-    yield f
-    f.close()
 
 
 def setup(n: Neovim, provider: dict[str, Any] | None = None, **extra: Any) -> None:
@@ -102,7 +96,8 @@ def test_opening_and_closing_an_empty_chat_leaves_nothing(nvim: Neovim, workspac
 
 
 def test_a_demo_turn_streams_runs_a_tool_and_is_logged(nvim: Neovim, workspace: Path) -> None:
-    (workspace / "hello.txt").write_text("hi\n")
+    for name in ("hello.txt", "notes.md", "zeta.txt"):  # three lines of output: folded under the result line
+        (workspace / name).write_text("hi\n")
     setup(nvim)
     type_message(nvim, "hello there")
     wait_turns(nvim, 1)
@@ -118,12 +113,18 @@ def test_a_demo_turn_streams_runs_a_tool_and_is_logged(nvim: Neovim, workspace: 
     assert answer_at > result_at and "## Agent" in lines[result_at:answer_at], lines
     assert not lines[answer_at].startswith("    ")
     folded = nvim.lua(
-        "local a, b = ... local w = vim.fn.bufwinid('pseudoclaude://chat') return vim.api.nvim_win_call(w, function() "
-        "return { vim.fn.foldclosed(a), vim.fn.foldclosed(b) } end)",
+        "local a, b, c = ... local w = vim.fn.bufwinid('pseudoclaude://chat') return vim.api.nvim_win_call(w, function() "
+        "return { vim.fn.foldclosed(a), vim.fn.foldclosed(b), vim.fn.foldclosedend(b), vim.fn.foldclosed(c) } end)",
         result_at + 1,
+        result_at + 2,
         answer_at + 1,
     )
-    assert folded[1] == -1, "the answer is not folded away"
+    # The output is one closed fold right under its result line (1-based result_at + 2), as long as the line says.
+    assert folded[0] == -1, "the result line itself stays visible"
+    assert folded[1] == result_at + 2, (folded, lines[result_at - 1 :])
+    size = folded[2] - folded[1] + 1
+    assert f"({size} line" in lines[result_at] and all(l.startswith("    ") for l in lines[result_at + 1 : result_at + 1 + size])
+    assert folded[3] == -1, "the answer is not folded away"
     cur = nvim.lua("return require('pseudoclaude').current()")
     assert cur["id"] and Path(cur["jsonl"]).exists()
     # Checkpoints of the streamed text may sit between them (a slow machine), superseded by each answer; the
@@ -387,6 +388,7 @@ def test_a_silent_provider_times_out_with_a_clear_error(nvim: Neovim, workspace:
 
 
 def test_a_refused_request_shows_the_servers_reason(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    fake.expect_errors("no scripted answer left")
     setup(nvim, openai(fake))  # nothing scripted: the fake answers 400 with its reason
     type_message(nvim, "anyone?")
     wait_turns(nvim, 1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -47,12 +47,6 @@ else
 end
 """
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    f = FakeOpenAI()
-    yield f
-    f.close()
 
 
 def openai(fake: FakeOpenAI) -> dict[str, Any]:
@@ -202,8 +196,12 @@ def test_picker_ctrl_r_renames_the_highlighted_row_and_the_filter_finds_the_name
     wait_for(lambda: (x := n.lua(f"return (function() {state} end)()")) and x["query"] == "" and x["sel"], what="rows")
     n.api.input("<C-r>")
     wait_for(lambda: n.api.api.get_mode()["mode"] == "c", what="the prompt")
+    # every write of a name goes through the native sessions_mark_async, called in the step that reads the answer
+    n.lua("local lib = require('pseudoclaude.core').load() local real = lib.sessions_mark_async _G.marks = 0 "
+          "lib.sessions_mark_async = function(...) _G.marks = _G.marks + 1 return real(...) end")
     n.api.input("<Esc>")
-    time.sleep(0.3)
+    wait_for(lambda: n.api.api.get_mode()["mode"] != "c", what="the prompt to close")  # that step is over
+    assert n.lua("return _G.marks") == 0, "<Esc> at the prompt asked for a write"
     assert (session_dir(workspace, ids[1]) / "conversation.jsonl").read_bytes() == before
 
 

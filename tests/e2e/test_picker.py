@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import wait_for
+from conftest import question_answered, question_asked, wait_for, watch_questions
 from session_files import chat, entry, hold_lock, session_dir, session_id, snapshot, write_session
 
 # The real chat module comes later: a stub records what the picker asks it to resume.
@@ -245,8 +245,9 @@ def test_ctrl_x_deletes_after_confirmation(nv, workspace, ws12, answer, deleted)
     open_picker(nv)
     nv.api.input("<C-n>")
     wait_for(lambda: state(nv)["selected"] == ws12[1], what="selection")
+    watch_questions(nv)
     nv.api.input("<C-x>")
-    time.sleep(0.1)
+    question_asked(nv)
     assert session_dir(workspace, ws12[1]).exists()  # nothing before the answer
     nv.api.input(answer)
     if deleted:
@@ -255,7 +256,8 @@ def test_ctrl_x_deletes_after_confirmation(nv, workspace, ws12, answer, deleted)
         assert titles(s["results"]["lines"]) == ["task 11"] + [f"task {i}" for i in range(9, 1, -1)]
         assert s["selected"] == ws12[2]
     else:
-        time.sleep(0.2)
+        # the answer is read and acted on in one step (a delete is synchronous): once it is over, it did not happen
+        question_answered(nv)
         s = state(nv)
         assert s is not None and session_dir(workspace, ws12[1]).exists()
         assert "task 10" in titles(s["results"]["lines"]) and s["query"] == ""
@@ -293,8 +295,9 @@ def test_a_session_taken_after_the_list_is_refused_too(nv, workspace, ws12):
 def test_deleting_a_held_session_is_refused(nv, workspace, ws12):
     with hold_lock(session_dir(workspace, ws12[0]), pid=4242, host="elsewhere"):
         open_picker(nv)
+        watch_questions(nv)
         nv.api.input("<C-x>")
-        time.sleep(0.1)
+        question_asked(nv)
         nv.api.input("y")
         wait_for(lambda: notes(nv), what="an error")
         assert "is open in another editor (pid 4242 on elsewhere" in notes(nv)[0]["msg"]
@@ -648,8 +651,7 @@ def test_smoke_in_a_real_terminal_with_tmux(workspace, ws12, tmp_path):
     from conftest import NVIM, ROOT
 
     tmux = shutil.which("tmux")
-    if not tmux:
-        pytest.skip("needs tmux")
+    assert tmux, "this test drives Neovim's TUI in tmux, which is not installed: install it (Debian: apt-get install tmux)"
     sock = tmp_path / "tmux.sock"
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "NVIM"))}

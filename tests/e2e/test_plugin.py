@@ -11,9 +11,21 @@ def test_startup_loads_no_module_and_no_library(nvim):
 
 
 def test_plugin_file_is_guarded_against_double_sourcing(nvim):
-    nvim.api.command("runtime plugin/pseudoclaude.lua")
+    # A user's own :PseudoChat, defined after startup, survives the plugin file being sourced again (as
+    # `:runtime! plugin/**/*.lua` does): the second sourcing defines nothing.
+    nvim.api.command("command! PseudoChat let g:mine = 1")
+    nvim.api.command("delcommand PseudoNew")
+    nvim.api.command("runtime! plugin/pseudoclaude.lua")
     assert nvim.api.call("exists", ":PseudoClaudeVersion") == 2
+    assert nvim.api.api.get_commands({})["PseudoChat"]["definition"] == "let g:mine = 1"
+    assert nvim.api.call("exists", ":PseudoNew") == 0
     assert nvim.loaded_modules() == []
+
+
+def test_a_user_can_turn_the_plugin_off_before_it_loads(start_nvim):
+    n = start_nvim(extra_args=["--cmd", "let g:loaded_pseudoclaude = 1"])
+    assert n.api.call("exists", ":PseudoChat") == 0 and n.api.call("exists", ":PseudoResume") == 0
+    assert n.loaded_modules() == []
 
 
 def test_version_command_prints_both_versions_and_loads_lazily(nvim):

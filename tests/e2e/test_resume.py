@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Neovim, transcript, wait_for
+from conftest import ROOT, Neovim, question_asked, transcript, wait_for, watch_questions
 from fake_llm import FakeOpenAI
 from session_files import chat, entry, session_dir, session_id, write_session
 
@@ -155,8 +155,9 @@ def test_a_deleted_row_hands_the_highlight_to_the_next_and_a_narrowing_query_kee
     nvim.api.input("<C-w><C-w>")  # widening: still there
     s = wait_for(lambda: (x := state(nvim)) and x["query"] == "" and x, what="the empty query")
     assert s["selected"] == crowded["ids"][1]
+    watch_questions(nvim)
     nvim.api.input("<C-x>")
-    wait_for(lambda: "Delete session" in nvim.api.call("execute", "messages") or True, what="the question")
+    question_asked(nvim)
     nvim.api.input("y")
     s = wait_for(lambda: (x := state(nvim)) and x["selected"] != crowded["ids"][1] and x, what="the deletion")
     assert s["selected"] == crowded["ids"][2]  # the row that took its place
@@ -199,12 +200,6 @@ def test_looking_reads_nothing_on_the_main_loop(nvim: Neovim, crowded) -> None:
     assert any("more bytes not shown" in l for l in lines)  # 1 MiB texts are cut for the screen, not for the model
     assert len(nvim.lua("return require('pseudoclaude').messages()")[1]["content"]) > 1024 * 1024
 
-
-@pytest.fixture
-def fake():
-    f = FakeOpenAI()
-    yield f
-    f.close()
 
 
 def test_a_restored_chat_reads_as_it_was_lived(start_nvim, workspace: Path, fake: FakeOpenAI) -> None:

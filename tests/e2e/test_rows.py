@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -129,12 +129,6 @@ def test_outside_a_repository_no_branch_is_recorded_or_shown(nvim: Neovim, works
     text = Path(nvim.lua("return require('pseudoclaude').current().jsonl")).read_text()
     assert '"type":"meta"' not in text
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    f = FakeOpenAI()
-    yield f
-    f.close()
 
 
 def openai(fake: FakeOpenAI) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Neovim, transcript, wait_for
+from conftest import Neovim, question_asked, transcript, wait_for, watch_questions
 from session_files import entry, session_dir, session_id, write_session
 
 TRACK = """
@@ -209,9 +209,9 @@ def test_typing_changes_the_query_and_stale_hits_are_never_drawn(nv: Neovim, lib
     )
     nv.api.command("PseudoSearch quetzal")
     wait_for(lambda: (x := state(nv)) and len(x["hits"]) > 0 and x, what="the first hits")
-    for keys in ["<C-w>", "o", "c", "elot"]:
+    for keys, prompt in [("<C-w>", ""), ("o", "o"), ("c", "oc"), ("elot", "ocelot")]:
         nv.api.input(keys)
-        time.sleep(0.01)
+        wait_for(lambda: state(nv)["prompt"] == prompt, what=f"the prompt {prompt!r}")
     s = search_done(nv, "ocelot")
     assert s["hits"] and all("ocelot" in h["snippet"].lower() for h in s["hits"])
     assert all("quetzal" not in row for row in s["rows"])
@@ -291,12 +291,24 @@ def test_the_search_api_streams_cancels_and_answers_bad_input(nv: Neovim, librar
     nv.lua(
         """
         _G.after = 0
+        _G.raw_end = false
+        -- the native callback under the handle: its last call (`false, "cancelled"`) says the job is over
+        local lib = require("pseudoclaude.core").load()
+        local real = lib.sessions_search_async
+        lib.sessions_search_async = function(ws, query, args, cb)
+          return real(ws, query, args, function(ok, value, more)
+            if not more then _G.raw_end = { ok = ok, value = value } end
+            return cb(ok, value, more)
+          end)
+        end
         local h = require("pseudoclaude").sessions.search("ocelot", {
           on_hits = function() _G.after = _G.after + 1 end, on_done = function() _G.after = _G.after + 1 end })
+        lib.sessions_search_async = real
         h:cancel()
         """
     )
-    time.sleep(0.5)
+    end = wait_for(lambda: nv.lua("return _G.raw_end"), what="the cancelled job's end")
+    assert end == {"ok": False, "value": "cancelled"}
     assert nv.lua("return _G.after") == 0
     # In a coroutine the plain form waits without blocking; outside one it blocks (for scripts).
     nv.lua(
@@ -333,8 +345,9 @@ def test_ctrl_x_on_a_hit_deletes_its_session_and_its_hits_go(nv: Neovim, library
     nv.api.command("PseudoSearch quetzal")
     s = search_done(nv, "quetzal")
     assert s["hits"][0]["id"] == library["long"] and len(s["hits"]) == 23
+    watch_questions(nv)
     nv.api.input("<C-x>")
-    time.sleep(0.2)
+    question_asked(nv)
     nv.api.input("y")
     s = wait_for(lambda: (x := state(nv)) and len(x["hits"]) == 21 and x, what="the hits of the deleted session gone")
     assert not session_dir(workspace, library["long"]).exists()

@@ -264,10 +264,10 @@ def test_a_panic_in_a_libuv_callback_is_caught_logged_and_reported(
 # --- the disk fills up ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
 def test_a_full_disk_stops_the_turn_loses_nothing_and_the_next_send_after_it_saves_all(
     nvim: Neovim, workspace: Path
 ) -> None:
+    assert shutil.which("prlimit"), "this test needs prlimit, which is not installed (Debian: apt-get install util-linux)"
     setup(nvim)
     type_message(nvim, "first message")
     wait(nvim, "vim.g.pc_turns >= 1")

@@ -215,7 +215,7 @@ def test_list_async_reports_errors_to_the_callback(nvim, workspace):
     assert nvim.alive()
 
 
-def wait_until(nvim, code, timeout=5.0):
+def wait_until(nvim, code, timeout=30.0):
     deadline = time.monotonic() + timeout
     while True:
         value = nvim.lua(code)

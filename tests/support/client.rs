@@ -48,9 +48,13 @@ pub fn ask(text: &str) -> Request {
     Request { system: "You are terse.".into(), messages: vec![Message::user(text)], tools: tools(), max_tokens: 0 }
 }
 
+/// Streams `req`. The deadline is a safety net for a provider that never returns (a timeout that does not fire),
+/// so that such a test fails instead of hanging: never a speed check (those are the benches').
 pub async fn run(p: &dyn Provider, req: &Request) -> (Result<Response, ProviderError>, Vec<StreamEvent>) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let result = p.stream(req, tx).await;
+    let result = tokio::time::timeout(std::time::Duration::from_secs(120), p.stream(req, tx))
+        .await
+        .expect("the provider never returned (120 s safety net)");
     let mut events = Vec::new();
     while let Ok(e) = rx.try_recv() {
         events.push(e);
