@@ -1,14 +1,22 @@
-//! A small line diff in unified format, for the approval prompt and the edit's answer.
+//! Line diffs: the unified text for the approval prompt and the edit's answer, and the change blocks
+//! (hunks without context) that the review accepts or rejects one by one.
 //!
-//! Common leading and trailing lines are skipped first; the middle is aligned by a longest common
-//! subsequence when it is small enough, else shown as all removed then all added. Hunks carry
-//! [`CONTEXT`] lines of context, as `diff -u` does.
+//! The alignment is the `similar` crate's Myers diff (O((n+m)·D), bounded by a deadline on
+//! pathological input). It replaced a hand-written longest-common-subsequence table, which cost
+//! O(n·m) time and memory and so had to give up (all removed, then all added) past a million cells:
+//! a 2,000-line file with changes at both ends already passed that. Common leading and trailing
+//! lines are skipped first; hunks carry [`CONTEXT`] lines of context, as `diff -u` does.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use similar::{Algorithm, DiffTag, capture_diff_slices_deadline};
 
 /// Lines of context around each change.
 pub(crate) const CONTEXT: usize = 3;
 
-/// The middle is aligned line by line only up to this many cells of the LCS table.
-const MAX_LCS_CELLS: usize = 1 << 20;
+/// How long the alignment may take before `similar` settles for a coarser (still correct) diff.
+const DEADLINE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -18,10 +26,21 @@ enum Op {
     Insert(usize),
 }
 
+/// One change block: the old file's lines `old` (0-based, end exclusive) become the new file's `new`.
+/// Either range may be empty (a pure insertion or deletion), never both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hunk {
+    pub old: Range<usize>,
+    pub new: Range<usize>,
+}
+
+fn lines(text: &str) -> Vec<&str> {
+    text.split_inclusive('\n').collect()
+}
+
 /// `--- old_name` / `+++ new_name` headers and the hunks; empty when the texts are equal.
 pub(crate) fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
-    let a: Vec<&str> = old.split_inclusive('\n').collect();
-    let b: Vec<&str> = new.split_inclusive('\n').collect();
+    let (a, b) = (lines(old), lines(new));
     let mut pre = 0;
     while pre < a.len() && pre < b.len() && a[pre] == b[pre] {
         pre += 1;
@@ -53,38 +72,66 @@ pub(crate) fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> S
     out
 }
 
-/// Appends the ops that turn `a[ra]` into `b[rb]`.
-fn align(a: &[&str], b: &[&str], ra: std::ops::Range<usize>, rb: std::ops::Range<usize>, ops: &mut Vec<Op>) {
-    let (n, m) = (ra.len(), rb.len());
-    if n == 0 || m == 0 || (n + 1) * (m + 1) > MAX_LCS_CELLS {
-        ops.extend(ra.map(Op::Delete));
-        ops.extend(rb.map(Op::Insert));
-        return;
-    }
-    // lcs[i][j]: length of the LCS of a[ra.start+i..] and b[rb.start+j..].
-    let w = m + 1;
-    let mut lcs = vec![0u32; (n + 1) * w];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i * w + j] = if a[ra.start + i] == b[rb.start + j] {
-                lcs[(i + 1) * w + j + 1] + 1
-            } else {
-                lcs[(i + 1) * w + j].max(lcs[i * w + j + 1])
-            };
+/// The change blocks that turn `old` into `new`, in order.
+pub(crate) fn change_blocks(old: &str, new: &str) -> Vec<Hunk> {
+    let (a, b) = (lines(old), lines(new));
+    let mut ops = Vec::new();
+    align(&a, &b, 0..a.len(), 0..b.len(), &mut ops);
+    let mut out: Vec<Hunk> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    let mut open: Option<Hunk> = None;
+    for op in ops {
+        match op {
+            Op::Equal(..) => {
+                out.extend(open.take());
+                i += 1;
+                j += 1;
+            }
+            Op::Delete(_) => {
+                open.get_or_insert(Hunk { old: i..i, new: j..j }).old.end = i + 1;
+                i += 1;
+            }
+            Op::Insert(_) => {
+                open.get_or_insert(Hunk { old: i..i, new: j..j }).new.end = j + 1;
+                j += 1;
+            }
         }
     }
-    let (mut i, mut j) = (0, 0);
-    while i < n || j < m {
-        if i < n && j < m && a[ra.start + i] == b[rb.start + j] {
-            ops.push(Op::Equal(ra.start + i, rb.start + j));
-            i += 1;
-            j += 1;
-        } else if j == m || (i < n && lcs[(i + 1) * w + j] >= lcs[i * w + j + 1]) {
-            ops.push(Op::Delete(ra.start + i));
-            i += 1;
-        } else {
-            ops.push(Op::Insert(rb.start + j));
-            j += 1;
+    out.extend(open);
+    out
+}
+
+/// `old` with the blocks marked `true` in `accepted` taken from `new` and the others left as they
+/// were. `blocks` must be [`change_blocks`]`(old, new)`.
+pub(crate) fn apply(old: &str, new: &str, blocks: &[Hunk], accepted: &[bool]) -> String {
+    let (a, b) = (lines(old), lines(new));
+    let mut out = String::with_capacity(old.len().max(new.len()));
+    let mut at = 0;
+    for (k, h) in blocks.iter().enumerate() {
+        a[at..h.old.start].iter().for_each(|l| out.push_str(l));
+        let side = if accepted.get(k).copied().unwrap_or(false) { &b[h.new.clone()] } else { &a[h.old.clone()] };
+        side.iter().for_each(|l| out.push_str(l));
+        at = h.old.end;
+    }
+    a[at..].iter().for_each(|l| out.push_str(l));
+    out
+}
+
+/// Appends the ops that turn `a[ra]` into `b[rb]`.
+fn align(a: &[&str], b: &[&str], ra: Range<usize>, rb: Range<usize>, ops: &mut Vec<Op>) {
+    let deadline = Instant::now().checked_add(DEADLINE);
+    let diff = capture_diff_slices_deadline(Algorithm::Myers, &a[ra.clone()], &b[rb.clone()], deadline);
+    for d in diff {
+        let (tag, old, new) = d.as_tag_tuple();
+        let (old, new) = (old.start + ra.start..old.end + ra.start, new.start + rb.start..new.end + rb.start);
+        match tag {
+            DiffTag::Equal => ops.extend(old.zip(new).map(|(i, j)| Op::Equal(i, j))),
+            DiffTag::Delete => ops.extend(old.map(Op::Delete)),
+            DiffTag::Insert => ops.extend(new.map(Op::Insert)),
+            DiffTag::Replace => {
+                ops.extend(old.map(Op::Delete));
+                ops.extend(new.map(Op::Insert));
+            }
         }
     }
 }
@@ -201,6 +248,34 @@ mod tests {
         let d = unified(&old, &new, "a/x", "b/x");
         assert_eq!(d.matches("@@ -").count(), 2, "{d}");
         assert!(d.contains("@@ -1,5 +1,5 @@\n 1\n-2\n+two\n 3\n 4\n 5\n"), "{d}");
+    }
+
+    #[test]
+    fn a_long_file_changed_at_both_ends_is_still_aligned() {
+        // 3,000 lines changed at both ends: the old LCS table (9 million cells) gave up and showed
+        // every line removed and added again.
+        let old: String = (0..3000).map(|i| format!("{i}\n")).collect();
+        let new = format!("first\n{}last\n", &old[2..old.len() - 5]);
+        let d = unified(&old, &new, "a/x", "b/x");
+        assert_eq!(d.matches("\n-").count(), 2, "{}", &d[..d.len().min(400)]);
+        assert_eq!(d.matches("\n+").count(), 3, "{}", &d[..d.len().min(400)]); // `+++` and two lines
+    }
+
+    #[test]
+    fn change_blocks_and_partial_apply() {
+        let old = "a\nb\nc\nd\ne\n";
+        let new = "A\nb\nc\nd\nE\nF\n";
+        let blocks = change_blocks(old, new);
+        assert_eq!(blocks, vec![Hunk { old: 0..1, new: 0..1 }, Hunk { old: 4..5, new: 4..6 }]);
+        assert_eq!(apply(old, new, &blocks, &[true, true]), new);
+        assert_eq!(apply(old, new, &blocks, &[false, false]), old);
+        assert_eq!(apply(old, new, &blocks, &[true, false]), "A\nb\nc\nd\ne\n");
+        assert_eq!(apply(old, new, &blocks, &[false, true]), "a\nb\nc\nd\nE\nF\n");
+        // insertions, deletions, a missing final newline
+        let blocks = change_blocks("x\ny", "w\nx\n");
+        assert_eq!(apply("x\ny", "w\nx\n", &blocks, &[true, false]), "w\nx\ny");
+        assert!(change_blocks("same\n", "same\n").is_empty());
+        assert_eq!(change_blocks("", "new\n"), vec![Hunk { old: 0..0, new: 0..1 }]);
     }
 
     #[test]
