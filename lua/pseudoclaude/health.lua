@@ -93,6 +93,17 @@ function M.check()
     health.error(detail, { "Run Neovim in a writable workspace, or set `workspace` in setup()" })
   end
 
+  health.start("pseudoclaude: configuration")
+  local unknown = pc.unknown_options()
+  if #unknown > 0 then
+    health.warn(
+      ("setup() was given option(s) it does not know, and ignored them: %s"):format(table.concat(unknown, ", ")),
+      { "Check their spelling against `:help pseudoclaude-config`" }
+    )
+  else
+    health.ok("every option given to setup() is known")
+  end
+
   health.start("pseudoclaude: provider")
   local provider = pc.get_config().provider
   local name, why = M.resolve_provider(provider)

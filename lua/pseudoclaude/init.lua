@@ -6,6 +6,13 @@ local M = {}
 
 ---@type pseudoclaude.Config?
 local config = nil
+local H = {}
+
+--- The options the last `setup()` did not know (misspelled ones, most likely), for `:checkhealth`.
+---@return string[]
+function M.unknown_options()
+  return H.unknown or {}
+end
 
 --- Configures the plugin; `opts` is merged over the defaults (`:help pseudoclaude-config`). Raises a clear error
 --- naming the option when one has the wrong type or value; warns about unknown options.
@@ -13,6 +20,7 @@ local config = nil
 function M.setup(opts)
   local cfg, unknown = require("pseudoclaude.config").resolve(opts)
   config = cfg
+  H.unknown = unknown
   if #unknown > 0 then
     vim.notify(
       ("pseudoclaude.setup: unknown option(s) ignored: %s"):format(table.concat(unknown, ", ")),

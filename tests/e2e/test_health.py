@@ -74,3 +74,12 @@ def test_checkhealth_names_sessions_held_by_another_editor(nvim, workspace):
 def test_an_unknown_provider_name_is_refused(nvim):
     ok, msg = nvim.lua("return { pcall(require('pseudoclaude').setup, { provider = { name = 'gpt' } }) }")
     assert ok is False and "provider.name" in msg and '"auto"' in msg, msg
+
+
+def test_checkhealth_names_the_options_setup_did_not_know(nvim):
+    nvim.lua("vim.notify = function() end")  # setup() warns too; this test reads the report
+    report = section(health_report(nvim), "pseudoclaude: configuration")
+    assert "OK every option given to setup() is known" in report, report
+    nvim.lua("require('pseudoclaude').setup({ stale_after_hour = 1, picker = { max_item = 3 } })")
+    report = section(health_report(nvim), "pseudoclaude: configuration")
+    assert "WARNING setup() was given option(s) it does not know, and ignored them: picker.max_item, stale_after_hour" in report, report
