@@ -92,6 +92,12 @@ fn markdown(ctx: &Context, loaded: &Loaded, info: Option<&serde_json::Value>) ->
         let _ = writeln!(out, "- Forked from: `{}` at message {}", from.id, from.index);
     }
     let _ = writeln!(out, "- Messages: {}", loaded.messages.len());
+    let usage = loaded.usage_by_model.total();
+    if !usage.is_zero() {
+        let prompt = usage.prompt_tokens();
+        let cached = if prompt > 0 { usage.cache_read_tokens * 100 / prompt } else { 0 };
+        let _ = writeln!(out, "- Tokens: {prompt} in ({cached}% read from the cache), {} out", usage.output_tokens);
+    }
     let files = touched::files_touched(&loaded.messages);
     if !files.is_empty() {
         let list: Vec<String> = files.iter().map(|f| format!("`{f}`")).collect();
@@ -226,6 +232,24 @@ mod tests {
         for info in [None, Some(json!({"branch": ""})), Some(json!({"id": "x"}))] {
             assert!(!markdown(&ctx, &loaded, info.as_ref()).contains("Branch"));
         }
+    }
+
+    #[test]
+    fn the_tokens_line_sums_every_request_with_its_cached_share() {
+        use crate::session::Entry;
+        use crate::usage::Usage;
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = Context::new(ws.path()).expect("context");
+        let w = Writer::open(&ctx, WriterOptions::default()).expect("writer");
+        w.append(&Message::user("hi")).expect("append");
+        let no_usage = markdown(&ctx, &load(&ctx).expect("load"), None);
+        assert!(!no_usage.contains("Tokens"), "{no_usage}");
+        let u = |i, o, r| Usage { input_tokens: i, output_tokens: o, cache_read_tokens: r, cache_write_tokens: 0 };
+        w.append_entry(Entry::usage("m1", u(100, 20, 300), 1)).expect("usage");
+        w.append_entry(Entry::usage("m2", u(50, 5, 550), 2)).expect("usage");
+        drop(w);
+        let md = markdown(&ctx, &load(&ctx).expect("load"), None);
+        assert!(md.contains("- Tokens: 1000 in (85% read from the cache), 25 out\n"), "{md}");
     }
 
     #[test]
