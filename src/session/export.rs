@@ -95,7 +95,7 @@ fn markdown(ctx: &Context, loaded: &Loaded, info: Option<&serde_json::Value>) ->
     let usage = loaded.usage_by_model.total();
     if !usage.is_zero() {
         let prompt = usage.prompt_tokens();
-        let cached = if prompt > 0 { usage.cache_read_tokens * 100 / prompt } else { 0 };
+        let cached = (usage.cache_read_tokens * 100).checked_div(prompt).unwrap_or(0);
         let _ = writeln!(out, "- Tokens: {prompt} in ({cached}% read from the cache), {} out", usage.output_tokens);
     }
     let files = touched::files_touched(&loaded.messages);
