@@ -4,11 +4,13 @@
 #   make run    build, then open Neovim with this checkout as the plugin (workspace: WORKSPACE, default cwd)
 #   make test   build, clippy (warnings are errors), cargo test, the crash simulation's 10,000 seeds (make sim),
 #               then the Neovim end-to-end tests (tests/e2e)
+#   make mutants      cargo-mutants over the named core files (long; not part of make test)
+#   make lua-mutants  the hand-made Lua mutants, each expected to fail a named e2e test
 
 CARGO ?= cargo
 WORKSPACE ?= $(CURDIR)
 
-.PHONY: all build run test cargo-test sim e2e clippy fmt fmt-check
+.PHONY: all build run test cargo-test sim e2e clippy fmt fmt-check mutants lua-mutants
 
 all: build
 
@@ -47,3 +49,19 @@ fmt: $(STYLUA)
 fmt-check: $(STYLUA)
 	$(CARGO) fmt --check
 	$(STYLUA) --check lua plugin scripts
+
+# Mutation testing (not part of `make test`: it takes long): cargo-mutants, installed into .deps/ by
+# scripts/ensure-mutants, breaks the code on purpose and counts the mutants the tests catch; doc/testing.md has
+# the figures. One job at a time (`-j 1`), in a copy of the tree, building into target/mutants (so the
+# dependencies are built once). Narrow it with MUTANTS_FILES, pass more options in MUTANTS_ARGS, e.g.
+#   make mutants MUTANTS_FILES=src/tools/path.rs MUTANTS_ARGS="--cargo-test-arg=--lib --cargo-test-arg=--test=tools"
+MUTANTS_FILES ?= src/session/*.rs src/agent/runner.rs src/conversation.rs src/tools/path.rs
+MUTANTS_ARGS ?=
+
+mutants:
+	@m="$$(scripts/ensure-mutants)" && CARGO_TARGET_DIR="$(CURDIR)/target/mutants" nice -n 10 "$$m" mutants -j 1 \
+		$(foreach f,$(MUTANTS_FILES),-f '$(f)') -o target/mutants $(MUTANTS_ARGS)
+
+# The hand-made mutants of the Lua side (scripts/lua-mutants): each must fail its named e2e test.
+lua-mutants: build
+	scripts/lua-mutants

@@ -197,7 +197,9 @@ mod tests {
     #[test]
     fn snapshots_are_copies() {
         let c = Conversation::new(Hooks::none());
+        assert!(c.is_empty());
         c.add_user("a").unwrap();
+        assert!(!c.is_empty());
         let mut snap = c.snapshot();
         snap[0].content = "changed".into();
         snap.push(Message::user("x"));

@@ -192,5 +192,30 @@ mod tests {
         let r = root.resolve("src/x").unwrap();
         assert!(root.check_writable(&r).is_ok());
         assert!(root.is_log_dir(&root.canon().join(".PseudoClaude")));
+        let r = root.resolve(".").unwrap();
+        assert_eq!(root.check_writable(&r).unwrap_err(), "the path is the workspace itself, not a file");
+    }
+
+    #[test]
+    fn a_path_through_a_file_is_refused_with_the_systems_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+        // not "not found" (which would resolve to a file to create under a file)
+        let err = root.resolve("a.txt/new.txt").unwrap_err();
+        assert!(err.starts_with("cannot use path \"a.txt/new.txt\": ") && err.contains("Not a directory"), "{err}");
+    }
+
+    #[test]
+    fn a_dangling_symlink_is_named_and_a_symlink_loop_is_the_systems_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        std::os::unix::fs::symlink("missing", dir.path().join("dangling")).unwrap();
+        let err = root.resolve("dangling/x.txt").unwrap_err();
+        assert_eq!(err, "path \"dangling/x.txt\" goes through dangling, a symlink to \"missing\", which does not exist");
+        std::os::unix::fs::symlink("loop-b", dir.path().join("loop-a")).unwrap();
+        std::os::unix::fs::symlink("loop-a", dir.path().join("loop-b")).unwrap();
+        let err = root.resolve("loop-a").unwrap_err();
+        assert!(err.starts_with("cannot use path \"loop-a\": ") && err.contains("symbolic links"), "{err}");
     }
 }
