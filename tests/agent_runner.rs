@@ -198,8 +198,10 @@ async fn cancelling_while_streaming_records_the_text_the_user_saw() {
     let (agent, _) = agent(ws.path(), provider);
     // once the whole text reached the user (the provider then hangs)
     let shown = |events: &[Event]| {
-        let text: String =
-            events.iter().filter_map(|e| if let Event::TextDelta { text } = e { Some(text.as_str()) } else { None }).collect();
+        let text: String = events
+            .iter()
+            .filter_map(|e| if let Event::TextDelta { text } = e { Some(text.as_str()) } else { None })
+            .collect();
         text == "half an answer "
     };
     let events = run_turn_cancelled_when(&agent, "go", shown).await;
