@@ -51,8 +51,8 @@ fmt-check: $(STYLUA)
 	$(STYLUA) --check lua plugin scripts
 
 # Mutation testing (not part of `make test`: it takes long): cargo-mutants, installed into .deps/ by
-# scripts/ensure-mutants, breaks the code on purpose and counts the mutants the tests catch (the figures are
-# still to be written to doc/testing.md). One job at a time (`-j 1`), in a copy of the tree, building into target/mutants (so the
+# scripts/ensure-mutants, breaks the code on purpose and counts the mutants the tests catch (figures in
+# doc/testing.md). One job at a time (`-j 1`), in a copy of the tree, building into target/mutants (so the
 # dependencies are built once). Narrow it with MUTANTS_FILES, pass more options in MUTANTS_ARGS, e.g.
 #   make mutants MUTANTS_FILES=src/tools/path.rs MUTANTS_ARGS="--cargo-test-arg=--lib --cargo-test-arg=--test=tools"
 MUTANTS_FILES ?= src/session/*.rs src/agent/runner.rs src/conversation.rs src/tools/path.rs

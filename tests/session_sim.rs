@@ -806,3 +806,45 @@ fn the_simulated_disk_keeps_what_was_synced_and_may_lose_the_rest() {
     assert!(lost_files > 0 && kept_files > 0, "unsynced entries: {lost_files} lost, {kept_files} kept");
     assert!(changed_tails > 0, "unsynced bytes always survived whole");
 }
+
+/// A writer killed between its write and its sync leaves a whole line in the page cache only; the
+/// resume that shows it must make it durable (the next open syncs it), or a power cut right after
+/// takes back what the user was shown.
+#[test]
+fn the_next_open_makes_a_line_left_unsynced_by_a_killed_writer_durable() {
+    use pseudoclaude::session::disk::{Disk, Open};
+    for seed in 0..50 {
+        let disk = SimDisk::new(seed, 0.0);
+        disk.mkdir_durable(Path::new(WORKSPACE));
+        let ctx = Context::new_on(&disk, Path::new(WORKSPACE)).unwrap();
+        let (w, _) = Writer::open_on(Arc::new(disk.clone()), &ctx, opts()).unwrap();
+        w.append(&Message::user("synced")).unwrap();
+        drop(w);
+        // the killed writer's last line: written whole, never synced
+        let mut f = disk.open(&ctx.jsonl_path, Open::Append).unwrap();
+        f.write_all(b"{\"type\":\"message\",\"role\":\"assistant\",\"content\":\"seen\",\"ts\":1}\n").unwrap();
+        drop(f);
+        disk.restart();
+        let (w, repair) = Writer::open_on(Arc::new(disk.clone()), &ctx, opts()).unwrap();
+        assert_eq!(repair.torn_bytes, 0);
+        let shown = String::from_utf8(disk.read(&ctx.jsonl_path).unwrap()).unwrap();
+        assert!(shown.contains("\"content\":\"seen\""), "seed {seed}: what a resume reads holds the line");
+        drop(w);
+        disk.power_cycle();
+        let log = String::from_utf8(disk.read(&ctx.jsonl_path).unwrap()).unwrap();
+        assert!(log.contains("\"content\":\"seen\""), "seed {seed}: the line a resume showed was lost: {log:?}");
+    }
+}
+
+/// `close` reports a sync that fails (a disk gone bad at the end), where a drop cannot.
+#[test]
+fn close_reports_a_failing_sync() {
+    let disk = SimDisk::new(1, 0.0);
+    disk.mkdir_durable(Path::new(WORKSPACE));
+    let ctx = Context::new_on(&disk, Path::new(WORKSPACE)).unwrap();
+    let (w, _) = Writer::open_on(Arc::new(disk.clone()), &ctx, opts()).unwrap();
+    w.append(&Message::user("one")).unwrap();
+    disk.crash_now();
+    let err = w.close().unwrap_err();
+    assert!(err.to_string().contains("cannot sync session log"), "{err}");
+}

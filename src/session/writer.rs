@@ -271,3 +271,58 @@ fn read_exact_at(file: &dyn DiskFile, mut buf: &mut [u8], mut offset: u64) -> io
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A file whose reads come short (at most 3 bytes) and are interrupted every other call, as
+    /// `pread(2)` may: the scan for the last committed line must still land on the right byte.
+    #[derive(Debug)]
+    struct Stingy {
+        data: Vec<u8>,
+        calls: AtomicU32,
+    }
+
+    impl DiskFile for Stingy {
+        fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+            self.data.extend_from_slice(buf);
+            Ok(())
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            if self.calls.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+                return Err(io::Error::from(io::ErrorKind::Interrupted));
+            }
+            let from = (offset as usize).min(self.data.len());
+            let n = buf.len().min(3).min(self.data.len() - from);
+            buf[..n].copy_from_slice(&self.data[from..from + n]);
+            Ok(n)
+        }
+        fn size(&self) -> io::Result<u64> {
+            Ok(self.data.len() as u64)
+        }
+        fn set_len(&mut self, len: u64) -> io::Result<()> {
+            self.data.truncate(len as usize);
+            Ok(())
+        }
+        fn sync_data(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync_all(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_last_committed_line_is_found_through_short_and_interrupted_reads() {
+        let data = b"{\"a\":1}\n{\"b\":2}\n{\"torn".to_vec();
+        let len = data.len() as u64;
+        let f = Stingy { data, calls: Default::default() };
+        assert_eq!(committed_len(&f, len).unwrap(), 16);
+        let whole = Stingy { data: b"{\"a\":1}\n".to_vec(), calls: Default::default() };
+        assert_eq!(committed_len(&whole, 8).unwrap(), 8);
+        let none = Stingy { data: b"torn only".to_vec(), calls: Default::default() };
+        assert_eq!(committed_len(&none, 9).unwrap(), 0);
+    }
+}

@@ -212,7 +212,10 @@ mod tests {
         let root = Root::new(dir.path());
         std::os::unix::fs::symlink("missing", dir.path().join("dangling")).unwrap();
         let err = root.resolve("dangling/x.txt").unwrap_err();
-        assert_eq!(err, "path \"dangling/x.txt\" goes through dangling, a symlink to \"missing\", which does not exist");
+        assert_eq!(
+            err,
+            "path \"dangling/x.txt\" goes through dangling, a symlink to \"missing\", which does not exist"
+        );
         std::os::unix::fs::symlink("loop-b", dir.path().join("loop-a")).unwrap();
         std::os::unix::fs::symlink("loop-a", dir.path().join("loop-b")).unwrap();
         let err = root.resolve("loop-a").unwrap_err();

@@ -373,6 +373,19 @@ def test_ctrl_c_cancels_a_streaming_turn_and_keeps_what_was_seen(nvim: Neovim, w
     assert entries[-1]["role"] == "assistant" and "interrupted by the user" in entries[-1]["content"]
 
 
+def test_pseudocancel_cancels_a_streaming_turn_from_any_window(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    fake.push_hang("Working on it")
+    setup(nvim, openai(fake))
+    type_message(nvim, "go")
+    wait(nvim, "vim.fn.join(vim.api.nvim_buf_get_lines(vim.fn.bufnr('pseudoclaude://chat'), 0, -1, false), '\\n'):find('Working on') ~= nil")
+    nvim.api.command("stopinsert | wincmd p | enew")  # away from the chat: the command works from anywhere
+    nvim.api.command("PseudoCancel")
+    wait_turns(nvim, 1)
+    assert nvim.lua("return vim.g.pc_last_stop") == "cancelled"
+    entries = log_lines(nvim.lua("return require('pseudoclaude').current().jsonl"))
+    assert entries[-1]["role"] == "assistant" and entries[-1]["content"].startswith("Working on it")
+
+
 def test_a_silent_provider_times_out_with_a_clear_error(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
     fake.push_hang("")
     setup(nvim, {**openai(fake), "idle_timeout": 1, "connect_timeout": 2, "max_retries": 0})
