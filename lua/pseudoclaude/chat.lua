@@ -378,6 +378,14 @@ function H.map_transcript(b)
   local keys = require("pseudoclaude").get_config().keys
   H.map(b, "n", keys.cancel, M.cancel, "cancel the turn")
   H.map(b, "n", keys.toggle_fold, H.toggle_fold, "expand/fold a tool result")
+  if keys.open_file then
+    vim.keymap.set("n", keys.open_file, function()
+      if not H.open_file_under_cursor() then
+        -- not on a file line: the key does what it does elsewhere
+        vim.api.nvim_feedkeys(vim.keycode(keys.open_file), "n", false)
+      end
+    end, { buffer = b, silent = true, desc = "pseudoclaude: open the file under the cursor" })
+  end
 end
 
 --- Opens or closes the output under a result line (or the fold the cursor is in).
@@ -527,6 +535,8 @@ function H.clear()
   vim.bo[b].modifiable = true
   vim.api.nvim_buf_clear_namespace(b, H.ns, 0, -1)
   vim.api.nvim_buf_clear_namespace(b, H.msg_ns, 0, -1)
+  vim.api.nvim_buf_clear_namespace(b, H.files_ns, 0, -1)
+  H.file_marks = {}
   H.marks_stale, H.open_block = false, nil
   vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
   vim.bo[b].modifiable = false
@@ -777,6 +787,10 @@ H.handlers = {
   end,
   tool_result = function(m)
     H.names[m.id] = m.name or H.names[m.id]
+    if m.name == "run_command" then
+      -- the command may have changed files that buffers show: reload them, or warn, as Neovim does
+      require("pseudoclaude.editor").checktime()
+    end
     H.draw_message({
       role = "user",
       tool_result = { tool_call_id = m.id, content = m.content or "", is_error = m.is_error },
@@ -823,6 +837,7 @@ H.handlers = {
     H.streaming = false
   end,
   turn_done = function(m)
+    H.list_turn_files()
     H.state.busy = false
     H.state.phase = "idle"
     H.streaming = false
@@ -836,6 +851,15 @@ H.handlers = {
   approval = function(m)
     H.state.phase = "waiting for approval"
     H.ask_approval(m)
+  end,
+  buffer_check = function(m)
+    require("pseudoclaude.editor").on_buffer_check(m)
+  end,
+  file_written = function(m)
+    require("pseudoclaude.editor").on_written(m)
+    if m.outcome ~= "failed" then
+      H.turn_files[#H.turn_files + 1] = { rel = m.rel, path = m.path, outcome = m.outcome }
+    end
   end,
   resumed = function(m)
     local pending = H.resumes[m.ticket]
@@ -881,6 +905,59 @@ H.handlers = {
     end, pending.opts.at)
   end,
 }
+
+--- Files the agent created or changed in the running turn, in order.
+---@type {rel: string, path: string, outcome: string}[]
+H.turn_files = {}
+H.files_ns = vim.api.nvim_create_namespace("pseudoclaude_chat_files")
+--- The file of each line of a turn's file list, by extmark id.
+---@type table<integer, string>
+H.file_marks = {}
+
+--- Under the turn's last answer: the files it created or changed, one line each (`keys.open_file` opens it).
+function H.list_turn_files()
+  local files = H.turn_files
+  H.turn_files = {}
+  if #files == 0 or not H.valid_buf(H.buf) then
+    return
+  end
+  local seen, lines, paths = {}, { "", "Files changed in this turn:" }, {}
+  for _, f in ipairs(files) do
+    if not seen[f.path] then
+      seen[f.path] = true
+      lines[#lines + 1] = ("  ✎ %s (%s)"):format(f.rel, f.outcome)
+      paths[#paths + 1] = f.path
+    end
+  end
+  local start = H.append(lines, "PseudoClaudeNotice")
+  for i, path in ipairs(paths) do
+    local id = vim.api.nvim_buf_set_extmark(H.buf, H.files_ns, start + 1 + i, 0, {})
+    H.file_marks[id] = path
+  end
+end
+
+--- Opens the file of the list line under the cursor in the window the user was in before the chat.
+function H.open_file_under_cursor()
+  local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+  local marks = vim.api.nvim_buf_get_extmarks(H.buf, H.files_ns, { row, 0 }, { row, -1 }, {})
+  local path = marks[1] and H.file_marks[marks[1][1]]
+  if not path then
+    return false
+  end
+  local target
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if w ~= H.win and w ~= H.input_win and vim.api.nvim_win_get_config(w).relative == "" then
+      target = target or w
+    end
+  end
+  if target then
+    vim.api.nvim_set_current_win(target)
+  else
+    vim.cmd("topleft vsplit")
+  end
+  vim.cmd.edit(vim.fn.fnameescape(path))
+  return true
+end
 
 --- Tells the caller and the `User PseudoClaudeResumed` autocmd how a resume ended; a failure is also shown.
 ---@param id string

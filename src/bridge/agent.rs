@@ -126,6 +126,14 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             let (id, answer): (u64, String) = (a.get(0)?, a.get(1)?);
             with_host(|h| Ok(h.approve(id, &answer)?))
         }),
+        export("agent_approve_hunks", |a| {
+            let (id, accepted): (u64, Vec<usize>) = (a.get(0)?, a.get(1)?);
+            with_host(|h| Ok(h.approve_hunks(id, accepted)?))
+        }),
+        export("agent_buffer_state", |a| {
+            let (id, state): (u64, String) = (a.get(0)?, a.get(1)?);
+            with_host(|h| Ok(h.buffer_state(id, &state)?))
+        }),
         export("agent_resume_async", |a| {
             let id: String = a.get(0)?;
             with_host(|h| Ok(h.resume_async(&id)?))
