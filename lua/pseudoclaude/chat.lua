@@ -14,6 +14,8 @@ local T = require("pseudoclaude.transcript")
 ---@return integer bufnr
 function M.open()
   H.ensure_host()
+  -- what `#buffer` means from the input window: the file buffer the user opened the chat from
+  require("pseudoclaude.context").track(vim.api.nvim_get_current_buf())
   if not H.valid_buf(H.buf) then
     H.buf = H.make_buf("pseudoclaude://chat", "pseudoclaude")
     vim.bo[H.buf].modifiable = false
@@ -40,21 +42,37 @@ function M.open()
     vim.api.nvim_win_set_buf(H.input_win, H.input_buf)
     vim.api.nvim_win_set_height(H.input_win, 5)
     vim.wo[H.input_win].winfixheight = true
-    local keys = require("pseudoclaude").get_config().keys
-    vim.wo[H.input_win].winbar = (" Message · %s send (normal) · %s send (insert) · %s cancel"):format(
-      keys.send or "-",
-      keys.send_insert or "-",
-      keys.cancel or "-"
-    )
+    vim.wo[H.input_win].winbar = "%{%v:lua.require'pseudoclaude.chat'.input_winbar()%}"
   end
   vim.api.nvim_set_current_win(H.input_win)
   H.scroll_to_end()
   return H.buf
 end
 
---- Sends `text` as the user's message; opens the chat and starts a session when needed.
+--- The input window's winbar: its keys, and what is attached to the next message.
+---@return string
+function M.input_winbar()
+  local keys = require("pseudoclaude").get_config().keys
+  local bar = (" Message · %s send (normal) · %s send (insert) · %s cancel"):format(
+    keys.send or "-",
+    keys.send_insert or "-",
+    keys.cancel or "-"
+  )
+  local pending = require("pseudoclaude.context").pending()
+  if #pending > 0 then
+    local names = vim.tbl_map(function(a)
+      return a.lines and ("%s:%d-%d"):format(a.path, a.lines[1], a.lines[2]) or a.path
+    end, pending)
+    bar = bar .. " · 📎 " .. table.concat(names, ", ")
+  end
+  return (bar:gsub("%%", "%%%%"))
+end
+
+--- Sends `text` as the user's message, with `attachments` (context from the editor, see `pseudoclaude.context`);
+--- opens the chat and starts a session when needed.
 ---@param text string
-function M.send(text)
+---@param attachments pseudoclaude.Attachment[]?
+function M.send(text, attachments)
   if type(text) ~= "string" then
     error("pseudoclaude.chat.send: text must be a string, got " .. type(text), 2)
   end
@@ -62,7 +80,8 @@ function M.send(text)
   -- opened (and its history drawn) before the message exists, so the message is drawn once, by its event
   M.open()
   require("pseudoclaude.core").call("agent_configure", H.config_json())
-  require("pseudoclaude.core").call("agent_send", text)
+  local json = (attachments and #attachments > 0) and vim.json.encode(attachments) or nil
+  require("pseudoclaude.core").call("agent_send", text, json)
   H.state.busy = true
   H.state.phase = "answering"
   H.redraw_winbar()
@@ -372,6 +391,18 @@ function H.map_input(b)
   H.map(b, "n", keys.send, H.submit, "send")
   H.map(b, "i", keys.send_insert, H.submit, "send")
   H.map(b, { "n", "i" }, keys.cancel, M.cancel, "cancel the turn")
+  -- workspace paths after `@`, for <C-x><C-o>, <C-x><C-u> and the completion plugins' omni sources
+  vim.bo[b].omnifunc = "v:lua.require'pseudoclaude.context'.complete"
+  vim.bo[b].completefunc = "v:lua.require'pseudoclaude.context'.complete"
+  if keys.mention then
+    -- the menu opens as the user types on: nothing is inserted or selected until they pick an entry
+    vim.bo[b].completeopt = "menuone,noinsert,noselect"
+    vim.keymap.set("i", keys.mention, keys.mention .. "<C-x><C-o>", {
+      buffer = b,
+      silent = true,
+      desc = "pseudoclaude: mention a workspace file (completes its path)",
+    })
+  end
 end
 
 function H.map_transcript(b)
@@ -407,11 +438,15 @@ function H.submit()
   if text == "" then
     return
   end
-  local ok, err = pcall(M.send, text)
+  local context = require("pseudoclaude.context")
+  local ok, err = pcall(function()
+    M.send(text, context.collect(text))
+  end)
   if not ok then
     require("pseudoclaude.errors").report(err)
     return
   end
+  context.clear()
   vim.api.nvim_buf_set_lines(H.input_buf, 0, -1, false, {})
 end
 

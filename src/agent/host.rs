@@ -311,6 +311,11 @@ impl Host {
 
     /// Starts a turn; returns at once. Creates the agent (not yet its session) when there is none.
     pub fn send(&self, text: &str) -> HostResult<()> {
+        self.send_with(text, Vec::new())
+    }
+
+    /// [`Host::send`] with context from the editor attached to the message.
+    pub fn send_with(&self, text: &str, attachments: Vec<crate::attachment::Attachment>) -> HostResult<()> {
         if text.trim().is_empty() {
             return Err(HostError("nothing to send: the message is empty".into()));
         }
@@ -346,7 +351,7 @@ impl Host {
                 outbox.push(Outbound::Event(ev));
             }
         });
-        self.rt.spawn(async move { agent.turn(&text, tx, cancel).await });
+        self.rt.spawn(async move { agent.turn_with(&text, &attachments, tx, cancel).await });
         Ok(())
     }
 

@@ -119,7 +119,15 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         }),
         export("agent_send", |a| {
             let text: String = a.get(0)?;
-            with_host(|h| Ok(h.send(&text)?))
+            // The attachments as JSON (a list of tables would cross slowly, and `{}` is ambiguous).
+            let attachments: Option<String> = a.get(1)?;
+            let attachments = match attachments.as_deref() {
+                None | Some("") => Vec::new(),
+                Some(json) => {
+                    serde_json::from_str(json).map_err(|e| BridgeError::msg(format!("bad attachments: {e}")))?
+                }
+            };
+            with_host(|h| Ok(h.send_with(&text, attachments)?))
         }),
         export("agent_cancel", |_| with_host(|h| Ok(h.cancel()))),
         export("agent_approve", |a| {

@@ -143,6 +143,20 @@ fn regular_file(res: &Resolved) -> Result<std::fs::Metadata, String> {
     Ok(meta)
 }
 
+/// A whole text file (up to [`MAX_EDIT_BYTES`]), invalid UTF-8 replaced.
+pub(crate) fn read_text(res: &Resolved) -> Result<String, String> {
+    let rel = &res.rel;
+    let meta = regular_file(res)?;
+    if meta.len() > MAX_EDIT_BYTES {
+        return Err(format!("{rel} is too large to attach ({} bytes; at most {MAX_EDIT_BYTES})", meta.len()));
+    }
+    let bytes = std::fs::read(&res.abs).map_err(|e| io_error(rel, e))?;
+    if is_binary(&bytes) {
+        return Err(format!("{rel} is a binary file"));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 pub(crate) struct ReadRequest {
     pub res: Resolved,
     /// First line, 1-based.

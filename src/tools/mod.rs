@@ -234,6 +234,14 @@ impl Tools {
         self.output_cap = bytes.max(1024);
     }
 
+    /// The text of a workspace file attached to a message (`@path`), confined like every tool's path:
+    /// (its workspace-relative name, its text), or why it cannot be attached.
+    pub fn read_attachment(&self, raw: &str) -> Result<(String, String), String> {
+        let res = self.root.resolve(raw)?;
+        let text = fs::read_text(&res)?;
+        Ok((res.rel, text))
+    }
+
     pub fn specs(&self) -> Vec<ToolSpec> {
         specs()
     }

@@ -174,3 +174,149 @@ def test_the_turns_changed_files_are_listed_and_open_from_the_list(
     nvim.api.input("<CR>")
     wait(nvim, "vim.fn.expand('%:t') == 'old.txt'")
     assert nvim.lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["2"]
+
+
+# -- §1: context from the editor ---------------------------------------------------------------------------------
+
+
+def user_content(fake: FakeOpenAI) -> str:
+    return [m for m in fake.requests[-1]["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def folded_line(n: Neovim, text: str) -> int:
+    """The 1-based transcript line holding `text`, checked to be a closed fold's first line."""
+    lines = transcript(n)
+    row = next(i for i, l in enumerate(lines) if text in l) + 1
+    first = n.lua(
+        "local row = ... local w = vim.fn.bufwinid('pseudoclaude://chat') "
+        "return vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end)",
+        row,
+    )
+    assert first == row, f"line {row} ({lines[row - 1]!r}) is not the start of a closed fold"
+    return row
+
+
+@pytest.mark.parametrize("approve", ["off", "on"])
+def test_a_range_of_pseudochat_sends_those_lines_with_the_path_and_resumes_as_sent(
+    start_nvim: Any, workspace: Path, fake: FakeOpenAI, approve: str
+) -> None:
+    (workspace / "src").mkdir()
+    f = workspace / "src" / "calc.py"
+    f.write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
+    n = start_nvim()
+    start(n, fake, approve)
+    open_file(n, f)
+    n.api.command("2,4PseudoChat")
+    assert "📎 src/calc.py:2-4" in n.lua("return require('pseudoclaude.chat').input_winbar()")
+    fake.push_text("It adds.")
+    type_message(n, "what does this do?")
+    wait_turns(n, 1)
+    sent = user_content(fake)
+    assert sent == (
+        'what does this do?\n\n<attachment kind="selection" path="src/calc.py" lines="2-4" filetype="python">\n'
+        "    return a + b\n\n\n</attachment>"
+    ), sent
+    folded_line(n, "📎 selection src/calc.py:2-4 (3 lines)")
+    assert "📎" not in n.lua("return require('pseudoclaude.chat').input_winbar()"), "sent once, then forgotten"
+    # Logged as sent; a resume restores it and draws it the same way.
+    sid = n.lua("return require('pseudoclaude').current().id")
+    n.close()
+    again = start_nvim()
+    start(again, fake, approve)
+    again.lua("vim.g.pc_resumed = vim.NIL")
+    again.api.command(f"PseudoResume {sid}")
+    wait(again, "vim.g.pc_resumed")
+    assert again.lua("return require('pseudoclaude').messages()[1].content") == sent
+    folded_line(again, "📎 selection src/calc.py:2-4 (3 lines)")
+
+
+def test_the_selection_mapping_attaches_the_selected_lines(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    f = workspace / "a.txt"
+    f.write_text("one\ntwo\nthree\nfour\n")
+    setup(nvim, openai(fake))
+    open_file(nvim, f)
+    nvim.lua("vim.keymap.set('x', '<Space>a', '<Plug>(PseudoChatSelection)')")
+    nvim.api.input("2GVj<Space>a")
+    wait(nvim, "vim.fn.bufname() == 'pseudoclaude://input'")
+    fake.push_text("ok")
+    type_message(nvim, "these")
+    wait_turns(nvim, 1)
+    assert '<attachment kind="selection" path="a.txt" lines="2-3"' in user_content(fake)
+    assert user_content(fake).endswith(">\ntwo\nthree\n</attachment>")
+
+
+@pytest.mark.parametrize("approve", ["off", "on"])
+def test_hash_buffer_sends_the_unsaved_text_and_hash_diagnostics_the_buffers_diagnostics(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI, approve: str
+) -> None:
+    f = workspace / "m.lua"
+    f.write_text("local x = 1\n")
+    start(nvim, fake, approve)
+    b = open_file(nvim, f)
+    nvim.lua("vim.api.nvim_buf_set_lines(..., 0, -1, false, { 'local x = 2 -- not saved', 'print(y)' })", b)
+    nvim.lua(
+        "local b = ... local ns = vim.api.nvim_create_namespace('t') vim.diagnostic.set(ns, b, { "
+        "{ lnum = 1, col = 6, severity = vim.diagnostic.severity.WARN, source = 'lint', message = 'undefined y' } })",
+        b,
+    )
+    fake.push_text("I see both.")
+    type_message(nvim, "check #buffer and #diagnostics please")
+    wait_turns(nvim, 1)
+    sent = user_content(fake)
+    assert sent.startswith("check #buffer and #diagnostics please\n\n")
+    assert (
+        '<attachment kind="buffer" path="m.lua" filetype="lua" modified="true">\nlocal x = 2 -- not saved\nprint(y)\n'
+        "</attachment>" in sent
+    ), sent
+    assert '<attachment kind="diagnostics" path="m.lua" filetype="lua">\n2:7 WARN [lint]: undefined y\n</attachment>' in sent
+    assert f.read_text() == "local x = 1\n"
+    folded_line(nvim, "📎 buffer m.lua (2 lines, unsaved)")
+    folded_line(nvim, "📎 diagnostics m.lua (1 line)")
+
+
+def test_at_path_attaches_a_workspace_file_and_completes_its_path(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI
+) -> None:
+    (workspace / "docs").mkdir()
+    (workspace / "docs" / "guide.md").write_text("# Guide\nread me\n")
+    (workspace / "docs" / "other.md").write_text("x\n")
+    setup(nvim, openai(fake))
+    nvim.api.command("PseudoChat")
+    # The completion function, as nvim-cmp or blink.cmp's omni source calls it.
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'see @docs/gu' }) vim.api.nvim_win_set_cursor(0, { 1, 12 })")
+    assert nvim.lua("return vim.bo.omnifunc") == "v:lua.require'pseudoclaude.context'.complete"
+    assert nvim.lua("return require('pseudoclaude.context').complete(1, '')") == 5
+    items = nvim.lua("return require('pseudoclaude.context').complete(0, 'docs/gu')")
+    assert [i["word"] for i in items] == ["docs/guide.md"]
+    assert [i["word"] for i in nvim.lua("return require('pseudoclaude.context').complete(0, '')")] == ["docs/"]
+    # The built-in trigger: typing @ starts the omni completion of the path.
+    nvim.api.command("stopinsert")
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, { '' })")
+    nvim.api.input("i@")
+    wait(nvim, "vim.fn.complete_info({ 'mode' }).mode == 'omni'")
+    assert nvim.lua("return vim.fn.complete_info({ 'items' }).items[1].word") == "docs/"
+    nvim.api.input("<C-e><Esc>")
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {})")
+    fake.push_text("Read it.")
+    type_message(nvim, "summarise @docs/guide.md, thanks")
+    wait_turns(nvim, 1)
+    assert user_content(fake).endswith(
+        '\n\n<attachment kind="file" path="docs/guide.md">\n# Guide\nread me\n</attachment>'
+    ), user_content(fake)
+    folded_line(nvim, "📎 file docs/guide.md (2 lines)")
+
+
+def test_a_large_attachment_is_spilled_like_a_large_tool_result(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    f = workspace / "big.txt"
+    f.write_text("".join(f"line {i}\n" for i in range(3000)))
+    setup(nvim, openai(fake), spill_threshold=4096)
+    open_file(nvim, f)
+    nvim.api.command("%PseudoChat")
+    fake.push_text("Big.")
+    type_message(nvim, "look")
+    wait_turns(nvim, 1)
+    sent = user_content(fake)
+    assert len(sent) < 4096, len(sent)
+    at = sent.split('spill="')[1].split('"')[0]
+    assert (workspace / at).read_text() == f.read_text()
+    assert f'read the whole text with read_file at {at}' in sent
