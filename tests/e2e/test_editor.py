@@ -320,3 +320,135 @@ def test_a_large_attachment_is_spilled_like_a_large_tool_result(nvim: Neovim, wo
     at = sent.split('spill="')[1].split('"')[0]
     assert (workspace / at).read_text() == f.read_text()
     assert f'read the whole text with read_file at {at}' in sent
+
+
+# -- §3: the diff review -----------------------------------------------------------------------------------------
+
+
+TWO_HUNKS_OLD = "".join(f"line {i}\n" for i in range(1, 13))
+TWO_HUNKS_NEW = TWO_HUNKS_OLD.replace("line 2\n", "line two\n").replace("line 11\n", "line eleven\n")
+
+
+READY = "(require('pseudoclaude.review').current or {}).done ~= nil and vim.fn.bufname():find('proposed') ~= nil"
+"""The review waits for its keys, in its proposed window."""
+
+
+def review_state(n: Neovim) -> dict[str, Any]:
+    """What the screen shows now: tabs, and whether the current tab is a side-by-side diff."""
+    return n.lua(
+        "local wins = vim.api.nvim_tabpage_list_wins(0) local diff = 0 local names = {} "
+        "for _, w in ipairs(wins) do if vim.wo[w].diff then diff = diff + 1 end "
+        "table.insert(names, vim.fn.bufname(vim.api.nvim_win_get_buf(w))) end "
+        "return { tabs = #vim.api.nvim_list_tabpages(), diff_windows = diff, names = names }"
+    )
+
+
+def test_a_two_hunk_edit_with_one_hunk_rejected_writes_only_the_other_and_says_so(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI
+) -> None:
+    f = workspace / "list.txt"
+    f.write_text(TWO_HUNKS_OLD)
+    setup(nvim, openai(fake))
+    b = open_file(nvim, f)
+    # A replaced vim.ui.select (as telescope, fzf-lua or snacks install) that picks the hunk-by-hunk review, and notes
+    # what was on screen while it asked.
+    nvim.lua(
+        "vim.g.pc_asked = 0 vim.ui.select = function(items, opts, cb) vim.g.pc_asked = vim.g.pc_asked + 1 "
+        "vim.g.pc_items = items vim.g.pc_seen = { tabs = #vim.api.nvim_list_tabpages(), "
+        "diff = vim.wo.diff, name = vim.fn.bufname() } vim.schedule(function() cb('Review hunk by hunk') end) end"
+    )
+    fake.push_tools("", [("c1", "write_file", {"path": "list.txt", "content": TWO_HUNKS_NEW})])
+    fake.push_text("Noted.")
+    type_message(nvim, "rename two lines")
+    wait(nvim, "vim.g.pc_asked == 1 and require('pseudoclaude.review').current ~= nil")
+    assert nvim.lua("return vim.g.pc_items")[-1] == "Review hunk by hunk"
+    seen = nvim.lua("return vim.g.pc_seen")
+    assert seen["tabs"] == 2 and seen["diff"] is True and "proposed" in seen["name"], seen
+    state = review_state(nvim)
+    assert state["diff_windows"] == 2, state
+    # The real keys: ]c / [c move between the changes, `r` rejects the one under the cursor, `a` accepts.
+    wait(nvim, "vim.fn.bufname():find('proposed') ~= nil")
+    wait(nvim, READY)
+    nvim.api.input("gg]c")
+    wait(nvim, "vim.api.nvim_win_get_cursor(0)[1] == 2")
+    nvim.api.input("]c")
+    wait(nvim, "vim.api.nvim_win_get_cursor(0)[1] == 11")
+    nvim.api.input("r")
+    # rejected, and the cursor is on the change still undecided
+    wait(nvim, "vim.api.nvim_win_get_cursor(0)[1] == 2")
+    nvim.api.input("a")
+    wait_turns(nvim, 1)
+    assert f.read_text() == TWO_HUNKS_OLD.replace("line 2\n", "line two\n")
+    assert review_state(nvim)["tabs"] == 1, "the review's tab is closed"
+    assert buf_lines(nvim, b)[1] == "line two" and buf_lines(nvim, b)[10] == "line 11"
+    (result,) = tool_results(fake)
+    assert "the user accepted 1 of the 2 changes and rejected change: 2." in result, result
+    assert "-line 11\n+line eleven\n" in result, result
+
+
+@pytest.mark.parametrize("choice", ["Yes", "No"])
+def test_the_stock_question_answers_the_whole_change_and_closes_the_review(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI, choice: str
+) -> None:
+    f = workspace / "list.txt"
+    f.write_text(TWO_HUNKS_OLD)
+    setup(nvim, openai(fake))
+    answer_approvals(nvim, choice)
+    fake.push_tools("", [("c1", "write_file", {"path": "list.txt", "content": TWO_HUNKS_NEW})])
+    fake.push_text("Noted.")
+    type_message(nvim, "rename two lines")
+    wait_turns(nvim, 1)
+    assert f.read_text() == (TWO_HUNKS_NEW if choice == "Yes" else TWO_HUNKS_OLD)
+    assert review_state(nvim)["tabs"] == 1
+
+
+def test_accept_all_and_reject_all_keys(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    f = workspace / "list.txt"
+    f.write_text(TWO_HUNKS_OLD)
+    setup(nvim, openai(fake))
+    answer_approvals(nvim, "Review hunk by hunk", "Review hunk by hunk")
+    fake.push_tools("", [("c1", "write_file", {"path": "list.txt", "content": TWO_HUNKS_NEW})])
+    fake.push_text("Noted.")
+    type_message(nvim, "rename two lines")
+    wait(nvim, READY)
+    nvim.api.input("R")
+    wait_turns(nvim, 1)
+    assert f.read_text() == TWO_HUNKS_OLD
+    assert "declined" in tool_results(fake)[0]
+    fake.push_tools("", [("c2", "write_file", {"path": "list.txt", "content": TWO_HUNKS_NEW})])
+    fake.push_text("Noted.")
+    type_message(nvim, "again")
+    wait(nvim, READY)
+    nvim.api.input("A")
+    wait_turns(nvim, 2)
+    assert f.read_text() == TWO_HUNKS_NEW
+
+
+@pytest.mark.parametrize("approve", ["off", "on"])
+def test_the_demo_providers_edit_goes_through_the_diff_review(nvim: Neovim, workspace: Path, approve: str) -> None:
+    setup(nvim, None, approve=APPROVE[approve])
+    nvim.lua(
+        "vim.g.pc_asked = 0 vim.ui.select = function(items, opts, cb) vim.g.pc_asked = vim.g.pc_asked + 1 "
+        "vim.g.pc_seen = { tabs = #vim.api.nvim_list_tabpages(), diff = vim.wo.diff, items = items } "
+        "vim.schedule(function() cb(vim.g.pc_asked == 1 and 'Yes' or 'Review hunk by hunk') end) end"
+    )
+    demo = workspace / "pseudoclaude-demo.txt"
+    type_message(nvim, "please edit something")
+    wait_turns(nvim, 1)
+    assert "Edit number 1." in demo.read_text()
+    assert "  ✎ pseudoclaude-demo.txt (created)" in transcript(nvim)
+    type_message(nvim, "write it again")
+    if approve == "off":
+        wait(nvim, "vim.g.pc_asked == 2 and require('pseudoclaude.review').current ~= nil")
+        seen = nvim.lua("return vim.g.pc_seen")
+        assert seen["tabs"] == 2 and seen["diff"] is True and "Review hunk by hunk" in seen["items"], seen
+        wait(nvim, READY)
+        nvim.api.input("gg]cr")  # keep the first change as it was, accept the other
+        nvim.api.input("a")
+        wait_turns(nvim, 2)
+        text = demo.read_text()
+        assert "Edit number 1." in text and "Last edited by edit number 2." in text, text
+    else:
+        wait_turns(nvim, 2)
+        assert nvim.lua("return vim.g.pc_asked") == 0
+        assert "Edit number 2." in demo.read_text()
