@@ -107,7 +107,12 @@ function M.start(r, done)
   for _, b in ipairs({ r.old_buf, r.new_buf }) do
     local function map(lhs, fn, desc)
       if lhs then
-        vim.keymap.set("n", lhs, fn, { buffer = b, nowait = true, silent = true, desc = "pseudoclaude review: " .. desc })
+        vim.keymap.set(
+          "n",
+          lhs,
+          fn,
+          { buffer = b, nowait = true, silent = true, desc = "pseudoclaude review: " .. desc }
+        )
       end
     end
     map(keys.accept_hunk, function()
@@ -247,7 +252,8 @@ function H.draw(r)
     elseif d == false then
       text, group = ("✗ change %d/%d rejected"):format(k, n), "DiagnosticError"
     else
-      text, group = ("change %d/%d · %s accept · %s reject"):format(k, n, keys.accept_hunk or "-", keys.reject_hunk or "-"),
+      text, group =
+        ("change %d/%d · %s accept · %s reject"):format(k, n, keys.accept_hunk or "-", keys.reject_hunk or "-"),
         "DiagnosticInfo"
     end
     local row = math.min(math.max(h.new_start, 1), math.max(last, 1)) - 1
