@@ -9,9 +9,15 @@ vim.api.nvim_create_user_command("PseudoClaudeVersion", function()
   require("pseudoclaude").print_version()
 end, { nargs = 0, desc = "pseudoclaude: show the plugin and native core versions" })
 
-vim.api.nvim_create_user_command("PseudoChat", function()
+vim.api.nvim_create_user_command("PseudoChat", function(opts)
+  if opts.range > 0 then
+    local ok, err = pcall(require("pseudoclaude.context").add_range, 0, opts.line1, opts.line2)
+    if not ok then
+      return require("pseudoclaude.errors").report(err)
+    end
+  end
   require("pseudoclaude.chat").open()
-end, { nargs = 0, desc = "pseudoclaude: open the agent buffer" })
+end, { nargs = 0, range = true, desc = "pseudoclaude: open the agent buffer; with a range, attach those lines" })
 
 vim.api.nvim_create_user_command("PseudoCancel", function()
   require("pseudoclaude.chat").cancel()
@@ -22,6 +28,12 @@ vim.api.nvim_create_user_command("PseudoNew", function()
 end, { nargs = 0, desc = "pseudoclaude: start a new chat (the current session stays on disk)" })
 
 vim.keymap.set("n", "<Plug>(PseudoChat)", "<Cmd>PseudoChat<CR>", { desc = "pseudoclaude: open the agent buffer" })
+vim.keymap.set(
+  "x",
+  "<Plug>(PseudoChatSelection)",
+  "<Esc><Cmd>'<,'>PseudoChat<CR>",
+  { desc = "pseudoclaude: attach the selected lines to the next message and open the agent buffer" }
+)
 vim.keymap.set("n", "<Plug>(PseudoCancel)", "<Cmd>PseudoCancel<CR>", { desc = "pseudoclaude: cancel the turn" })
 
 vim.api.nvim_create_user_command("PseudoResume", function(opts)

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pseudoclaude::agent::{Agent, AgentConfig, Cancel, Event, stale_reminder};
+use pseudoclaude::attachment::Attachment;
 use pseudoclaude::compact::{ACK, BOUNDARY, SUMMARY_PREFIX};
 use pseudoclaude::message::{Message, ToolCall};
 use pseudoclaude::provider::{BoxFuture, Provider, ProviderError, Request, Response, StreamEvent};
@@ -379,4 +380,41 @@ async fn a_resumed_seed_log_with_a_large_inline_result_is_spilled_before_the_nex
     let text = fs::read_to_string(&ctx.jsonl_path).unwrap();
     assert!(text.lines().any(|l| l.contains("\"reason\":\"spill\"")));
     assert_log_matches(&agent);
+}
+
+#[tokio::test]
+async fn attachments_reach_the_model_in_the_message_are_logged_and_a_large_one_spills() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.md"), "# Notes\nfrom disk\n").unwrap();
+    let provider = Scripted::new(vec![say("seen")]);
+    let mut config = AgentConfig::new(ws.path());
+    config.spill_threshold = 1024;
+    let agent = Agent::new(config, provider.clone(), Arc::new(Answers::default()));
+    let big = "unsaved line\n".repeat(200);
+    let attachments: Vec<Attachment> = serde_json::from_value(json!([
+        {"kind": "selection", "path": "src/a.rs", "lines": [2, 3], "filetype": "rust", "text": "two\nthree\n"},
+        {"kind": "file", "path": "notes.md"},
+        {"kind": "file", "path": "../outside.txt"},
+        {"kind": "buffer", "path": "big.txt", "text": big, "modified": true},
+    ]))
+    .unwrap();
+    let (tx, _rx) = mpsc::unbounded_channel();
+    agent.turn_with("look at these", &attachments, tx, Cancel::new()).await;
+    let sent = provider.requests.lock().unwrap()[0].messages[0].content.clone();
+    assert!(sent.starts_with("look at these\n\n<attachment kind=\"selection\" path=\"src/a.rs\" lines=\"2-3\" filetype=\"rust\">\ntwo\nthree\n</attachment>"), "{sent}");
+    assert!(sent.contains("<attachment kind=\"file\" path=\"notes.md\">\n# Notes\nfrom disk\n</attachment>"), "{sent}");
+    assert!(
+        sent.contains("path=\"../outside.txt\" error=\"path &quot;../outside.txt&quot; is outside the workspace"),
+        "{sent}"
+    );
+    // The large one: its start, and where the rest is, a file holding exactly the text.
+    let ctx = agent.current().unwrap();
+    let at = sent.split("spill=\"").nth(1).and_then(|s| s.split('"').next()).expect("spilled");
+    assert!(at.starts_with(".PseudoClaude/sessions/") && at.contains("/tool-results/"), "{at}");
+    assert_eq!(std::fs::read_to_string(ws.path().join(at)).unwrap(), big);
+    assert!(sent.len() < 6000, "{}", sent.len());
+    // Logged as sent: a resume restores it exactly.
+    let loaded = assert_log_matches(&agent);
+    assert_eq!(loaded.messages[0].content, sent);
+    assert!(ctx.dir.join("tool-results").is_dir());
 }

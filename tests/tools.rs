@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use pseudoclaude::message::ToolCall;
 use pseudoclaude::provider::BoxFuture;
-use pseudoclaude::tools::{Approval, ApprovalRequest, Approver, AutoApprove, ToolOutput, Tools};
+use pseudoclaude::tools::{
+    Approval, ApprovalRequest, Approver, AutoApprove, BufferState, HunkLines, ToolOutput, Tools, Written,
+};
 use serde_json::{Value, json};
 
 /// Records every request; answers from a queue (an unexpected question is answered No and fails
@@ -18,11 +20,24 @@ use serde_json::{Value, json};
 struct Script {
     answers: Mutex<VecDeque<Approval>>,
     asked: Mutex<Vec<ApprovalRequest>>,
+    /// The editor's buffers by workspace-relative path (absent: not loaded).
+    buffers: Mutex<std::collections::HashMap<String, BufferState>>,
+    /// Set on this path when the user is asked (they type into it while the prompt is open).
+    typed_while_asked: Mutex<Option<String>>,
+    /// The editor never answers a buffer check.
+    silent: std::sync::atomic::AtomicBool,
+    checks: Mutex<Vec<(String, bool)>>,
+    written: Mutex<Vec<(String, Written)>>,
 }
 
 impl Script {
     fn asked(&self) -> Vec<ApprovalRequest> {
         self.asked.lock().unwrap().clone()
+    }
+
+    /// What the prompt says (tool, summary, detail), without the review's whole texts.
+    fn prompts(&self) -> Vec<(String, String, String)> {
+        self.asked().into_iter().map(|r| (r.tool, r.summary, r.detail)).collect()
     }
 }
 
@@ -32,7 +47,23 @@ impl Approver for Scripted {
     fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
         self.0.asked.lock().unwrap().push(req);
         let a = self.0.answers.lock().unwrap().pop_front().unwrap_or(Approval::No);
+        if let Some(rel) = self.0.typed_while_asked.lock().unwrap().take() {
+            self.0.buffers.lock().unwrap().insert(rel, BufferState::Modified);
+        }
         Box::pin(async move { a })
+    }
+
+    fn buffer_state(&self, _path: &Path, rel: &str, hold: bool) -> BoxFuture<'static, Option<BufferState>> {
+        self.0.checks.lock().unwrap().push((rel.to_string(), hold));
+        if self.0.silent.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(std::future::pending());
+        }
+        let state = self.0.buffers.lock().unwrap().get(rel).copied().unwrap_or(BufferState::NotLoaded);
+        Box::pin(async move { Some(state) })
+    }
+
+    fn written(&self, _path: &Path, rel: &str, outcome: Written) {
+        self.0.written.lock().unwrap().push((rel.to_string(), outcome));
     }
 }
 
@@ -50,7 +81,7 @@ impl Ws {
     fn with_auto(answers: &[Approval], auto: AutoApprove) -> Ws {
         let dir = tempfile::tempdir().expect("tempdir");
         let script = Arc::new(Script::default());
-        script.answers.lock().unwrap().extend(answers.iter().copied());
+        script.answers.lock().unwrap().extend(answers.iter().cloned());
         let tools = Tools::new(dir.path(), Arc::new(Scripted(script.clone())), auto);
         Ws { dir, script, tools }
     }
@@ -396,13 +427,16 @@ async fn write_file_creates_parents_atomically_after_approval() {
     );
     assert_eq!(ws.read("deep/dir/new.txt"), "hi\nthere\n");
     assert_eq!(
-        ws.script.asked(),
-        [ApprovalRequest {
-            tool: "write_file".into(),
-            summary: "deep/dir/new.txt".into(),
-            detail: "--- /dev/null\n+++ b/deep/dir/new.txt\n@@ -0,0 +1,2 @@\n+hi\n+there\n".into(),
-        }]
+        ws.script.prompts(),
+        [(
+            "write_file".into(),
+            "deep/dir/new.txt".into(),
+            "--- /dev/null\n+++ b/deep/dir/new.txt\n@@ -0,0 +1,2 @@\n+hi\n+there\n".into(),
+        )]
     );
+    let change = ws.script.asked()[0].change.clone().expect("a new text file can be reviewed");
+    assert_eq!((change.old.as_str(), change.new.as_str()), ("", "hi\nthere\n"));
+    assert_eq!(change.hunks, [HunkLines { old_start: 1, old_count: 0, new_start: 1, new_count: 2 }]);
 
     // Overwriting shows a diff and keeps the file's permissions; no temp file is left behind.
     ws.write("run.sh", "#!/bin/sh\necho old\n");
@@ -477,10 +511,7 @@ async fn edit_file_replaces_a_unique_match_and_shows_the_diff() {
         format!("edited f.txt\n{diff}")
     );
     assert_eq!(ws.read("f.txt"), "1\n2\n3\n4\nfive = 5.0\nfive and a half\n6\n7\n8\n9\n");
-    assert_eq!(
-        ws.script.asked(),
-        [ApprovalRequest { tool: "edit_file".into(), summary: "f.txt".into(), detail: diff.into() }]
-    );
+    assert_eq!(ws.script.prompts(), [("edit_file".into(), "f.txt".into(), diff.into())]);
 }
 
 #[tokio::test]
@@ -576,10 +607,7 @@ async fn run_command_reports_exit_code_stdout_and_stderr() {
     let ws = Ws::new(&[Approval::Yes, Approval::Yes, Approval::Yes]);
     let command = "echo out; echo err >&2; exit 3";
     assert_eq!(ws.ok("run_command", json!({"command": command})).await, "exit code: 3\n[stdout]\nout\n[stderr]\nerr\n");
-    assert_eq!(
-        ws.script.asked(),
-        [ApprovalRequest { tool: "run_command".into(), summary: command.into(), detail: command.into() }]
-    );
+    assert_eq!(ws.script.prompts(), [("run_command".into(), command.into(), command.into())]);
     // It runs in the workspace, with no input.
     ws.write("here.txt", "");
     assert_eq!(ws.ok("run_command", json!({"command": "ls; cat"})).await, "exit code: 0\n[stdout]\nhere.txt\n");
@@ -638,4 +666,116 @@ async fn run_command_output_is_capped_keeping_both_ends() {
     assert!(out.contains(" bytes cut here …]"), "{out}");
     assert!(out.ends_with("100000\nlast\n"), "{}", &out[out.len() - 100..]);
     assert!(out.len() <= 4096 + 200, "{}", out.len());
+}
+
+// ---------------------------------------------------------------- edits through the editor
+
+#[tokio::test]
+async fn a_file_with_unsaved_changes_in_the_editor_is_never_written() {
+    for auto in [AutoApprove::default(), AutoApprove { write_file: true, edit_file: true, run_command: false }] {
+        let ws = Ws::with_auto(&[Approval::Yes, Approval::Yes], auto);
+        ws.write("open.txt", "on disk\n");
+        ws.script.buffers.lock().unwrap().insert("open.txt".into(), BufferState::Modified);
+        let e = ws.err("write_file", json!({"path": "open.txt", "content": "agent\n"})).await;
+        assert!(e.contains("open.txt is open in the editor with unsaved changes"), "{e}");
+        let e = ws.err("edit_file", json!({"path": "open.txt", "old": "on disk", "new": "agent"})).await;
+        assert!(e.contains("unsaved changes"), "{e}");
+        assert_eq!(ws.read("open.txt"), "on disk\n");
+        assert!(ws.script.asked().is_empty(), "the user is not asked about a write that cannot happen");
+        assert!(ws.script.written.lock().unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn an_unmodified_buffer_is_checked_again_held_and_told_of_the_write() {
+    let ws = Ws::new(&[Approval::Yes, Approval::Yes]);
+    ws.write("open.txt", "one\n");
+    ws.script.buffers.lock().unwrap().insert("open.txt".into(), BufferState::Unmodified);
+    ws.ok("edit_file", json!({"path": "open.txt", "old": "one", "new": "two"})).await;
+    ws.ok("write_file", json!({"path": "fresh.txt", "content": "new\n"})).await;
+    assert_eq!(ws.read("open.txt"), "two\n");
+    let checks = ws.script.checks.lock().unwrap().clone();
+    assert_eq!(
+        checks,
+        [
+            ("open.txt".into(), false),
+            ("open.txt".into(), true),
+            ("fresh.txt".into(), false),
+            ("fresh.txt".into(), true)
+        ]
+    );
+    let written = ws.script.written.lock().unwrap().clone();
+    assert_eq!(written, [("open.txt".into(), Written::Changed), ("fresh.txt".into(), Written::Created)]);
+}
+
+#[tokio::test]
+async fn typing_into_the_buffer_while_the_approval_waits_refuses_the_edit() {
+    let ws = Ws::new(&[Approval::Yes]);
+    ws.write("open.txt", "alpha\nbeta\n");
+    ws.script.buffers.lock().unwrap().insert("open.txt".into(), BufferState::Unmodified);
+    *ws.script.typed_while_asked.lock().unwrap() = Some("open.txt".into());
+    let e = ws.err("edit_file", json!({"path": "open.txt", "old": "beta", "new": "gamma"})).await;
+    assert!(e.contains("the user changed open.txt in the editor while this edit_file call waited"), "{e}");
+    assert_eq!(ws.read("open.txt"), "alpha\nbeta\n");
+    // The hold is released.
+    assert_eq!(ws.script.written.lock().unwrap().clone(), [("open.txt".into(), Written::Failed)]);
+}
+
+#[tokio::test]
+async fn an_editor_that_never_answers_refuses_the_write_after_the_timeout() {
+    let mut ws = Ws::new(&[Approval::Yes]);
+    ws.tools.set_editor_timeout(Duration::from_millis(200));
+    ws.script.silent.store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = Instant::now();
+    let e = ws.err("write_file", json!({"path": "x.txt", "content": "x"})).await;
+    assert!(e.contains("the editor did not say within 0.2 s whether x.txt is open"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(!ws.path("x.txt").exists());
+}
+
+#[tokio::test]
+async fn only_the_accepted_change_blocks_are_written_and_the_model_hears_of_the_others() {
+    let ws = Ws::new(&[Approval::Only(vec![2]), Approval::Only(vec![1])]);
+    let old = "fn a() {\n    1\n}\n\nfn b() {\n    2\n}\n";
+    ws.write("lib.rs", old);
+    let out = ws
+        .ok(
+            "edit_file",
+            json!({"path": "lib.rs", "old": "    1\n}\n\nfn b() {\n    2\n", "new": "    10\n}\n\nfn b() {\n    20\n"}),
+        )
+        .await;
+    assert_eq!(ws.read("lib.rs"), "fn a() {\n    1\n}\n\nfn b() {\n    20\n}\n");
+    assert!(out.contains("the user accepted 1 of the 2 changes and rejected change: 1."), "{out}");
+    assert!(out.contains("rejected change 1 (lines 2-2 of the file, 2-2 proposed):\n-    1\n+    10\n"), "{out}");
+    // The diff in the answer is what was written.
+    assert!(
+        out.contains("-    2\n+    20\n")
+            && !out.contains("edited lib.rs\n--- a/lib.rs\n+++ b/lib.rs\n@@ -1,7 +1,7 @@\n fn a() {\n-    1"),
+        "{out}"
+    );
+    let change = ws.script.asked()[0].change.clone().expect("change");
+    assert_eq!(change.hunks.len(), 2);
+
+    // write_file the same way; an answer naming no block that exists is a no.
+    ws.write("w.txt", "a\nb\nc\nd\ne\n");
+    let out = ws.ok("write_file", json!({"path": "w.txt", "content": "A\nb\nc\nd\nE\n"})).await;
+    assert_eq!(ws.read("w.txt"), "A\nb\nc\nd\ne\n");
+    assert!(out.contains("rejected change: 2"), "{out}");
+    let ws = Ws::new(&[Approval::Only(vec![7])]);
+    ws.write("w.txt", "a\n");
+    let e = ws.err("write_file", json!({"path": "w.txt", "content": "b\n"})).await;
+    assert!(e.contains("declined"), "{e}");
+    assert_eq!(ws.read("w.txt"), "a\n");
+}
+
+#[tokio::test]
+async fn nothing_inside_a_git_folder_is_written() {
+    let ws = Ws::with_auto(&[], AutoApprove { write_file: true, edit_file: true, run_command: false });
+    ws.write(".git/config", "[core]\n");
+    let e = ws.err("write_file", json!({"path": ".git/hooks/pre-commit", "content": "rm -rf ~"})).await;
+    assert!(e.contains("inside a .git/ folder"), "{e}");
+    let e = ws.err("edit_file", json!({"path": ".git/config", "old": "[core]", "new": "[x]"})).await;
+    assert!(e.contains("inside a .git/ folder"), "{e}");
+    assert!(!ws.path(".git/hooks").exists());
+    assert_eq!(ws.read(".git/config"), "[core]\n");
 }

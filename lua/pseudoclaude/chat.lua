@@ -17,6 +17,8 @@ local T = require("pseudoclaude.transcript")
 ---@return integer bufnr
 function M.open()
   H.ensure_host()
+  -- what `#buffer` means from the input window: the file buffer the user opened the chat from
+  require("pseudoclaude.context").track(vim.api.nvim_get_current_buf())
   if not H.valid_buf(H.buf) then
     H.buf = H.make_buf("pseudoclaude://chat", "pseudoclaude")
     vim.bo[H.buf].modifiable = false
@@ -43,21 +45,37 @@ function M.open()
     vim.api.nvim_win_set_buf(H.input_win, H.input_buf)
     vim.api.nvim_win_set_height(H.input_win, 5)
     vim.wo[H.input_win].winfixheight = true
-    local keys = require("pseudoclaude").get_config().keys
-    vim.wo[H.input_win].winbar = (" Message · %s send (normal) · %s send (insert) · %s cancel"):format(
-      keys.send or "-",
-      keys.send_insert or "-",
-      keys.cancel or "-"
-    )
+    vim.wo[H.input_win].winbar = "%{%v:lua.require'pseudoclaude.chat'.input_winbar()%}"
   end
   vim.api.nvim_set_current_win(H.input_win)
   H.scroll_to_end()
   return H.buf
 end
 
---- Sends `text` as the user's message; opens the chat and starts a session when needed.
+--- The input window's winbar: its keys, and what is attached to the next message.
+---@return string
+function M.input_winbar()
+  local keys = require("pseudoclaude").get_config().keys
+  local bar = (" Message · %s send (normal) · %s send (insert) · %s cancel"):format(
+    keys.send or "-",
+    keys.send_insert or "-",
+    keys.cancel or "-"
+  )
+  local pending = require("pseudoclaude.context").pending()
+  if #pending > 0 then
+    local names = vim.tbl_map(function(a)
+      return a.lines and ("%s:%d-%d"):format(a.path, a.lines[1], a.lines[2]) or a.path
+    end, pending)
+    bar = bar .. " · 📎 " .. table.concat(names, ", ")
+  end
+  return (bar:gsub("%%", "%%%%"))
+end
+
+--- Sends `text` as the user's message, with `attachments` (context from the editor, see `pseudoclaude.context`);
+--- opens the chat and starts a session when needed.
 ---@param text string
-function M.send(text)
+---@param attachments pseudoclaude.Attachment[]?
+function M.send(text, attachments)
   if type(text) ~= "string" then
     error("pseudoclaude.chat.send: text must be a string, got " .. type(text), 2)
   end
@@ -65,7 +83,8 @@ function M.send(text)
   -- opened (and its history drawn) before the message exists, so the message is drawn once, by its event
   M.open()
   require("pseudoclaude.core").call("agent_configure", H.config_json())
-  require("pseudoclaude.core").call("agent_send", text)
+  local json = (attachments and #attachments > 0) and vim.json.encode(attachments) or nil
+  require("pseudoclaude.core").call("agent_send", text, json)
   H.state.busy = true
   H.state.phase = "answering"
   H.redraw_winbar()
@@ -396,12 +415,32 @@ function H.map_input(b)
   H.map(b, "n", keys.send, H.submit, "send")
   H.map(b, "i", keys.send_insert, H.submit, "send")
   H.map(b, { "n", "i" }, keys.cancel, M.cancel, "cancel the turn")
+  -- workspace paths after `@`, for <C-x><C-o>, <C-x><C-u> and the completion plugins' omni sources
+  vim.bo[b].omnifunc = "v:lua.require'pseudoclaude.context'.complete"
+  vim.bo[b].completefunc = "v:lua.require'pseudoclaude.context'.complete"
+  if keys.mention then
+    -- the menu opens as the user types on: nothing is inserted or selected until they pick an entry
+    vim.bo[b].completeopt = "menuone,noinsert,noselect"
+    vim.keymap.set("i", keys.mention, keys.mention .. "<C-x><C-o>", {
+      buffer = b,
+      silent = true,
+      desc = "pseudoclaude: mention a workspace file (completes its path)",
+    })
+  end
 end
 
 function H.map_transcript(b)
   local keys = require("pseudoclaude").get_config().keys
   H.map(b, "n", keys.cancel, M.cancel, "cancel the turn")
   H.map(b, "n", keys.toggle_fold, H.toggle_fold, "expand/fold a tool result")
+  if keys.open_file then
+    vim.keymap.set("n", keys.open_file, function()
+      if not H.open_file_under_cursor() then
+        -- not on a file line: the key does what it does elsewhere
+        vim.api.nvim_feedkeys(vim.keycode(keys.open_file), "n", false)
+      end
+    end, { buffer = b, silent = true, desc = "pseudoclaude: open the file under the cursor" })
+  end
 end
 
 --- Opens or closes the output under a result line (or the fold the cursor is in).
@@ -423,11 +462,15 @@ function H.submit()
   if text == "" then
     return
   end
-  local ok, err = pcall(M.send, text)
+  local context = require("pseudoclaude.context")
+  local ok, err = pcall(function()
+    M.send(text, context.collect(text))
+  end)
   if not ok then
     require("pseudoclaude.errors").report(err)
     return
   end
+  context.clear()
   vim.api.nvim_buf_set_lines(H.input_buf, 0, -1, false, {})
 end
 
@@ -551,6 +594,8 @@ function H.clear()
   vim.bo[b].modifiable = true
   vim.api.nvim_buf_clear_namespace(b, H.ns, 0, -1)
   vim.api.nvim_buf_clear_namespace(b, H.msg_ns, 0, -1)
+  vim.api.nvim_buf_clear_namespace(b, H.files_ns, 0, -1)
+  H.file_marks = {}
   H.marks_stale, H.open_block = false, nil
   vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
   vim.bo[b].modifiable = false
@@ -803,6 +848,10 @@ H.handlers = {
   end,
   tool_result = function(m)
     H.names[m.id] = m.name or H.names[m.id]
+    if m.name == "run_command" then
+      -- the command may have changed files that buffers show: reload them, or warn, as Neovim does
+      require("pseudoclaude.editor").checktime()
+    end
     H.draw_message({
       role = "user",
       tool_result = { tool_call_id = m.id, content = m.content or "", is_error = m.is_error },
@@ -849,6 +898,7 @@ H.handlers = {
     H.streaming = false
   end,
   turn_done = function(m)
+    H.list_turn_files()
     H.state.busy = false
     H.state.phase = "idle"
     H.streaming = false
@@ -862,6 +912,15 @@ H.handlers = {
   approval = function(m)
     H.state.phase = "waiting for approval"
     H.ask_approval(m)
+  end,
+  buffer_check = function(m)
+    require("pseudoclaude.editor").on_buffer_check(m)
+  end,
+  file_written = function(m)
+    require("pseudoclaude.editor").on_written(m)
+    if m.outcome ~= "failed" then
+      H.turn_files[#H.turn_files + 1] = { rel = m.rel, path = m.path, outcome = m.outcome }
+    end
   end,
   resumed = function(m)
     local pending = H.resumes[m.ticket]
@@ -908,6 +967,59 @@ H.handlers = {
   end,
 }
 
+--- Files the agent created or changed in the running turn, in order.
+---@type {rel: string, path: string, outcome: string}[]
+H.turn_files = {}
+H.files_ns = vim.api.nvim_create_namespace("pseudoclaude_chat_files")
+--- The file of each line of a turn's file list, by extmark id.
+---@type table<integer, string>
+H.file_marks = {}
+
+--- Under the turn's last answer: the files it created or changed, one line each (`keys.open_file` opens it).
+function H.list_turn_files()
+  local files = H.turn_files
+  H.turn_files = {}
+  if #files == 0 or not H.valid_buf(H.buf) then
+    return
+  end
+  local seen, lines, paths = {}, { "", "Files changed in this turn:" }, {}
+  for _, f in ipairs(files) do
+    if not seen[f.path] then
+      seen[f.path] = true
+      lines[#lines + 1] = ("  ✎ %s (%s)"):format(f.rel, f.outcome)
+      paths[#paths + 1] = f.path
+    end
+  end
+  local start = H.append(lines, "PseudoClaudeNotice")
+  for i, path in ipairs(paths) do
+    local id = vim.api.nvim_buf_set_extmark(H.buf, H.files_ns, start + 1 + i, 0, {})
+    H.file_marks[id] = path
+  end
+end
+
+--- Opens the file of the list line under the cursor in the window the user was in before the chat.
+function H.open_file_under_cursor()
+  local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+  local marks = vim.api.nvim_buf_get_extmarks(H.buf, H.files_ns, { row, 0 }, { row, -1 }, {})
+  local path = marks[1] and H.file_marks[marks[1][1]]
+  if not path then
+    return false
+  end
+  local target
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if w ~= H.win and w ~= H.input_win and vim.api.nvim_win_get_config(w).relative == "" then
+      target = target or w
+    end
+  end
+  if target then
+    vim.api.nvim_set_current_win(target)
+  else
+    vim.cmd("topleft vsplit")
+  end
+  vim.cmd.edit(vim.fn.fnameescape(path))
+  return true
+end
+
 --- Tells the caller and the `User PseudoClaudeResumed` autocmd how a resume ended; a failure is also shown.
 ---@param id string
 ---@param opts pseudoclaude.ResumeOpts
@@ -926,40 +1038,80 @@ function H.resume_finished(id, opts, report)
   vim.api.nvim_exec_autocmds("User", { pattern = "PseudoClaudeResumed", modeline = false, data = report })
 end
 
---- Shows what a tool wants to do and asks yes / no / always.
+--- Shows what a tool wants to do and asks yes / no / always. A write or an edit of a text file opens its diff review
+--- first (`pseudoclaude.review`), which stays visible while the question is asked; "Review hunk by hunk" lets the user
+--- accept or reject each change block with the review's keys.
 function H.ask_approval(m)
-  local detail = vim.split(m.detail or "", "\n", { plain = true })
-  local float
-  if #detail > 0 and detail[1] ~= "" then
-    local b = vim.api.nvim_create_buf(false, true)
-    vim.api.nvim_buf_set_lines(b, 0, -1, false, detail)
-    vim.bo[b].filetype = m.tool == "run_command" and "sh" or "diff"
-    local width = math.min(vim.o.columns - 4, 100)
-    local height = math.min(#detail, math.max(3, vim.o.lines - 10))
-    float = vim.api.nvim_open_win(b, false, {
-      relative = "editor",
-      row = 1,
-      col = math.floor((vim.o.columns - width) / 2),
-      width = width,
-      height = height,
-      border = "rounded",
-      title = (" %s: %s "):format(m.tool, m.summary),
-      style = "minimal",
-    })
+  local change = T.nonnil(m.change)
+  if change and (#change.hunks == 0) then
+    change = nil
+  end
+  local float, review
+  if change then
+    review = require("pseudoclaude.review").open(change, m.summary)
+  else
+    float = H.detail_float(m)
   end
   local choices = { "Yes", "No", "Always (this session)" }
+  local by_hunk = "Review hunk by hunk"
+  if change and #change.hunks > 1 then
+    choices[#choices + 1] = by_hunk
+  end
   local answers = { Yes = "yes", No = "no", ["Always (this session)"] = "always" }
-  vim.ui.select(choices, { prompt = ("Allow %s %s?"):format(m.tool, m.summary) }, function(choice)
-    if float and vim.api.nvim_win_is_valid(float) then
-      vim.api.nvim_win_close(float, true)
-    end
-    local ok, err = pcall(require("pseudoclaude.core").call, "agent_approve", m.id, answers[choice] or "no")
+  local function answer(call, ...)
+    local ok, err = pcall(require("pseudoclaude.core").call, call, m.id, ...)
     if not ok then
       require("pseudoclaude.errors").report(err, vim.log.levels.WARN)
     end
     H.state.phase = "running tools"
     H.redraw_winbar()
+  end
+  vim.ui.select(choices, { prompt = ("Allow %s %s?"):format(m.tool, m.summary) }, function(choice)
+    if float and vim.api.nvim_win_is_valid(float) then
+      vim.api.nvim_win_close(float, true)
+    end
+    if choice == by_hunk and review then
+      H.state.phase = "reviewing"
+      H.redraw_winbar()
+      return require("pseudoclaude.review").start(review, function(accepted)
+        if #accepted == #change.hunks then
+          answer("agent_approve", "yes")
+        elseif #accepted == 0 then
+          answer("agent_approve", "no")
+        else
+          answer("agent_approve_hunks", accepted)
+        end
+      end)
+    end
+    if review then
+      require("pseudoclaude.review").close(review)
+    end
+    answer("agent_approve", answers[choice] or "no")
   end)
+end
+
+--- The floating window showing a command (or a diff that cannot be reviewed) while its approval is asked.
+---@return integer? win
+function H.detail_float(m)
+  local detail = vim.split(m.detail or "", "\n", { plain = true })
+  if #detail == 0 or detail[1] == "" then
+    return nil
+  end
+  local b = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, detail)
+  vim.bo[b].filetype = m.tool == "run_command" and "sh" or "diff"
+  local width = math.min(vim.o.columns - 4, 100)
+  local height = math.min(#detail, math.max(3, vim.o.lines - 10))
+  return vim.api.nvim_open_win(b, false, {
+    relative = "editor",
+    row = 1,
+    col = math.floor((vim.o.columns - width) / 2),
+    width = width,
+    height = height,
+    border = "rounded",
+    title = (" %s: %s "):format(m.tool, m.summary),
+    style = "minimal",
+  })
 end
 
 M._H = H

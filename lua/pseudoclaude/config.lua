@@ -23,6 +23,12 @@
 ---@field send_insert string|false Send the message (Insert mode, input window).
 ---@field cancel string|false Cancel the running turn (both windows, Normal and Insert mode).
 ---@field toggle_fold string|false Expand or fold a tool result (transcript window).
+---@field open_file string|false Open the file under the cursor, in a list of files the agent changed (transcript window).
+---@field mention string|false Typed in the input window (Insert mode): inserts itself and completes a workspace path.
+---@field accept_hunk string|false Diff review: accept the change block under the cursor.
+---@field reject_hunk string|false Diff review: reject the change block under the cursor.
+---@field accept_all string|false Diff review: accept every change block not yet rejected, and answer.
+---@field reject_all string|false Diff review: reject every change block not yet accepted, and answer.
 
 ---@class pseudoclaude.Price Dollars per million tokens of one model.
 ---@field input number Prompt tokens billed at the full rate (neither read from nor written to the cache).
@@ -79,6 +85,12 @@ M.defaults = {
     send_insert = "<C-s>",
     cancel = "<C-c>",
     toggle_fold = "<Tab>",
+    open_file = "<CR>",
+    mention = "@",
+    accept_hunk = "a",
+    reject_hunk = "r",
+    accept_all = "A",
+    reject_all = "R",
   },
   workspace = nil,
   pricing = {},
@@ -109,7 +121,18 @@ local known = {
   },
   picker = { max_items = true, backend = true },
   approve = { write_file = true, edit_file = true, run_command = true },
-  keys = { send = true, send_insert = true, cancel = true, toggle_fold = true },
+  keys = {
+    send = true,
+    send_insert = true,
+    cancel = true,
+    toggle_fold = true,
+    open_file = true,
+    mention = true,
+    accept_hunk = true,
+    reject_hunk = true,
+    accept_all = true,
+    reject_all = true,
+  },
 }
 
 local PICKER_BACKENDS = { float = true, select = true }
@@ -177,7 +200,9 @@ function M.validate(cfg)
   check("approve.edit_file", cfg.approve.edit_file, "boolean")
   check("approve.run_command", cfg.approve.run_command, "boolean")
   check("keys", cfg.keys, "table")
-  for _, key in ipairs({ "send", "send_insert", "cancel", "toggle_fold" }) do
+  local names = vim.tbl_keys(known.keys)
+  table.sort(names)
+  for _, key in ipairs(names) do
     check("keys." .. key, cfg.keys[key], function(v)
       return v == false or (type(v) == "string" and v ~= "")
     end, false, "a key (string) or false")

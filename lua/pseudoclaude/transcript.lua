@@ -103,7 +103,12 @@ function M.add_message(out, m, prev, names, opts)
   else
     start_here()
   end
-  H.add_text(add, m.content or "", opts.max_text_lines, m.cut_bytes)
+  local content = m.content or ""
+  if m.role == "user" and content:find("<attachment ", 1, true) then
+    H.add_attachments(out, add, content, opts.max_text_lines, m.cut_bytes)
+  else
+    H.add_text(add, content, opts.max_text_lines, m.cut_bytes)
+  end
   for _, c in ipairs(M.nonnil(m.tool_calls) or {}) do
     names[c.id] = c.name
     add(M.call_line(c.name, c.arguments, opts.width), "call")
@@ -211,7 +216,78 @@ function M.nonnil(v)
   return v
 end
 
+--- A user message's text and the attachments the core wrapped into it (`src/attachment.rs`): the typed text, then
+--- each attachment's attributes and body lines (unterminated when the text was cut for display).
+---@param content string
+---@return string typed
+---@return {attrs: table<string, string>, body: string[]}[] attachments
+function M.split_attachments(content)
+  local lines = vim.split(content, "\n", { plain = true })
+  local typed, blocks, cur = {}, {}, nil
+  for _, l in ipairs(lines) do
+    if cur then
+      if l == "</attachment>" then
+        cur = nil
+      else
+        cur.body[#cur.body + 1] = l == "<\\/attachment>" and "</attachment>" or l
+      end
+    elseif l:match("^<attachment .*>$") then
+      local attrs = {}
+      for k, v in l:gmatch('(%w+)="([^"]*)"') do
+        attrs[k] = v:gsub("&quot;", '"'):gsub("&lt;", "<"):gsub("&amp;", "&")
+      end
+      cur = { attrs = attrs, body = {} }
+      blocks[#blocks + 1] = cur
+    elseif #blocks == 0 then
+      typed[#typed + 1] = l
+    end
+  end
+  return vim.trim(table.concat(typed, "\n")), blocks
+end
+
+--- The one line an attachment folds to: `📎 selection src/a.rs:2-4 (3 lines)`.
+---@param a {attrs: table<string, string>, body: string[]}
+---@return string
+function M.attachment_line(a)
+  local at = a.attrs
+  local where = (at.path or "?") .. (at.lines and (":" .. at.lines) or "")
+  local n = #a.body
+  local notes = {}
+  if at.error then
+    notes[#notes + 1] = "✗ " .. at.error
+  else
+    notes[#notes + 1] = ("%d line%s"):format(n, n == 1 and "" or "s")
+  end
+  if at.modified == "true" then
+    notes[#notes + 1] = "unsaved"
+  end
+  if at.spill then
+    notes[#notes + 1] = ("%s bytes, the rest in %s"):format(at.bytes or "?", at.spill)
+  end
+  return ("📎 %s %s (%s)"):format(at.kind or "attachment", where, table.concat(notes, ", "))
+end
+
 -- Helpers ==============================================================================================================
+
+--- A user message with attachments: the typed text, then one folded line per attachment (its text under it).
+function H.add_attachments(out, add, content, max, cut)
+  local shown, extra = H.cap(content, cut)
+  local typed, blocks = M.split_attachments(shown)
+  H.add_text(add, typed, max, nil)
+  for _, a in ipairs(blocks) do
+    local first = #out.lines
+    add(M.attachment_line(a), "call")
+    for _, l in ipairs(a.body) do
+      add("    " .. l)
+    end
+    if #a.body > 0 then
+      out.folds[#out.folds + 1] = { first, #out.lines - 1 }
+    end
+  end
+  if extra > 0 then
+    add(H.cut_note(extra), "more")
+  end
+end
 
 --- `text` cut to `MAX_DISPLAY_BYTES` (at a character start), and the bytes left out (`cut` already, plus any cut here).
 ---@param text string

@@ -23,7 +23,7 @@ use crate::display;
 use crate::message::Message;
 use crate::provider::{self, BoxFuture, Provider, ProviderConfig};
 use crate::session::{self, Context};
-use crate::tools::{Approval, ApprovalRequest, Approver, AutoApprove};
+use crate::tools::{Approval, ApprovalRequest, Approver, AutoApprove, BufferState, ProposedChange, Written};
 use crate::usage::{Pricing, Usage};
 
 /// The editor's configuration, as `setup()` validated it. An unknown key is refused, not defaulted: a
@@ -75,6 +75,31 @@ pub enum Outbound {
     Event(Event),
     Approval(ApprovalAsk),
     Resumed(ResumeDone),
+    Buffer(BufferAsk),
+    Written(FileWritten),
+}
+
+/// A tool is about to write `path`: is it loaded in a buffer, and modified? Reply with
+/// [`Host::buffer_state`]. With `hold`, the write follows the answer: keep the buffer as it is until
+/// the [`FileWritten`] of the same path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BufferAsk {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: u64,
+    pub path: PathBuf,
+    pub rel: String,
+    pub hold: bool,
+}
+
+/// A write asked about with `hold` is over: `outcome` is `created`, `changed` or `failed`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileWritten {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub path: PathBuf,
+    pub rel: String,
+    pub outcome: &'static str,
 }
 
 /// A resume started by [`Host::resume_async`] has finished: the history is in place (`ok`), or the
@@ -98,6 +123,9 @@ pub struct ApprovalAsk {
     pub tool: String,
     pub summary: String,
     pub detail: String,
+    /// For a write or an edit of a text file: the file's text, the proposal and the change blocks,
+    /// for the review (answer some of them with [`Host::approve_hunks`]).
+    pub change: Option<ProposedChange>,
 }
 
 /// The queue between the host's threads and the editor's loop.
@@ -105,6 +133,7 @@ pub struct Outbox {
     queue: Mutex<Vec<Outbound>>,
     wake: Box<dyn Fn() + Send + Sync>,
     approvals: Mutex<HashMap<u64, oneshot::Sender<Approval>>>,
+    buffer_checks: Mutex<HashMap<u64, oneshot::Sender<BufferState>>>,
     next_id: AtomicU64,
 }
 
@@ -129,9 +158,50 @@ impl Approver for OutboxApprover {
             tool: req.tool,
             summary: req.summary,
             detail: req.detail,
+            change: req.change,
         }));
         // An unanswered prompt (the turn was cancelled, the editor closed) counts as a no.
         Box::pin(async move { rx.await.unwrap_or(Approval::No) })
+    }
+
+    fn buffer_state(&self, path: &std::path::Path, rel: &str, hold: bool) -> BoxFuture<'static, Option<BufferState>> {
+        let outbox = self.0.clone();
+        let id = outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = oneshot::channel();
+        lock(&outbox.buffer_checks).insert(id, tx);
+        outbox.push(Outbound::Buffer(BufferAsk {
+            kind: "buffer_check",
+            id,
+            path: path.to_path_buf(),
+            rel: rel.to_string(),
+            hold,
+        }));
+        let stale = outbox.clone();
+        Box::pin(async move {
+            // Dropped unanswered (a timeout): its entry goes, so the map does not grow.
+            struct Forget(Arc<Outbox>, u64);
+            impl Drop for Forget {
+                fn drop(&mut self) {
+                    lock(&self.0.buffer_checks).remove(&self.1);
+                }
+            }
+            let _forget = Forget(stale, id);
+            rx.await.ok()
+        })
+    }
+
+    fn written(&self, path: &std::path::Path, rel: &str, outcome: Written) {
+        let outcome = match outcome {
+            Written::Created => "created",
+            Written::Changed => "changed",
+            Written::Failed => "failed",
+        };
+        self.0.push(Outbound::Written(FileWritten {
+            kind: "file_written",
+            path: path.to_path_buf(),
+            rel: rel.to_string(),
+            outcome,
+        }));
     }
 }
 
@@ -215,6 +285,7 @@ impl Host {
             queue: Mutex::new(Vec::new()),
             wake,
             approvals: Mutex::new(HashMap::new()),
+            buffer_checks: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
         });
         let state = State {
@@ -240,6 +311,11 @@ impl Host {
 
     /// Starts a turn; returns at once. Creates the agent (not yet its session) when there is none.
     pub fn send(&self, text: &str) -> HostResult<()> {
+        self.send_with(text, Vec::new())
+    }
+
+    /// [`Host::send`] with context from the editor attached to the message.
+    pub fn send_with(&self, text: &str, attachments: Vec<crate::attachment::Attachment>) -> HostResult<()> {
         if text.trim().is_empty() {
             return Err(HostError("nothing to send: the message is empty".into()));
         }
@@ -277,7 +353,7 @@ impl Host {
                 outbox.push(Outbound::Event(ev));
             }
         });
-        self.rt.spawn(async move { agent.turn(&text, tx, cancel).await });
+        self.rt.spawn(async move { agent.turn_with(&text, &attachments, tx, cancel).await });
         Ok(())
     }
 
@@ -291,7 +367,43 @@ impl Host {
         for (_, tx) in lock(&self.outbox.approvals).drain() {
             let _ = tx.send(Approval::No);
         }
+        // Unanswered buffer checks refuse their writes.
+        lock(&self.outbox.buffer_checks).clear();
         running
+    }
+
+    /// Answers an approval of a write or an edit with the change blocks to apply (1-based, in the
+    /// order of the ask's `change.hunks`); none is a no.
+    pub fn approve_hunks(&self, id: u64, accepted: Vec<usize>) -> HostResult<()> {
+        let tx = lock(&self.outbox.approvals).remove(&id);
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(Approval::Only(accepted));
+                Ok(())
+            }
+            None => Err(HostError(format!("no pending approval {id} (the turn may have been cancelled)"))),
+        }
+    }
+
+    /// Answers a buffer check: `none` (no loaded buffer holds the file), `unmodified` or `modified`.
+    pub fn buffer_state(&self, id: u64, state: &str) -> HostResult<()> {
+        let state = match state {
+            "none" => BufferState::NotLoaded,
+            "unmodified" => BufferState::Unmodified,
+            "modified" => BufferState::Modified,
+            other => {
+                return Err(HostError(format!(
+                    "unknown buffer state {other:?}: use \"none\", \"unmodified\" or \"modified\""
+                )));
+            }
+        };
+        match lock(&self.outbox.buffer_checks).remove(&id) {
+            Some(tx) => {
+                let _ = tx.send(state);
+                Ok(())
+            }
+            None => Err(HostError(format!("no pending buffer check {id} (it timed out, or the turn was cancelled)"))),
+        }
     }
 
     /// Answers an approval prompt: `yes`, `no` or `always`.

@@ -98,6 +98,13 @@ impl SessionLog {
         f(slot.as_ref().expect("just opened")).map_err(|e| e.to_string())
     }
 
+    /// The session's context, creating the session when it does not exist yet (a message is about to
+    /// be written, and something of it must be spilled first).
+    pub fn ensure(&self) -> Result<Context, String> {
+        self.with_writer(|_| Ok(()))?;
+        self.context().ok_or_else(|| "the session could not be created".to_string())
+    }
+
     /// Appends a `title` or `pin` entry ([`session::meta`]), or a `meta` (git) or `usage` one, through
     /// this session's one writer. Never creates the session: a chat with nothing sent has nothing to
     /// name, and git state and usage follow the user's message, which creates it.

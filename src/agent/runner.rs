@@ -21,6 +21,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::Agent;
 use super::checkpoint::Checkpoints;
+use crate::attachment::{self, Attachment};
 use crate::conversation::Unsaved;
 use crate::git;
 use crate::message::{Message, ToolCall, ToolResult, now};
@@ -130,8 +131,27 @@ impl From<Unsaved> for Stop {
 impl Agent {
     /// Runs one turn for `text`. Events go to `events`; the function returns when the turn is over.
     pub async fn turn(&self, text: &str, events: mpsc::UnboundedSender<Event>, cancel: Cancel) {
+        self.turn_with(text, &[], events, cancel).await
+    }
+
+    /// [`Agent::turn`], with context from the editor attached to the message (see [`crate::attachment`]).
+    pub async fn turn_with(
+        &self,
+        text: &str,
+        attachments: &[Attachment],
+        events: mpsc::UnboundedSender<Event>,
+        cancel: Cancel,
+    ) {
         let was_unsaved = self.conversation.is_unsaved();
-        let outcome = self.turn_steps(text, &events, &cancel, was_unsaved).await;
+        let text = match self.compose(text, attachments) {
+            Ok(t) => t,
+            Err(message) => {
+                let _ = events.send(Event::Error { message });
+                let _ = events.send(Event::TurnDone { stop_reason: "error".into() });
+                return;
+            }
+        };
+        let outcome = self.turn_steps(&text, &events, &cancel, was_unsaved).await;
         let stop_reason = match outcome {
             Ok(reason) => reason,
             Err(Stop::Cancelled) => {
@@ -149,6 +169,25 @@ impl Agent {
             }
         };
         let _ = events.send(Event::TurnDone { stop_reason });
+    }
+
+    /// The message the model receives: the text and its attachments, large ones spilled.
+    fn compose(&self, text: &str, attachments: &[Attachment]) -> Result<String, String> {
+        if attachments.is_empty() {
+            return Ok(text.to_string());
+        }
+        let threshold = self.config.spill_threshold;
+        let needs_spill = attachments.iter().any(|a| a.text.as_ref().is_none_or(|t| t.len() > threshold));
+        let ctx = if needs_spill { Some(self.log.ensure().map_err(|e| format!("cannot attach: {e}"))?) } else { None };
+        let read = |p: &str| self.tools.read_attachment(p);
+        let spill = |body: &str| -> Result<(crate::message::SpillRef, String), String> {
+            let ctx = ctx.as_ref().ok_or("no session to spill to")?;
+            let r = spill::write(ctx, body.as_bytes()).map_err(|e| e.to_string())?;
+            let at = ctx.dir.join(&r.path);
+            let at = at.strip_prefix(&self.config.workspace).unwrap_or(&at).to_string_lossy().into_owned();
+            Ok((r, at))
+        };
+        Ok(attachment::compose(text, attachments, &read, &spill, threshold))
     }
 
     async fn turn_steps(

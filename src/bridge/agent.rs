@@ -119,12 +119,28 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         }),
         export("agent_send", |a| {
             let text: String = a.get(0)?;
-            with_host(|h| Ok(h.send(&text)?))
+            // The attachments as JSON (a list of tables would cross slowly, and `{}` is ambiguous).
+            let attachments: Option<String> = a.get(1)?;
+            let attachments = match attachments.as_deref() {
+                None | Some("") => Vec::new(),
+                Some(json) => {
+                    serde_json::from_str(json).map_err(|e| BridgeError::msg(format!("bad attachments: {e}")))?
+                }
+            };
+            with_host(|h| Ok(h.send_with(&text, attachments)?))
         }),
         export("agent_cancel", |_| with_host(|h| Ok(h.cancel()))),
         export("agent_approve", |a| {
             let (id, answer): (u64, String) = (a.get(0)?, a.get(1)?);
             with_host(|h| Ok(h.approve(id, &answer)?))
+        }),
+        export("agent_approve_hunks", |a| {
+            let (id, accepted): (u64, Vec<usize>) = (a.get(0)?, a.get(1)?);
+            with_host(|h| Ok(h.approve_hunks(id, accepted)?))
+        }),
+        export("agent_buffer_state", |a| {
+            let (id, state): (u64, String) = (a.get(0)?, a.get(1)?);
+            with_host(|h| Ok(h.buffer_state(id, &state)?))
         }),
         export("agent_resume_async", |a| {
             let id: String = a.get(0)?;

@@ -291,7 +291,7 @@ mod tests {
             Ok(())
         }
         fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-            if self.calls.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+            if self.calls.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
                 return Err(io::Error::from(io::ErrorKind::Interrupted));
             }
             let from = (offset as usize).min(self.data.len());

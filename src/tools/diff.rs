@@ -28,7 +28,6 @@ enum Op {
 
 /// One change block: the old file's lines `old` (0-based, end exclusive) become the new file's `new`.
 /// Either range may be empty (a pure insertion or deletion), never both.
-#[allow(dead_code)] // the hunk-by-hunk review of an approval (issue 12) is their user
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hunk {
     pub old: Range<usize>,
@@ -74,7 +73,6 @@ pub(crate) fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> S
 }
 
 /// The change blocks that turn `old` into `new`, in order.
-#[allow(dead_code)] // the hunk-by-hunk review of an approval (issue 12) is their user
 pub(crate) fn change_blocks(old: &str, new: &str) -> Vec<Hunk> {
     let (a, b) = (lines(old), lines(new));
     let mut ops = Vec::new();
@@ -105,7 +103,6 @@ pub(crate) fn change_blocks(old: &str, new: &str) -> Vec<Hunk> {
 
 /// `old` with the blocks marked `true` in `accepted` taken from `new` and the others left as they
 /// were. `blocks` must be [`change_blocks`]`(old, new)`.
-#[allow(dead_code)] // the hunk-by-hunk review of an approval (issue 12) is their user
 pub(crate) fn apply(old: &str, new: &str, blocks: &[Hunk], accepted: &[bool]) -> String {
     let (a, b) = (lines(old), lines(new));
     let mut out = String::with_capacity(old.len().max(new.len()));

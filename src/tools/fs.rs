@@ -143,6 +143,20 @@ fn regular_file(res: &Resolved) -> Result<std::fs::Metadata, String> {
     Ok(meta)
 }
 
+/// A whole text file (up to [`MAX_EDIT_BYTES`]), invalid UTF-8 replaced.
+pub(crate) fn read_text(res: &Resolved) -> Result<String, String> {
+    let rel = &res.rel;
+    let meta = regular_file(res)?;
+    if meta.len() > MAX_EDIT_BYTES {
+        return Err(format!("{rel} is too large to attach ({} bytes; at most {MAX_EDIT_BYTES})", meta.len()));
+    }
+    let bytes = std::fs::read(&res.abs).map_err(|e| io_error(rel, e))?;
+    if is_binary(&bytes) {
+        return Err(format!("{rel} is a binary file"));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 pub(crate) struct ReadRequest {
     pub res: Resolved,
     /// First line, 1-based.
@@ -290,14 +304,27 @@ fn stamp(path: &Path) -> Option<Stamp> {
 pub(crate) struct WritePlan {
     /// The approval detail: a unified diff.
     pub diff: String,
+    /// The file's text now (`""` for a new file); `None` when it is binary or too large to diff.
+    pub old: Option<String>,
     before: Option<Stamp>,
+}
+
+impl WritePlan {
+    /// Whether the file existed when the plan was made.
+    pub fn before_exists(&self) -> bool {
+        self.before.is_some()
+    }
 }
 
 pub(crate) fn plan_write(res: &Resolved, content: &str) -> Result<WritePlan, String> {
     let rel = &res.rel;
     let (old_name, new_name) = (format!("a/{rel}"), format!("b/{rel}"));
+    let mut text = None;
     let diff = match std::fs::metadata(&res.abs) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => diff::unified("", content, "/dev/null", &new_name),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            text = Some(String::new());
+            diff::unified("", content, "/dev/null", &new_name)
+        }
         Err(e) => return Err(io_error(rel, e)),
         Ok(m) if m.is_dir() => return Err(format!("{rel} is a directory")),
         Ok(m) if !m.is_file() => return Err(format!("{rel} is not a regular file")),
@@ -308,6 +335,7 @@ pub(crate) fn plan_write(res: &Resolved, content: &str) -> Result<WritePlan, Str
             } else {
                 None
             };
+            text.clone_from(&old);
             match old {
                 Some(old) if old == content => format!("(no change: {rel} already has this content)\n"),
                 Some(old) => diff::unified(&old, content, &old_name, &new_name),
@@ -319,7 +347,7 @@ pub(crate) fn plan_write(res: &Resolved, content: &str) -> Result<WritePlan, Str
             }
         }
     };
-    Ok(WritePlan { diff: cut_detail(diff), before: stamp(&res.abs) })
+    Ok(WritePlan { diff: cut_detail(diff), old: text, before: stamp(&res.abs) })
 }
 
 fn cut_detail(mut d: String) -> String {
@@ -347,6 +375,26 @@ pub(crate) struct EditPlan {
     pub diff: String,
     original: Vec<u8>,
     updated: String,
+    rel: String,
+}
+
+impl EditPlan {
+    /// The file's text when the plan was made.
+    pub fn text(&self) -> &str {
+        // Checked to be UTF-8 when the plan was made.
+        std::str::from_utf8(&self.original).unwrap_or_default()
+    }
+
+    pub fn updated(&self) -> &str {
+        &self.updated
+    }
+
+    /// Writes `updated` instead (only some change blocks were accepted); the answer's diff follows.
+    pub fn set_updated(&mut self, updated: String) {
+        let rel = &self.rel;
+        self.diff = cut_detail(diff::unified(self.text(), &updated, &format!("a/{rel}"), &format!("b/{rel}")));
+        self.updated = updated;
+    }
 }
 
 /// Where `needle` occurs in `hay`, overlapping occurrences included: the count and the first.
@@ -415,7 +463,7 @@ pub(crate) fn plan_edit(res: &Resolved, old: &str, new: &str) -> Result<EditPlan
     };
     let updated = format!("{}{}{}", &text[..at], new, &text[at + old.len()..]);
     let diff = cut_detail(diff::unified(text, &updated, &format!("a/{rel}"), &format!("b/{rel}")));
-    Ok(EditPlan { diff, original, updated })
+    Ok(EditPlan { diff, original, updated, rel: rel.clone() })
 }
 
 pub(crate) fn apply_edit(res: &Resolved, plan: &EditPlan) -> Result<String, String> {

@@ -4,7 +4,18 @@
 //! I/O errors all become `is_error` outputs worded for the model. Every path is confined to the
 //! workspace (see `path.rs`); `.PseudoClaude/` (the session logs) cannot be written or edited.
 //! Changes (`write_file`, `edit_file`, `run_command`) are approved through an [`Approver`] first,
-//! unless [`AutoApprove`] or an earlier [`Approval::Always`] says not to ask.
+//! unless [`AutoApprove`] or an earlier [`Approval::Always`] says not to ask. `.git/` cannot be
+//! written or edited either.
+//!
+//! Edits go through the editor: before `write_file` or `edit_file` asks, and again right before it
+//! writes, the [`Approver`] is asked whether the file is loaded in a buffer with unsaved changes
+//! ([`Approver::buffer_state`]); if it is, the call is refused and nothing is touched (the user's
+//! text is never overwritten, on disk or in the buffer). The second question holds the buffer
+//! (the editor keeps the user from typing into it) until [`Approver::written`] says the write is
+//! done, when the editor reloads it. An editor that does not answer within the timeout is a refusal.
+//! The approval of a write or an edit carries the whole proposed change ([`ProposedChange`]), so the
+//! user may accept only some of its change blocks ([`Approval::Only`]); the result then tells the
+//! model which ones were rejected.
 //!
 //! The approval prompt: `summary` is one line (the workspace-relative path, or the command's first
 //! line); `detail` is, for `write_file` and `edit_file`, a unified diff (`--- a/<path>`, `+++
@@ -23,6 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::json;
 
 use crate::message::ToolCall;
@@ -40,20 +52,85 @@ pub struct ApprovalRequest {
     pub summary: String,
     /// The diff or the full command, shown in the prompt.
     pub detail: String,
+    /// For `write_file` and `edit_file` on a text file: the whole change, for a review hunk by hunk.
+    pub change: Option<ProposedChange>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A write or an edit as the review shows it: the file's text now, the text proposed, and the change
+/// blocks between them (numbered from 1 in [`Approval::Only`]'s answer, in this order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProposedChange {
+    /// The real path of the file.
+    pub path: PathBuf,
+    /// Its text now (empty for a new file).
+    pub old: String,
+    /// The text proposed.
+    pub new: String,
+    pub hunks: Vec<HunkLines>,
+}
+
+/// One change block, in 1-based lines: `old_count` lines from `old_start` in the file become
+/// `new_count` lines from `new_start` in the proposal. A count of 0 is a pure insertion (the lines
+/// go after line `old_start - 1`) or deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HunkLines {
+    pub old_start: usize,
+    pub old_count: usize,
+    pub new_start: usize,
+    pub new_count: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Approval {
     Yes,
     No,
     /// Yes, and do not ask again for this tool in this session.
     Always,
+    /// Only these change blocks of the [`ProposedChange`] (1-based); the others are left as they are.
+    Only(Vec<usize>),
 }
 
-/// Asks the user (the Neovim bridge implements it; tests script it).
+/// What the editor knows of a file the agent is about to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferState {
+    /// No buffer holds it (or none is loaded): only the disk matters.
+    NotLoaded,
+    /// A buffer shows it, as it is on disk: write, and the editor reloads the buffer.
+    Unmodified,
+    /// A buffer holds unsaved changes to it: the agent must not write.
+    Modified,
+}
+
+/// How a write the editor was told about ended ([`Approver::written`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Created,
+    Changed,
+    /// Nothing was written (the buffer held for it is released).
+    Failed,
+}
+
+/// Asks the user and the editor (the Neovim bridge implements it; tests script it). Without an
+/// editor (the CLI, tests), no file is ever loaded in a buffer.
 pub trait Approver: Send + Sync {
     fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval>;
+
+    /// Whether `path` (real, absolute; `rel` as the model named it) is loaded in a buffer and
+    /// modified. With `hold`, the write follows at once: the editor keeps the buffer as it is until
+    /// [`Approver::written`]. `None`: the editor gave no answer (it was closed, the turn cancelled).
+    fn buffer_state(&self, path: &Path, rel: &str, hold: bool) -> BoxFuture<'static, Option<BufferState>> {
+        let _ = (path, rel, hold);
+        Box::pin(async { Some(BufferState::NotLoaded) })
+    }
+
+    /// A write asked about with `hold` is over: the editor reloads an unmodified buffer of the file.
+    fn written(&self, path: &Path, rel: &str, outcome: Written) {
+        let _ = (path, rel, outcome);
+    }
 }
+
+/// How long the editor may take to say whether a file has unsaved changes.
+pub const DEFAULT_EDITOR_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Which tools run without asking (the `approve` config table).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -103,6 +180,7 @@ pub struct Tools {
     /// Tools the user answered [`Approval::Always`] for.
     always: [AtomicBool; 3],
     output_cap: usize,
+    editor_timeout: Duration,
 }
 
 /// The tools that ask first, indexing [`Tools::always`].
@@ -132,7 +210,14 @@ impl Tools {
             auto,
             always: Default::default(),
             output_cap: DEFAULT_OUTPUT_CAP,
+            editor_timeout: DEFAULT_EDITOR_TIMEOUT,
         }
+    }
+
+    /// How long the editor may take to answer [`Approver::buffer_state`] (default
+    /// [`DEFAULT_EDITOR_TIMEOUT`]); past it the write is refused.
+    pub fn set_editor_timeout(&mut self, timeout: Duration) {
+        self.editor_timeout = timeout;
     }
 
     pub fn workspace(&self) -> &Path {
@@ -147,6 +232,14 @@ impl Tools {
 
     pub fn set_output_cap(&mut self, bytes: usize) {
         self.output_cap = bytes.max(1024);
+    }
+
+    /// The text of a workspace file attached to a message (`@path`), confined like every tool's path:
+    /// (its workspace-relative name, its text), or why it cannot be attached.
+    pub fn read_attachment(&self, raw: &str) -> Result<(String, String), String> {
+        let res = self.root.resolve(raw)?;
+        let text = fs::read_text(&res)?;
+        Ok((res.rel, text))
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
@@ -231,10 +324,22 @@ impl Tools {
                 Err(e) => return ToolOutput::error(e),
             }
         };
-        if let Err(out) = self.approve(Gated::WriteFile, res.rel.clone(), plan.diff.clone()).await {
+        if let Err(out) = self.check_buffer(&res, Gated::WriteFile, false).await {
             return out;
         }
-        blocking(move |_| fs::write_file(&res, &content, &plan)).await
+        let change = plan.old.as_ref().map(|old| proposed(&res, old, &content));
+        let only = match self.approve(Gated::WriteFile, res.rel.clone(), plan.diff.clone(), change).await {
+            Ok(only) => only,
+            Err(out) => return out,
+        };
+        let (content, note) = match (&only, &plan.old) {
+            (Some(accepted), Some(old)) => partial(old, &content, accepted),
+            _ => (content, String::new()),
+        };
+        self.write_through_editor(&res, Gated::WriteFile, plan.before_exists(), move |res| {
+            fs::write_file(res, &content, &plan).map(|s| format!("{s}{note}"))
+        })
+        .await
     }
 
     async fn edit_file(&self, args: &Args<'_>) -> ToolOutput {
@@ -249,17 +354,81 @@ impl Tools {
             Ok(x) => x,
             Err(e) => return ToolOutput::error(e),
         };
-        let plan = {
+        let mut plan = {
             let res = res.clone();
             match blocking_res(move |_| fs::plan_edit(&res, &old, &new)).await {
                 Ok(p) => p,
                 Err(e) => return ToolOutput::error(e),
             }
         };
-        if let Err(out) = self.approve(Gated::EditFile, res.rel.clone(), plan.diff.clone()).await {
+        if let Err(out) = self.check_buffer(&res, Gated::EditFile, false).await {
             return out;
         }
-        blocking(move |_| fs::apply_edit(&res, &plan)).await
+        let change = proposed(&res, plan.text(), plan.updated());
+        let note = match self.approve(Gated::EditFile, res.rel.clone(), plan.diff.clone(), Some(change)).await {
+            Ok(None) => String::new(),
+            Ok(Some(accepted)) => {
+                let (updated, note) = partial(plan.text(), plan.updated(), &accepted);
+                plan.set_updated(updated);
+                note
+            }
+            Err(out) => return out,
+        };
+        self.write_through_editor(&res, Gated::EditFile, true, move |res| {
+            fs::apply_edit(res, &plan).map(|s| format!("{s}{note}"))
+        })
+        .await
+    }
+
+    /// Refuses a write to a file the user is editing: `Err` is the answer for the model. `hold`: the
+    /// write follows at once, and the editor holds the buffer until it is told how it went.
+    async fn check_buffer(&self, res: &path::Resolved, tool: Gated, hold: bool) -> Result<(), ToolOutput> {
+        let rel = &res.rel;
+        let asked = tokio::time::timeout(self.editor_timeout, self.approver.buffer_state(&res.abs, rel, hold)).await;
+        match asked {
+            Ok(Some(BufferState::NotLoaded | BufferState::Unmodified)) => Ok(()),
+            Ok(Some(BufferState::Modified)) if hold => Err(ToolOutput::error(format!(
+                "the user changed {rel} in the editor while this {} call waited for approval: it has unsaved \
+                 changes there now, so nothing was written (the file and the buffer are as they were). Ask the \
+                 user to save or discard them, read the file again, and retry.",
+                tool.name()
+            ))),
+            Ok(Some(BufferState::Modified)) => Err(ToolOutput::error(format!(
+                "{rel} is open in the editor with unsaved changes, so this {} call was refused: nothing was \
+                 written, the file and the buffer are as they were. Tell the user; ask them to save or discard \
+                 their changes (then read the file again) before you change it.",
+                tool.name()
+            ))),
+            Ok(None) => Err(ToolOutput::error(format!(
+                "the editor did not answer whether {rel} has unsaved changes (the turn was cancelled or the \
+                 editor closed); nothing was written"
+            ))),
+            Err(_) => Err(ToolOutput::error(format!(
+                "the editor did not say within {} s whether {rel} is open with unsaved changes; nothing was \
+                 written, to be safe. Retry in a moment.",
+                self.editor_timeout.as_secs_f64()
+            ))),
+        }
+    }
+
+    /// The last check (holding the buffer), the write, and the editor told how it went.
+    async fn write_through_editor<F>(&self, res: &path::Resolved, tool: Gated, existed: bool, write: F) -> ToolOutput
+    where
+        F: FnOnce(&path::Resolved) -> Result<String, String> + Send + 'static,
+    {
+        if let Err(out) = self.check_buffer(res, tool, true).await {
+            self.approver.written(&res.abs, &res.rel, Written::Failed);
+            return out;
+        }
+        let target = res.clone();
+        let out = blocking(move |_| write(&target)).await;
+        let outcome = match (out.is_error, existed) {
+            (true, _) => Written::Failed,
+            (false, true) => Written::Changed,
+            (false, false) => Written::Created,
+        };
+        self.approver.written(&res.abs, &res.rel, outcome);
+        out
     }
 
     async fn run_command(&self, args: &Args<'_>) -> ToolOutput {
@@ -278,15 +447,22 @@ impl Tools {
             Ok(x) => x,
             Err(e) => return ToolOutput::error(e),
         };
-        if let Err(out) = self.approve(Gated::RunCommand, command_summary(&command), command.clone()).await {
+        if let Err(out) = self.approve(Gated::RunCommand, command_summary(&command), command.clone(), None).await {
             return out;
         }
         command::run(self.root.canon(), &command, Duration::from_secs(timeout), self.output_cap).await
     }
 
-    /// Asks the user unless auto-approved or approved with Always; `Err` is the answer to give the
-    /// model when the user declines.
-    async fn approve(&self, tool: Gated, summary: String, detail: String) -> Result<(), ToolOutput> {
+    /// Asks the user unless auto-approved or approved with Always: `Ok(None)` to go ahead whole,
+    /// `Ok(Some(accepted))` for only some change blocks (one flag per block, at least one set), `Err`
+    /// the answer to give the model when the user declines.
+    async fn approve(
+        &self,
+        tool: Gated,
+        summary: String,
+        detail: String,
+        change: Option<ProposedChange>,
+    ) -> Result<Option<Vec<bool>>, ToolOutput> {
         let auto = match tool {
             Gated::WriteFile => self.auto.write_file,
             Gated::EditFile => self.auto.edit_file,
@@ -294,28 +470,95 @@ impl Tools {
         };
         let always = &self.always[tool as usize];
         if auto || always.load(Ordering::Relaxed) {
-            return Ok(());
+            return Ok(None);
         }
         let what = summary.clone();
-        let req = ApprovalRequest { tool: tool.name().to_string(), summary, detail };
+        let blocks = change.as_ref().map_or(0, |c| c.hunks.len());
+        let req = ApprovalRequest { tool: tool.name().to_string(), summary, detail, change };
+        let declined = || {
+            let nothing = match tool {
+                Gated::WriteFile | Gated::EditFile => "the file was not changed",
+                Gated::RunCommand => "the command was not run",
+            };
+            ToolOutput::error(format!(
+                "the user declined this {} call ({what}); {nothing}. Do not retry it as is: ask the user how to proceed.",
+                tool.name()
+            ))
+        };
         match self.approver.ask(req).await {
-            Approval::Yes => Ok(()),
+            Approval::Yes => Ok(None),
             Approval::Always => {
                 always.store(true, Ordering::Relaxed);
-                Ok(())
+                Ok(None)
             }
-            Approval::No => {
-                let nothing = match tool {
-                    Gated::WriteFile | Gated::EditFile => "the file was not changed",
-                    Gated::RunCommand => "the command was not run",
-                };
-                Err(ToolOutput::error(format!(
-                    "the user declined this {} call ({what}); {nothing}. Do not retry it as is: ask the user how to proceed.",
-                    tool.name()
-                )))
+            Approval::No => Err(declined()),
+            Approval::Only(numbers) => {
+                let mut accepted = vec![false; blocks];
+                for n in numbers {
+                    if let Some(slot) = n.checked_sub(1).and_then(|i| accepted.get_mut(i)) {
+                        *slot = true;
+                    }
+                }
+                match accepted.iter().filter(|&&a| a).count() {
+                    0 => Err(declined()),
+                    n if n == blocks => Ok(None),
+                    _ => Ok(Some(accepted)),
+                }
             }
         }
     }
+}
+
+/// The review's view of a change from `old` to `new`.
+fn proposed(res: &path::Resolved, old: &str, new: &str) -> ProposedChange {
+    let hunks = diff::change_blocks(old, new)
+        .into_iter()
+        .map(|h| HunkLines {
+            old_start: h.old.start + 1,
+            old_count: h.old.len(),
+            new_start: h.new.start + 1,
+            new_count: h.new.len(),
+        })
+        .collect();
+    ProposedChange { path: res.abs.clone(), old: old.to_string(), new: new.to_string(), hunks }
+}
+
+/// `new` with only the `accepted` change blocks, and the note telling the model which were rejected.
+fn partial(old: &str, new: &str, accepted: &[bool]) -> (String, String) {
+    let blocks = diff::change_blocks(old, new);
+    let text = diff::apply(old, new, &blocks, accepted);
+    let rejected: Vec<usize> = (0..blocks.len()).filter(|&k| !accepted.get(k).copied().unwrap_or(false)).collect();
+    let mut note = format!(
+        "\n[the user accepted {} of the {} changes and rejected {}: {}. Those lines were left as they were, \
+         shown below as they are now (-) and as you proposed them (+); do not assume they changed]\n",
+        blocks.len() - rejected.len(),
+        blocks.len(),
+        if rejected.len() == 1 { "change" } else { "changes" },
+        rejected.iter().map(|k| (k + 1).to_string()).collect::<Vec<_>>().join(", ")
+    );
+    let (a, b): (Vec<&str>, Vec<&str>) = (old.split_inclusive('\n').collect(), new.split_inclusive('\n').collect());
+    for k in rejected {
+        let h = &blocks[k];
+        note.push_str(&format!(
+            "rejected change {} (lines {}-{} of the file, {}-{} proposed):\n",
+            k + 1,
+            h.old.start + 1,
+            h.old.end,
+            h.new.start + 1,
+            h.new.end
+        ));
+        for l in &a[h.old.clone()] {
+            note.push('-');
+            note.push_str(l.strip_suffix('\n').unwrap_or(l));
+            note.push('\n');
+        }
+        for l in &b[h.new.clone()] {
+            note.push('+');
+            note.push_str(l.strip_suffix('\n').unwrap_or(l));
+            note.push('\n');
+        }
+    }
+    (text, note)
 }
 
 /// The command's first line, shortened, for the one-line approval summary.

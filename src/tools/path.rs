@@ -122,10 +122,22 @@ impl Root {
         Ok(Resolved { abs: real, rel })
     }
 
-    /// Refuses paths inside `.PseudoClaude/` (the session logs), for the tools that change files.
-    /// Compared without regard to case, for case-insensitive file systems.
+    /// Refuses paths inside `.PseudoClaude/` (the session logs) and inside any `.git/` (a
+    /// repository's own files: a write there can rewrite history or run code at the next git
+    /// command), for the tools that change files. Compared without regard to case, for
+    /// case-insensitive file systems.
     pub fn check_writable(&self, res: &Resolved) -> Result<(), String> {
         let rel = res.abs.strip_prefix(&self.canon).unwrap_or(&res.abs);
+        let in_git = rel
+            .components()
+            .any(|c| matches!(c, Component::Normal(n) if n.to_string_lossy().eq_ignore_ascii_case(".git")));
+        if in_git {
+            return Err(format!(
+                "{} is inside a .git/ folder, where git keeps the repository itself; tools may not change it \
+                 (use run_command with git for that)",
+                res.rel
+            ));
+        }
         match rel.components().next() {
             Some(Component::Normal(first)) if first.to_string_lossy().eq_ignore_ascii_case(ROOT_DIR_NAME) => Err(
                 format!("{} is inside {ROOT_DIR_NAME}/, where the session logs live; tools may not change it", res.rel),
@@ -190,6 +202,12 @@ mod tests {
         let r = root.resolve(".pseudoclaude/x").unwrap();
         assert!(root.check_writable(&r).is_err());
         let r = root.resolve("src/x").unwrap();
+        assert!(root.check_writable(&r).is_ok());
+        for git in [".git/config", ".git", "sub/.GIT/hooks/pre-commit"] {
+            let r = root.resolve(git).unwrap();
+            assert!(root.check_writable(&r).unwrap_err().contains("inside a .git/ folder"), "{git}");
+        }
+        let r = root.resolve(".github/workflows/ci.yml").unwrap();
         assert!(root.check_writable(&r).is_ok());
         assert!(root.is_log_dir(&root.canon().join(".PseudoClaude")));
         let r = root.resolve(".").unwrap();
