@@ -1052,6 +1052,9 @@ function H.ask_approval(m)
   else
     float = H.detail_float(m)
   end
+  -- the stock vim.ui.select (inputlist) blocks before the screen is redrawn: draw the diff first, so it is what the
+  -- user sees while the question waits
+  vim.cmd("redraw")
   local choices = { "Yes", "No", "Always (this session)" }
   local by_hunk = "Review hunk by hunk"
   if change and #change.hunks > 1 then

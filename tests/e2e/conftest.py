@@ -328,3 +328,55 @@ def fake() -> Iterator[FakeOpenAI]:
     finally:
         f.close()
     f.check()
+
+
+class Terminal:
+    """Neovim's TUI in tmux, as a person sees it: keys sent with send-keys, the screen read back. Its own tmux
+    server (socket in `tmp`) and XDG folders, so nothing of the user's setup or of another test leaks in."""
+
+    def __init__(self, tmp: Path, cwd: Path, command: str, width: int = 160, height: int = 40) -> None:
+        tmux = shutil.which("tmux")
+        assert tmux, "this test drives Neovim's TUI in tmux, which is not installed: install it (Debian: apt-get install tmux)"
+        self.tmux = tmux
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.sock = tmp / "tmux.sock"
+        home = tmp / "home"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "NVIM")) and not k.endswith("_API_KEY")}
+        for var, sub in (("XDG_CONFIG_HOME", "c"), ("XDG_DATA_HOME", "d"), ("XDG_STATE_HOME", "s"), ("XDG_CACHE_HOME", "h")):
+            self.env[var] = str(home / sub)
+        self.env["TERM"] = "xterm-256color"
+        self.run("-f", "/dev/null", "new-session", "-d", "-s", "pc", "-x", str(width), "-y", str(height), "-c", str(cwd), command)
+
+    def run(self, *args: str) -> str:
+        return subprocess.run([self.tmux, "-S", str(self.sock), *args], env=self.env, check=True, capture_output=True, text=True).stdout
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "pc", *keys)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "pc")
+
+    def wait_screen(self, pred: Any, what: str) -> str:
+        def check() -> str | None:
+            s = self.screen()
+            return s if pred(s) else None
+
+        return wait_for(check, what=what)
+
+    def close(self) -> None:
+        subprocess.run([self.tmux, "-S", str(self.sock), "kill-server"], env=self.env, capture_output=True)
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Any]:
+    """`terminal(cwd, command)` starts a `Terminal`; every one started is closed after the test."""
+    started: list[Terminal] = []
+
+    def start(cwd: Path, command: str, **size: int) -> Terminal:
+        t = Terminal(tmp_path / f"term{len(started)}", cwd, command, **size)
+        started.append(t)
+        return t
+
+    yield start
+    for t in started:
+        t.close()

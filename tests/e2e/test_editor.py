@@ -452,3 +452,22 @@ def test_the_demo_providers_edit_goes_through_the_diff_review(nvim: Neovim, work
         wait_turns(nvim, 2)
         assert nvim.lua("return vim.g.pc_asked") == 0
         assert "Edit number 2." in demo.read_text()
+
+
+def test_the_diff_is_on_screen_while_the_stock_question_waits(workspace: Path, terminal: Any) -> None:
+    """The stock vim.ui.select is Neovim's inputlist, which blocks before a redraw: seen in a real terminal, the
+    review's diff must be what is on screen above the question, not the chat the user typed in."""
+    from conftest import NVIM, ROOT
+
+    t = terminal(workspace, f"{NVIM} --clean -u {ROOT}/scripts/dev-init.lua", height=45)
+    t.wait_screen(lambda s: "~" in s, "Neovim to start")
+    t.keys(":PseudoChat", "Enter")
+    t.wait_screen(lambda s: "pseudoclaude://input" in s, "the chat")
+    t.keys("iplease edit something", "C-s")
+    s = t.wait_screen(lambda s: "Allow write_file pseudoclaude-demo.txt?" in s, "the question")
+    assert " proposed: pseudoclaude-demo.txt" in s and "Edit number 1." in s, s
+    assert "## You" not in s, "the chat is drawn where the diff should be"
+    t.keys("1", "Enter")
+    s = t.wait_screen(lambda s: "Files changed in this turn:" in s, "the turn to end")
+    assert "proposed:" not in s
+    assert "Edit number 1." in (workspace / "pseudoclaude-demo.txt").read_text()

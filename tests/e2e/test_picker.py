@@ -642,56 +642,26 @@ def test_help_tags_for_the_picker_and_the_sessions_api(nvim, tmp_path):
 # -- on a real terminal -------------------------------------------------------------------------------------------
 
 
-def test_smoke_in_a_real_terminal_with_tmux(workspace, ws12, tmp_path):
+def test_smoke_in_a_real_terminal_with_tmux(workspace, ws12, terminal):
     """The picker as a person sees it: Neovim's TUI in tmux, keys sent with send-keys, the screen read back."""
-    import os
-    import shutil
-    import subprocess
-
     from conftest import NVIM, ROOT
 
-    tmux = shutil.which("tmux")
-    assert tmux, "this test drives Neovim's TUI in tmux, which is not installed: install it (Debian: apt-get install tmux)"
-    sock = tmp_path / "tmux.sock"
-    home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "NVIM"))}
-    for var, sub in (("XDG_CONFIG_HOME", "c"), ("XDG_DATA_HOME", "d"), ("XDG_STATE_HOME", "s"), ("XDG_CACHE_HOME", "h")):
-        env[var] = str(home / sub)
-    env["TERM"] = "xterm-256color"
-
-    def run(*args: str) -> str:
-        return subprocess.run([tmux, "-S", str(sock), *args], env=env, check=True, capture_output=True, text=True).stdout
-
-    def screen() -> str:
-        return run("capture-pane", "-p", "-t", "pc")
-
-    def wait_screen(pred, what: str) -> str:
-        def check() -> str | None:
-            s = screen()
-            return s if pred(s) else None
-
-        return wait_for(check, what=what)
-
-    command = f"{NVIM} --clean --cmd 'set rtp^={ROOT}' -c 'set noshowmode'"
-    run("-f", "/dev/null", "new-session", "-d", "-s", "pc", "-x", "160", "-y", "40", "-c", str(workspace), command)
-    try:
-        wait_screen(lambda s: "~" in s, "Neovim to start")
-        with hold_lock(session_dir(workspace, ws12[1])):
-            run("send-keys", "-t", "pc", ":PseudoResume", "Enter")
-            s = wait_screen(lambda s: "Resume session" in s and "task 11" in s, "the picker")
-        assert "Sessions" in s and "Preview" in s and "╭" in s
-        rows = [line for line in s.splitlines() if "msgs" in line]
-        assert len(rows) == 9 and "task 11" in rows[0] and "1h ago" in rows[0] and "2 msgs" in rows[0]
-        assert "! task 10" in rows[1]  # held by "another editor" (this test) when listed
-        s = wait_screen(lambda s: "answer 1 to task 11" in s, "the preview (read in the background)")
-        assert "## You" in s
-        run("send-keys", "-t", "pc", "zebra")
-        s = wait_screen(lambda s: "zebra parser overhaul" in s and "task 11" not in s, "the filter")
-        assert "> zebra" in s and "1/12" in s
-        run("send-keys", "-t", "pc", "Escape")
-        s = wait_screen(lambda s: "Resume session" not in s, "the picker to close")
-        assert "zebra" not in s
-        run("send-keys", "-t", "pc", ":echo 'mode:' . mode() . ' wins:' . winnr('$')", "Enter")
-        wait_screen(lambda s: "mode:n wins:1" in s, "Normal mode, one window")
-    finally:
-        subprocess.run([tmux, "-S", str(sock), "kill-server"], env=env, capture_output=True)
+    t = terminal(workspace, f"{NVIM} --clean --cmd 'set rtp^={ROOT}' -c 'set noshowmode'")
+    t.wait_screen(lambda s: "~" in s, "Neovim to start")
+    with hold_lock(session_dir(workspace, ws12[1])):
+        t.keys(":PseudoResume", "Enter")
+        s = t.wait_screen(lambda s: "Resume session" in s and "task 11" in s, "the picker")
+    assert "Sessions" in s and "Preview" in s and "╭" in s
+    rows = [line for line in s.splitlines() if "msgs" in line]
+    assert len(rows) == 9 and "task 11" in rows[0] and "1h ago" in rows[0] and "2 msgs" in rows[0]
+    assert "! task 10" in rows[1]  # held by "another editor" (this test) when listed
+    s = t.wait_screen(lambda s: "answer 1 to task 11" in s, "the preview (read in the background)")
+    assert "## You" in s
+    t.keys("zebra")
+    s = t.wait_screen(lambda s: "zebra parser overhaul" in s and "task 11" not in s, "the filter")
+    assert "> zebra" in s and "1/12" in s
+    t.keys("Escape")
+    s = t.wait_screen(lambda s: "Resume session" not in s, "the picker to close")
+    assert "zebra" not in s
+    t.keys(":echo 'mode:' . mode() . ' wins:' . winnr('$')", "Enter")
+    t.wait_screen(lambda s: "mode:n wins:1" in s, "Normal mode, one window")
