@@ -1,0 +1,88 @@
+--- The question before a tool writes or runs something: yes / no / always, with the change's diff review
+--- (`pseudoclaude.review`) or the command shown while it is asked.
+
+local M = {}
+local S = require("pseudoclaude.chat.state")
+local V = require("pseudoclaude.chat.view")
+local T = require("pseudoclaude.transcript")
+
+--- Shows what a tool wants to do and asks yes / no / always. A write or an edit of a text file opens its diff review
+--- first (`pseudoclaude.review`), which stays visible while the question is asked; "Review hunk by hunk" lets the user
+--- accept or reject each change block with the review's keys.
+function M.ask_approval(m)
+  local change = T.nonnil(m.change)
+  if change and (#change.hunks == 0) then
+    change = nil
+  end
+  local float, review
+  if change then
+    review = require("pseudoclaude.review").open(change, m.summary)
+  else
+    float = M.detail_float(m)
+  end
+  -- the stock vim.ui.select (inputlist) blocks before the screen is redrawn: draw the diff first, so it is what the
+  -- user sees while the question waits
+  vim.cmd("redraw")
+  local choices = { "Yes", "No", "Always (this session)" }
+  local by_hunk = "Review hunk by hunk"
+  if change and #change.hunks > 1 then
+    choices[#choices + 1] = by_hunk
+  end
+  local answers = { Yes = "yes", No = "no", ["Always (this session)"] = "always" }
+  local function answer(call, ...)
+    local ok, err = pcall(require("pseudoclaude.core").call, call, m.id, ...)
+    if not ok then
+      require("pseudoclaude.errors").report(err, vim.log.levels.WARN)
+    end
+    S.state.phase = "running tools"
+    V.redraw_winbar()
+  end
+  vim.ui.select(choices, { prompt = ("Allow %s %s?"):format(m.tool, m.summary) }, function(choice)
+    if float and vim.api.nvim_win_is_valid(float) then
+      vim.api.nvim_win_close(float, true)
+    end
+    if choice == by_hunk and review then
+      S.state.phase = "reviewing"
+      V.redraw_winbar()
+      return require("pseudoclaude.review").start(review, function(accepted)
+        if #accepted == #change.hunks then
+          answer("agent_approve", "yes")
+        elseif #accepted == 0 then
+          answer("agent_approve", "no")
+        else
+          answer("agent_approve_hunks", accepted)
+        end
+      end)
+    end
+    if review then
+      require("pseudoclaude.review").close(review)
+    end
+    answer("agent_approve", answers[choice] or "no")
+  end)
+end
+
+--- The floating window showing a command (or a diff that cannot be reviewed) while its approval is asked.
+---@return integer? win
+function M.detail_float(m)
+  local detail = vim.split(m.detail or "", "\n", { plain = true })
+  if #detail == 0 or detail[1] == "" then
+    return nil
+  end
+  local b = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, detail)
+  vim.bo[b].filetype = m.tool == "run_command" and "sh" or "diff"
+  local width = math.min(vim.o.columns - 4, 100)
+  local height = math.min(#detail, math.max(3, vim.o.lines - 10))
+  return vim.api.nvim_open_win(b, false, {
+    relative = "editor",
+    row = 1,
+    col = math.floor((vim.o.columns - width) / 2),
+    width = width,
+    height = height,
+    border = "rounded",
+    title = (" %s: %s "):format(m.tool, m.summary),
+    style = "minimal",
+  })
+end
+
+return M

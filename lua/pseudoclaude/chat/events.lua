@@ -1,0 +1,255 @@
+--- What the core reports, drawn as it comes: the queue drained on every wake-up of the main loop, one handler per
+--- event kind (`pseudoclaude.Event`, see `types.lua`), and the list of the files a turn changed.
+---
+--- Architecture invariant: the core's queue is drained whole on each wake-up (the libuv handle merges wake-ups).
+
+local M = {}
+local S = require("pseudoclaude.chat.state")
+local V = require("pseudoclaude.chat.view")
+local T = require("pseudoclaude.transcript")
+
+-- Events from the core ----------------------------------------------------------------------------------------------
+
+function M.on_wake()
+  local ok, msgs = pcall(require("pseudoclaude.core").call, "agent_drain")
+  if not ok then
+    require("pseudoclaude.errors").report(msgs)
+    return
+  end
+  for _, m in ipairs(msgs) do
+    local handler = M.handlers[m.type]
+    if handler then
+      local hok, herr = pcall(handler, m)
+      if not hok then
+        require("pseudoclaude.errors").report(herr)
+      end
+    end
+  end
+  V.redraw_winbar()
+end
+
+--- The answer starts streaming: its header (when the renderer would draw one), then the line the text flows into.
+function M.begin_agent_block()
+  if S.streaming then
+    return
+  end
+  local m = { role = "assistant" }
+  local row = V.draw_message(m, true)
+  local text_row = V.append({ "" })
+  -- the answer's mark goes on now, where it starts; it becomes a message when recorded (or kept on an interruption)
+  if V.valid_buf(S.buf) then
+    S.open_block = { mark = V.mark_message(row or text_row or 0), has_text = false }
+  end
+  S.streaming = true
+end
+
+--- A turn stopped while an answer streamed: the core kept its text as a message when there was any; otherwise the
+--- mark placed for it numbers nothing.
+function M.close_block()
+  local block = S.open_block
+  S.open_block = nil
+  if block and not block.has_text and block.mark and V.valid_buf(S.buf) then
+    pcall(vim.api.nvim_buf_del_extmark, S.buf, S.msg_ns, block.mark)
+  end
+end
+
+--- One handler per event the core queues (see lua/pseudoclaude/types.lua for their shapes).
+---@type table<pseudoclaude.EventType, fun(m: pseudoclaude.Event)>
+M.handlers = {
+  user_recorded = function(m)
+    S.streaming = false
+    V.draw_message({ role = "user", content = m.text })
+    S.refresh_status()
+  end,
+  text_delta = function(m)
+    M.begin_agent_block()
+    if S.open_block and m.text:find("%S") then
+      S.open_block.has_text = true
+    end
+    V.append_text(m.text)
+  end,
+  tool_call_started = function(m)
+    S.names[m.id] = m.name
+  end,
+  assistant_recorded = function(m)
+    local calls = T.nonnil(m.tool_calls) or {}
+    -- streamed: its mark is in place already
+    local marked = S.open_block ~= nil
+    S.open_block = nil
+    if #calls > 0 then
+      -- the calls, drawn as the renderer draws them after the text (under a header when nothing streamed)
+      V.draw_message({ role = "assistant", tool_calls = calls }, marked)
+      S.state.phase = "running tools"
+    elseif not marked and V.valid_buf(S.buf) then
+      V.mark_message(vim.api.nvim_buf_line_count(S.buf) - 1) -- an empty answer: a message all the same
+    end
+    S.prev = { role = "assistant" }
+    S.streaming = false
+  end,
+  tool_result = function(m)
+    S.names[m.id] = m.name or S.names[m.id]
+    if m.name == "run_command" then
+      -- the command may have changed files that buffers show: reload them, or warn, as Neovim does
+      require("pseudoclaude.editor").checktime()
+    end
+    V.draw_message({
+      role = "user",
+      tool_result = { tool_call_id = m.id, content = m.content or "", is_error = m.is_error },
+    })
+    -- The answer after the tools is a block of its own, never glued to a (folded) result.
+    S.streaming = false
+    S.state.phase = "answering"
+  end,
+  retrying = function(m)
+    V.append(
+      { ("… retrying (attempt %d) in %.1fs: %s"):format(m.attempt, m.wait_ms / 1000, m.reason) },
+      "PseudoClaudeNotice"
+    )
+  end,
+  usage = function()
+    -- the totals are read back from the status, not taken from the event: the status prices them with the
+    -- configuration in effect now, which a setup() during the session may have changed
+    S.refresh_status()
+  end,
+  compacted = function()
+    V.append({ "", "[older history was summarised to fit the model's context]" }, "PseudoClaudeNotice")
+    S.streaming = false
+    S.marks_stale = true
+  end,
+  saved = function(m)
+    S.state.saved = m.ok
+    S.state.save_error = T.nonnil(m.error)
+    if not m.ok then
+      vim.notify(
+        "pseudoclaude: the session log could not be written: " .. tostring(S.state.save_error),
+        vim.log.levels.ERROR
+      )
+    end
+  end,
+  error = function(m)
+    M.close_block()
+    V.append({ "", "✗ " .. m.message }, "PseudoClaudeError")
+    S.streaming = false
+    vim.notify("pseudoclaude: " .. m.message, vim.log.levels.ERROR)
+  end,
+  cancelled = function()
+    M.close_block()
+    V.append({ "", "[cancelled]" }, "PseudoClaudeNotice")
+    S.streaming = false
+  end,
+  turn_done = function(m)
+    M.list_turn_files()
+    S.state.busy = false
+    S.state.phase = "idle"
+    S.streaming = false
+    S.refresh_status()
+    vim.api.nvim_exec_autocmds("User", {
+      pattern = "PseudoClaudeTurnDone",
+      modeline = false,
+      data = { stop_reason = m.stop_reason, session = S.state.session },
+    })
+  end,
+  approval = function(m)
+    S.state.phase = "waiting for approval"
+    require("pseudoclaude.chat.approval").ask_approval(m)
+  end,
+  buffer_check = function(m)
+    require("pseudoclaude.editor").on_buffer_check(m)
+  end,
+  file_written = function(m)
+    require("pseudoclaude.editor").on_written(m)
+    if m.outcome ~= "failed" then
+      S.turn_files[#S.turn_files + 1] = { rel = m.rel, path = m.path, outcome = m.outcome }
+    end
+  end,
+  resumed = function(m)
+    local pending = S.resumes[m.ticket]
+    S.resumes[m.ticket] = nil
+    if not pending then
+      return
+    end
+    if not m.ok then
+      S.state.phase = S.state.busy and S.state.phase or "idle"
+      return require("pseudoclaude.chat.restore").resume_finished(pending.id, pending.opts, {
+        ok = false,
+        id = pending.id,
+        error = require("pseudoclaude.errors").plain(T.nonnil(m.error) or "the session could not be restored"),
+      })
+    end
+    local report = m.report
+    report.ok = true
+    local stats = S.last_stats and S.last_stats.id == pending.id and S.last_stats or {}
+    stats.read_at = vim.uv.hrtime()
+    S.state.saved, S.state.save_error, S.state.busy = true, nil, false
+    S.state.phase = "idle"
+    require("pseudoclaude.chat").open()
+    S.restore_stats = stats
+    report.at = pending.opts.at
+    require("pseudoclaude.chat.restore").restore(function(all_drawn)
+      -- The session is current and its end is on screen: the history is in place.
+      stats.in_place_at = vim.uv.hrtime()
+      report.drawn = all_drawn
+      if report.notice ~= "" then
+        V.append({ "", "⚠ Restored with repairs: " .. report.notice }, "PseudoClaudeNotice")
+        vim.notify(
+          ("pseudoclaude: session %s restored with repairs: %s"):format(report.id, report.notice),
+          vim.log.levels.WARN
+        )
+      end
+      require("pseudoclaude.chat.restore").resume_finished(report.id, pending.opts, report)
+    end, function()
+      stats.done_at = vim.uv.hrtime()
+      if pending.opts.on_drawn then
+        pcall(pending.opts.on_drawn, report)
+      end
+      vim.api.nvim_exec_autocmds("User", { pattern = "PseudoClaudeResumeDrawn", modeline = false, data = report })
+    end, pending.opts.at)
+  end,
+}
+
+--- Under the turn's last answer: the files it created or changed, one line each (`keys.open_file` opens it).
+function M.list_turn_files()
+  local files = S.turn_files
+  S.turn_files = {}
+  if #files == 0 or not V.valid_buf(S.buf) then
+    return
+  end
+  local seen, lines, paths = {}, { "", "Files changed in this turn:" }, {}
+  for _, f in ipairs(files) do
+    if not seen[f.path] then
+      seen[f.path] = true
+      lines[#lines + 1] = ("  ✎ %s (%s)"):format(f.rel, f.outcome)
+      paths[#paths + 1] = f.path
+    end
+  end
+  local start = V.append(lines, "PseudoClaudeNotice")
+  for i, path in ipairs(paths) do
+    local id = vim.api.nvim_buf_set_extmark(S.buf, S.files_ns, start + 1 + i, 0, {})
+    S.file_marks[id] = path
+  end
+end
+
+--- Opens the file of the list line under the cursor in the window the user was in before the chat.
+function M.open_file_under_cursor()
+  local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+  local marks = vim.api.nvim_buf_get_extmarks(S.buf, S.files_ns, { row, 0 }, { row, -1 }, {})
+  local path = marks[1] and S.file_marks[marks[1][1]]
+  if not path then
+    return false
+  end
+  local target
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if w ~= S.win and w ~= S.input_win and vim.api.nvim_win_get_config(w).relative == "" then
+      target = target or w
+    end
+  end
+  if target then
+    vim.api.nvim_set_current_win(target)
+  else
+    vim.cmd("topleft vsplit")
+  end
+  vim.cmd.edit(vim.fn.fnameescape(path))
+  return true
+end
+
+return M
