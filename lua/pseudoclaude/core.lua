@@ -125,8 +125,8 @@ function M.try_load()
   local lib_version ---@type any
   if type(loaded.version) == "function" then
     -- convention of every native function: returns `true, value` (or `false, message`)
-    local called, ok, v = pcall(loaded.version)
-    if called and ok == true then
+    local called, answered, v = pcall(loaded.version)
+    if called and answered == true then
       lib_version = v
     end
   end

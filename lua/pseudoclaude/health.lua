@@ -133,13 +133,13 @@ function M.check()
   end
 
   health.start("pseudoclaude: sessions held by other editors")
-  local lib = require("pseudoclaude.core").try_load()
+  lib = require("pseudoclaude.core").try_load()
   if not lib then
     health.info("skipped: the native library is not available")
     return
   end
-  local ok, list = pcall(pc.sessions.list, { include_current = false })
-  if not ok then
+  local listed, list = pcall(pc.sessions.list, { include_current = false })
+  if not listed then
     health.warn("cannot list sessions: " .. tostring(list))
     return
   end

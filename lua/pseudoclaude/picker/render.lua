@@ -385,8 +385,8 @@ function H.library_header(add, p, item)
   if git then
     git = (branch and "branch " or "") .. git
     local start = value(src.git_start)
-    local from = start and H.git_text(value(start.branch), value(start.commit))
-    add(from and ("%s, started on %s"):format(git, from) or git, "PseudoClaudePickerPreviewMeta")
+    local started = start and H.git_text(value(start.branch), value(start.commit))
+    add(started and ("%s, started on %s"):format(git, started) or git, "PseudoClaudePickerPreviewMeta")
   end
   -- A hit's preview is read without prices: the list's cost then.
   local tokens = require("pseudoclaude.usage").summary(value(src.usage), value(p.cost) or value(item.cost))
