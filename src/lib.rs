@@ -10,6 +10,7 @@ pub mod compact;
 pub mod conversation;
 pub mod display;
 pub mod git;
+pub mod import;
 pub mod message;
 pub mod provider;
 pub mod session;

@@ -10,11 +10,14 @@
 //! pseudoclaude [-C DIR] sessions pin ID [on|off]
 //! pseudoclaude [-C DIR] sessions fork ID INDEX
 //! pseudoclaude [-C DIR] sessions export ID [--format md|json]
+//! pseudoclaude [-C DIR] sessions list --external [--json]
+//! pseudoclaude [-C DIR] sessions import PATH
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use pseudoclaude::import;
 use pseudoclaude::message::Message;
 use pseudoclaude::session::export::Format;
 use pseudoclaude::session::{self, Context, ListOptions, RetentionOptions, fork, meta, retention};
@@ -23,7 +26,7 @@ use pseudoclaude::usage::{Pricing, Usage};
 /// Where `sessions list` finds prices when `--pricing` is not given.
 const PRICING_ENV: &str = "PSEUDOCLAUDE_PRICING";
 
-const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] [--pricing FILE] | show ID [--json] | check ID [--json] | cleanup [--days N] | search TEXT [--json] [--limit N] | rename ID TITLE | pin ID [on|off] | fork ID INDEX | export ID [--format md|json]>
+const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all] [--limit N] [--pricing FILE] | show ID [--json] | check ID [--json] | cleanup [--days N] | search TEXT [--json] [--limit N] | rename ID TITLE | pin ID [on|off] | fork ID INDEX | export ID [--format md|json] | import PATH>
 
   list     sessions of the workspace, pinned first, then newest first (--all: include empty ones), each
            with its marks: [pinned], [fork of ID at message N], [git: BRANCH COMMIT], the tokens
@@ -43,6 +46,11 @@ const USAGE: &str = "usage: pseudoclaude [-C DIR] sessions <list [--json] [--all
   pin      pin a session (on, the default) or unpin it (off): pinned sessions are listed first
   fork     a new session holding messages 1..INDEX of ID (whole tool exchanges); prints its id
   export   the session as Markdown (default) or JSON, on standard output
+  list --external
+           the workspace's Claude Code ($CLAUDE_CONFIG_DIR, else ~/.claude) and Codex ($CODEX_HOME, else
+           ~/.codex) sessions: SOURCE ID MESSAGES MODEL TITLE PATH; the files are only read
+  import   a Claude Code transcript or Codex rollout as a new session (or the one it was imported into
+           before, when the file has not changed since); prints its id. The file is only read
   -C DIR   the workspace (default: the current directory)";
 
 fn main() -> ExitCode {
@@ -57,6 +65,7 @@ fn main() -> ExitCode {
     }
     let json = take_flag(&mut args, "--json");
     let all = take_flag(&mut args, "--all");
+    let external = take_flag(&mut args, "--external");
     let pricing_file = match take_option(&mut args, "--pricing") {
         Ok(file) => file,
         Err(why) => return usage_error(&why),
@@ -69,7 +78,12 @@ fn main() -> ExitCode {
         Ok(pricing) => cmd_list(&workspace, json, all, limit, pricing),
         Err(e) => Err(e),
     };
+    if external && !matches!(words.as_slice(), ["sessions", "list"]) {
+        return usage_error("--external is an option of `sessions list`");
+    }
     let result = match words.as_slice() {
+        ["sessions", "list"] if external => cmd_list_external(&workspace, json),
+        ["sessions", "import", path] => cmd_import(&workspace, std::path::Path::new(path)),
         ["sessions", "list"] => list(None),
         ["sessions", "list", "--limit", n] => match n.parse() {
             Ok(limit) => list(Some(limit)),
@@ -424,6 +438,41 @@ fn cmd_fork(workspace: &std::path::Path, id: &str, index: usize) -> CmdResult {
     let forked = fork::fork(workspace, id, Some(index))?;
     eprintln!("forked {id} at message {} ({} messages)", forked.forked_from.index, forked.messages);
     println!("{}", forked.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_list_external(workspace: &std::path::Path, json: bool) -> CmdResult {
+    let items = import::list(workspace, &import::Homes::from_env());
+    if json {
+        println!("{}", serde_json::to_string_pretty(&items)?);
+    } else {
+        for i in &items {
+            let what = match &i.unsupported {
+                Some(why) => format!("(not importable: {why})"),
+                None => {
+                    format!("{} msgs  {}  {}", i.messages, if i.model.is_empty() { "-" } else { &i.model }, i.title)
+                }
+            };
+            println!("{}  {}  {}  {}", i.source, i.id, what, i.path.display());
+        }
+    }
+    if items.is_empty() {
+        eprintln!("no Claude Code or Codex session of {}", workspace.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_import(workspace: &std::path::Path, path: &std::path::Path) -> CmdResult {
+    let done = import::import(workspace, path)?;
+    for n in &done.notes {
+        eprintln!("note: {n}");
+    }
+    if done.existing {
+        eprintln!("already imported, unchanged since: session {} ({} messages)", done.id, done.messages);
+    } else {
+        eprintln!("imported {} ({} messages)", path.display(), done.messages);
+    }
+    println!("{}", done.id);
     Ok(ExitCode::SUCCESS)
 }
 

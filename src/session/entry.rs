@@ -52,6 +52,19 @@ pub struct ForkedFrom {
     pub index: usize,
 }
 
+/// Where an imported session came from: the tool (`claude-code`, `codex`), its id of the session, the file, and
+/// the file's size and modification time when it was imported (an unchanged file is not imported twice).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportedFrom {
+    pub source: String,
+    pub id: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime: Option<i64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Entry {
     /// `message`, `replace`, `checkpoint`; missing means `message` (the seed omitted it).
@@ -99,6 +112,9 @@ pub struct Entry {
     /// On the `replace` that starts a fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// On the `replace` (reason `import`) that starts a session imported from another tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<ImportedFrom>,
 }
 
 impl Entry {

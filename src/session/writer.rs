@@ -141,7 +141,7 @@ impl Writer {
     }
 
     /// A copy of `msg` with a large tool result spilled (and not copied).
-    fn as_logged(&self, msg: &Message) -> Result<Message> {
+    pub(crate) fn as_logged(&self, msg: &Message) -> Result<Message> {
         let tool_result = msg
             .tool_result
             .as_ref()

@@ -1,0 +1,377 @@
+//! Other agents' sessions, read-only: Claude Code transcripts and Codex rollouts of this workspace, listed and
+//! imported as sessions of ours (issue 11).
+//!
+//! Each reader turns its tool's records into [`Conversation`]: our messages, in order, cut into segments at
+//! the tool's own compactions. [`import`] writes that as a new session: one `replace` (reason `import`,
+//! carrying `imported_from`) with the first segment, then one `replace` (reason `compact`) per compaction, so
+//! what came before a compaction stays in the log for search and export while a resume starts from the
+//! summary the tool itself resumed from.
+//!
+//! Architecture invariant: the source files are only opened for reading (never written, locked or moved), and
+//! the imported history goes through the loader's own fold ([`crate::session::replay::Replay`]) before it is
+//! counted, so its tool calls follow the rule every history of ours follows: each answered once, right after
+//! it, no orphan results, nothing invented.
+
+pub mod claude_code;
+pub mod codex;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{Message, now};
+use crate::session::entry::{Entry, ImportedFrom};
+use crate::session::replay::{Replay, title_of};
+use crate::session::{self, Context, Error, Result, Writer, WriterOptions};
+
+/// The tools whose sessions can be imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    ClaudeCode,
+    Codex,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::ClaudeCode => "claude-code",
+            Source::Codex => "codex",
+        }
+    }
+}
+
+/// One conversation of another tool, converted.
+#[derive(Debug, Clone, Default)]
+pub struct Conversation {
+    /// The tool's own id of the session (Claude Code's `sessionId`, Codex's `session_meta.id`).
+    pub id: String,
+    pub cwd: Option<PathBuf>,
+    /// The custom title or thread name, if the tool has one.
+    pub title: Option<String>,
+    pub model: String,
+    pub branch: Option<String>,
+    /// Unix seconds of the last record.
+    pub modified: i64,
+    /// The history, cut at each compaction: `segments[0]` is the start, each later one starts with the
+    /// summary the tool resumed from.
+    pub segments: Vec<Vec<Message>>,
+    /// What was left out and why, one line each (unknown record and block types, a bad line): shown by the
+    /// CLI, never silently lost.
+    pub notes: Vec<String>,
+}
+
+/// One row of `sessions.list({ external = true })`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExternalItem {
+    pub source: &'static str,
+    pub id: String,
+    pub path: PathBuf,
+    pub title: String,
+    pub modified: i64,
+    /// The count an import restores.
+    pub messages: usize,
+    pub model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// Set when the file cannot be imported (a compressed rollout): why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
+}
+
+/// Where the tools keep their sessions; `None` when not set (the home folder's default then applies).
+#[derive(Debug, Clone, Default)]
+pub struct Homes {
+    pub claude: Option<PathBuf>,
+    pub codex: Option<PathBuf>,
+}
+
+impl Homes {
+    /// `$CLAUDE_CONFIG_DIR` else `~/.claude`; `$CODEX_HOME` else `~/.codex`.
+    pub fn from_env() -> Homes {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let pick = |var: &str, dir: &str| {
+            std::env::var_os(var)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| home.as_ref().map(|h| h.join(dir)))
+        };
+        Homes { claude: pick("CLAUDE_CONFIG_DIR", ".claude"), codex: pick("CODEX_HOME", ".codex") }
+    }
+}
+
+impl Conversation {
+    /// The history a resume restores: the last segment, folded as the loader folds a log.
+    pub fn restored(&self) -> Vec<Message> {
+        let mut r = Replay::keeping();
+        for e in self.entries("", now()) {
+            r.feed_entry(e);
+        }
+        r.finish().messages
+    }
+
+    /// The title the list shows: the tool's own name for it, else the first real prompt.
+    pub fn shown_title(&self) -> String {
+        if let Some(t) = self.title.as_deref().filter(|t| !t.trim().is_empty()) {
+            return t.trim().to_string();
+        }
+        let first = self.segments.iter().flatten().find(|m| m.is_user_text()).map(|m| m.content.as_str());
+        first.map(title_of).unwrap_or_default()
+    }
+
+    fn entries(&self, model: &str, ts: i64) -> Vec<Entry> {
+        let mut out = Vec::new();
+        for (i, seg) in self.segments.iter().enumerate() {
+            let reason = if i == 0 { REASON_IMPORT } else { REASON_COMPACT };
+            let mut e = Entry::replace(reason, fold(seg), ts);
+            if i == 0 {
+                e.model = model.to_string();
+            }
+            out.push(e);
+        }
+        out
+    }
+}
+
+/// A segment as the loader would restore it: calls without all their results dropped with them, orphan
+/// results dropped (the loader's own fold decides; nothing is invented).
+fn fold(seg: &[Message]) -> Vec<Message> {
+    let mut r = Replay::keeping();
+    r.feed_entry(Entry::replace(REASON_IMPORT, seg.to_vec(), 0));
+    r.finish().messages
+}
+
+pub const REASON_IMPORT: &str = "import";
+const REASON_COMPACT: &str = "compact";
+
+/// The workspace's transcripts of both tools, newest first.
+pub fn list(workspace: &Path, homes: &Homes) -> Vec<ExternalItem> {
+    let mut items = Vec::new();
+    if let Some(dir) = &homes.claude {
+        for path in claude_code::transcripts(dir, workspace) {
+            items.extend(item(Source::ClaudeCode, &path, workspace));
+        }
+    }
+    if let Some(dir) = &homes.codex {
+        for path in codex::rollouts(dir) {
+            items.extend(item(Source::Codex, &path, workspace));
+        }
+    }
+    items.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.path.cmp(&b.path)));
+    items
+}
+
+fn item(source: Source, path: &Path, workspace: &Path) -> Option<ExternalItem> {
+    if source == Source::Codex && path.extension().is_some_and(|e| e == "zst") {
+        let modified = mtime(path);
+        return Some(ExternalItem {
+            source: source.as_str(),
+            id: codex::id_from_name(path),
+            path: path.to_path_buf(),
+            title: String::new(),
+            modified,
+            messages: 0,
+            model: String::new(),
+            branch: None,
+            unsupported: Some(
+                "a zstd-compressed rollout (.jsonl.zst): decompress it with `zstd -d` to import it".into(),
+            ),
+        });
+    }
+    let c = read(source, path).ok()?;
+    if !belongs(c.cwd.as_deref(), workspace) {
+        return None;
+    }
+    Some(ExternalItem {
+        source: source.as_str(),
+        id: c.id.clone(),
+        path: path.to_path_buf(),
+        title: c.shown_title(),
+        modified: if c.modified > 0 { c.modified } else { mtime(path) },
+        messages: c.restored().len(),
+        model: c.model.clone(),
+        branch: c.branch.clone(),
+        unsupported: None,
+    })
+}
+
+/// A transcript belongs to the workspace when it was recorded in it or below it.
+pub fn belongs(cwd: Option<&Path>, workspace: &Path) -> bool {
+    let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    cwd.is_some_and(|c| c.starts_with(&ws) || c.starts_with(workspace))
+}
+
+/// Reads a transcript of either tool; which one is told by its records.
+pub fn read_any(path: &Path) -> Result<(Source, Conversation)> {
+    let source = detect(path)?;
+    Ok((source, read(source, path)?))
+}
+
+fn read(source: Source, path: &Path) -> Result<Conversation> {
+    match source {
+        Source::ClaudeCode => claude_code::read(path),
+        Source::Codex => codex::read(path),
+    }
+}
+
+fn detect(path: &Path) -> Result<Source> {
+    if path.extension().is_some_and(|e| e == "zst") {
+        return Err(Error::Invalid(format!(
+            "{} is a zstd-compressed Codex rollout, which cannot be imported as it is: decompress it with `zstd -d` first",
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(session::io_err("cannot read", path))?;
+    for line in text.lines().take(50) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if v.get("payload").is_some() && v.get("type").is_some() {
+            return Ok(Source::Codex);
+        }
+        if v.get("sessionId").is_some() || v.get("parentUuid").is_some() {
+            return Ok(Source::ClaudeCode);
+        }
+    }
+    Err(Error::Invalid(format!(
+        "{} is neither a Claude Code transcript nor a Codex rollout (no record of either in its first lines)",
+        path.display()
+    )))
+}
+
+/// What an import did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Imported {
+    pub id: String,
+    pub messages: usize,
+    /// True when the same, unchanged transcript had been imported before: `id` is that session.
+    pub existing: bool,
+    pub notes: Vec<String>,
+}
+
+/// Imports the transcript at `path` into `workspace` as a new session of ours, or returns the session it was
+/// imported into before when the file has not changed since (same size and modification time).
+pub fn import(workspace: &Path, path: &Path) -> Result<Imported> {
+    let path = path.canonicalize().map_err(session::io_err("cannot read", path))?;
+    let (source, c) = read_any(&path)?;
+    if c.segments.iter().all(Vec::is_empty) {
+        return Err(Error::Invalid(format!(
+            "{} holds no conversation to import (no user or assistant message)",
+            path.display()
+        )));
+    }
+    let meta = std::fs::metadata(&path).map_err(session::io_err("cannot read", &path))?;
+    let from = ImportedFrom {
+        source: source.as_str().to_string(),
+        id: c.id.clone(),
+        path: path.to_string_lossy().into_owned(),
+        bytes: Some(meta.len()),
+        mtime: Some(mtime(&path)),
+    };
+    if let Some(id) = already_imported(workspace, &from) {
+        let messages = session::load(&Context::open(workspace, &id)?)?.messages.len();
+        return Ok(Imported { id, messages, existing: true, notes: c.notes });
+    }
+    let ctx = Context::new(workspace)?;
+    let written = write(&ctx, &c, from);
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&ctx.dir);
+        return Err(e);
+    }
+    Ok(Imported { id: ctx.id, messages: c.restored().len(), existing: false, notes: c.notes })
+}
+
+fn write(ctx: &Context, c: &Conversation, from: ImportedFrom) -> Result<()> {
+    let writer = Writer::open(ctx, WriterOptions { model: c.model.clone(), ..Default::default() })?;
+    let ts = now();
+    for (i, mut e) in c.entries(&c.model, ts).into_iter().enumerate() {
+        if i == 0 {
+            e.imported_from = Some(from.clone());
+        }
+        // large tool results are spilled to the session's tool-results/ as a live turn's are
+        let logged =
+            e.messages.take().unwrap_or_default().iter().map(|m| writer.as_logged(m)).collect::<Result<Vec<_>>>()?;
+        e.messages = Some(logged);
+        writer.append_entry(e)?;
+    }
+    let title = c.shown_title();
+    if !title.is_empty() {
+        writer.append_entry(Entry::title(&title, ts))?;
+    }
+    writer.close()
+}
+
+/// The session an unchanged `from` was imported into, if any: the first line of each log is read.
+fn already_imported(workspace: &Path, from: &ImportedFrom) -> Option<String> {
+    let dir = session::sessions_dir(workspace);
+    let mut found: Option<(String, i64)> = None;
+    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+        let id = e.file_name().to_string_lossy().into_owned();
+        if !session::is_valid_id(&id) {
+            continue;
+        }
+        let Ok(ctx) = Context::for_id(workspace, &id) else { continue };
+        let Some(first) = first_line(&ctx.jsonl_path) else { continue };
+        let Ok(entry) = serde_json::from_str::<Entry>(&first) else { continue };
+        if entry.imported_from.as_ref() == Some(from) && found.as_ref().is_none_or(|(_, ts)| entry.ts > *ts) {
+            found = Some((id, entry.ts));
+        }
+    }
+    found.map(|(id, _)| id)
+}
+
+fn first_line(path: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let f = std::fs::File::open(path).ok()?;
+    let mut line = String::new();
+    std::io::BufReader::new(f).read_line(&mut line).ok()?;
+    Some(line)
+}
+
+fn mtime(path: &Path) -> i64 {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// RFC 3339 time as unix seconds; 0 when missing or not a time.
+pub(crate) fn unix_time(v: Option<&serde_json::Value>) -> i64 {
+    v.and_then(|v| v.as_str())
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.timestamp())
+        .unwrap_or(0)
+}
+
+/// Context a tool injects into the conversation (not something the user typed).
+pub(crate) fn is_injected(text: &str) -> bool {
+    let t = text.trim_start();
+    [
+        "<environment_context>",
+        "<user_instructions>",
+        "<system-reminder>",
+        "<command-name>",
+        "<local-command-",
+        "<command-message>",
+        "# AGENTS.md instructions",
+        "<INSTRUCTIONS>",
+        "Caveat: The messages below were generated by the user",
+    ]
+    .iter()
+    .any(|p| t.starts_with(p))
+}
+
+/// Text with the injected blocks (`<system-reminder>…</system-reminder>` and friends) taken out.
+pub(crate) fn strip_injected(text: &str) -> String {
+    let mut out = text.to_string();
+    for tag in ["system-reminder", "environment_context", "user_instructions"] {
+        let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+        while let Some(a) = out.find(&open) {
+            let Some(b) = out[a..].find(&close) else { break };
+            out.replace_range(a..a + b + close.len(), "");
+        }
+    }
+    out.trim().to_string()
+}
+
+pub(crate) const IMAGE_NOTE: &str = "[an image was attached here in the original session; it was not imported]";

@@ -1,0 +1,501 @@
+//! Importing other agents' sessions (issue 11): Claude Code transcripts and Codex rollouts written here from
+//! their formats, imported through the core's API and the CLI, then resumed and continued against the fake
+//! Anthropic and OpenAI servers, which refuse any request that breaks their protocol.
+
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use pseudoclaude::agent::{Agent, AgentConfig, Event};
+use pseudoclaude::import::{self, Homes};
+use pseudoclaude::message::Message;
+use pseudoclaude::provider::{self, BoxFuture, ProviderConfig};
+use pseudoclaude::session::{self, Context};
+use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
+use serde_json::{Value, json};
+use support::client::agent_turn as turn;
+use support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse};
+
+struct Never;
+impl Approver for Never {
+    fn ask(&self, _: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        Box::pin(async { Approval::No })
+    }
+}
+
+fn jsonl(lines: &[Value]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// A Claude Code record of `kind` in session `s1`, recorded in `cwd`.
+fn cc(kind: &str, uuid: &str, parent: Option<&str>, cwd: &Path, message: Value) -> Value {
+    json!({
+        "type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s1", "cwd": cwd,
+        "gitBranch": "main", "version": "2.0.0", "isSidechain": false,
+        "timestamp": "2026-11-30T10:00:00.000Z", "message": message,
+    })
+}
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+fn assistant(id: &str, blocks: Value) -> Value {
+    json!({"id": id, "role": "assistant", "model": "claude-sonnet-4-5", "content": blocks})
+}
+
+fn result(id: &str, text: &str) -> Value {
+    json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": text}]})
+}
+
+/// A transcript with every hard case of the format: a rewound branch, one response over several lines with two
+/// parallel calls, progress records hanging off a call, a sidechain, an injected reminder, thinking, an image, a
+/// compaction, unknown record and block types, and a last line cut short.
+fn claude_transcript(ws: &Path) -> String {
+    let mut l = vec![
+        json!({"type": "file-history-snapshot", "messageId": "x"}),
+        cc("user", "u1", None, ws, user("fix the parser")),
+        cc(
+            "assistant",
+            "a1",
+            Some("u1"),
+            ws,
+            assistant("m1", json!([{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "Looking."}])),
+        ),
+        cc(
+            "assistant",
+            "a2",
+            Some("a1"),
+            ws,
+            assistant("m1", json!([{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "p.rs"}}])),
+        ),
+        cc(
+            "assistant",
+            "a3",
+            Some("a2"),
+            ws,
+            assistant("m1", json!([{"type": "tool_use", "id": "t2", "name": "grep", "input": {"pattern": "fn"}}])),
+        ),
+        json!({"type": "progress", "uuid": "p1", "parentUuid": "a2", "sessionId": "s1"}),
+        cc("user", "r1", Some("a2"), ws, result("t1", "fn parse() {}")),
+        cc("user", "r2", Some("a3"), ws, result("t2", "p.rs:1:fn parse")),
+        cc("assistant", "a4", Some("r2"), ws, assistant("m2", json!([{"type": "text", "text": "Wrong idea."}]))),
+    ];
+    // The user rewinds to a4's parent and asks something else: a4 is abandoned.
+    l.push(cc("user", "u2", Some("r2"), ws, user("no, rename it instead")));
+    l.push(cc(
+        "assistant",
+        "a5",
+        Some("u2"),
+        ws,
+        assistant("m3", json!([{"type": "text", "text": "Renamed."}, {"type": "mystery_block"}])),
+    ));
+    let mut side =
+        cc("assistant", "sc1", Some("a5"), ws, assistant("m9", json!([{"type": "text", "text": "subagent chatter"}])));
+    side["isSidechain"] = json!(true);
+    l.push(side);
+    let mut meta = cc("user", "u3m", Some("a5"), ws, user("<local-command-stdout>ok</local-command-stdout>"));
+    meta["isMeta"] = json!(true);
+    l.push(meta);
+    l.push(json!({"type": "system", "subtype": "compact_boundary", "uuid": "cb", "parentUuid": null, "logicalParentUuid": "a5", "sessionId": "s1"}));
+    let mut summary =
+        cc("user", "s1u", Some("cb"), ws, user("This session is being continued: the parser was renamed."));
+    summary["isCompactSummary"] = json!(true);
+    l.push(summary);
+    l.push(cc(
+        "user",
+        "u4",
+        Some("s1u"),
+        ws,
+        json!({"role": "user", "content": [
+        {"type": "text", "text": "<system-reminder>be nice</system-reminder>and now the docs"},
+        {"type": "image", "source": {"type": "base64", "data": "AAAA"}}]}),
+    ));
+    l.push(cc(
+        "assistant",
+        "a6",
+        Some("u4"),
+        ws,
+        assistant(
+            "m4",
+            json!([{"type": "tool_use", "id": "t3", "name": "run_command", "input": {"command": "make doc"}}]),
+        ),
+    ));
+    l.push(json!({"type": "brand-new-record", "uuid": "z"}));
+    l.push(json!({"type": "custom-title", "customTitle": "Parser rename", "sessionId": "s1"}));
+    let mut text = jsonl(&l);
+    text.push_str(r#"{"type":"user","uuid":"cut","parentUuid":"a6","mess"#);
+    text
+}
+
+fn write(path: &Path, text: &str) -> PathBuf {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+    path.to_path_buf()
+}
+
+fn claude_home(home: &Path, ws: &Path) -> PathBuf {
+    let folder = import::claude_code::folder_name(&ws.canonicalize().unwrap());
+    home.join("projects").join(folder).join("s1.jsonl")
+}
+
+/// Every call answered exactly once, right after it; no orphan result.
+fn assert_valid(h: &[Message]) {
+    let mut i = 0;
+    while i < h.len() {
+        assert!(h[i].tool_result.is_none(), "orphan result at {i}: {h:#?}");
+        let ids: Vec<&str> = h[i].tool_calls.iter().map(|c| c.id.as_str()).collect();
+        for (k, id) in ids.iter().enumerate() {
+            let r = h.get(i + 1 + k).and_then(|m| m.tool_result.as_ref());
+            assert_eq!(r.map(|r| r.tool_call_id.as_str()), Some(*id), "call {id} not answered right after it: {h:#?}");
+        }
+        i += 1 + ids.len();
+    }
+}
+
+#[test]
+fn a_claude_code_transcript_imports_its_main_thread_and_restores_from_the_compaction() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = write(&claude_home(home.path(), ws.path()), &claude_transcript(&ws.path().canonicalize().unwrap()));
+    let (source, c) = import::read_any(&path).unwrap();
+    assert_eq!(source.as_str(), "claude-code");
+    assert_eq!(c.segments.len(), 2, "{:#?}", c.segments);
+    let before: Vec<String> = c.segments[0].iter().map(|m| format!("{}:{}", m.role, m.content)).collect();
+    // one assistant message for response m1 with both calls, each followed by its result; a4 abandoned
+    assert_eq!(
+        before,
+        [
+            "user:fix the parser",
+            "assistant:Looking.",
+            "user:",
+            "user:",
+            "user:no, rename it instead",
+            "assistant:Renamed."
+        ]
+    );
+    let calls: Vec<&str> = c.segments[0][1].tool_calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(calls, ["t1", "t2"]);
+    assert_eq!(c.segments[0][2].tool_result.as_ref().unwrap().content, "fn parse() {}");
+    assert!(c.notes.iter().any(|n| n.contains("cut short")), "{:?}", c.notes);
+    assert!(c.notes.iter().any(|n| n.contains("brand-new-record")), "{:?}", c.notes);
+    assert!(c.notes.iter().any(|n| n.contains("mystery_block")), "{:?}", c.notes);
+
+    let before_bytes = fs::read(&path).unwrap();
+    let before_mtime = fs::metadata(&path).unwrap().modified().unwrap();
+    let done = import::import(ws.path(), &path).unwrap();
+    assert!(!done.existing);
+    let loaded = session::load(&Context::open(ws.path(), &done.id).unwrap()).unwrap();
+    let restored: Vec<String> = loaded.messages.iter().map(|m| format!("{}:{}", m.role, m.content)).collect();
+    // from the summary the tool resumed from; the reminder cut out, the image a note; the last call had no
+    // result, so it is left out as the loader leaves a dangling call
+    assert_eq!(restored.len(), 2, "{restored:?}");
+    assert_eq!(restored[0], "user:This session is being continued: the parser was renamed.");
+    assert!(restored[1].starts_with("user:and now the docs\n\n[an image"), "{restored:?}");
+    assert_valid(&loaded.messages);
+    assert_eq!(loaded.model, "claude-sonnet-4-5");
+    assert_eq!(done.messages, 2);
+    // the log keeps what came before the compaction, says where it came from, and is named
+    let log = fs::read_to_string(Context::open(ws.path(), &done.id).unwrap().jsonl_path).unwrap();
+    let first: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "replace");
+    assert_eq!(first["reason"], "import");
+    assert_eq!(first["imported_from"]["source"], "claude-code");
+    assert_eq!(first["imported_from"]["id"], "s1");
+    assert_eq!(first["imported_from"]["path"], path.canonicalize().unwrap().to_str().unwrap());
+    assert!(log.contains("Renamed.") && log.contains("\"reason\":\"compact\""));
+    let list = session::list(ws.path(), &Default::default()).unwrap();
+    assert_eq!(list[0].title, "Parser rename");
+    // the source is as it was
+    assert_eq!(fs::read(&path).unwrap(), before_bytes);
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), before_mtime);
+    assert_eq!(fs::read_dir(path.parent().unwrap()).unwrap().count(), 1, "nothing was made beside it");
+}
+
+#[test]
+fn importing_an_unchanged_transcript_again_gives_the_same_session_and_a_changed_one_a_new_one() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let wsc = ws.path().canonicalize().unwrap();
+    let path = claude_home(home.path(), ws.path());
+    let lines = [
+        cc("user", "u1", None, &wsc, user("hello")),
+        cc("assistant", "a1", Some("u1"), &wsc, assistant("m1", json!([{"type": "text", "text": "Hi."}]))),
+    ];
+    write(&path, &jsonl(&lines));
+    let first = import::import(ws.path(), &path).unwrap();
+    let again = import::import(ws.path(), &path).unwrap();
+    assert!(again.existing);
+    assert_eq!(again.id, first.id);
+    let mut more = lines.to_vec();
+    more.push(cc("user", "u2", Some("a1"), &wsc, user("more")));
+    write(&path, &jsonl(&more));
+    let changed = import::import(ws.path(), &path).unwrap();
+    assert!(!changed.existing);
+    assert_ne!(changed.id, first.id);
+    assert_eq!(changed.messages, 3);
+}
+
+fn codex_line(kind: &str, payload: Value) -> Value {
+    json!({"timestamp": "2026-11-29T08:00:00.000Z", "type": kind, "payload": payload})
+}
+
+fn codex_msg(role: &str, part: &str, text: &str) -> Value {
+    codex_line("response_item", json!({"type": "message", "role": role, "content": [{"type": part, "text": text}]}))
+}
+
+fn codex_rollout(cwd: &Path) -> String {
+    jsonl(&[
+        codex_line(
+            "session_meta",
+            json!({"id": "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "cwd": cwd, "git": {"branch": "feature"}, "cli_version": "0.50.0", "base_instructions": {"text": "You are Codex"}}),
+        ),
+        codex_line("turn_context", json!({"model": "gpt-5-codex", "cwd": cwd})),
+        codex_msg("developer", "input_text", "<permissions instructions>"),
+        codex_msg("user", "input_text", "<environment_context>\n  <cwd>/x</cwd>\n</environment_context>"),
+        codex_msg("user", "input_text", "# AGENTS.md instructions for /x\n\nbe terse"),
+        codex_msg("user", "input_text", "list the files"),
+        codex_line("event_msg", json!({"type": "user_message", "message": "list the files"})),
+        codex_line("response_item", json!({"type": "reasoning", "summary": []})),
+        codex_msg("assistant", "output_text", "Listing."),
+        codex_line(
+            "response_item",
+            json!({"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "call_1"}),
+        ),
+        codex_line(
+            "response_item",
+            json!({"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"pwd\"]}", "call_id": "call_2"}),
+        ),
+        codex_line(
+            "response_item",
+            json!({"type": "function_call_output", "call_id": "call_1", "output": "{\"output\":\"a.txt\\n\",\"metadata\":{\"exit_code\":0}}"}),
+        ),
+        codex_line("response_item", json!({"type": "function_call_output", "call_id": "call_2", "output": "/x"})),
+        codex_line("event_msg", json!({"type": "agent_message", "message": "Two files."})),
+        codex_msg("assistant", "output_text", "Two files."),
+        codex_line("event_msg", json!({"type": "token_count", "info": null})),
+        // a turn only an event_msg holds (Codex Desktop)
+        codex_line("event_msg", json!({"type": "user_message", "message": "now patch a.txt"})),
+        codex_line(
+            "response_item",
+            json!({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch", "call_id": "call_3"}),
+        ),
+        codex_line("response_item", json!({"type": "custom_tool_call_output", "call_id": "call_3", "output": "Done!"})),
+        codex_line("response_item", json!({"type": "function_call_output", "call_id": "call_orphan", "output": "?"})),
+        codex_msg("assistant", "output_text", "Patched."),
+    ])
+}
+
+fn codex_path(home: &Path) -> PathBuf {
+    home.join("sessions/2026/11/29/rollout-2026-11-29T08-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl")
+}
+
+#[test]
+fn a_codex_rollout_imports_each_turn_once_without_injected_context() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = write(&codex_path(home.path()), &codex_rollout(&ws.path().canonicalize().unwrap()));
+    write(
+        &home.path().join("session_index.jsonl"),
+        &jsonl(&[
+            json!({"id": "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "thread_name": "old name"}),
+            json!({"id": "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "thread_name": "File listing"}),
+        ]),
+    );
+    let done = import::import(ws.path(), &path).unwrap();
+    let loaded = session::load(&Context::open(ws.path(), &done.id).unwrap()).unwrap();
+    let h: Vec<String> = loaded.messages.iter().map(|m| format!("{}:{}", m.role, m.content)).collect();
+    assert_eq!(
+        h,
+        [
+            "user:list the files",
+            "assistant:Listing.",
+            "user:",
+            "user:",
+            "assistant:Two files.",
+            "user:now patch a.txt",
+            "assistant:",
+            "user:",
+            "assistant:Patched."
+        ]
+    );
+    assert_valid(&loaded.messages);
+    assert_eq!(loaded.messages[1].tool_calls[0].arguments, json!({"command": ["ls"]}));
+    assert_eq!(loaded.messages[2].tool_result.as_ref().unwrap().content, "a.txt\n");
+    assert_eq!(loaded.messages[6].tool_calls[0].name, "apply_patch");
+    assert_eq!(loaded.model, "gpt-5-codex");
+    let items = import::list(ws.path(), &Homes { claude: None, codex: Some(home.path().to_path_buf()) });
+    assert_eq!(items.len(), 1);
+    assert_eq!((items[0].source, items[0].title.as_str(), items[0].messages), ("codex", "File listing", 9));
+    assert_eq!(items[0].branch.as_deref(), Some("feature"));
+}
+
+#[test]
+fn a_codex_compaction_restores_from_its_replacement_history() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let cwd = ws.path().canonicalize().unwrap();
+    let mut text = codex_rollout(&cwd);
+    text.push_str(&jsonl(&[
+        codex_line("compacted", json!({"message": "summary", "replacement_history": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Summary: files listed, a.txt patched."}]}]})),
+        codex_msg("user", "input_text", "what next?"),
+    ]));
+    let path = write(&codex_path(home.path()), &text);
+    let done = import::import(ws.path(), &path).unwrap();
+    let loaded = session::load(&Context::open(ws.path(), &done.id).unwrap()).unwrap();
+    let h: Vec<&str> = loaded.messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(h, ["Summary: files listed, a.txt patched.", "what next?"]);
+}
+
+#[test]
+fn other_workspaces_transcripts_and_bad_files_are_not_imported_silently() {
+    let (ws, other, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write(&codex_path(home.path()), &codex_rollout(&other.path().canonicalize().unwrap()));
+    let zst = write(
+        &home
+            .path()
+            .join("sessions/2026/11/28/rollout-2026-11-28T08-00-00-0199a1b2-0000-7e5f-8a9b-0c1d2e3f4a5b.jsonl.zst"),
+        "\u{28}\u{b5}",
+    );
+    let items = import::list(ws.path(), &Homes { claude: None, codex: Some(home.path().to_path_buf()) });
+    // the other workspace's rollout is not listed; the compressed one is, marked
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert!(items[0].unsupported.as_deref().unwrap().contains("zstd"));
+    let e = import::import(ws.path(), &zst).unwrap_err().to_string();
+    assert!(e.contains("zstd-compressed"), "{e}");
+    let junk = write(&ws.path().join("junk.jsonl"), "{\"hello\": 1}\nnot json\n");
+    let e = import::import(ws.path(), &junk).unwrap_err().to_string();
+    assert!(e.contains("neither a Claude Code transcript nor a Codex rollout"), "{e}");
+    let empty = write(
+        &ws.path().join("empty.jsonl"),
+        &jsonl(&[json!({"type": "summary", "summary": "x", "sessionId": "s", "parentUuid": null})]),
+    );
+    let e = import::import(ws.path(), &empty).unwrap_err().to_string();
+    assert!(e.contains("holds no conversation"), "{e}");
+    let e = import::import(ws.path(), Path::new("/nonexistent/x.jsonl")).unwrap_err().to_string();
+    assert!(e.contains("/nonexistent/x.jsonl"), "{e}");
+    // a transcript without any cwd belongs to no workspace
+    let nocwd = claude_home(home.path(), ws.path());
+    write(
+        &nocwd,
+        &jsonl(&[json!({"type": "user", "uuid": "u", "parentUuid": null, "sessionId": "s", "message": user("hi")})]),
+    );
+    let items = import::list(ws.path(), &Homes { claude: Some(home.path().to_path_buf()), codex: None });
+    assert!(items.is_empty(), "{items:?}");
+    assert_eq!(session::list(ws.path(), &Default::default()).unwrap().len(), 0, "no empty session left behind");
+}
+
+#[test]
+fn a_large_imported_tool_result_is_spilled_as_ours_are() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let wsc = ws.path().canonicalize().unwrap();
+    let big = "x".repeat(200_000);
+    let lines = [
+        cc("user", "u1", None, &wsc, user("read it")),
+        cc(
+            "assistant",
+            "a1",
+            Some("u1"),
+            &wsc,
+            assistant("m1", json!([{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "big"}}])),
+        ),
+        cc("user", "r1", Some("a1"), &wsc, result("t1", &big)),
+    ];
+    let path = write(&claude_home(home.path(), ws.path()), &jsonl(&lines));
+    let done = import::import(ws.path(), &path).unwrap();
+    let ctx = Context::open(ws.path(), &done.id).unwrap();
+    assert!(fs::read_dir(&ctx.spill_dir).unwrap().count() == 1);
+    assert!(fs::metadata(&ctx.jsonl_path).unwrap().len() < 50_000);
+    let loaded = session::load(&ctx).unwrap();
+    let r = loaded.messages[2].tool_result.as_ref().unwrap();
+    assert_eq!(session::spill::read(&ctx, r.spill.as_ref().unwrap()).unwrap(), big);
+}
+
+async fn continue_against(kind: Kind, name: &str, path_of: fn(&Path, &Path) -> PathBuf) {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = path_of(ws.path(), home.path());
+    let done = import::import(ws.path(), &path).unwrap();
+    let server = FakeServer::start(kind);
+    let sse = match kind {
+        Kind::Anthropic => anthropic_sse,
+        Kind::OpenAi => openai_sse,
+    };
+    server.push(Reply::sse(sse("Carrying on.", &[])));
+    let cfg = ProviderConfig {
+        name: name.into(),
+        model: "fake-model".into(),
+        base_url: server.base_url(),
+        api_key_env: format!("PC_IMPORT_{}", name.to_uppercase()),
+        retry_base_ms: 5,
+        ..Default::default()
+    };
+    let provider: Arc<dyn provider::Provider> = Arc::from(provider::from_config(&cfg).unwrap());
+    let (agent, _) = Agent::resume(AgentConfig::new(ws.path()), provider, Arc::new(Never), &done.id).unwrap();
+    let events = turn(&agent, "go on").await;
+    assert!(!events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert!(reqs[0].rejected.is_none(), "{:?}", reqs[0].rejected);
+    assert!(reqs[0].body.to_string().contains("go on"));
+    // the source is untouched by the resume and the turn
+    assert!(
+        fs::read_to_string(&path).unwrap().contains("\"payload\"")
+            || fs::read_to_string(&path).unwrap().contains("parentUuid")
+    );
+}
+
+fn claude_fixture(ws: &Path, home: &Path) -> PathBuf {
+    // without the compaction, so the calls are in the restored history
+    let text: String =
+        claude_transcript(&ws.canonicalize().unwrap()).lines().take(11).map(|l| format!("{l}\n")).collect();
+    write(&claude_home(home, ws), &text)
+}
+
+fn codex_fixture(ws: &Path, home: &Path) -> PathBuf {
+    write(&codex_path(home), &codex_rollout(&ws.canonicalize().unwrap()))
+}
+
+#[tokio::test]
+async fn an_imported_claude_code_session_continues_against_both_providers() {
+    continue_against(Kind::Anthropic, "anthropic", claude_fixture).await;
+    continue_against(Kind::OpenAi, "openai", claude_fixture).await;
+}
+
+#[tokio::test]
+async fn an_imported_codex_session_continues_against_both_providers() {
+    continue_against(Kind::Anthropic, "anthropic", codex_fixture).await;
+    continue_against(Kind::OpenAi, "openai", codex_fixture).await;
+}
+
+#[test]
+fn the_cli_lists_and_imports_external_sessions() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = codex_fixture(ws.path(), home.path());
+    let bin = env!("CARGO_BIN_EXE_pseudoclaude");
+    let run = |args: &[&str]| {
+        Command::new(bin)
+            .args(["-C", ws.path().to_str().unwrap()])
+            .args(args)
+            .env("CODEX_HOME", home.path())
+            .env("CLAUDE_CONFIG_DIR", home.path().join("none"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["sessions", "list", "--external"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("codex  0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b  9 msgs  gpt-5-codex  list the files"),
+        "{stdout}"
+    );
+    let out = run(&["sessions", "import", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(session::is_valid_id(&id), "{id}");
+    let out = run(&["sessions", "import", path.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already imported"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), id);
+    let out = run(&["sessions", "import", "/nonexistent.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.jsonl"));
+}
