@@ -12,35 +12,51 @@ use std::collections::HashMap;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedSender;
 
-use super::http::{self as transport, Decoder, Emitter, Endpoint, Fail, KeyHeader, protocol};
+use super::http::{self as transport, Decoder, Emitter, Fail, HttpProvider, KeyHeader, WireFormat, protocol};
 use super::sse::Event;
 use super::turns::{Turn, turns};
-use super::{BoxFuture, Provider, ProviderConfig, ProviderError, Request, Response, StreamEvent, Usage};
+use super::{Request, Response, Usage};
 use crate::message::ToolCall;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 pub const API_VERSION: &str = "2023-06-01";
 
-/// The Anthropic provider: its wire format over the shared [`Endpoint`].
+/// The Messages API as a [`WireFormat`].
 #[derive(Debug)]
-pub struct Anthropic {
-    http: Endpoint,
-}
+pub struct Messages;
 
-impl Anthropic {
-    pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
+/// The Anthropic provider.
+pub type Anthropic = HttpProvider<Messages>;
+
+impl WireFormat for Messages {
+    type Decoder = MessagesStream;
+    const NAME: &'static str = "anthropic";
+    const DEFAULT_BASE_URL: &'static str = DEFAULT_BASE_URL;
+    const DEFAULT_API_KEY_ENV: &'static str = DEFAULT_API_KEY_ENV;
+
+    fn url(base: &str) -> String {
         // `https://api.anthropic.com/v1` is a common way of writing the base too.
-        let http = Endpoint::new(cfg, "anthropic", DEFAULT_BASE_URL, DEFAULT_API_KEY_ENV, |base| {
-            if base.ends_with("/v1") { format!("{base}/messages") } else { format!("{base}/v1/messages") }
-        })?;
-        Ok(Anthropic { http })
+        if base.ends_with("/v1") { format!("{base}/messages") } else { format!("{base}/v1/messages") }
+    }
+
+    fn new(_url: &str) -> Self {
+        Messages
+    }
+
+    fn key_header(&self) -> KeyHeader {
+        KeyHeader { name: HeaderName::from_static("x-api-key"), prefix: "" }
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+        headers
     }
 
     /// The JSON body sent for `req`.
-    fn body(&self, req: &Request) -> Value {
+    fn body(&self, model: &str, max_tokens: u32, req: &Request) -> Value {
         let messages: Vec<Value> = turns(&req.messages)
             .into_iter()
             .map(|turn| match turn {
@@ -65,11 +81,10 @@ impl Anthropic {
                 }
             })
             .collect();
-        let max_tokens = [req.max_tokens, self.http.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
         let mut messages = messages;
         let mut breakpoints = 0;
         let mut body = json!({
-            "model": self.http.cfg.model,
+            "model": model,
             "max_tokens": max_tokens,
             "stream": true,
         });
@@ -123,29 +138,6 @@ fn input_object(arguments: &Value) -> Value {
     }
 }
 
-impl Provider for Anthropic {
-    fn name(&self) -> &str {
-        "anthropic"
-    }
-
-    fn model(&self) -> &str {
-        &self.http.cfg.model
-    }
-
-    fn stream<'a>(
-        &'a self,
-        req: &'a Request,
-        events: UnboundedSender<StreamEvent>,
-    ) -> BoxFuture<'a, Result<Response, ProviderError>> {
-        Box::pin(async move {
-            let mut headers = HeaderMap::new();
-            headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-            let key = KeyHeader { name: HeaderName::from_static("x-api-key"), prefix: "" };
-            self.http.stream(&self.body(req), key, headers, events, Messages::default).await
-        })
-    }
-}
-
 /// A content block being streamed.
 enum Block {
     Text,
@@ -161,7 +153,7 @@ enum Block {
 
 /// Decodes one streamed Messages answer.
 #[derive(Default)]
-struct Messages {
+pub struct MessagesStream {
     text: String,
     blocks: HashMap<u64, Block>,
     calls: Vec<ToolCall>,
@@ -171,7 +163,7 @@ struct Messages {
     bad_arguments: Option<(String, String)>,
 }
 
-impl Messages {
+impl MessagesStream {
     fn finish_block(&mut self, index: u64) {
         let Some(Block::Tool { id, name, json, start }) = self.blocks.remove(&index) else { return };
         let arguments = if json.trim().is_empty() {
@@ -231,7 +223,7 @@ fn u64_at(v: &Value, pointer: &str) -> Option<u64> {
     v.pointer(pointer).and_then(Value::as_u64)
 }
 
-impl Decoder for Messages {
+impl Decoder for MessagesStream {
     fn event(&mut self, ev: &Event, out: &mut Emitter) -> Result<Option<Response>, Fail> {
         let v: Value = serde_json::from_str(&ev.data).map_err(|e| {
             protocol(format!(
@@ -320,6 +312,7 @@ impl Decoder for Messages {
 mod tests {
     use super::*;
     use crate::message::Message;
+    use crate::provider::{ProviderConfig, ProviderError};
 
     #[test]
     fn base_urls() {

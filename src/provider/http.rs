@@ -1,6 +1,7 @@
-//! One streamed POST, as both HTTP providers make it: the endpoint and its client, bounded retries,
-//! timeouts, and HTTP failures mapped to [`ProviderError`](super::ProviderError). What an attempt's
-//! events mean is the wire format's [`Decoder`].
+//! The one HTTP provider, [`HttpProvider`], generic over a [`WireFormat`] (Anthropic's Messages API,
+//! OpenAI's Chat Completions): one streamed POST, the endpoint and its client, bounded retries,
+//! timeouts, and HTTP failures mapped to [`ProviderError`](super::ProviderError). What a request's
+//! body holds, how its key travels and what an attempt's events mean is the wire format's.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use reqwest::header::HeaderMap;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::sse::{Event, Parser};
-use crate::provider::{ProviderConfig, ProviderError, Response, StreamEvent};
+use crate::provider::{BoxFuture, Provider, ProviderConfig, ProviderError, Request, Response, StreamEvent};
 
 /// Longest `retry-after` worth waiting for; a server asking for more is reported as unavailable.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
@@ -18,31 +19,31 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 const MAX_ERROR_BODY: usize = 64 << 10;
 
 /// Where the deltas go; remembers whether any went (after which nothing is retried).
-pub(crate) struct Emitter {
+pub struct Emitter {
     tx: UnboundedSender<StreamEvent>,
     streamed: bool,
 }
 
 impl Emitter {
-    pub(crate) fn text(&mut self, text: &str) {
+    pub fn text(&mut self, text: &str) {
         if !text.is_empty() {
             self.streamed = true;
             let _ = self.tx.send(StreamEvent::TextDelta(text.to_owned()));
         }
     }
 
-    pub(crate) fn tool_started(&mut self, id: &str, name: &str) {
+    pub fn tool_started(&mut self, id: &str, name: &str) {
         self.streamed = true;
         let _ = self.tx.send(StreamEvent::ToolCallStarted { id: id.to_owned(), name: name.to_owned() });
     }
 
-    pub(crate) fn streamed(&self) -> bool {
+    pub fn streamed(&self) -> bool {
         self.streamed
     }
 }
 
 /// How an attempt failed.
-pub(crate) enum Fail {
+pub enum Fail {
     /// Final, whatever was streamed.
     Fatal(ProviderError),
     /// Worth another attempt, provided nothing was streamed yet. `err` is what is reported once
@@ -60,7 +61,7 @@ pub(crate) fn cut(message: impl Into<String>) -> Fail {
 }
 
 /// Turns the events of one attempt into a [`Response`].
-pub(crate) trait Decoder {
+pub trait Decoder {
     /// One event; `Some` once the answer is complete.
     fn event(&mut self, ev: &Event, out: &mut Emitter) -> Result<Option<Response>, Fail>;
     /// The stream ended without the answer being complete by [`Decoder::event`].
@@ -80,9 +81,97 @@ struct Call<'a> {
     pub body: Vec<u8>,
 }
 
-/// Where a provider sends its requests, with which key, through which client; and the one way both
-/// HTTP providers make a streamed request ([`Endpoint::stream`]). The wire format is each provider's
-/// own: the body it builds, how its key is sent, and the [`Decoder`] of its events.
+/// What makes one HTTP API: where its requests go, the body it sends, how its key travels, and
+/// the decoder of its events. [`HttpProvider`] does the rest (the POST, retries, timeouts, errors).
+pub trait WireFormat: Send + Sync + Sized + 'static {
+    /// Decodes the events of one attempt; a fresh one per attempt.
+    type Decoder: Decoder + Default + Send;
+    /// The provider's name (`anthropic`, `openai`), as [`Provider::name`] reports it and errors name it.
+    const NAME: &'static str;
+    /// Taken when `base_url` is empty.
+    const DEFAULT_BASE_URL: &'static str;
+    /// Taken when `api_key_env` is empty.
+    const DEFAULT_API_KEY_ENV: &'static str;
+    /// The request URL from the base (without a trailing slash).
+    fn url(base: &str) -> String;
+    /// The format's own settings, from the request URL.
+    fn new(url: &str) -> Self;
+    /// The JSON body sent for `req`; `max_tokens` is already resolved.
+    fn body(&self, model: &str, max_tokens: u32, req: &Request) -> serde_json::Value;
+    /// How the key is sent.
+    fn key_header(&self) -> KeyHeader;
+    /// Headers every request carries besides the key and the content type.
+    fn headers(&self) -> HeaderMap {
+        HeaderMap::new()
+    }
+}
+
+/// A model API reached over HTTP in the wire format `W`: the one [`Provider::stream`] both HTTP
+/// providers share.
+#[derive(Debug)]
+pub struct HttpProvider<W> {
+    pub(crate) http: Endpoint,
+    pub(crate) wire: W,
+}
+
+impl<W: WireFormat> HttpProvider<W> {
+    /// The model must be set; an empty `base_url` or `api_key_env` takes the format's default.
+    pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
+        let http = Endpoint::new(cfg, W::NAME, W::DEFAULT_BASE_URL, W::DEFAULT_API_KEY_ENV, W::url)?;
+        let wire = W::new(&http.url);
+        Ok(HttpProvider { http, wire })
+    }
+
+    /// The JSON body sent for `req`.
+    pub(crate) fn body(&self, req: &Request) -> serde_json::Value {
+        let max_tokens = [req.max_tokens, self.http.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
+        self.wire.body(&self.http.cfg.model, max_tokens, req)
+    }
+}
+
+impl<W: WireFormat> Provider for HttpProvider<W> {
+    fn name(&self) -> &str {
+        W::NAME
+    }
+
+    fn model(&self) -> &str {
+        &self.http.cfg.model
+    }
+
+    /// Posts the body as JSON with the format's headers and the key (when its variable is set), and
+    /// streams the answer through a fresh decoder per attempt.
+    fn stream<'a>(
+        &'a self,
+        req: &'a Request,
+        events: UnboundedSender<StreamEvent>,
+    ) -> BoxFuture<'a, Result<Response, ProviderError>> {
+        Box::pin(async move {
+            let http = &self.http;
+            let key = api_key(&http.env_var);
+            let mut headers = self.wire.headers();
+            headers
+                .insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_static("application/json"));
+            if let Some(key) = &key {
+                let key_header = self.wire.key_header();
+                headers.insert(key_header.name, secret_header(&format!("{}{key}", key_header.prefix), &http.env_var)?);
+            }
+            let body = serde_json::to_vec(&self.body(req))
+                .map_err(|e| ProviderError::Config { message: format!("cannot encode the request: {e}") })?;
+            let call = Call {
+                client: &http.client,
+                cfg: &http.cfg,
+                url: &http.url,
+                env_var: &http.env_var,
+                key,
+                headers,
+                body,
+            };
+            run(call, events, W::Decoder::default).await
+        })
+    }
+}
+
+/// Where a provider sends its requests, with which key, through which client.
 pub(crate) struct Endpoint {
     pub(crate) cfg: ProviderConfig,
     pub(crate) url: String,
@@ -91,7 +180,7 @@ pub(crate) struct Endpoint {
 }
 
 /// How a wire format sends the API key: the header's name and what comes before the key in it.
-pub(crate) struct KeyHeader {
+pub struct KeyHeader {
     pub name: reqwest::header::HeaderName,
     pub prefix: &'static str,
 }
@@ -100,7 +189,7 @@ impl Endpoint {
     /// Resolves a provider's configuration: the model must be set; an empty `base_url` or
     /// `api_key_env` takes the provider's default; `path` makes the request URL from the base
     /// (without a trailing slash).
-    pub(crate) fn new(
+    fn new(
         cfg: ProviderConfig,
         provider: &str,
         default_base: &str,
@@ -118,28 +207,6 @@ impl Endpoint {
         };
         let client = client(&cfg, &url)?;
         Ok(Endpoint { cfg, url, env_var, client })
-    }
-
-    /// Posts `body` as JSON with `headers` and the key (when its variable is set), and streams the
-    /// answer through a fresh `decoder()` per attempt.
-    pub(crate) async fn stream<D: Decoder>(
-        &self,
-        body: &serde_json::Value,
-        key_header: KeyHeader,
-        mut headers: HeaderMap,
-        events: UnboundedSender<StreamEvent>,
-        decoder: impl FnMut() -> D,
-    ) -> Result<Response, ProviderError> {
-        let key = api_key(&self.env_var);
-        headers.insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_static("application/json"));
-        if let Some(key) = &key {
-            headers.insert(key_header.name, secret_header(&format!("{}{key}", key_header.prefix), &self.env_var)?);
-        }
-        let body = serde_json::to_vec(body)
-            .map_err(|e| ProviderError::Config { message: format!("cannot encode the request: {e}") })?;
-        let call =
-            Call { client: &self.client, cfg: &self.cfg, url: &self.url, env_var: &self.env_var, key, headers, body };
-        run(call, events, decoder).await
     }
 }
 

@@ -6,42 +6,53 @@
 //! variable is unset or empty, as local servers need no key. The answer arrives as `data:` chunks
 //! ending with `data: [DONE]`; tool calls arrive in fragments keyed by `index`.
 
-use reqwest::header::{AUTHORIZATION, HeaderMap};
+use reqwest::header::AUTHORIZATION;
 use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedSender;
 
-use super::http::{self as transport, Decoder, Emitter, Endpoint, Fail, KeyHeader, protocol};
+use super::http::{self as transport, Decoder, Emitter, Fail, HttpProvider, KeyHeader, WireFormat, protocol};
 use super::sse::Event;
 use super::turns::{Turn, turns};
-use super::{BoxFuture, Provider, ProviderConfig, ProviderError, Request, Response, StreamEvent, Usage};
+use super::{Request, Response, Usage};
 use crate::message::ToolCall;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
 
-/// The OpenAI provider: its wire format over the shared [`Endpoint`].
+/// The Chat Completions API as a [`WireFormat`].
 #[derive(Debug)]
-pub struct OpenAi {
-    http: Endpoint,
+pub struct ChatCompletions {
     /// OpenAI itself wants `max_completion_tokens` (its reasoning models refuse `max_tokens`); the
     /// compatible servers know `max_tokens`.
     completion_tokens_field: bool,
 }
 
-impl OpenAi {
-    pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
-        let http = Endpoint::new(cfg, "openai", DEFAULT_BASE_URL, DEFAULT_API_KEY_ENV, |base| {
-            format!("{base}/chat/completions")
-        })?;
-        let completion_tokens_field = reqwest::Url::parse(&http.url)
+/// The OpenAI provider (and the servers speaking its API).
+pub type OpenAi = HttpProvider<ChatCompletions>;
+
+impl WireFormat for ChatCompletions {
+    type Decoder = CompletionsStream;
+    const NAME: &'static str = "openai";
+    const DEFAULT_BASE_URL: &'static str = DEFAULT_BASE_URL;
+    const DEFAULT_API_KEY_ENV: &'static str = DEFAULT_API_KEY_ENV;
+
+    fn url(base: &str) -> String {
+        format!("{base}/chat/completions")
+    }
+
+    fn new(url: &str) -> Self {
+        let completion_tokens_field = reqwest::Url::parse(url)
             .ok()
             .and_then(|u| u.host_str().map(|h| h.eq_ignore_ascii_case("api.openai.com")))
             .unwrap_or(false);
-        Ok(OpenAi { http, completion_tokens_field })
+        ChatCompletions { completion_tokens_field }
+    }
+
+    fn key_header(&self) -> KeyHeader {
+        KeyHeader { name: AUTHORIZATION, prefix: "Bearer " }
     }
 
     /// The JSON body sent for `req`.
-    fn body(&self, req: &Request) -> Value {
+    fn body(&self, model: &str, max_tokens: u32, req: &Request) -> Value {
         let mut messages = Vec::new();
         if !req.system.trim().is_empty() {
             messages.push(json!({"role": "system", "content": req.system}));
@@ -82,9 +93,8 @@ impl OpenAi {
                 }
             }
         }
-        let max_tokens = [req.max_tokens, self.http.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
         let mut body = json!({
-            "model": self.http.cfg.model,
+            "model": model,
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
@@ -132,27 +142,6 @@ fn arguments_string(arguments: &Value) -> String {
     }
 }
 
-impl Provider for OpenAi {
-    fn name(&self) -> &str {
-        "openai"
-    }
-
-    fn model(&self) -> &str {
-        &self.http.cfg.model
-    }
-
-    fn stream<'a>(
-        &'a self,
-        req: &'a Request,
-        events: UnboundedSender<StreamEvent>,
-    ) -> BoxFuture<'a, Result<Response, ProviderError>> {
-        Box::pin(async move {
-            let key = KeyHeader { name: AUTHORIZATION, prefix: "Bearer " };
-            self.http.stream(&self.body(req), key, HeaderMap::new(), events, Completions::default).await
-        })
-    }
-}
-
 /// A tool call being assembled from fragments.
 struct Partial {
     index: u64,
@@ -164,14 +153,14 @@ struct Partial {
 
 /// Decodes one streamed chat completion.
 #[derive(Default)]
-struct Completions {
+pub struct CompletionsStream {
     text: String,
     calls: Vec<Partial>,
     finish_reason: Option<String>,
     usage: Usage,
 }
 
-impl Completions {
+impl CompletionsStream {
     fn fragment(&mut self, position: usize, f: &Value, out: &mut Emitter) -> Result<(), Fail> {
         let id = f.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
         // Some servers leave out `index`: then a new id starts a new call, and a fragment without one
@@ -250,7 +239,7 @@ impl Completions {
     }
 }
 
-impl Decoder for Completions {
+impl Decoder for CompletionsStream {
     fn event(&mut self, ev: &Event, out: &mut Emitter) -> Result<Option<Response>, Fail> {
         let data = ev.data.trim();
         if data == "[DONE]" {
@@ -312,6 +301,7 @@ impl Decoder for Completions {
 mod tests {
     use super::*;
     use crate::message::Message;
+    use crate::provider::ProviderConfig;
 
     fn provider(base: &str) -> OpenAi {
         OpenAi::new(ProviderConfig { model: "m".into(), base_url: base.into(), ..Default::default() }).unwrap()
@@ -320,9 +310,9 @@ mod tests {
     #[test]
     fn base_urls_and_token_field() {
         assert_eq!(provider("").http.url, "https://api.openai.com/v1/chat/completions");
-        assert!(provider("").completion_tokens_field);
+        assert!(provider("").wire.completion_tokens_field);
         assert_eq!(provider("http://localhost:11434/v1/").http.url, "http://localhost:11434/v1/chat/completions");
-        assert!(!provider("http://localhost:11434/v1").completion_tokens_field);
+        assert!(!provider("http://localhost:11434/v1").wire.completion_tokens_field);
         assert!(provider("http://localhost:11434/v1").body(&Request::default()).get("max_tokens").is_some());
     }
 
