@@ -12,7 +12,9 @@
 //! place in the list unchanged).
 
 pub mod checkpoint;
+mod config;
 pub mod host;
+mod outbox;
 pub mod runner;
 
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use crate::message::{Message, ROLE_ASSISTANT, ToolCall};
+use crate::message::{Message, Role, ToolCall};
 
 /// Answers a tool call the log holds no result for (the session stopped before it had one).
 pub(crate) const MISSING_RESULT: &str =
@@ -46,7 +46,7 @@ pub(crate) fn turns(messages: &[Message]) -> Vec<Turn<'_>> {
             let (results, texts) = user(&mut grouped);
             results.push(Answer { id: &r.tool_call_id, content: &r.content, is_error: r.is_error });
             texts.extend(text.map(Cow::Borrowed));
-        } else if m.role == ROLE_ASSISTANT {
+        } else if m.role == Role::Assistant {
             if text.is_none() && m.tool_calls.is_empty() {
                 continue;
             }

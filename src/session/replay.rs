@@ -35,9 +35,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::entry::{Entry, ForkedFrom, TYPE_META, TYPE_PIN, TYPE_TITLE, TYPE_USAGE};
+use super::entry::{Entry, ForkedFrom, Kind};
 use crate::git::GitHead;
-use crate::message::{Message, ROLE_ASSISTANT};
+use crate::message::{Message, Role};
 use crate::usage::UsageByModel;
 
 /// What a replay has seen so far, without the messages themselves.
@@ -267,14 +267,14 @@ impl Replay {
             return;
         }
         // Not messages: an answer streaming around them goes on.
-        if entry.kind == TYPE_META {
+        if entry.is(Kind::Meta) {
             if let Some(git) = entry.git {
                 self.state.git_start.get_or_insert_with(|| git.clone());
                 self.state.git = Some(git);
             }
             return;
         }
-        if entry.kind == TYPE_USAGE {
+        if entry.is(Kind::Usage) {
             if let Some(u) = entry.usage {
                 let model = if entry.model.is_empty() { self.state.model.clone() } else { entry.model };
                 self.state.usage.add(&model, &u);
@@ -282,11 +282,11 @@ impl Replay {
             return;
         }
         // Meta entries: not messages, so they neither end a streaming answer nor a held-back exchange.
-        if entry.kind == TYPE_TITLE {
+        if entry.is(Kind::Title) {
             self.state.name = entry.title.as_deref().map(clean_title).unwrap_or_default();
             return;
         }
-        if entry.kind == TYPE_PIN {
+        if entry.is(Kind::Pin) {
             self.state.pinned = entry.pinned.unwrap_or(false);
             return;
         }
@@ -296,8 +296,8 @@ impl Replay {
         // The answer's own final message supersedes its checkpoints; anything else means the
         // answer never got one.
         let superseded =
-            entry.is_replace() || (entry.is_message() && entry.role == ROLE_ASSISTANT && entry.tool_result.is_none());
-        if entry.is_replace() || (entry.is_message() && !entry.role.is_empty()) {
+            entry.is_replace() || (entry.message_role() == Some(&Role::Assistant) && entry.tool_result.is_none());
+        if entry.is_replace() || entry.message_role().is_some() {
             self.end_streaming(superseded);
         }
         if entry.is_replace() {
