@@ -7,64 +7,12 @@ use pseudoclaude::provider::anthropic::Anthropic;
 use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, Usage};
 use serde_json::{Value, json};
 
-use crate::support::client::{ask, assert_all_valid, run, tools};
+use crate::support::client::{ask, assert_all_valid, run};
 use crate::support::{FakeServer, Kind, Reply, anthropic_sse};
 use crate::wire::{Format, ev};
 
 fn config(base_url: String) -> ProviderConfig {
     Format::Anthropic.config(base_url)
-}
-
-#[tokio::test]
-async fn calls_and_their_results_sent_back_pass_the_api_rules() {
-    let server = FakeServer::start(Kind::Anthropic);
-    let args_a = json!({"path": "a.rs"});
-    let args_b = json!({"dir": "src"});
-    server.push(Reply::sse(anthropic_sse(
-        "Reading both.",
-        &[("toolu_A", "read_file", args_a.clone()), ("toolu_B", "list_files", args_b.clone())],
-    )));
-    server.push(Reply::sse(anthropic_sse("Both read.", &[])));
-    let p = Anthropic::new(config(server.base_url())).unwrap();
-
-    let mut req = ask("read a.rs and list src");
-    let first = run(&p, &req).await.0.unwrap();
-    // The runner's shape: the assistant's calls, one user message per result, then a user remark.
-    req.messages.push(Message::assistant_tool_calls(first.text.clone(), first.tool_calls.clone()));
-    req.messages.push(Message::tool_result("toolu_A", "fn main() {}", false));
-    req.messages.push(Message::tool_result("toolu_B", "permission denied", true));
-    req.messages.push(Message::user("and be quick"));
-    let second = run(&p, &req).await.0.unwrap();
-    assert_eq!(second.text, "Both read.");
-    assert_all_valid(&server);
-
-    let body = &server.requests()[1].body;
-    assert_eq!(body["model"], "claude-test");
-    assert_eq!(body["max_tokens"], 1000);
-    assert_eq!(body["stream"], true);
-    let cache = json!({"type": "ephemeral"});
-    assert_eq!(body["system"], json!([{"type": "text", "text": "You are terse.", "cache_control": cache}]));
-    assert_eq!(
-        body["tools"][0],
-        json!({"name": "read_file", "description": "Reads a file", "input_schema": tools()[0].input_schema})
-    );
-    assert_eq!(body["tools"][1]["cache_control"], cache);
-    assert_eq!(
-        body["messages"],
-        json!([
-            {"role": "user", "content": [{"type": "text", "text": "read a.rs and list src", "cache_control": cache}]},
-            {"role": "assistant", "content": [
-                {"type": "text", "text": "Reading both."},
-                {"type": "tool_use", "id": "toolu_A", "name": "read_file", "input": args_a},
-                {"type": "tool_use", "id": "toolu_B", "name": "list_files", "input": args_b},
-            ]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_A", "content": "fn main() {}", "is_error": false},
-                {"type": "tool_result", "tool_use_id": "toolu_B", "content": "permission denied", "is_error": true},
-                {"type": "text", "text": "and be quick", "cache_control": cache},
-            ]},
-        ])
-    );
 }
 
 /// The `cache_control` blocks of a request body, as paths: `system.0`, `tools.3`, `messages.4.content.1`.

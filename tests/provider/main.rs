@@ -15,7 +15,7 @@ mod wire;
 
 use std::time::{Duration, Instant};
 
-use pseudoclaude::message::ToolCall;
+use pseudoclaude::message::{Message, ToolCall};
 use pseudoclaude::provider::{ProviderConfig, ProviderError, StreamEvent};
 use serde_json::json;
 use support::client::{ask, assert_all_valid, deltas, retries, run, set_key};
@@ -41,6 +41,7 @@ macro_rules! for_both_formats {
 for_both_formats!(
     text_streams_as_deltas_and_comes_back_whole,
     two_parallel_tool_calls_come_back_with_their_arguments,
+    calls_and_their_results_sent_back_pass_the_api_rules,
     a_tool_without_arguments_has_empty_arguments,
     crlf_line_endings_parse_the_same,
     the_key_travels_in_its_header,
@@ -105,6 +106,35 @@ async fn two_parallel_tool_calls_come_back_with_their_arguments(f: Format) {
         ]
     );
     assert!(matches!(events[0], StreamEvent::TextDelta(_)), "text streams before the calls: {events:?}");
+}
+
+async fn calls_and_their_results_sent_back_pass_the_api_rules(f: Format) {
+    let (server, p) = f.setup();
+    let (args_a, args_b) = (json!({"path": "a.rs"}), json!({"dir": "src"}));
+    let (id_a, id_b) = (f.id("A"), f.id("B"));
+    let calls = [(id_a.as_str(), "read_file", args_a.clone()), (id_b.as_str(), "list_files", args_b.clone())];
+    server.push(Reply::sse(f.sse(f.exchange_text(), &calls)));
+    server.push(Reply::sse(f.sse("Both read.", &[])));
+
+    let mut req = ask("read a.rs and list src");
+    let first = run(&*p, &req).await.0.unwrap();
+    // The runner's shape: the assistant's calls, one user message per result (here not in the calls'
+    // order), then a user remark.
+    req.messages.push(Message::assistant_tool_calls(first.text.clone(), first.tool_calls.clone()));
+    req.messages.push(Message::tool_result(&id_b, "a.rs b.rs", false));
+    req.messages.push(Message::tool_result(&id_a, "permission denied", true));
+    req.messages.push(Message::user("and be quick"));
+    let second = run(&*p, &req).await.0.unwrap();
+    assert_eq!(second.text, "Both read.");
+    assert_all_valid(&server);
+
+    let body = &server.requests()[1].body;
+    assert_eq!(body["model"], f.model());
+    assert_eq!(body["max_tokens"], 1000, "a compatible server gets max_tokens too");
+    assert_eq!(body["stream"], true);
+    for (at, want) in f.exchange_sent(&args_a, &args_b) {
+        assert_eq!(body.pointer(at), Some(&want), "{at}");
+    }
 }
 
 async fn a_tool_without_arguments_has_empty_arguments(f: Format) {

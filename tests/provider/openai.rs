@@ -8,7 +8,7 @@ use pseudoclaude::provider::openai::OpenAi;
 use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, Usage};
 use serde_json::{Value, json};
 
-use crate::support::client::{ask, assert_all_valid, run, set_key, tools};
+use crate::support::client::{ask, assert_all_valid, run, set_key};
 use crate::support::{FakeServer, Kind, Reply, openai_sse, truncate_before};
 use crate::wire::{Format, chunk};
 
@@ -55,54 +55,6 @@ async fn usage_is_asked_for_and_its_cached_share_read_from_the_final_chunk() {
     assert_all_valid(&server);
     let raw = String::from_utf8(server.requests()[0].raw_body.clone()).unwrap();
     assert!(raw.contains(r#""stream":true"#) && raw.contains(r#""stream_options":{"include_usage":true}"#), "{raw}");
-}
-
-#[tokio::test]
-async fn calls_and_their_results_sent_back_pass_the_api_rules() {
-    let server = FakeServer::start(Kind::OpenAi);
-    let args_a = json!({"path": "a.rs"});
-    let args_b = json!({"dir": "src"});
-    server.push(Reply::sse(openai_sse(
-        "",
-        &[("call_A", "read_file", args_a.clone()), ("call_B", "list_files", args_b.clone())],
-    )));
-    server.push(Reply::sse(openai_sse("Both read.", &[])));
-    let p = OpenAi::new(config(server.base_url())).unwrap();
-
-    let mut req = ask("read a.rs and list src");
-    let first = run(&p, &req).await.0.unwrap();
-    req.messages.push(Message::assistant_tool_calls(first.text.clone(), first.tool_calls.clone()));
-    req.messages.push(Message::tool_result("call_B", "a.rs b.rs", false));
-    req.messages.push(Message::tool_result("call_A", "permission denied", true));
-    req.messages.push(Message::user("and be quick"));
-    let second = run(&p, &req).await.0.unwrap();
-    assert_eq!(second.text, "Both read.");
-    assert_all_valid(&server);
-
-    let body = &server.requests()[1].body;
-    assert_eq!(body["model"], "gpt-test");
-    assert_eq!(body["stream"], true);
-    assert_eq!(body["stream_options"], json!({"include_usage": true}));
-    assert_eq!(body["max_tokens"], 1000, "a compatible server gets max_tokens");
-    assert_eq!(
-        body["tools"][0],
-        json!({"type": "function", "function": {"name": "read_file", "description": "Reads a file",
-                                                "parameters": tools()[0].input_schema}})
-    );
-    assert_eq!(
-        body["messages"],
-        json!([
-            {"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "read a.rs and list src"},
-            {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "call_A", "type": "function", "function": {"name": "read_file", "arguments": args_a.to_string()}},
-                {"id": "call_B", "type": "function", "function": {"name": "list_files", "arguments": args_b.to_string()}},
-            ]},
-            {"role": "tool", "tool_call_id": "call_A", "content": "Error: permission denied"},
-            {"role": "tool", "tool_call_id": "call_B", "content": "a.rs b.rs"},
-            {"role": "user", "content": "and be quick"},
-        ])
-    );
 }
 
 #[tokio::test]

@@ -98,6 +98,75 @@ impl Format {
         }
     }
 
+    /// The text the assistant streams before its two calls in `calls_and_their_results_sent_back_…`:
+    /// Anthropic sends it as a block before the `tool_use` blocks, OpenAI's empty one goes as `null`.
+    pub fn exchange_text(self) -> &'static str {
+        match self {
+            Format::Anthropic => "Reading both.",
+            Format::OpenAi => "",
+        }
+    }
+
+    /// What that scenario's second request holds, as (JSON pointer, value): the system prompt, the
+    /// tools and the messages in this format, with read_file (`args_a`, answered "permission denied",
+    /// an error) and list_files (`args_b`, answered "a.rs b.rs"), results back in the calls' order.
+    pub fn exchange_sent(self, args_a: &Value, args_b: &Value) -> Vec<(&'static str, Value)> {
+        let schema = client::tools()[0].input_schema.clone();
+        match self {
+            Format::Anthropic => {
+                let cache = json!({"type": "ephemeral"});
+                vec![
+                    ("/system", json!([{"type": "text", "text": "You are terse.", "cache_control": cache}])),
+                    ("/tools/0", json!({"name": "read_file", "description": "Reads a file", "input_schema": schema})),
+                    ("/tools/1/cache_control", cache.clone()),
+                    (
+                        "/messages",
+                        json!([
+                            {"role": "user", "content": [
+                                {"type": "text", "text": "read a.rs and list src", "cache_control": cache}]},
+                            {"role": "assistant", "content": [
+                                {"type": "text", "text": "Reading both."},
+                                {"type": "tool_use", "id": "toolu_A", "name": "read_file", "input": args_a},
+                                {"type": "tool_use", "id": "toolu_B", "name": "list_files", "input": args_b},
+                            ]},
+                            {"role": "user", "content": [
+                                {"type": "tool_result", "tool_use_id": "toolu_A", "content": "permission denied",
+                                 "is_error": true},
+                                {"type": "tool_result", "tool_use_id": "toolu_B", "content": "a.rs b.rs",
+                                 "is_error": false},
+                                {"type": "text", "text": "and be quick", "cache_control": cache},
+                            ]},
+                        ]),
+                    ),
+                ]
+            }
+            Format::OpenAi => vec![
+                ("/stream_options", json!({"include_usage": true})),
+                (
+                    "/tools/0",
+                    json!({"type": "function", "function": {"name": "read_file", "description": "Reads a file",
+                                                            "parameters": schema}}),
+                ),
+                (
+                    "/messages",
+                    json!([
+                        {"role": "system", "content": "You are terse."},
+                        {"role": "user", "content": "read a.rs and list src"},
+                        {"role": "assistant", "content": null, "tool_calls": [
+                            {"id": "call_A", "type": "function",
+                             "function": {"name": "read_file", "arguments": args_a.to_string()}},
+                            {"id": "call_B", "type": "function",
+                             "function": {"name": "list_files", "arguments": args_b.to_string()}},
+                        ]},
+                        {"role": "tool", "tool_call_id": "call_A", "content": "Error: permission denied"},
+                        {"role": "tool", "tool_call_id": "call_B", "content": "a.rs b.rs"},
+                        {"role": "user", "content": "and be quick"},
+                    ]),
+                ),
+            ],
+        }
+    }
+
     /// A tool call id as the API makes them.
     pub fn id(self, suffix: &str) -> String {
         match self {
