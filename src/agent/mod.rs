@@ -1,6 +1,6 @@
 //! One agent conversation bound to its session: the conversation, its log, its provider, its tools
-//! and its compaction runtime. The Neovim bridge holds one [`Agent`] per workspace and swaps it
-//! whole on resume.
+//! and its compaction runtime. The host ([`host::Host`], what the editor drives) holds the current
+//! [`Agent`] and swaps it whole on resume.
 //!
 //! A new agent creates no session until its first message is written (an opened and closed empty
 //! chat leaves nothing behind). A resumed agent ([`Agent::resume`]) follows the seed's switch-over:
