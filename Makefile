@@ -30,7 +30,7 @@ cargo-test:
 sim:
 	$(CARGO) test --release --test session_sim -- --ignored --nocapture
 
-# builds first: the tests refuse a library older than the sources (tests/e2e/conftest.py)
+# builds first: the tests refuse a library built from other sources (its build id, tests/e2e/conftest.py)
 e2e: build
 	tests/e2e/run
 

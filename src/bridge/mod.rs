@@ -70,6 +70,10 @@ use serde::de::DeserializeOwned;
 /// stale library.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// The SHA-256 of the sources this library was built from (`build.rs`), behind a marker so that a test can find it
+/// in the file without loading it: `tests/e2e/conftest.py` refuses a library whose id is not the checkout's.
+pub const BUILD_ID: &str = concat!("pseudoclaude-build-id:", env!("PSEUDOCLAUDE_BUILD_ID"));
+
 /// File name of the panic log, inside Neovim's `stdpath("log")`.
 pub const PANIC_LOG_NAME: &str = "pseudoclaude-panic.log";
 
@@ -102,6 +106,7 @@ fn exports() -> Dictionary {
     let mut all = vec![
         // --- meta -----------------------------------------------------------------------------
         export("version", |_| Ok(VERSION)),
+        export("build_id", |_| Ok(BUILD_ID.trim_start_matches("pseudoclaude-build-id:"))),
         export("ping", |a| Ok(a.get::<Option<String>>(0)?.map_or_else(|| "pong".to_string(), |s| format!("pong {s}")))),
         export("panic_log_path", |_| Ok(panic_log_path().map(|p| p.display().to_string()))),
         // --- internal, for the end-to-end tests only (not a public API) ------------------------

@@ -285,7 +285,7 @@ fn list_async(a: &Args) -> BridgeResult<u64> {
     jobs::spawn("sessions_list_async", None, callback, move || {
         let all = list(&ws, &args)?;
         let chunks =
-            all.chunks(LIST_CHUNK).map(|c| super::bulk(c)).collect::<BridgeResult<std::collections::VecDeque<_>>>()?;
+            all.chunks(LIST_CHUNK).map(super::bulk).collect::<BridgeResult<std::collections::VecDeque<_>>>()?;
         let id = NEXT_LIST.fetch_add(1, Ordering::Relaxed);
         let count = chunks.len();
         lists().insert(id, chunks);

@@ -11,7 +11,9 @@ sourced at startup by Neovim itself. Run with tests/e2e/run (which finds Neovim 
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -261,16 +263,32 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def source_build_id(root: Path = ROOT) -> str:
+    """The build id of the checkout's sources, as build.rs computes it: SHA-256 over every file under src/,
+    Cargo.toml and Cargo.lock, sorted by relative path, each as `path NUL bytes NUL`."""
+    files = [p for p in root.joinpath("src").rglob("*") if p.is_file()]
+    files += [p for p in (root / "Cargo.toml", root / "Cargo.lock") if p.is_file()]
+    h = hashlib.sha256()
+    for name, path in sorted((p.relative_to(root).as_posix(), p) for p in files):
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def library_build_id(lib: Path = LIB_PATH) -> str | None:
+    """The build id the library carries (bridge::BUILD_ID), read from the file without loading it."""
+    m = re.search(rb"pseudoclaude-build-id:([0-9a-f]{64})", lib.read_bytes())
+    return m.group(1).decode() if m else None
+
+
 def stale_library() -> str | None:
-    """Why the release library cannot be the code under test, or None: it is missing, or a source is newer."""
+    """Why the release library cannot be the code under test, or None: it is missing, or it was built from other
+    sources than the checkout's (its build id differs)."""
     if not LIB_PATH.exists():
         return f"{LIB_PATH} is missing: run `cargo build --release` in {ROOT} first"
-    built = LIB_PATH.stat().st_mtime
-    sources = [*ROOT.joinpath("src").rglob("*.rs"), ROOT / "Cargo.toml", ROOT / "Cargo.lock"]
-    newer = [p for p in sources if p.exists() and p.stat().st_mtime > built]
-    if newer:
-        return (f"{LIB_PATH} is older than {newer[0].relative_to(ROOT)}: the tests would run a stale library; "
-                f"run `cargo build --release` in {ROOT} first")
+    built, here = library_build_id(), source_build_id()
+    if built != here:
+        return (f"{LIB_PATH} was built from other sources (build id {built or 'missing'}, the checkout's is {here}): "
+                f"the tests would run a stale library; run `cargo build --release` in {ROOT} first")
     return None
 
 

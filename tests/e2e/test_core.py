@@ -2,7 +2,7 @@
 
 import shutil
 
-from conftest import CARGO_VERSION, LIB_NAME, LIB_PATH, ROOT
+from conftest import CARGO_VERSION, LIB_NAME, LIB_PATH, ROOT, library_build_id, source_build_id, stale_library
 
 
 def test_lua_version_constant_matches_cargo_toml(nvim):
@@ -16,6 +16,21 @@ def test_library_loads_and_reports_the_crate_version(nvim):
     assert nvim.lua("return require('pseudoclaude.core').call('version')") == CARGO_VERSION
     assert nvim.lua("return require('pseudoclaude.core').is_loaded()") is True
     assert nvim.library_mapped()
+
+
+def test_the_library_carries_the_build_id_of_the_sources_it_was_built_from(nvim, tmp_path):
+    here = source_build_id()
+    assert library_build_id() == here and stale_library() is None
+    assert nvim.lua("return require('pseudoclaude.core').call('build_id')") == here
+    # one byte changed in one source, in a copy of the checkout: another id, so the tests would refuse the library
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "src", copy / "src")
+    for name in ("Cargo.toml", "Cargo.lock"):
+        shutil.copy(ROOT / name, copy / name)
+    assert source_build_id(copy) == here
+    lib_rs = copy / "src" / "lib.rs"
+    lib_rs.write_text(lib_rs.read_text() + "\n")
+    assert source_build_id(copy) != here
 
 
 def test_ping_and_raw_ok_value_convention(nvim):
