@@ -386,6 +386,34 @@ def test_pseudocancel_cancels_a_streaming_turn_from_any_window(nvim: Neovim, wor
     assert entries[-1]["role"] == "assistant" and entries[-1]["content"].startswith("Working on it")
 
 
+def test_pseudonew_starts_a_new_session_and_leaves_the_old_one_as_it_was(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI
+) -> None:
+    fake.push_text("First answer.")
+    fake.push_text("Second answer.")
+    setup(nvim, openai(fake))
+    type_message(nvim, "first question")
+    wait_turns(nvim, 1)
+    first = nvim.lua("return require('pseudoclaude').current()")
+    before = Path(first["jsonl"]).read_bytes()
+    nvim.api.command("PseudoNew")
+    # a clean chat: no session yet (nothing is created before the first message), no history, no old lines
+    assert nvim.lua("return require('pseudoclaude').current()") is None
+    assert nvim.lua("return #require('pseudoclaude').messages()") == 0
+    assert not any("first question" in l or "First answer" in l for l in transcript(nvim)), transcript(nvim)
+    type_message(nvim, "second question")
+    wait_turns(nvim, 2)
+    second = nvim.lua("return require('pseudoclaude').current()")
+    assert second["id"] != first["id"]
+    messages = [e["content"].strip() for e in log_lines(second["jsonl"]) if e.get("type") == "message"]
+    assert messages == ["second question", "Second answer."]
+    # the model was not sent the first chat
+    assert [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "user"] == ["second question"]
+    assert Path(first["jsonl"]).read_bytes() == before
+    # the list (which leaves the current session out) offers the first chat to resume
+    assert [i["id"] for i in nvim.lua("return require('pseudoclaude').sessions.list()")] == [first["id"]]
+
+
 def test_a_silent_provider_times_out_with_a_clear_error(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
     fake.push_hang("")
     setup(nvim, {**openai(fake), "idle_timeout": 1, "connect_timeout": 2, "max_retries": 0})
