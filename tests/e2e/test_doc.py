@@ -46,3 +46,25 @@ def test_every_config_key_is_documented(nvim):
     keys += ["provider.model", "provider.base_url", "provider.api_key_env", "workspace"]
     undocumented = [k for k in keys if f"\n{k} " not in text]
     assert not undocumented
+
+
+def test_the_code_map_names_every_source_file():
+    """ARCHITECTURE.md's code map names every file under src/ and lua/ (a file in a folder of its own, by the
+    folder and its name), so a newcomer's map stays true when a file is added or moved."""
+    import re
+
+    arch = (ROOT / "ARCHITECTURE.md").read_text()
+
+    def named(name: str) -> bool:
+        return re.search(r"[`/]" + re.escape(name) + "`", arch) is not None
+
+    files = sorted([*ROOT.joinpath("src").rglob("*.rs"), *ROOT.joinpath("lua").rglob("*.lua")])
+    missing = [str(p.relative_to(ROOT)) for p in files if not named(p.name)]
+    assert missing == [], "not in ARCHITECTURE.md's code map: " + ", ".join(missing)
+
+
+def test_no_source_file_is_over_600_lines():
+    """Issue 13's rule: a file a reader can hold in their head. Tests and benches are not counted."""
+    files = [*ROOT.joinpath("src").rglob("*.rs"), *ROOT.joinpath("lua").rglob("*.lua"), *ROOT.joinpath("plugin").rglob("*.lua")]
+    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}
