@@ -56,7 +56,12 @@ struct Record {
 /// Reads one transcript.
 pub fn read(path: &Path) -> Result<Conversation> {
     let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    let text = String::from_utf8_lossy(&bytes);
+    Ok(parse(&String::from_utf8_lossy(&bytes), path))
+}
+
+/// The transcript `text` (of the file at `path`, whose name is the id when no record gives one). The list also
+/// parses just a transcript's head and tail with it, for the names, title and time.
+pub fn parse(text: &str, path: &Path) -> Conversation {
     let mut c = Conversation::default();
     let mut title: Option<String> = None;
     let mut summary_title: Option<String> = None;
@@ -147,7 +152,7 @@ pub fn read(path: &Path) -> Result<Conversation> {
     for (kind, n) in blocks {
         c.notes.push(format!("{n} content block(s) of unknown type {kind:?}: left out"));
     }
-    Ok(c)
+    c
 }
 
 fn is_prompt(v: &Value) -> bool {
