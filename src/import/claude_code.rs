@@ -36,10 +36,11 @@ pub fn transcripts(config: &Path, workspace: &Path) -> Vec<PathBuf> {
         }
         let Ok(files) = std::fs::read_dir(d.path()) else { continue };
         for f in files.flatten() {
-            let p = f.path();
             let fname = f.file_name().to_string_lossy().into_owned();
-            if p.is_file() && fname.ends_with(".jsonl") && !fname.starts_with("agent-") {
-                out.push(p);
+            // the entry's type from the directory itself (no `stat` per file: a list stats each once, later)
+            let file = f.file_type().is_ok_and(|t| t.is_file() || t.is_symlink() && f.path().is_file());
+            if fname.ends_with(".jsonl") && !fname.starts_with("agent-") && file {
+                out.push(f.path());
             }
         }
     }

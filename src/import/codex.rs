@@ -31,7 +31,9 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     for e in entries.flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
-        if p.is_dir() && depth < 4 {
+        // the entry's type from the directory itself: no `stat` per rollout
+        let dir = e.file_type().is_ok_and(|t| t.is_dir() || t.is_symlink() && p.is_dir());
+        if dir && depth < 4 {
             walk(&p, depth + 1, out);
         } else if name.starts_with("rollout-") && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst")) {
             out.push(p);
