@@ -603,6 +603,38 @@ mod tests {
     }
 
     #[test]
+    fn other_agents_sessions_are_merged_by_time_after_the_pinned_ones() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let pinned = session_with(ws.path(), "pinned and old");
+        meta::append(&pinned, meta::pin_entry(true)).expect("pin");
+        session_with(ws.path(), "recent");
+        let ours = session::list(ws.path(), &ListOptions::default()).expect("list");
+        let at = |title: &str| ours.iter().find(|i| i.title == title).map(activity).expect("listed");
+        let theirs = |title: &str, modified: i64| ExternalItem {
+            source: import::Source::Codex,
+            id: title.into(),
+            path: PathBuf::from(format!("/x/{title}.jsonl")),
+            title: title.into(),
+            modified,
+            messages: 1,
+            model: String::new(),
+            branch: None,
+            unsupported: None,
+            partial: false,
+        };
+        let recent = at("recent");
+        let merged = merge(ours, vec![theirs("newer", recent + 10), theirs("older", recent - 10)]);
+        let titles: Vec<&str> = merged
+            .iter()
+            .map(|i| match i {
+                ListItem::Ours(o) => o.title.as_str(),
+                ListItem::External(e) => e.title.as_str(),
+            })
+            .collect();
+        assert_eq!(titles, ["pinned and old", "newer", "recent", "older"]);
+    }
+
+    #[test]
     fn list_args_accept_nil_and_empty_tables() {
         let a = Args::new(vec![Object::from("/ws"), Object::from(nvim_oxi::Array::new())]);
         let parsed = table_arg::<ListArgs>(&a, 1).expect("empty table");

@@ -436,3 +436,28 @@ def test_bad_input_is_reported_never_a_crash_nor_a_silent_empty_session(
     assert len([i for i in items if not i.get("source")]) == 3
     assert n.alive()
     assert digest(files) == before
+
+
+def test_the_select_backend_marks_them_and_imports_the_one_chosen(
+    start_nvim, workspace: Path, sources: dict[str, Path]
+) -> None:
+    before = digest(list(sources.values()))
+    n = start_nvim()
+    setup(n, {"name": "demo"}, picker={"backend": "select", "external": True})
+    n.lua("""
+    vim.g.pc_lines = vim.NIL
+    vim.ui.select = function(items, opts, on_choice)
+      local lines = {}
+      for _, item in ipairs(items) do lines[#lines + 1] = opts.format_item(item) end
+      vim.g.pc_lines = lines
+      for _, item in ipairs(items) do
+        if item.source == "codex" then return on_choice(item) end
+      end
+    end
+    """)
+    n.api.command("PseudoResume")
+    lines = wait_for(lambda: n.lua("return vim.g.pc_lines"), what="vim.ui.select")
+    assert lines[0].startswith("claude · Parser rename") and lines[1].startswith("codex · File listing"), lines
+    sid = wait_resumed(n)["id"]
+    assert len(n.lua("return require('pseudoclaude').sessions.load(...).messages", sid)) == 9
+    assert digest(list(sources.values())) == before
