@@ -17,7 +17,7 @@
 use tokio::sync::mpsc;
 
 use crate::conversation::{Conversation, Unsaved};
-use crate::message::{Message, ROLE_USER};
+use crate::message::{Message, Role};
 use crate::provider::{Provider, ProviderError, Request, Usage};
 use crate::session::{self, Context};
 
@@ -71,7 +71,7 @@ pub struct Runtime {
 impl Runtime {
     /// The runtime of a (possibly resumed) history: finds the boundary of an earlier compaction.
     pub fn open(config: CompactConfig, messages: &[Message]) -> Runtime {
-        let boundary = messages.iter().rposition(|m| m.role == ROLE_USER && m.content == BOUNDARY);
+        let boundary = messages.iter().rposition(|m| m.role == Role::User && m.content == BOUNDARY);
         Runtime { config, boundary }
     }
 

@@ -11,10 +11,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::message::{Message, ToolCall, ToolResult};
 
-/// Persists one new message; the error says why it could not.
-pub type OnAppend = Box<dyn Fn(&Message) -> Result<(), String> + Send + Sync>;
+/// Why a hook could not persist a change: the session log's own error (a full disk, a lock lost), kept whole
+/// so its sources reach the log file, while the conversation knows nothing of the session module.
+pub type HookError = Box<dyn std::error::Error + Send + Sync>;
+/// Persists one new message.
+pub type OnAppend = Box<dyn Fn(&Message) -> Result<(), HookError> + Send + Sync>;
 /// Persists a whole new context, with the reason (`compact`, `resync`, ...).
-pub type OnReplace = Box<dyn Fn(&str, &[Message]) -> Result<(), String> + Send + Sync>;
+pub type OnReplace = Box<dyn Fn(&str, &[Message]) -> Result<(), HookError> + Send + Sync>;
 
 /// Persists changes. The seed's two hooks; the session writer is the real one, tests inject others.
 pub struct Hooks {
@@ -32,12 +35,18 @@ impl Hooks {
 pub const REASON_RESYNC: &str = "resync";
 
 /// A failed hook: the change is in memory but not on disk (yet).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error(
     "the session log could not be written: {0} (the conversation is kept in memory and will be saved whole on the \
      next successful write)"
 )]
-pub struct Unsaved(pub String);
+pub struct Unsaved(#[source] pub Arc<dyn std::error::Error + Send + Sync>);
+
+impl Unsaved {
+    pub fn new(e: impl Into<HookError>) -> Unsaved {
+        Unsaved(Arc::from(e.into()))
+    }
+}
 
 pub struct Conversation {
     messages: Mutex<Vec<Message>>,
@@ -126,7 +135,7 @@ impl Conversation {
     }
 }
 
-fn settle(state: &mut State, written: Result<(), String>) -> Result<(), Unsaved> {
+fn settle(state: &mut State, written: Result<(), HookError>) -> Result<(), Unsaved> {
     match written {
         Ok(()) => {
             state.unsaved = false;
@@ -134,7 +143,7 @@ fn settle(state: &mut State, written: Result<(), String>) -> Result<(), Unsaved>
         }
         Err(e) => {
             state.unsaved = true;
-            Err(Unsaved(e))
+            Err(Unsaved::new(e))
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod display;
 pub mod git;
 pub mod import;
 pub mod message;
+pub mod pairing;
 pub mod provider;
 pub mod session;
 pub mod tools;

@@ -6,15 +6,78 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// Who said it. Tool results travel as `user` messages carrying a [`ToolResult`], as in the seed design
-/// and Anthropic's protocol; the loader also accepts `tool` for logs written by other tools.
-pub const ROLE_USER: &str = "user";
-pub const ROLE_ASSISTANT: &str = "assistant";
+/// Who said it, written as the seed wrote it (`"user"`, `"assistant"`). Tool results travel as `user`
+/// messages carrying a [`ToolResult`], as in the seed design and Anthropic's protocol. A log written by
+/// another tool may name another role (`tool`, `system`): it is kept as written ([`Role::Other`]), so a
+/// snapshot rewrites it byte for byte, and providers read it as the user's text.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Role {
+    #[default]
+    User,
+    Assistant,
+    Other(String),
+}
+
+impl Role {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Other(name) => name,
+        }
+    }
+}
+
+impl From<String> for Role {
+    fn from(name: String) -> Role {
+        match name.as_str() {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            _ => Role::Other(name),
+        }
+    }
+}
+
+impl From<&str> for Role {
+    fn from(name: &str) -> Role {
+        Role::from(name.to_string())
+    }
+}
+
+impl Serialize for Role {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Role, D::Error> {
+        String::deserialize(d).map(Role::from)
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for Role {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Role {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
 
 /// One message of the conversation.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Message {
-    pub role: String,
+    pub role: Role,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub content: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -79,26 +142,20 @@ where
 
 impl Message {
     pub fn user(text: impl Into<String>) -> Self {
-        Message { role: ROLE_USER.into(), content: text.into(), ts: now(), ..Default::default() }
+        Message { role: Role::User, content: text.into(), ts: now(), ..Default::default() }
     }
 
     pub fn assistant(text: impl Into<String>) -> Self {
-        Message { role: ROLE_ASSISTANT.into(), content: text.into(), ts: now(), ..Default::default() }
+        Message { role: Role::Assistant, content: text.into(), ts: now(), ..Default::default() }
     }
 
     pub fn assistant_tool_calls(text: impl Into<String>, calls: Vec<ToolCall>) -> Self {
-        Message {
-            role: ROLE_ASSISTANT.into(),
-            content: text.into(),
-            tool_calls: calls,
-            ts: now(),
-            ..Default::default()
-        }
+        Message { role: Role::Assistant, content: text.into(), tool_calls: calls, ts: now(), ..Default::default() }
     }
 
     pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>, is_error: bool) -> Self {
         Message {
-            role: ROLE_USER.into(),
+            role: Role::User,
             tool_result: Some(ToolResult {
                 tool_call_id: call_id.into(),
                 content: content.into(),
@@ -112,12 +169,12 @@ impl Message {
 
     /// An answer that stopped before it was complete, holding the text shown until then.
     pub fn assistant_interrupted(text: impl Into<String>, ts: i64) -> Self {
-        Message { role: ROLE_ASSISTANT.into(), content: text.into(), ts, interrupted: true, ..Default::default() }
+        Message { role: Role::Assistant, content: text.into(), ts, interrupted: true, ..Default::default() }
     }
 
     /// A user message that is typed text, not a tool result: what a session's title is made of.
     pub fn is_user_text(&self) -> bool {
-        self.role == ROLE_USER && self.tool_result.is_none()
+        self.role == Role::User && self.tool_result.is_none()
     }
 }
 

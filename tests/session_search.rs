@@ -57,7 +57,7 @@ fn assert_hits_match_load(ws: &Path, text: &str) -> Vec<Hit> {
         let got: Vec<usize> = hits.iter().filter(|h| h.id == id).map(|h| h.index).collect();
         assert_eq!(got, want, "session {id}, query {text:?}: hits against the loaded history");
         for h in hits.iter().filter(|h| h.id == id) {
-            assert_eq!(h.role, loaded.messages[h.index - 1].role, "{h:?}");
+            assert_eq!(h.role, loaded.messages[h.index - 1].role.as_str(), "{h:?}");
         }
     }
     hits

@@ -232,7 +232,7 @@ function M.message_at(row)
   end
   local drawn = #vim.api.nvim_buf_get_extmarks(S.buf, S.msg_ns, 0, -1, {})
   local ok, slice = pcall(require("pseudoclaude.core").call, "agent_history_slice", 0, 0, 0)
-  local total = ok and vim.json.decode(slice).total or drawn
+  local total = ok and require("pseudoclaude.core").decode(slice).total or drawn
   if S.marks_stale or drawn ~= total or S.open_block then
     if not S.open_block then
       require("pseudoclaude.chat.restore").restore()

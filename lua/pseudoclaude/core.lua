@@ -180,6 +180,15 @@ function M.call_as(who, name, ...)
   return value
 end
 
+--- Bulk data from the core (the full list's chunks, a preview, a history slice, search hits) arrives as JSON text:
+--- decoded here, JSON null as nil. Raises on text that is not JSON (callers that must not raise use pcall).
+--- See "How values cross" in src/bridge/mod.rs.
+---@param text string
+---@return any
+function M.decode(text)
+  return vim.json.decode(text, { luanil = { object = true, array = true } })
+end
+
 --- A native error message without the native function's name in front ("pseudoclaude_core.sessions_load: ").
 ---@param msg any
 ---@return string

@@ -158,7 +158,7 @@ function H.start(query, args, on_hits, on_done)
 end
 
 function H.decode(json)
-  return vim.json.decode(json, { luanil = { object = true, array = true } })
+  return require("pseudoclaude.core").decode(json)
 end
 
 function H.workspace()

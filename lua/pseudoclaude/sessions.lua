@@ -174,7 +174,7 @@ function M.list_async(opts, on_done)
       if chunk == nil or chunk == vim.NIL then
         return on_done(nil, list)
       end
-      local decoded, part = pcall(vim.json.decode, chunk, { luanil = { object = true, array = true } })
+      local decoded, part = pcall(require("pseudoclaude.core").decode, chunk)
       if not decoded then
         -- take the rest, so that nothing of this list stays behind in the core
         local took_rest, rest
@@ -223,7 +223,7 @@ function M.preview_async(id, on_done)
     if not ok then
       return on_done(require("pseudoclaude.core").plain(value), nil)
     end
-    local decoded, preview = pcall(vim.json.decode, value, { luanil = { object = true, array = true } })
+    local decoded, preview = pcall(require("pseudoclaude.core").decode, value)
     if not decoded then
       return on_done("cannot decode the preview: " .. tostring(preview), nil)
     end

@@ -13,209 +13,21 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot};
+use serde::Serialize;
+use tokio::sync::mpsc;
 
-use super::{Agent, AgentConfig, Cancel, Event, Resumed};
+use super::config::agent_config;
+pub use super::config::{AutoApproveConfig, HostConfig, make_provider, resolve_provider};
+use super::outbox::OutboxApprover;
+pub use super::outbox::{ApprovalAsk, BufferAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport};
+use super::{Agent, Cancel, Event, Resumed};
 use crate::display;
 use crate::message::Message;
-use crate::provider::{self, BoxFuture, Provider, ProviderConfig};
+use crate::provider;
 use crate::session::{self, Context};
-use crate::tools::{Approval, ApprovalRequest, Approver, AutoApprove, BufferState, ProposedChange, Written};
-use crate::usage::{Pricing, Usage};
-
-/// The editor's configuration, as `setup()` validated it. An unknown key is refused, not defaulted: a
-/// name the Lua side spells differently would otherwise turn an option off without a word.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HostConfig {
-    pub workspace: PathBuf,
-    pub provider: ProviderConfig,
-    pub stale_after_hours: f64,
-    pub spill_threshold: usize,
-    pub approve: AutoApproveConfig,
-    /// Days, fractions allowed (as `sessions.cleanup()` takes them); 0 keeps everything.
-    pub retention_days: f64,
-    /// Dollars per million tokens, by model (the Lua config's `pricing`).
-    pub pricing: Pricing,
-    /// The registry of workspaces ([`crate::workspaces`]) a session that starts or is resumed notes
-    /// its workspace in; none: not noted.
-    pub workspaces_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AutoApproveConfig {
-    pub write_file: bool,
-    pub edit_file: bool,
-    pub run_command: bool,
-}
-
-impl Default for HostConfig {
-    fn default() -> Self {
-        HostConfig {
-            workspace: std::env::current_dir().unwrap_or_default(),
-            provider: ProviderConfig { name: String::new(), ..Default::default() },
-            stale_after_hours: 6.0,
-            spill_threshold: session::spill::DEFAULT_THRESHOLD,
-            approve: AutoApproveConfig::default(),
-            retention_days: f64::from(session::retention::DEFAULT_DAYS),
-            pricing: Pricing::default(),
-            workspaces_file: None,
-        }
-    }
-}
-
-/// What the editor's loop receives.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum Outbound {
-    Event(Event),
-    Approval(ApprovalAsk),
-    Resumed(ResumeDone),
-    Buffer(BufferAsk),
-    Written(FileWritten),
-}
-
-/// A tool is about to write `path`: is it loaded in a buffer, and modified? Reply with
-/// [`Host::buffer_state`]. With `hold`, the write follows the answer: keep the buffer as it is until
-/// the [`FileWritten`] of the same path.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BufferAsk {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub id: u64,
-    pub path: PathBuf,
-    pub rel: String,
-    pub hold: bool,
-}
-
-/// A write asked about with `hold` is over: `outcome` is `created`, `changed` or `failed`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FileWritten {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub path: PathBuf,
-    pub rel: String,
-    pub outcome: &'static str,
-}
-
-/// A resume started by [`Host::resume_async`] has finished: the history is in place (`ok`), or the
-/// current session is as it was and `error` says why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ResumeDone {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub ticket: u64,
-    pub ok: bool,
-    pub report: Option<ResumeReport>,
-    pub error: Option<String>,
-}
-
-/// A tool waits for the user's answer; reply with [`Host::approve`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ApprovalAsk {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub id: u64,
-    pub tool: String,
-    pub summary: String,
-    pub detail: String,
-    /// For a write or an edit of a text file: the file's text, the proposal and the change blocks,
-    /// for the review (answer some of them with [`Host::approve_hunks`]).
-    pub change: Option<ProposedChange>,
-}
-
-/// The queue between the host's threads and the editor's loop.
-pub struct Outbox {
-    queue: Mutex<Vec<Outbound>>,
-    wake: Box<dyn Fn() + Send + Sync>,
-    approvals: Mutex<HashMap<u64, oneshot::Sender<Approval>>>,
-    buffer_checks: Mutex<HashMap<u64, oneshot::Sender<BufferState>>>,
-    next_id: AtomicU64,
-}
-
-impl Outbox {
-    fn push(&self, m: Outbound) {
-        lock(&self.queue).push(m);
-        (self.wake)();
-    }
-}
-
-struct OutboxApprover(Arc<Outbox>);
-
-impl Approver for OutboxApprover {
-    fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
-        let outbox = self.0.clone();
-        let id = outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
-        let (tx, rx) = oneshot::channel();
-        lock(&outbox.approvals).insert(id, tx);
-        outbox.push(Outbound::Approval(ApprovalAsk {
-            kind: "approval",
-            id,
-            tool: req.tool,
-            summary: req.summary,
-            detail: req.detail,
-            change: req.change,
-        }));
-        // An unanswered prompt (the turn was cancelled, the editor closed) counts as a no.
-        Box::pin(async move { rx.await.unwrap_or(Approval::No) })
-    }
-
-    fn buffer_state(&self, path: &std::path::Path, rel: &str, hold: bool) -> BoxFuture<'static, Option<BufferState>> {
-        let outbox = self.0.clone();
-        let id = outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
-        let (tx, rx) = oneshot::channel();
-        lock(&outbox.buffer_checks).insert(id, tx);
-        outbox.push(Outbound::Buffer(BufferAsk {
-            kind: "buffer_check",
-            id,
-            path: path.to_path_buf(),
-            rel: rel.to_string(),
-            hold,
-        }));
-        let stale = outbox.clone();
-        Box::pin(async move {
-            // Dropped unanswered (a timeout): its entry goes, so the map does not grow.
-            struct Forget(Arc<Outbox>, u64);
-            impl Drop for Forget {
-                fn drop(&mut self) {
-                    lock(&self.0.buffer_checks).remove(&self.1);
-                }
-            }
-            let _forget = Forget(stale, id);
-            rx.await.ok()
-        })
-    }
-
-    fn written(&self, path: &std::path::Path, rel: &str, outcome: Written) {
-        let outcome = match outcome {
-            Written::Created => "created",
-            Written::Changed => "changed",
-            Written::Failed => "failed",
-        };
-        self.0.push(Outbound::Written(FileWritten {
-            kind: "file_written",
-            path: path.to_path_buf(),
-            rel: rel.to_string(),
-            outcome,
-        }));
-    }
-}
-
-/// Where a session came from and how it went, for the editor.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ResumeReport {
-    pub id: String,
-    pub messages: usize,
-    pub stale_hours: Option<u64>,
-    /// Seconds between the last message and the resume, when the stale reminder was added.
-    pub stale_seconds: Option<u64>,
-    /// What was repaired, one sentence; empty when nothing was.
-    pub notice: String,
-}
+use crate::tools::{Approval, Approver, BufferState};
+use crate::usage::Usage;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CurrentSession {
@@ -255,23 +67,22 @@ struct State {
     resuming: Option<u64>,
 }
 
+/// Why the host did not do what the editor asked. The session's and the provider's errors keep their
+/// sources (the bridge logs the chain; the user sees the first sentence).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct HostError(pub String);
-
-impl From<session::Error> for HostError {
-    fn from(e: session::Error) -> Self {
-        HostError(e.to_string())
-    }
+pub enum HostError {
+    #[error(transparent)]
+    Session(#[from] session::Error),
+    #[error(transparent)]
+    Provider(#[from] provider::ProviderError),
+    #[error("cannot start the agent's threads: {0}")]
+    Threads(#[source] std::io::Error),
+    /// Not now, or not this: the sentence says why and what to do.
+    #[error("{0}")]
+    Refused(String),
 }
 
-impl From<provider::ProviderError> for HostError {
-    fn from(e: provider::ProviderError) -> Self {
-        HostError(e.to_string())
-    }
-}
-
-type HostResult<T> = Result<T, HostError>;
+pub(crate) type HostResult<T> = Result<T, HostError>;
 
 impl Host {
     pub fn new(wake: Box<dyn Fn() + Send + Sync>) -> HostResult<Host> {
@@ -280,7 +91,7 @@ impl Host {
             .thread_name("pseudoclaude")
             .enable_all()
             .build()
-            .map_err(|e| HostError(format!("cannot start the agent's threads: {e}")))?;
+            .map_err(HostError::Threads)?;
         let outbox = Arc::new(Outbox {
             queue: Mutex::new(Vec::new()),
             wake,
@@ -317,14 +128,14 @@ impl Host {
     /// [`Host::send`] with context from the editor attached to the message.
     pub fn send_with(&self, text: &str, attachments: Vec<crate::attachment::Attachment>) -> HostResult<()> {
         if text.trim().is_empty() {
-            return Err(HostError("nothing to send: the message is empty".into()));
+            return Err(HostError::Refused("nothing to send: the message is empty".into()));
         }
         let mut st = lock(&self.state);
         if st.busy.load(Ordering::SeqCst) {
-            return Err(HostError("the agent is still answering: wait, or cancel the turn with <C-c>".into()));
+            return Err(HostError::Refused("the agent is still answering: wait, or cancel the turn with <C-c>".into()));
         }
         if st.resuming.is_some() {
-            return Err(HostError("a session is being restored: send again once it shows".into()));
+            return Err(HostError::Refused("a session is being restored: send again once it shows".into()));
         }
         let agent = match &st.agent {
             Some(a) => a.clone(),
@@ -381,7 +192,7 @@ impl Host {
                 let _ = tx.send(Approval::Only(accepted));
                 Ok(())
             }
-            None => Err(HostError(format!("no pending approval {id} (the turn may have been cancelled)"))),
+            None => Err(HostError::Refused(format!("no pending approval {id} (the turn may have been cancelled)"))),
         }
     }
 
@@ -392,7 +203,7 @@ impl Host {
             "unmodified" => BufferState::Unmodified,
             "modified" => BufferState::Modified,
             other => {
-                return Err(HostError(format!(
+                return Err(HostError::Refused(format!(
                     "unknown buffer state {other:?}: use \"none\", \"unmodified\" or \"modified\""
                 )));
             }
@@ -402,7 +213,9 @@ impl Host {
                 let _ = tx.send(state);
                 Ok(())
             }
-            None => Err(HostError(format!("no pending buffer check {id} (it timed out, or the turn was cancelled)"))),
+            None => Err(HostError::Refused(format!(
+                "no pending buffer check {id} (it timed out, or the turn was cancelled)"
+            ))),
         }
     }
 
@@ -412,7 +225,9 @@ impl Host {
             "yes" => Approval::Yes,
             "no" => Approval::No,
             "always" => Approval::Always,
-            other => return Err(HostError(format!("unknown answer {other:?}: use \"yes\", \"no\" or \"always\""))),
+            other => {
+                return Err(HostError::Refused(format!("unknown answer {other:?}: use \"yes\", \"no\" or \"always\"")));
+            }
         };
         let tx = lock(&self.outbox.approvals).remove(&id);
         match tx {
@@ -420,7 +235,7 @@ impl Host {
                 let _ = tx.send(answer);
                 Ok(())
             }
-            None => Err(HostError(format!("no pending approval {id} (the turn may have been cancelled)"))),
+            None => Err(HostError::Refused(format!("no pending approval {id} (the turn may have been cancelled)"))),
         }
     }
 
@@ -438,7 +253,7 @@ impl Host {
         let id = id.to_string();
         self.rt.spawn_blocking(move || {
             let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build_resumed(&config, &outbox, &id)))
-                .unwrap_or_else(|_| Err(HostError(format!("internal error while reading session {id}"))));
+                .unwrap_or_else(|_| Err(HostError::Refused(format!("internal error while reading session {id}"))));
             let outcome = {
                 let mut st = lock(&state);
                 st.resuming = None;
@@ -446,7 +261,7 @@ impl Host {
             };
             let done = match outcome {
                 Ok(report) => ResumeDone { kind: "resumed", ticket, ok: true, report: Some(report), error: None },
-                Err(e) => ResumeDone { kind: "resumed", ticket, ok: false, report: None, error: Some(e.0) },
+                Err(e) => ResumeDone { kind: "resumed", ticket, ok: false, report: None, error: Some(e.to_string()) },
             };
             outbox.push(Outbound::Resumed(done));
         });
@@ -457,13 +272,15 @@ impl Host {
     fn resume_check(&self, id: &str) -> HostResult<(HostConfig, u64)> {
         let st = lock(&self.state);
         if st.busy.load(Ordering::SeqCst) {
-            return Err(HostError("cannot resume while the agent is answering: cancel the turn first (<C-c>)".into()));
+            return Err(HostError::Refused(
+                "cannot resume while the agent is answering: cancel the turn first (<C-c>)".into(),
+            ));
         }
         if st.resuming.is_some() {
-            return Err(HostError("another session is being restored: wait for it to show".into()));
+            return Err(HostError::Refused("another session is being restored: wait for it to show".into()));
         }
         if st.agent.as_ref().and_then(|a| a.current()).is_some_and(|c| c.id == id) {
-            return Err(HostError(format!("session {id} is already the current one")));
+            return Err(HostError::Refused(format!("session {id} is already the current one")));
         }
         Ok((st.config.clone(), st.generation))
     }
@@ -483,7 +300,7 @@ impl Host {
     pub fn new_chat(&self) -> HostResult<()> {
         let mut st = lock(&self.state);
         if st.busy.load(Ordering::SeqCst) {
-            return Err(HostError("cannot start a new chat while the agent is answering".into()));
+            return Err(HostError::Refused("cannot start a new chat while the agent is answering".into()));
         }
         st.agent = None;
         st.generation += 1;
@@ -561,10 +378,12 @@ fn note_workspace(config: &HostConfig) {
 /// Makes `agent` the current one, unless the current one changed since the resume began.
 fn install(st: &mut State, generation: u64, agent: Agent) -> HostResult<()> {
     if st.generation != generation {
-        return Err(HostError("the chat changed while the session was being restored: resume it again".into()));
+        return Err(HostError::Refused(
+            "the chat changed while the session was being restored: resume it again".into(),
+        ));
     }
     if st.busy.load(Ordering::SeqCst) {
-        return Err(HostError("a turn started while the session was being restored: resume it again".into()));
+        return Err(HostError::Refused("a turn started while the session was being restored: resume it again".into()));
     }
     st.agent = Some(Arc::new(agent)); // the old agent (and its writer's lock) goes here
     st.turn = None;
@@ -587,60 +406,15 @@ fn report(id: &str, agent: &Agent, resumed: &Resumed) -> ResumeReport {
     }
 }
 
-/// The provider configuration in effect: with no name (or "auto"), the first provider whose key is
-/// set, else the offline demo; with no model, the provider's default.
-pub fn resolve_provider(config: &HostConfig) -> ProviderConfig {
-    let mut p = config.provider.clone();
-    if p.name.is_empty() || p.name == "auto" {
-        let has = |v: &str| std::env::var(v).is_ok_and(|k| !k.is_empty());
-        p.name = if has("ANTHROPIC_API_KEY") {
-            "anthropic".into()
-        } else if has("OPENAI_API_KEY") {
-            "openai".into()
-        } else {
-            "demo".into()
-        };
-    }
-    if p.model.is_empty() {
-        p.model = match p.name.as_str() {
-            "anthropic" => "claude-sonnet-4-5".into(),
-            "openai" => "gpt-4.1".into(),
-            _ => "demo".into(),
-        };
-    }
-    p
-}
-
-/// The configured provider, built (an HTTP client for the real ones).
-pub fn make_provider(config: &HostConfig) -> HostResult<Arc<dyn Provider>> {
-    let p = resolve_provider(config);
-    if p.name == "demo" {
-        return Ok(Arc::new(provider::demo::Demo::new(Duration::from_millis(8))));
-    }
-    Ok(Arc::from(provider::from_config(&p)?))
-}
-
-fn agent_config(config: &HostConfig) -> AgentConfig {
-    let mut c = AgentConfig::new(&config.workspace);
-    c.stale_after = Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0));
-    c.spill_threshold = config.spill_threshold;
-    c.pricing = config.pricing.clone();
-    c.compact.spill_threshold = config.spill_threshold;
-    c.auto_approve = AutoApprove {
-        write_file: config.approve.write_file,
-        edit_file: config.approve.edit_file,
-        run_command: config.approve.run_command,
-    };
-    c
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
     use crate::session::{Writer, WriterOptions};
 
     #[test]
@@ -696,7 +470,7 @@ mod tests {
         assert_eq!(done.report.expect("report").messages, 2);
         assert_eq!(host.current().expect("current").id, id);
         // the same one again is refused at once, before any thread is started
-        assert!(host.resume_async(&id).unwrap_err().0.contains("already the current one"));
+        assert!(host.resume_async(&id).unwrap_err().to_string().contains("already the current one"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! One agent conversation bound to its session: the conversation, its log, its provider, its tools
-//! and its compaction runtime. The Neovim bridge holds one [`Agent`] per workspace and swaps it
-//! whole on resume.
+//! and its compaction runtime. The host ([`host::Host`], what the editor drives) holds the current
+//! [`Agent`] and swaps it whole on resume.
 //!
 //! A new agent creates no session until its first message is written (an opened and closed empty
 //! chat leaves nothing behind). A resumed agent ([`Agent::resume`]) follows the seed's switch-over:
@@ -12,7 +12,9 @@
 //! place in the list unchanged).
 
 pub mod checkpoint;
+mod config;
 pub mod host;
+mod outbox;
 pub mod runner;
 
 use std::path::{Path, PathBuf};
@@ -88,20 +90,20 @@ impl SessionLog {
         self.ctx.get().cloned()
     }
 
-    fn with_writer(&self, f: impl FnOnce(&Writer) -> session::Result<()>) -> Result<(), String> {
+    fn with_writer(&self, f: impl FnOnce(&Writer) -> session::Result<()>) -> session::Result<()> {
         let mut slot = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
-            let ctx = Context::new(&self.workspace).map_err(|e| e.to_string())?;
-            *slot = Some(Writer::open(&ctx, self.opts.clone()).map_err(|e| e.to_string())?);
+            let ctx = Context::new(&self.workspace)?;
+            *slot = Some(Writer::open(&ctx, self.opts.clone())?);
             let _ = self.ctx.set(ctx);
         }
-        f(slot.as_ref().expect("just opened")).map_err(|e| e.to_string())
+        f(slot.as_ref().expect("just opened"))
     }
 
     /// The session's context, creating the session when it does not exist yet (a message is about to
     /// be written, and something of it must be spilled first).
     pub fn ensure(&self) -> Result<Context, String> {
-        self.with_writer(|_| Ok(()))?;
+        self.with_writer(|_| Ok(())).map_err(|e| e.to_string())?;
         self.context().ok_or_else(|| "the session could not be created".to_string())
     }
 
@@ -125,8 +127,8 @@ impl SessionLog {
     fn hooks(self: &Arc<Self>) -> Hooks {
         let (a, r) = (self.clone(), self.clone());
         Hooks {
-            on_append: Box::new(move |m| a.with_writer(|w| w.append(m))),
-            on_replace: Box::new(move |reason, msgs| r.with_writer(|w| w.replace(reason, msgs))),
+            on_append: Box::new(move |m| Ok(a.with_writer(|w| w.append(m))?)),
+            on_replace: Box::new(move |reason, msgs| Ok(r.with_writer(|w| w.replace(reason, msgs))?)),
         }
     }
 }

@@ -163,7 +163,7 @@ impl Agent {
                 "error".into()
             }
             Err(Stop::Unsaved(e)) => {
-                let _ = events.send(Event::Saved { ok: false, error: Some(e.0.clone()) });
+                let _ = events.send(Event::Saved { ok: false, error: Some(e.0.to_string()) });
                 let _ = events.send(Event::Error { message: e.to_string() });
                 "unsaved".into()
             }
@@ -310,7 +310,7 @@ impl Agent {
         // Layer 1 at once: the model sees a preview of a large output, the full one stays on disk.
         let result = match self.log.context() {
             Some(ctx) => spill::spill_if_large(&ctx, &result, self.config.spill_threshold)
-                .map_err(|e| Stop::Unsaved(Unsaved(e.to_string())))?,
+                .map_err(|e| Stop::Unsaved(Unsaved::new(e)))?,
             None => result,
         };
         let shown = result.content.clone();

@@ -150,7 +150,7 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             let (to, max_messages, budget): (usize, usize, usize) = (a.get(0)?, a.get(1)?, a.get(2)?);
             // As JSON: `vim.json.decode` builds the tables several times faster than nvim-oxi's
             // object-by-object conversion.
-            with_host(|h| Ok(serde_json::to_string(&h.history_slice(to, max_messages, budget))?))
+            with_host(|h| super::bulk(&h.history_slice(to, max_messages, budget)))
         }),
         export("agent_fork_async", fork_async),
         export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),

@@ -29,6 +29,15 @@
 //! returns `BridgeResult<T>` for any `T: Serialize` (structs become Lua tables). Any
 //! `std::error::Error` converts with `?`. Lua calls it as `require("pseudoclaude.core").call("name", ...)`.
 //!
+//! # How values cross
+//!
+//! One rule, by size. A result a user's call makes (an id, a session's info, a fork) crosses as a Lua value,
+//! converted by nvim-oxi's serde `Serializer`. Bulk data (the full list's chunks, a preview, a slice of the
+//! history a restore draws, search hits) crosses as JSON text made by [`bulk`] and decoded on the Lua side by
+//! `core.decode()`, one place each: `vim.json.decode` builds thousands of tables several times faster than
+//! nvim-oxi converts them one object at a time, and the main loop pays for that conversion (issue 8's budget
+//! of one frame per step). Arguments cross as Lua values ([`Args`]); a table argument is read with serde.
+//!
 //! Code reachable from `cargo test` must not call Neovim's C API (`nvim_oxi::api`): a test binary
 //! has no Neovim to link against. Only the entry point does (to ask for `stdpath("log")`).
 //!
@@ -193,6 +202,11 @@ where
             (false, Object::from(format!("pseudoclaude_core.{name}: internal error (panic): {message}{log}")))
         }
     }
+}
+
+/// Bulk data as the JSON text `core.decode()` reads (see "How values cross" above).
+pub fn bulk<T: Serialize + ?Sized>(value: &T) -> BridgeResult<String> {
+    Ok(serde_json::to_string(value)?)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ fn query_args(a: &Args) -> BridgeResult<(PathBuf, Query, SearchArgs)> {
 fn search_sync(a: &Args) -> BridgeResult<String> {
     let (ws, query, args) = query_args(a)?;
     let (hits, summary) = search::search_all(&ws, &query, &args.options())?;
-    Ok(serde_json::to_string(&Everything { hits, summary })?)
+    super::bulk(&Everything { hits, summary })
 }
 
 /// `sessions_search_async(workspace, query, opts, callback)`.
@@ -91,7 +91,7 @@ fn search_async(a: &Args) -> BridgeResult<u64> {
         let mut last: Option<Instant> = None;
         let flush = |pending: &mut Vec<Hit>| -> BridgeResult<()> {
             if !pending.is_empty() {
-                stream.send(serde_json::to_string(&pending)?);
+                stream.send(super::bulk(&pending)?);
                 pending.clear();
             }
             Ok(())
@@ -161,7 +161,7 @@ fn preview_at_async(a: &Args) -> BridgeResult<u64> {
     let callback: jobs::Callback = a.get(3)?;
     jobs::spawn("sessions_preview_at_async", Some("preview"), callback, move || {
         let limits = PreviewArgs { max_messages: 40, ..Default::default() };
-        preview_at(&ws, &id, at, &limits).and_then(|p| serde_json::to_string(&p).map_err(BridgeError::from))
+        preview_at(&ws, &id, at, &limits).and_then(|p| super::bulk(&p))
     })
 }
 

@@ -355,10 +355,8 @@ fn list_async(a: &Args) -> BridgeResult<u64> {
     let callback: jobs::Callback = a.get(2)?;
     jobs::spawn("sessions_list_async", None, callback, move || {
         let all = list_items(&ws, &args)?;
-        let chunks = all
-            .chunks(LIST_CHUNK)
-            .map(|c| serde_json::to_string(c).map_err(BridgeError::from))
-            .collect::<BridgeResult<std::collections::VecDeque<_>>>()?;
+        let chunks =
+            all.chunks(LIST_CHUNK).map(super::bulk).collect::<BridgeResult<std::collections::VecDeque<_>>>()?;
         let id = NEXT_LIST.fetch_add(1, Ordering::Relaxed);
         let count = chunks.len();
         lists().insert(id, chunks);
@@ -480,7 +478,7 @@ fn preview_async(a: &Args) -> BridgeResult<u64> {
     let callback: jobs::Callback = a.get(3)?;
     // As JSON, decoded by `vim.json.decode`: faster than converting hundreds of messages one object at a time.
     jobs::spawn("sessions_preview_async", Some("preview"), callback, move || {
-        preview(&ws, &id, &limits).and_then(|p| serde_json::to_string(&p).map_err(BridgeError::from))
+        preview(&ws, &id, &limits).and_then(|p| super::bulk(&p))
     })
 }
 

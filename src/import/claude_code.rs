@@ -216,7 +216,7 @@ fn convert(thread: Vec<Record>, unknown: &mut HashMap<String, usize>) -> Vec<Mes
                 continue;
             }
             let same = id.is_some() && id == response;
-            let joinable = same && out.last().is_some_and(|m| m.role == "assistant");
+            let joinable = same && out.last().is_some_and(|m| m.role == crate::message::Role::Assistant);
             if joinable {
                 let last = out.last_mut().expect("checked");
                 if !text.is_empty() {

@@ -203,7 +203,7 @@ fn segments(items: Vec<Item>) -> Vec<Vec<Message>> {
 fn push(seg: &mut Vec<Message>, m: Message) {
     if !m.tool_calls.is_empty()
         && let Some(last) = seg.last_mut()
-        && last.role == "assistant"
+        && last.role == crate::message::Role::Assistant
         && last.tool_result.is_none()
     {
         last.tool_calls.extend(m.tool_calls);

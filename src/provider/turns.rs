@@ -1,10 +1,12 @@
 //! The conversation regrouped into alternating user/assistant turns in which every tool call is
 //! answered, whatever the log holds (a crash between a call and its result must not make every later
-//! request invalid). Both HTTP providers send these turns, each in its own wire format.
+//! request invalid). Both HTTP providers send these turns, each in its own wire format. Which result
+//! answers which call is [`crate::pairing`]'s rule, the one the loader's fold applies too.
 
 use std::borrow::Cow;
 
-use crate::message::{Message, ROLE_ASSISTANT, ToolCall};
+use crate::message::{Message, Role, ToolCall};
+use crate::pairing::Exchange;
 
 /// Answers a tool call the log holds no result for (the session stopped before it had one).
 pub(crate) const MISSING_RESULT: &str =
@@ -46,7 +48,7 @@ pub(crate) fn turns(messages: &[Message]) -> Vec<Turn<'_>> {
             let (results, texts) = user(&mut grouped);
             results.push(Answer { id: &r.tool_call_id, content: &r.content, is_error: r.is_error });
             texts.extend(text.map(Cow::Borrowed));
-        } else if m.role == ROLE_ASSISTANT {
+        } else if m.role == Role::Assistant {
             if text.is_none() && m.tool_calls.is_empty() {
                 continue;
             }
@@ -108,25 +110,28 @@ fn user<'t, 'a>(grouped: &'t mut Vec<Turn<'a>>) -> (&'t mut Vec<Answer<'a>>, &'t
     }
 }
 
-/// One answer per call, in the calls' order; results no call asked for come back as text.
+/// One answer per call, in the calls' order, paired by [`crate::pairing`]: a call without its result
+/// gets the stand-in [`MISSING_RESULT`], and results answering no call (orphans, duplicates) come
+/// back as text, where the loader would drop them (the module's doc says why the two differ).
 fn answer<'a>(calls: &[&'a ToolCall], results: Vec<Answer<'a>>) -> (Vec<Answer<'a>>, Vec<Cow<'a, str>>) {
-    let mut results: Vec<Option<Answer<'a>>> = results.into_iter().map(Some).collect();
-    let mut answers = Vec::with_capacity(calls.len());
-    for call in calls {
-        let found = results.iter_mut().find(|r| r.as_ref().is_some_and(|r| r.id == call.id)).and_then(Option::take);
-        answers.push(found.unwrap_or(Answer { id: &call.id, content: MISSING_RESULT, is_error: true }));
-    }
-    let orphans = results
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            Cow::Owned(format!(
+    let mut exchange = Exchange::open(calls.iter().map(|c| c.id.as_str()));
+    let mut slots: Vec<Option<Answer<'a>>> = calls.iter().map(|_| None).collect();
+    let mut orphans = Vec::new();
+    for r in results {
+        match exchange.answer(r.id) {
+            Some(i) => slots[i] = Some(r),
+            None => orphans.push(Cow::Owned(format!(
                 "[Result of tool call {} (the call is no longer in the conversation){}]\n{}",
                 r.id,
                 if r.is_error { ", an error" } else { "" },
                 r.content
-            ))
-        })
+            ))),
+        }
+    }
+    let answers = slots
+        .into_iter()
+        .zip(calls)
+        .map(|(found, call)| found.unwrap_or(Answer { id: &call.id, content: MISSING_RESULT, is_error: true }))
         .collect();
     (answers, orphans)
 }
@@ -183,6 +188,21 @@ mod tests {
             shape(&turns(&msgs)),
             ["user[|hi]".to_string(), format!("assistant[Hello wor,{INTERRUPTED_ANSWER}|]"), "user[|go on]".into()]
         );
+    }
+
+    #[test]
+    fn a_duplicate_result_becomes_text_and_results_follow_the_calls_order() {
+        let msgs = vec![
+            Message::user("hi"),
+            Message::assistant_tool_calls("", vec![call("a"), call("b")]),
+            Message::tool_result("b", "B", false),
+            Message::tool_result("b", "again", false),
+            Message::tool_result("a", "A", false),
+        ];
+        let got = shape(&turns(&msgs));
+        assert_eq!(got.len(), 3);
+        assert!(got[2].starts_with("user[a=A,b=B|[Result of tool call b"), "{}", got[2]);
+        assert!(got[2].ends_with("\nagain]"), "{}", got[2]);
     }
 
     #[test]

@@ -32,16 +32,65 @@
 use serde::{Deserialize, Serialize};
 
 use crate::git::GitHead;
-use crate::message::{Message, ToolCall, ToolResult};
+use crate::message::{Message, Role, ToolCall, ToolResult};
 use crate::usage::Usage;
 
-pub const TYPE_MESSAGE: &str = "message";
-pub const TYPE_REPLACE: &str = "replace";
-pub const TYPE_CHECKPOINT: &str = "checkpoint";
-pub const TYPE_META: &str = "meta";
-pub const TYPE_USAGE: &str = "usage";
-pub const TYPE_TITLE: &str = "title";
-pub const TYPE_PIN: &str = "pin";
+/// An entry's `type`. A missing `type` is a message (the seed omitted it); a type this version does not
+/// know ([`Kind::Other`], e.g. one a newer version wrote) is kept as written and read as no message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Message,
+    Replace,
+    Checkpoint,
+    Meta,
+    Usage,
+    Title,
+    Pin,
+    Other(String),
+}
+
+impl Kind {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Kind::Message => "message",
+            Kind::Replace => "replace",
+            Kind::Checkpoint => "checkpoint",
+            Kind::Meta => "meta",
+            Kind::Usage => "usage",
+            Kind::Title => "title",
+            Kind::Pin => "pin",
+            Kind::Other(name) => name,
+        }
+    }
+}
+
+impl From<String> for Kind {
+    fn from(name: String) -> Kind {
+        match name.as_str() {
+            "message" => Kind::Message,
+            "replace" => Kind::Replace,
+            "checkpoint" => Kind::Checkpoint,
+            "meta" => Kind::Meta,
+            "usage" => Kind::Usage,
+            "title" => Kind::Title,
+            "pin" => Kind::Pin,
+            _ => Kind::Other(name),
+        }
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
+        String::deserialize(d).map(Kind::from)
+    }
+}
+
 pub const REASON_FORK: &str = "fork";
 
 /// Where a fork came from: the source session and how many of its messages the fork starts with.
@@ -67,13 +116,14 @@ pub struct ImportedFrom {
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Entry {
-    /// `message`, `replace`, `checkpoint`; missing means `message` (the seed omitted it).
-    #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// Missing means `message` (the seed omitted it).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub role: String,
+    /// On a message; an entry without one is skipped, as the seed did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub content: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -120,8 +170,8 @@ pub struct Entry {
 impl Entry {
     pub fn from_message(m: Message) -> Entry {
         Entry {
-            kind: TYPE_MESSAGE.into(),
-            role: m.role,
+            kind: Some(Kind::Message),
+            role: Some(m.role),
             content: m.content,
             tool_calls: m.tool_calls,
             tool_result: m.tool_result,
@@ -134,7 +184,7 @@ impl Entry {
     /// `text` streamed into answer `answer` since its previous checkpoint, starting at byte `at`.
     pub fn checkpoint(answer: &str, at: usize, text: &str, ts: i64) -> Entry {
         Entry {
-            kind: TYPE_CHECKPOINT.into(),
+            kind: Some(Kind::Checkpoint),
             content: text.into(),
             ts,
             answer: answer.into(),
@@ -145,7 +195,7 @@ impl Entry {
 
     pub fn replace(reason: &str, messages: Vec<Message>, ts: i64) -> Entry {
         Entry {
-            kind: TYPE_REPLACE.into(),
+            kind: Some(Kind::Replace),
             reason: reason.into(),
             ts,
             count: Some(messages.len()),
@@ -156,22 +206,22 @@ impl Entry {
 
     /// Where the workspace's git HEAD stood at a turn.
     pub fn meta_git(git: GitHead, ts: i64) -> Entry {
-        Entry { kind: TYPE_META.into(), ts, git: Some(git), ..Default::default() }
+        Entry { kind: Some(Kind::Meta), ts, git: Some(git), ..Default::default() }
     }
 
     /// The tokens one request to `model` cost.
     pub fn usage(model: &str, usage: Usage, ts: i64) -> Entry {
-        Entry { kind: TYPE_USAGE.into(), ts, model: model.into(), usage: Some(usage), ..Default::default() }
+        Entry { kind: Some(Kind::Usage), ts, model: model.into(), usage: Some(usage), ..Default::default() }
     }
 
     /// `{"type":"title","title":..}`: names the session (`""`: back to the automatic title).
     pub fn title(title: &str, ts: i64) -> Entry {
-        Entry { kind: TYPE_TITLE.into(), title: Some(title.into()), ts, ..Default::default() }
+        Entry { kind: Some(Kind::Title), title: Some(title.into()), ts, ..Default::default() }
     }
 
     /// `{"type":"pin","pinned":..}`.
     pub fn pin(pinned: bool, ts: i64) -> Entry {
-        Entry { kind: TYPE_PIN.into(), pinned: Some(pinned), ts, ..Default::default() }
+        Entry { kind: Some(Kind::Pin), pinned: Some(pinned), ts, ..Default::default() }
     }
 
     /// The snapshot a fork starts with: a `replace` (reason `fork`) naming its source.
@@ -179,26 +229,38 @@ impl Entry {
         Entry { forked_from: Some(from), ..Entry::replace(REASON_FORK, messages, ts) }
     }
 
+    pub fn is(&self, kind: Kind) -> bool {
+        self.kind.as_ref() == Some(&kind)
+    }
+
     pub fn is_replace(&self) -> bool {
-        self.kind == TYPE_REPLACE
+        self.is(Kind::Replace)
     }
 
     pub fn is_checkpoint(&self) -> bool {
-        self.kind == TYPE_CHECKPOINT
+        self.is(Kind::Checkpoint)
     }
 
     pub fn is_message(&self) -> bool {
-        self.kind.is_empty() || self.kind == TYPE_MESSAGE
+        match &self.kind {
+            None | Some(Kind::Message) => true,
+            Some(Kind::Other(name)) => name.is_empty(),
+            Some(_) => false,
+        }
+    }
+
+    /// The role of a message entry that has one: `None` for other entries and for a message without a
+    /// role (or an empty one), which the seed skipped too.
+    pub fn message_role(&self) -> Option<&Role> {
+        self.role.as_ref().filter(|r| self.is_message() && !r.as_str().is_empty())
     }
 
     /// The message this entry carries; `None` for replaces, unknown types and entries without a role
     /// (the seed skipped those too).
     pub fn into_message(self) -> Option<Message> {
-        if !self.is_message() || self.role.is_empty() {
-            return None;
-        }
+        self.message_role()?;
         Some(Message {
-            role: self.role,
+            role: self.role?,
             content: self.content,
             tool_calls: self.tool_calls,
             tool_result: self.tool_result,
@@ -219,6 +281,29 @@ mod tests {
         assert!(e.is_message());
         let m = e.into_message().unwrap();
         assert_eq!(m.tool_calls[0].arguments["path"], "a.rs");
+    }
+
+    #[test]
+    fn roles_and_types_this_version_does_not_know_keep_their_bytes() {
+        let tool = r#"{"type":"message","role":"tool","content":"x","ts":1}"#;
+        let e: Entry = serde_json::from_str(tool).unwrap();
+        assert_eq!(e.message_role(), Some(&Role::Other("tool".into())));
+        assert_eq!(serde_json::to_string(&e).unwrap(), tool);
+        let m = e.into_message().unwrap();
+        assert!(!m.is_user_text());
+        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"role":"tool","content":"x","ts":1}"#);
+
+        let future = r#"{"type":"bookmark","content":"x","ts":2}"#;
+        let e: Entry = serde_json::from_str(future).unwrap();
+        assert_eq!(e.kind, Some(Kind::Other("bookmark".into())));
+        assert!(!e.is_message() && !e.is_replace());
+        assert_eq!(serde_json::to_string(&e).unwrap(), future);
+
+        // The seed's `""` type and a missing one are messages; an empty role is none.
+        let e: Entry = serde_json::from_str(r#"{"type":"","role":"user","content":"hi"}"#).unwrap();
+        assert_eq!(e.into_message().map(|m| m.role), Some(Role::User));
+        let e: Entry = serde_json::from_str(r#"{"role":"","content":"no role"}"#).unwrap();
+        assert!(e.into_message().is_none());
     }
 
     #[test]

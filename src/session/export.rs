@@ -128,7 +128,7 @@ fn markdown(ctx: &Context, loaded: &Loaded, info: Option<&serde_json::Value>) ->
 }
 
 fn message_section(out: &mut String, n: usize, m: &Message) {
-    if m.role == crate::message::ROLE_USER {
+    if m.role == crate::message::Role::User {
         if m.content.starts_with(STALE_REMINDER_PREFIX) {
             let _ = writeln!(out, "## {n}. Reminder to the model\n");
             let _ = writeln!(

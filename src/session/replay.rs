@@ -6,7 +6,8 @@
 //!
 //! Recovery rules, each for a failure seen in the field:
 //! - `replace` starts over: the lines before it stay in the file for audit but leave the history.
-//! - An assistant message with tool calls is held back until every one of its calls has a result;
+//! - An assistant message with tool calls is held back until every one of its calls has a result
+//!   (which result answers which call is [`crate::pairing`]'s rule, shared with the providers);
 //!   then the call and its results are committed together. So after a bad line in the middle (a lost
 //!   result) or a crash between a call and its result, no provider ever sees a call without its answer.
 //!   Nothing is invented: the incomplete exchange is dropped, never completed with a fake result.
@@ -35,9 +36,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::entry::{Entry, ForkedFrom, TYPE_META, TYPE_PIN, TYPE_TITLE, TYPE_USAGE};
+use super::entry::{Entry, ForkedFrom, Kind};
 use crate::git::GitHead;
-use crate::message::{Message, ROLE_ASSISTANT};
+use crate::message::{Message, Role};
+use crate::pairing::Exchange;
 use crate::usage::UsageByModel;
 
 /// What a replay has seen so far, without the messages themselves.
@@ -109,8 +111,10 @@ pub struct Streaming {
 /// An assistant message whose tool calls are not all answered yet.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pending {
-    pub ids: Vec<String>,
-    pub answered: Vec<bool>,
+    /// Its calls, paired with their results by [`crate::pairing`] (flattened: `summary.json` keeps
+    /// its `ids` and `answered` fields).
+    #[serde(flatten)]
+    pub calls: Exchange,
     /// The assistant message plus the results received so far.
     pub len: usize,
 }
@@ -267,14 +271,14 @@ impl Replay {
             return;
         }
         // Not messages: an answer streaming around them goes on.
-        if entry.kind == TYPE_META {
+        if entry.is(Kind::Meta) {
             if let Some(git) = entry.git {
                 self.state.git_start.get_or_insert_with(|| git.clone());
                 self.state.git = Some(git);
             }
             return;
         }
-        if entry.kind == TYPE_USAGE {
+        if entry.is(Kind::Usage) {
             if let Some(u) = entry.usage {
                 let model = if entry.model.is_empty() { self.state.model.clone() } else { entry.model };
                 self.state.usage.add(&model, &u);
@@ -282,11 +286,11 @@ impl Replay {
             return;
         }
         // Meta entries: not messages, so they neither end a streaming answer nor a held-back exchange.
-        if entry.kind == TYPE_TITLE {
+        if entry.is(Kind::Title) {
             self.state.name = entry.title.as_deref().map(clean_title).unwrap_or_default();
             return;
         }
-        if entry.kind == TYPE_PIN {
+        if entry.is(Kind::Pin) {
             self.state.pinned = entry.pinned.unwrap_or(false);
             return;
         }
@@ -296,8 +300,8 @@ impl Replay {
         // The answer's own final message supersedes its checkpoints; anything else means the
         // answer never got one.
         let superseded =
-            entry.is_replace() || (entry.is_message() && entry.role == ROLE_ASSISTANT && entry.tool_result.is_none());
-        if entry.is_replace() || (entry.is_message() && !entry.role.is_empty()) {
+            entry.is_replace() || (entry.message_role() == Some(&Role::Assistant) && entry.tool_result.is_none());
+        if entry.is_replace() || entry.message_role().is_some() {
             self.end_streaming(superseded);
         }
         if entry.is_replace() {
@@ -374,16 +378,11 @@ impl Replay {
             s.title = title_of(&m.content);
         }
         if let Some(result) = &m.tool_result {
-            let slot = s
-                .pending
-                .as_ref()
-                .and_then(|p| p.ids.iter().zip(&p.answered).position(|(id, done)| !done && *id == result.tool_call_id));
-            let Some(i) = slot else {
+            let answered = s.pending.as_mut().and_then(|p| p.calls.answer(&result.tool_call_id).map(|_| p));
+            let Some(p) = answered else {
                 s.dropped += 1; // orphan or duplicate
                 return;
             };
-            let p = s.pending.as_mut().expect("slot implies pending");
-            p.answered[i] = true;
             p.len += 1;
             if let Some(k) = &mut self.kept {
                 k.pending.push(m);
@@ -391,7 +390,7 @@ impl Replay {
             if let (Some(t), Some(o)) = (&mut self.track, origin) {
                 t.pending.push(o);
             }
-            if p.answered.iter().all(|a| *a) {
+            if p.calls.is_complete() {
                 s.messages += p.len;
                 s.pending = None;
                 if let Some(k) = &mut self.kept {
@@ -406,11 +405,7 @@ impl Replay {
         self.drop_pending();
         let s = &mut self.state;
         if !m.tool_calls.is_empty() {
-            s.pending = Some(Pending {
-                ids: m.tool_calls.iter().map(|c| c.id.clone()).collect(),
-                answered: vec![false; m.tool_calls.len()],
-                len: 1,
-            });
+            s.pending = Some(Pending { calls: Exchange::open(m.tool_calls.iter().map(|c| c.id.as_str())), len: 1 });
             if let Some(k) = &mut self.kept {
                 k.pending.push(m);
             }
@@ -476,250 +471,5 @@ pub fn title_of(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::message::ToolCall;
-    use serde_json::json;
-
-    fn call(ids: &[&str]) -> Message {
-        Message::assistant_tool_calls("", ids.iter().map(|i| ToolCall::new(*i, "grep", json!({}))).collect())
-    }
-
-    fn run(msgs: Vec<Message>) -> Finished {
-        let mut r = Replay::keeping();
-        for m in msgs {
-            r.feed_entry(Entry::from_message(m));
-        }
-        r.finish()
-    }
-
-    #[test]
-    fn parallel_calls_with_one_result_missing_are_trimmed_at_the_tail() {
-        let f = run(vec![Message::user("hi"), call(&["a", "b"]), Message::tool_result("a", "x", false)]);
-        assert!(f.trimmed);
-        assert_eq!(f.messages.len(), 1);
-        assert_eq!(f.state.messages, 1);
-    }
-
-    #[test]
-    fn incomplete_exchange_in_the_middle_is_dropped_not_spliced() {
-        let f = run(vec![
-            Message::user("hi"),
-            call(&["a", "b"]),
-            Message::tool_result("b", "x", false),
-            Message::user("again"),
-            Message::assistant("ok"),
-        ]);
-        assert!(!f.trimmed);
-        let texts: Vec<_> = f.messages.iter().map(|m| m.content.as_str()).collect();
-        assert_eq!(texts, ["hi", "again", "ok"]);
-        assert_eq!(f.state.dropped, 2);
-    }
-
-    #[test]
-    fn orphan_and_duplicate_results_are_dropped() {
-        let f = run(vec![
-            Message::tool_result("zz", "orphan", false),
-            call(&["a"]),
-            Message::tool_result("a", "x", false),
-            Message::tool_result("a", "dup", false),
-        ]);
-        assert_eq!(f.messages.len(), 2);
-        assert_eq!(f.state.dropped, 2);
-    }
-
-    fn ckpt(answer: &str, at: usize, text: &str) -> Entry {
-        Entry::checkpoint(answer, at, text, 5)
-    }
-
-    fn run_entries(entries: Vec<Entry>) -> Finished {
-        let mut r = Replay::keeping();
-        for e in entries {
-            r.feed_entry(e);
-        }
-        r.finish()
-    }
-
-    /// The list's counting fold, fed the same entries through a `State` saved and restored after
-    /// each one (as `summary.json` does), must count what the loader keeps.
-    fn counted(entries: &[Entry]) -> State {
-        let mut state = State::default();
-        for e in entries {
-            let mut r = Replay::resume_counting(state);
-            r.feed_entry(e.clone());
-            state = serde_json::from_str(&serde_json::to_string(&r.state).unwrap()).unwrap();
-        }
-        Replay::resume_counting(state).finish().state
-    }
-
-    #[test]
-    fn checkpoints_then_the_final_message_replay_as_if_there_were_none() {
-        let (user, answer) = (Message::user("hi"), Message::assistant("Hello world."));
-        let plain = run(vec![user.clone(), answer.clone()]);
-        let entries =
-            vec![Entry::from_message(user), ckpt("a1", 0, "Hel"), ckpt("a1", 3, "lo wor"), Entry::from_message(answer)];
-        let with = run_entries(entries.clone());
-        assert_eq!(with.messages, plain.messages);
-        assert_eq!((with.state.messages, with.state.interrupted, with.state.dropped), (2, 0, 0));
-        assert_eq!(counted(&entries).messages, 2);
-    }
-
-    #[test]
-    fn checkpoints_without_a_final_message_become_one_interrupted_answer() {
-        let entries = vec![Entry::from_message(Message::user("hi")), ckpt("a1", 0, "Hel"), ckpt("a1", 3, "lo wor")];
-        let f = run_entries(entries.clone());
-        assert_eq!(f.messages.len(), 2);
-        let m = &f.messages[1];
-        assert_eq!((m.role.as_str(), m.content.as_str(), m.interrupted, m.ts), ("assistant", "Hello wor", true, 5));
-        assert!(m.tool_calls.is_empty());
-        assert_eq!((f.state.messages, f.state.interrupted), (2, 1));
-        let c = counted(&entries);
-        assert_eq!((c.messages, c.interrupted), (2, 1));
-    }
-
-    #[test]
-    fn an_interrupted_answer_stays_in_place_when_the_log_goes_on_after_a_resume() {
-        let entries = vec![
-            Entry::from_message(Message::user("hi")),
-            ckpt("a1", 0, "Partial"),
-            Entry::from_message(Message::user("again")),
-            ckpt("a2", 0, "Fine"),
-            Entry::from_message(Message::assistant("Fine.")),
-        ];
-        let f = run_entries(entries.clone());
-        let got: Vec<_> = f.messages.iter().map(|m| (m.content.as_str(), m.interrupted)).collect();
-        assert_eq!(got, [("hi", false), ("Partial", true), ("again", false), ("Fine.", false)]);
-        assert_eq!(counted(&entries).messages, 4);
-    }
-
-    #[test]
-    fn checkpoints_around_tool_calls_keep_the_pairing() {
-        let calls = Message::assistant_tool_calls("Let me look.", vec![ToolCall::new("c1", "grep", json!({}))]);
-        let entries = vec![
-            Entry::from_message(Message::user("hi")),
-            ckpt("a1", 0, "Let me look."), // the boundary: the call starts streaming
-            Entry::from_message(calls.clone()),
-            Entry::from_message(Message::tool_result("c1", "found", false)),
-            ckpt("a2", 0, "It is in "),
-            ckpt("a2", 9, "a.rs"),
-        ];
-        let f = run_entries(entries.clone());
-        let got: Vec<_> = f.messages.iter().map(|m| (m.content.as_str(), m.tool_calls.len(), m.interrupted)).collect();
-        assert_eq!(got, [("hi", 0, false), ("Let me look.", 1, false), ("", 0, false), ("It is in a.rs", 0, true)]);
-        assert!(!f.trimmed);
-        assert_eq!(counted(&entries).messages, 4);
-
-        // Killed while the call itself streamed: the text before it survives, the call does not.
-        let f = run_entries(entries[..2].to_vec());
-        let got: Vec<_> = f.messages.iter().map(|m| (m.content.as_str(), m.tool_calls.len(), m.interrupted)).collect();
-        assert_eq!(got, [("hi", 0, false), ("Let me look.", 0, true)]);
-    }
-
-    #[test]
-    fn a_gap_in_the_checkpoints_keeps_the_text_before_it() {
-        let entries = vec![
-            Entry::from_message(Message::user("hi")),
-            ckpt("a1", 0, "one "),
-            ckpt("a1", 9, "three "), // "two " was on a line that is gone
-            ckpt("a1", 15, "four"),
-        ];
-        let f = run_entries(entries.clone());
-        assert_eq!(f.messages[1].content, "one ");
-        assert_eq!(counted(&entries).messages, 2);
-        // A log whose only checkpoint is out of place restores nothing for that answer.
-        let f = run_entries(vec![Entry::from_message(Message::user("hi")), ckpt("a1", 4, "x")]);
-        assert_eq!((f.messages.len(), f.state.interrupted), (1, 0));
-    }
-
-    #[test]
-    fn a_replace_supersedes_checkpoints_and_keeps_an_interrupted_mark() {
-        let mut kept = Message::assistant("Partial");
-        kept.interrupted = true;
-        let entries = vec![
-            Entry::from_message(Message::user("hi")),
-            ckpt("a1", 0, "Partial"),
-            Entry::replace("compact", vec![Message::user("hi"), kept.clone()], 9),
-        ];
-        let f = run_entries(entries.clone());
-        assert_eq!(f.messages, [Message { ts: f.messages[0].ts, ..Message::user("hi") }, kept]);
-        assert_eq!((f.state.messages, f.state.interrupted), (2, 0));
-        assert_eq!(counted(&entries).messages, 2);
-    }
-
-    #[test]
-    fn a_line_with_invalid_utf8_is_repaired_not_dropped() {
-        let mut r = Replay::keeping();
-        let mut line = br#"{"type":"message","role":"user","content":"caf"#.to_vec();
-        line.extend_from_slice(b"\xe9 au lait\",\"model\":\"m1\"}");
-        r.feed_line(&line, 1);
-        r.feed_line(br#"{"type":"message","role":"assistant","content":"ok"}"#, 2);
-        r.feed_line(b"not json \xe9", 3);
-        let f = r.finish();
-        assert_eq!(f.messages.len(), 2);
-        assert_eq!(f.messages[0].content, "caf\u{FFFD} au lait");
-        assert_eq!((f.state.title.as_str(), f.state.model.as_str()), ("caf\u{FFFD} au lait", "m1"));
-        assert_eq!((f.repaired_line_numbers, f.bad_line_numbers), (vec![1], vec![3]));
-        assert_eq!((f.state.repaired, f.state.bad_lines), (1, 1));
-    }
-
-    #[test]
-    fn git_and_usage_survive_replaces_and_leave_the_history_alone() {
-        use crate::usage::Usage;
-        let git = |b: &str| GitHead { branch: b.into(), commit: "abc1234".into() };
-        let u = Usage { input_tokens: 10, output_tokens: 2, cache_read_tokens: 5, cache_write_tokens: 1 };
-        let entries = vec![
-            Entry::from_message(Message::user("hi")),
-            Entry::meta_git(git("main"), 1),
-            ckpt("a1", 0, "Hel"),
-            Entry::usage("m1", u, 2),
-            Entry::from_message(Message::assistant("Hello")),
-            Entry::replace("compact", vec![Message::user("summary"), Message::assistant("ok")], 3),
-            Entry::meta_git(git("topic"), 4),
-            Entry::usage("m1", u, 5),
-            Entry::usage("m2", u, 6),
-        ];
-        let f = run_entries(entries.clone());
-        assert_eq!((f.messages.len(), f.state.interrupted), (2, 0), "the checkpoints were superseded as usual");
-        for s in [f.state, counted(&entries)] {
-            assert_eq!((s.git_start, s.git), (Some(git("main")), Some(git("topic"))));
-            assert_eq!(s.usage.0["m1"].input_tokens, 20);
-            assert_eq!(s.usage.total().prompt_tokens(), 48);
-            assert_eq!(s.messages, 2);
-        }
-    }
-
-    #[test]
-    fn titles_and_pins_are_not_messages_and_the_last_one_wins() {
-        let calls = Message::assistant_tool_calls("", vec![ToolCall::new("c1", "grep", json!({}))]);
-        let entries = vec![
-            Entry::from_message(Message::user("fix the parser")),
-            Entry::title("Parser  work\n", 2),
-            ckpt("a1", 0, "Let me"),
-            Entry::pin(true, 3),
-            Entry::from_message(calls),
-            Entry::title("Lexer", 4), // between a call and its result: the exchange stays whole
-            Entry::from_message(Message::tool_result("c1", "found", false)),
-            ckpt("a2", 0, "Done"),
-            Entry::from_message(Message::assistant("Done.")),
-        ];
-        let f = run_entries(entries.clone());
-        assert_eq!(f.messages.len(), 4);
-        assert_eq!((f.state.dropped, f.state.interrupted), (0, 0));
-        assert_eq!((f.state.title.as_str(), f.state.name.as_str(), f.state.pinned), ("fix the parser", "Lexer", true));
-        assert_eq!(f.state.shown_title(), "Lexer");
-        let c = counted(&entries);
-        assert_eq!((c.messages, c.name.as_str(), c.pinned), (4, "Lexer", true));
-        let mut more = entries;
-        more.push(Entry::title("", 5));
-        more.push(Entry::pin(false, 6));
-        more.push(Entry::replace("compact", vec![Message::user("summary")], 7));
-        let f = run_entries(more);
-        assert_eq!((f.state.shown_title(), f.state.pinned, f.messages.len()), ("fix the parser", false, 1));
-    }
-
-    #[test]
-    fn titles_take_the_first_typed_user_line() {
-        assert_eq!(title_of("\n  fix the parser  \nplease"), "fix the parser");
-        assert_eq!(title_of(&"é".repeat(200)).chars().count(), TITLE_MAX_CHARS);
-    }
-}
+#[path = "replay_tests.rs"]
+mod tests;

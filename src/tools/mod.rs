@@ -22,123 +22,31 @@
 //! b/<path>`, `@@` hunks with 3 lines of context; `--- /dev/null` for a new file), and for
 //! `run_command` the full command text.
 
+mod approval;
 mod args;
 mod command;
 mod diff;
 mod fs;
 mod grep;
 mod path;
+mod specs;
+
+pub use approval::{
+    Approval, ApprovalRequest, Approver, AutoApprove, BufferState, DEFAULT_EDITOR_TIMEOUT, HunkLines, ProposedChange,
+    Written,
+};
+use specs::specs;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::json;
-
 use crate::message::ToolCall;
-use crate::provider::{BoxFuture, ToolSpec};
+use crate::provider::ToolSpec;
 
 use args::Args;
 use path::Root;
-
-/// What the user is asked before a tool changes something.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalRequest {
-    /// `write_file`, `edit_file`, `run_command`.
-    pub tool: String,
-    /// One line: the path or the command.
-    pub summary: String,
-    /// The diff or the full command, shown in the prompt.
-    pub detail: String,
-    /// For `write_file` and `edit_file` on a text file: the whole change, for a review hunk by hunk.
-    pub change: Option<ProposedChange>,
-}
-
-/// A write or an edit as the review shows it: the file's text now, the text proposed, and the change
-/// blocks between them (numbered from 1 in [`Approval::Only`]'s answer, in this order).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProposedChange {
-    /// The real path of the file.
-    pub path: PathBuf,
-    /// Its text now (empty for a new file).
-    pub old: String,
-    /// The text proposed.
-    pub new: String,
-    pub hunks: Vec<HunkLines>,
-}
-
-/// One change block, in 1-based lines: `old_count` lines from `old_start` in the file become
-/// `new_count` lines from `new_start` in the proposal. A count of 0 is a pure insertion (the lines
-/// go after line `old_start - 1`) or deletion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct HunkLines {
-    pub old_start: usize,
-    pub old_count: usize,
-    pub new_start: usize,
-    pub new_count: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Approval {
-    Yes,
-    No,
-    /// Yes, and do not ask again for this tool in this session.
-    Always,
-    /// Only these change blocks of the [`ProposedChange`] (1-based); the others are left as they are.
-    Only(Vec<usize>),
-}
-
-/// What the editor knows of a file the agent is about to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BufferState {
-    /// No buffer holds it (or none is loaded): only the disk matters.
-    NotLoaded,
-    /// A buffer shows it, as it is on disk: write, and the editor reloads the buffer.
-    Unmodified,
-    /// A buffer holds unsaved changes to it: the agent must not write.
-    Modified,
-}
-
-/// How a write the editor was told about ended ([`Approver::written`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Written {
-    Created,
-    Changed,
-    /// Nothing was written (the buffer held for it is released).
-    Failed,
-}
-
-/// Asks the user and the editor (the Neovim bridge implements it; tests script it). Without an
-/// editor (the CLI, tests), no file is ever loaded in a buffer.
-pub trait Approver: Send + Sync {
-    fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval>;
-
-    /// Whether `path` (real, absolute; `rel` as the model named it) is loaded in a buffer and
-    /// modified. With `hold`, the write follows at once: the editor keeps the buffer as it is until
-    /// [`Approver::written`]. `None`: the editor gave no answer (it was closed, the turn cancelled).
-    fn buffer_state(&self, path: &Path, rel: &str, hold: bool) -> BoxFuture<'static, Option<BufferState>> {
-        let _ = (path, rel, hold);
-        Box::pin(async { Some(BufferState::NotLoaded) })
-    }
-
-    /// A write asked about with `hold` is over: the editor reloads an unmodified buffer of the file.
-    fn written(&self, path: &Path, rel: &str, outcome: Written) {
-        let _ = (path, rel, outcome);
-    }
-}
-
-/// How long the editor may take to say whether a file has unsaved changes.
-pub const DEFAULT_EDITOR_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Which tools run without asking (the `approve` config table).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AutoApprove {
-    pub write_file: bool,
-    pub edit_file: bool,
-    pub run_command: bool,
-}
 
 /// A tool's answer, as the model will see it (before the session log spills a large one).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -612,115 +520,6 @@ where
         Ok(r) => r,
         Err(e) => Err(format!("internal error in the tool: {e}")),
     }
-}
-
-fn specs() -> Vec<ToolSpec> {
-    let spec = |name: &str, description: &str, input_schema: serde_json::Value| ToolSpec {
-        name: name.to_string(),
-        description: description.to_string(),
-        input_schema,
-    };
-    vec![
-        spec(
-            "read_file",
-            "Read a text file of the workspace. Lines come numbered from 1, as `cat -n` shows them \
-             (the number, a tab, the line); the numbers are not part of the file. Shows up to 2000 lines \
-             from `offset`; when the file goes on, the answer ends with a note saying which offset to \
-             read on from. Very long lines are cut. Binary files are refused. Paths are relative to the \
-             workspace root (absolute paths must lie inside the workspace).",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "The file, relative to the workspace root."},
-                    "offset": {"type": "integer", "minimum": 1, "description": "The first line to show (1-based). Default 1."},
-                    "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show. Default 2000."}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-        ),
-        spec(
-            "list_files",
-            "List the files under a directory of the workspace, recursively, sorted, one path per line \
-             relative to the workspace root (directories are not listed on their own lines). Like \
-             ripgrep, it skips hidden files and directories and whatever .gitignore, .ignore and \
-             .git/info/exclude exclude. Shows at most 1000 paths and says how many more there are.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "The directory to list, relative to the workspace root. Default: the whole workspace."}
-                },
-                "additionalProperties": false
-            }),
-        ),
-        spec(
-            "grep",
-            "Search file contents with a regular expression (Rust `regex` syntax, like ripgrep's: \
-             `(?i)` for case-insensitive, `\\b` word boundaries; no look-around or backreferences). Matches \
-             line by line in the files list_files would show (binary files skipped) and answers \
-             `path:line: text` per matching line, paths relative to the workspace root. Long lines are \
-             cut around the match. Stops after 200 matching lines.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "The regular expression."},
-                    "path": {"type": "string", "description": "A directory or file to search, relative to the workspace root. Default: the whole workspace."}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-        ),
-        spec(
-            "write_file",
-            "Create a file, or replace a file's whole content, in the workspace. Missing parent \
-             directories are created. The user is asked to approve the change first (shown as a diff). \
-             To change part of an existing file, prefer edit_file.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "The file, relative to the workspace root."},
-                    "content": {"type": "string", "description": "The complete new content of the file."}
-                },
-                "required": ["path", "content"],
-                "additionalProperties": false
-            }),
-        ),
-        spec(
-            "edit_file",
-            "Replace one exact piece of text in an existing file. `old` must occur exactly once in the \
-             file, matching it character for character, whitespace and indentation included (read the \
-             file first, and do not copy read_file's line-number prefixes); include enough surrounding \
-             lines to make it unique. The user is asked to approve the change first (shown as a diff). \
-             Answers with the diff of the change.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "The file, relative to the workspace root."},
-                    "old": {"type": "string", "description": "The exact text to replace; must occur exactly once."},
-                    "new": {"type": "string", "description": "The text to put in its place."}
-                },
-                "required": ["path", "old", "new"],
-                "additionalProperties": false
-            }),
-        ),
-        spec(
-            "run_command",
-            "Run a shell command (`sh -c`) in the workspace root directory, without input (stdin is \
-             empty; interactive programs will not wait for you). The user is asked to approve it first. \
-             Answers with the exit code, then the standard output and the standard error. The command \
-             is killed with all its child processes when the timeout passes; background processes that \
-             keep the output open count as still running.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The shell command line."},
-                    "timeout": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Seconds before the command is killed. Default 120, at most 600."}
-                },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
-        ),
-    ]
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! What both provider test suites do as a client: a request with tools, a run that collects the
+//! What the provider tests (and the agent tests) do as a client: a request with tools, a run that collects the
 //! streamed events, and checks on them.
 
 use std::time::Duration;

@@ -34,7 +34,7 @@ function M.restore(on_first, on_done, at, at_once)
     local t0 = vim.uv.hrtime()
     local ok, slice = pcall(core.call, "agent_history_slice", to, S.SLICE_MESSAGES, S.SLICE_BYTES)
     if ok then
-      ok, slice = pcall(vim.json.decode, slice, { luanil = { object = true, array = true } })
+      ok, slice = pcall(core.decode, slice)
     end
     local t1 = vim.uv.hrtime()
     if not ok then
@@ -122,7 +122,7 @@ function M.restore(on_first, on_done, at, at_once)
   -- history as it is now: a message added before that step runs (a turn sent at once) is drawn by its own event, so
   -- it must not be drawn here too.
   local counted, now = pcall(core.call, "agent_history_slice", 0, 0, 0)
-  local upto = counted and (vim.json.decode(now).total or 2147483647) or 2147483647
+  local upto = counted and (core.decode(now).total or 2147483647) or 2147483647
   vim.schedule(function()
     step(upto)
   end)

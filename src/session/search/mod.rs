@@ -27,152 +27,22 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::contain::{Access, Dir};
 use super::entry::Entry;
 use super::replay::{Origin, Parsed, Replay, parse_line};
-use super::{CONVERSATION_FILE_NAME, Result, TOOL_RESULTS_DIR_NAME, io_err, is_valid_id, sessions_dir};
-use crate::message::{Message, ROLE_ASSISTANT, ToolResult};
+use super::{CONVERSATION_FILE_NAME, Result, io_err, is_valid_id, sessions_dir};
+use crate::message::{Message, Role, ToolResult};
 
-/// Longest query accepted, in characters.
-pub const MAX_QUERY_CHARS: usize = 1000;
-/// Bytes of context kept before a match in a snippet, and the snippet's length after it.
-const SNIPPET_BEFORE: usize = 48;
-const SNIPPET_AFTER: usize = 160;
+mod query;
+mod raw;
+mod text;
 
-/// How letters' case is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Case {
-    /// Case-insensitive unless the query holds an upper-case letter.
-    #[default]
-    Smart,
-    Sensitive,
-    Insensitive,
-}
+use raw::{candidate_lines, interrupted_match, trailing_checkpoints};
+use text::{search_message, search_spills, search_text};
 
-/// A query that cannot be searched.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum QueryError {
-    #[error("the query is empty: give the text to search for")]
-    Empty,
-    #[error("the query is {0} characters long; at most {MAX_QUERY_CHARS} are searched")]
-    TooLong(usize),
-    /// The pattern built from it is too large for the matcher (should not happen below the limit).
-    #[error("cannot search for this text: {0}")]
-    Unsupported(String),
-}
-
-/// The text searched for, literally, and the matchers built from it once.
-#[derive(Debug, Clone)]
-pub struct Query {
-    pub text: String,
-    pub case_sensitive: bool,
-    /// Over a log's raw bytes: every JSON encoding of every case variant of the text.
-    raw: regex::bytes::Regex,
-    /// Over decoded text (a message's content, an argument, a spill file's bytes).
-    decoded: regex::Regex,
-    decoded_bytes: regex::bytes::Regex,
-    checkpoint: memchr::memmem::Finder<'static>,
-}
-
-impl Query {
-    pub fn new(text: &str, case: Case) -> std::result::Result<Query, QueryError> {
-        if text.is_empty() {
-            return Err(QueryError::Empty);
-        }
-        let chars = text.chars().count();
-        if chars > MAX_QUERY_CHARS {
-            return Err(QueryError::TooLong(chars));
-        }
-        let case_sensitive = match case {
-            Case::Smart => text.chars().any(char::is_uppercase),
-            Case::Sensitive => true,
-            Case::Insensitive => false,
-        };
-        let bad = |e: regex::Error| QueryError::Unsupported(e.to_string());
-        let literal = regex::escape(text);
-        let decoded = regex::RegexBuilder::new(&literal).case_insensitive(!case_sensitive).build().map_err(bad)?;
-        let decoded_bytes =
-            regex::bytes::RegexBuilder::new(&literal).case_insensitive(!case_sensitive).build().map_err(bad)?;
-        let raw = regex::bytes::RegexBuilder::new(&raw_pattern(text, !case_sensitive))
-            .size_limit(64 << 20)
-            .build()
-            .map_err(bad)?;
-        let checkpoint = memchr::memmem::Finder::new(CHECKPOINT_PREFIX).into_owned();
-        Ok(Query { text: text.to_string(), case_sensitive, raw, decoded, decoded_bytes, checkpoint })
-    }
-}
-
-/// The pattern over raw JSON bytes that matches wherever a string holding `text` was written, by any
-/// writer: for each character, each of its case variants (when `fold`) as itself and as every
-/// escape JSON allows for it. Letters, digits and spaces are taken to be written as themselves (no
-/// JSON writer escapes them); every other character may also be `\uXXXX` (Go escapes `<>&`,
-/// Python every non-ASCII character) or its short escape. A query of plain words is thus exactly the
-/// literal `(?i)` search ripgrep runs.
-fn raw_pattern(text: &str, fold: bool) -> String {
-    let mut out = String::new();
-    for c in text.chars() {
-        let variants = if fold { case_variants(c) } else { vec![c] };
-        let mut alts: Vec<String> = Vec::new();
-        for &v in &variants {
-            if v >= ' ' && v != '"' && v != '\\' {
-                alts.push(regex_syntax::escape(v.encode_utf8(&mut [0; 4])));
-            }
-            if let Some(short) = short_escape(v) {
-                alts.push(regex_syntax::escape(&format!("\\{short}")));
-            }
-            if !(v.is_ascii_alphanumeric() || v == ' ') {
-                let mut units = [0u16; 2];
-                let hex: String =
-                    v.encode_utf16(&mut units).iter().map(|u| format!(r"\\u{}", hex_pattern(*u))).collect();
-                alts.push(hex);
-            }
-        }
-        if alts.len() == 1 {
-            out.push_str(&alts[0]);
-        } else {
-            out.push_str("(?:");
-            out.push_str(&alts.join("|"));
-            out.push(')');
-        }
-    }
-    out
-}
-
-/// `c` and the characters Unicode's simple case folding makes equal to it (`k`: `K` and the Kelvin
-/// sign), as the decoded matcher's `(?i)` compares them.
-fn case_variants(c: char) -> Vec<char> {
-    let mut class = ClassUnicode::new([ClassUnicodeRange::new(c, c)]);
-    if class.try_case_fold_simple().is_err() {
-        return vec![c];
-    }
-    class.iter().flat_map(|r| r.start()..=r.end()).collect()
-}
-
-fn short_escape(c: char) -> Option<char> {
-    Some(match c {
-        '"' => '"',
-        '\\' => '\\',
-        '/' => '/',
-        '\u{8}' => 'b',
-        '\u{c}' => 'f',
-        '\n' => 'n',
-        '\r' => 'r',
-        '\t' => 't',
-        _ => return None,
-    })
-}
-
-/// Four hex digits of `u`, each letter in either case.
-fn hex_pattern(u: u16) -> String {
-    format!("{u:04x}")
-        .chars()
-        .map(|d| if d.is_ascii_digit() { d.to_string() } else { format!("[{d}{}]", d.to_ascii_uppercase()) })
-        .collect()
-}
+pub use query::{Case, MAX_QUERY_CHARS, Query, QueryError};
 
 /// What to search.
 #[derive(Debug, Clone, Default)]
@@ -496,7 +366,7 @@ fn search_session(
         let found = match origin {
             Origin::Line { line, sub } => found.remove(&(*line, *sub)),
             Origin::Interrupted(text) => search_text(text, query, "text").map(|mut f| {
-                f.role = ROLE_ASSISTANT.to_string();
+                f.role = Role::Assistant.to_string();
                 f
             }),
         };
@@ -591,11 +461,11 @@ fn entry_messages(entry: &Entry) -> Vec<(usize, MessageRef<'_>)> {
     if entry.is_replace() {
         return entry.messages.iter().flatten().enumerate().map(|(i, m)| (i, MessageRef::from(m))).collect();
     }
-    if entry.is_message() && !entry.role.is_empty() {
+    if let Some(role) = entry.message_role() {
         return vec![(
             0,
             MessageRef {
-                role: &entry.role,
+                role: role.as_str(),
                 content: &entry.content,
                 tool_calls: &entry.tool_calls,
                 tool_result: entry.tool_result.as_ref(),
@@ -617,260 +487,10 @@ struct MessageRef<'a> {
 impl<'a> From<&'a Message> for MessageRef<'a> {
     fn from(m: &'a Message) -> Self {
         MessageRef {
-            role: &m.role,
+            role: m.role.as_str(),
             content: &m.content,
             tool_calls: &m.tool_calls,
             tool_result: m.tool_result.as_ref(),
         }
     }
-}
-
-/// The matches in a message: its text (when its line matched), its calls' names and arguments, its
-/// tool output (a spilled one from the spill file, when that file is intact, else the preview the
-/// log kept, as a load shows it).
-fn search_message(
-    m: MessageRef<'_>,
-    query: &Query,
-    spills: &HashMap<String, Spill>,
-    line_matched: bool,
-) -> Option<Found> {
-    if let Some(r) = m.tool_result {
-        if let Some(s) = &r.spill
-            && let Some(name) = s.path.strip_prefix(TOOL_RESULTS_DIR_NAME).and_then(|p| p.strip_prefix('/'))
-            && let Some(spill) = spills.get(name)
-            && spill.bytes == s.bytes
-        {
-            return spill.found.clone();
-        }
-        return if line_matched { search_text(&r.content, query, "tool_result") } else { None };
-    }
-    if !line_matched {
-        return None;
-    }
-    // The first field that matches gives the snippet; all of them count.
-    let mut first: Option<Found> = None;
-    let mut add = |f: Option<Found>| match (&mut first, f) {
-        (None, f) => first = f,
-        (Some(kept), Some(f)) => kept.matches += f.matches,
-        (Some(_), None) => {}
-    };
-    add(search_text(m.content, query, "text"));
-    for call in m.tool_calls {
-        add(search_text(&call.name, query, "tool_call").map(|f| prefixed(f, "▸ ")));
-        leaves(&call.arguments, &mut String::new(), &mut |key, value| {
-            add(search_text(value, query, "tool_call").map(|f| prefixed(f, &format!("▸ {} {key}: ", call.name))));
-        });
-    }
-    first
-}
-
-/// Every leaf of a JSON value as text (strings decoded), with its key path (`a.b`, `list[2]`).
-fn leaves(v: &serde_json::Value, path: &mut String, f: &mut dyn FnMut(&str, &str)) {
-    match v {
-        serde_json::Value::Object(map) => {
-            for (k, x) in map {
-                let len = path.len();
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(k);
-                leaves(x, path, f);
-                path.truncate(len);
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for (i, x) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                leaves(x, path, f);
-                path.truncate(len);
-            }
-        }
-        serde_json::Value::String(s) => f(path, s),
-        serde_json::Value::Null => {}
-        other => f(path, &other.to_string()),
-    }
-}
-
-fn prefixed(mut f: Found, prefix: &str) -> Found {
-    f.snippet.insert_str(0, prefix);
-    for r in &mut f.ranges {
-        r[0] += prefix.len();
-        r[1] += prefix.len();
-    }
-    f
-}
-
-fn search_text(text: &str, query: &Query, kind: &'static str) -> Option<Found> {
-    let mut it = query.decoded.find_iter(text);
-    let first = it.next()?;
-    let matches = 1 + it.count();
-    let (snippet, ranges) = snippet(text.as_bytes(), first.start(), query);
-    Some(Found { role: String::new(), kind, snippet, ranges, matches })
-}
-
-/// The spill files of the session (their names checked), each searched; none when the folder is
-/// missing.
-fn search_spills(dir: &Dir, query: &Query) -> Result<HashMap<String, Spill>> {
-    let mut out = HashMap::new();
-    let Ok(rd) = fs::read_dir(dir.path().join(TOOL_RESULTS_DIR_NAME)) else { return Ok(out) };
-    let names: Vec<String> = rd
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .filter(|n| n.strip_suffix(".txt").is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())))
-        .collect();
-    if names.is_empty() {
-        return Ok(out);
-    }
-    let tool_results = dir.subdir(TOOL_RESULTS_DIR_NAME)?;
-    let mut data = Vec::new();
-    for name in names {
-        // Opened through the checked folder: a linked file is refused, and so skipped.
-        let Ok((mut f, meta)) = tool_results.open_stat(&name, Access::Read) else { continue };
-        data.clear();
-        if f.read_to_end(&mut data).is_err() {
-            continue;
-        }
-        let found = query.decoded_bytes.find_iter(&data).fold(None, |acc: Option<(usize, usize)>, m| match acc {
-            None => Some((m.start(), 1)),
-            Some((at, n)) => Some((at, n + 1)),
-        });
-        let found = found.map(|(at, matches)| {
-            let (snippet, ranges) = snippet(&data, at, query);
-            Found { role: String::new(), kind: "tool_result", snippet, ranges, matches }
-        });
-        out.insert(name, Spill { bytes: meta.len(), found });
-    }
-    Ok(out)
-}
-
-/// The writer's line prefixes that say what an entry is without parsing it.
-const CHECKPOINT_PREFIX: &[u8] = br#"{"type":"checkpoint","#;
-const ASSISTANT_PREFIX: &[u8] = br#"{"type":"message","role":"assistant","#;
-const REPLACE_PREFIX: &[u8] = br#"{"type":"replace","#;
-
-/// Whether an answer restored from checkpoints alone may hold the text: its text is spread over
-/// several lines, so no line needs to match. A run of checkpoints of one answer followed by that
-/// answer's final message (an assistant message, or a replace) is superseded and left out at the
-/// cost of comparing a few bytes; any other run is parsed and its text searched.
-fn interrupted_match(log: &[u8], query: &Query) -> bool {
-    let mut pos = 0;
-    while let Some(at) = query.checkpoint.find(&log[pos..]) {
-        let start = pos + at;
-        pos = start + 1;
-        // Only our writer writes checkpoints, always with this prefix at the start of the line (inside
-        // a line it is a tool call's arguments).
-        if start > 0 && log[start - 1] != b'\n' {
-            continue;
-        }
-        let mut run = Vec::new();
-        let mut next = start;
-        let mut following: &[u8] = &[];
-        while next < log.len() {
-            let end = memchr::memchr(b'\n', &log[next..]).map_or(log.len(), |i| next + i);
-            let line = &log[next..end];
-            if !line.starts_with(CHECKPOINT_PREFIX) {
-                following = line;
-                break;
-            }
-            run.push(line);
-            next = end + 1;
-        }
-        pos = next;
-        let one_answer = answer_of(run[0]).is_some() && answer_of(run[0]) == answer_of(run[run.len() - 1]);
-        if one_answer && (following.starts_with(ASSISTANT_PREFIX) || following.starts_with(REPLACE_PREFIX)) {
-            continue;
-        }
-        let mut text = String::new();
-        let mut answer = None;
-        for line in run {
-            let (Parsed::Entry(e) | Parsed::Repaired(e)) = parse_line(line) else { continue };
-            if answer.as_ref() != Some(&e.answer) {
-                if query.decoded.is_match(&text) {
-                    return true;
-                }
-                text.clear();
-                answer = Some(e.answer.clone());
-            }
-            text.push_str(&e.content);
-        }
-        if query.decoded.is_match(&text) {
-            return true;
-        }
-    }
-    false
-}
-
-/// Where the checkpoint lines that end `chunk` (complete lines) start; `None` when it does not end
-/// with one.
-fn trailing_checkpoints(chunk: &[u8]) -> Option<usize> {
-    let mut start = chunk.len();
-    while start > 0 {
-        let line_start = memchr::memrchr(b'\n', &chunk[..start - 1]).map_or(0, |i| i + 1);
-        if !chunk[line_start..].starts_with(CHECKPOINT_PREFIX) {
-            break;
-        }
-        start = line_start;
-    }
-    (start < chunk.len()).then_some(start)
-}
-
-/// The raw `answer` id of a checkpoint line.
-fn answer_of(line: &[u8]) -> Option<&[u8]> {
-    let at = memchr::memmem::find(line, br#""answer":""#)? + br#""answer":""#.len();
-    let len = memchr::memchr(b'"', &line[at..])?;
-    Some(&line[at..at + len])
-}
-
-/// Start offsets (plus `base`) of the lines of `log` where `raw` matches, in order, each once.
-fn candidate_lines(log: &[u8], base: u64, raw: &regex::bytes::Regex) -> Vec<u64> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while let Some(m) = raw.find_at(log, at) {
-        let start = memchr::memrchr(b'\n', &log[..m.start()]).map_or(0, |i| i + 1);
-        out.push(base + start as u64);
-        // The rest of the line is a candidate already.
-        match memchr::memchr(b'\n', &log[m.end()..]) {
-            Some(i) => at = m.end() + i + 1,
-            None => break,
-        }
-    }
-    out
-}
-
-/// One line of `text` around the match at byte `at`: from the line's start (at most
-/// [`SNIPPET_BEFORE`] bytes before the match), whitespace runs collapsed to one space, `…` where
-/// the text was cut; and the byte ranges of the matches in it.
-fn snippet(text: &[u8], at: usize, query: &Query) -> (String, Vec<[usize; 2]>) {
-    let line_start = memchr::memrchr(b'\n', &text[..at]).map_or(0, |i| i + 1);
-    let mut start = line_start.max(at.saturating_sub(SNIPPET_BEFORE));
-    while start < at && (text[start] & 0xC0) == 0x80 {
-        start += 1;
-    }
-    let mut end = (at + SNIPPET_AFTER).min(text.len());
-    while end < text.len() && (text[end] & 0xC0) == 0x80 {
-        end += 1;
-    }
-    let window = String::from_utf8_lossy(&text[start..end]);
-    let mut out = String::with_capacity(window.len() + 6);
-    if start > 0 && text[start - 1] != b'\n' {
-        out.push('…');
-    }
-    let mut space = false;
-    for c in window.trim_start().chars() {
-        if c.is_whitespace() || c.is_control() {
-            space = true;
-            continue;
-        }
-        if space {
-            out.push(' ');
-            space = false;
-        }
-        out.push(c);
-    }
-    if end < text.len() {
-        out.push('…');
-    }
-    let ranges = query.decoded.find_iter(&out).map(|m| [m.start(), m.end()]).collect();
-    (out, ranges)
 }

@@ -1,0 +1,104 @@
+//! The editor's configuration of the agent, as `setup()` validated it, and what is built from it: the
+//! provider in effect and the agent's own settings.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::AgentConfig;
+use super::host::HostResult;
+use crate::provider::{self, Provider, ProviderConfig};
+use crate::session;
+use crate::tools::AutoApprove;
+use crate::usage::Pricing;
+
+/// The editor's configuration, as `setup()` validated it. An unknown key is refused, not defaulted: a
+/// name the Lua side spells differently would otherwise turn an option off without a word.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostConfig {
+    pub workspace: PathBuf,
+    pub provider: ProviderConfig,
+    pub stale_after_hours: f64,
+    pub spill_threshold: usize,
+    pub approve: AutoApproveConfig,
+    /// Days, fractions allowed (as `sessions.cleanup()` takes them); 0 keeps everything.
+    pub retention_days: f64,
+    /// Dollars per million tokens, by model (the Lua config's `pricing`).
+    pub pricing: Pricing,
+    /// The registry of workspaces ([`crate::workspaces`]) a session that starts or is resumed notes
+    /// its workspace in; none: not noted.
+    pub workspaces_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoApproveConfig {
+    pub write_file: bool,
+    pub edit_file: bool,
+    pub run_command: bool,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            workspace: std::env::current_dir().unwrap_or_default(),
+            provider: ProviderConfig { name: String::new(), ..Default::default() },
+            stale_after_hours: 6.0,
+            spill_threshold: session::spill::DEFAULT_THRESHOLD,
+            approve: AutoApproveConfig::default(),
+            retention_days: f64::from(session::retention::DEFAULT_DAYS),
+            pricing: Pricing::default(),
+            workspaces_file: None,
+        }
+    }
+}
+
+/// The provider configuration in effect: with no name (or "auto"), the first provider whose key is
+/// set, else the offline demo; with no model, the provider's default.
+pub fn resolve_provider(config: &HostConfig) -> ProviderConfig {
+    let mut p = config.provider.clone();
+    if p.name.is_empty() || p.name == "auto" {
+        let has = |v: &str| std::env::var(v).is_ok_and(|k| !k.is_empty());
+        p.name = if has("ANTHROPIC_API_KEY") {
+            "anthropic".into()
+        } else if has("OPENAI_API_KEY") {
+            "openai".into()
+        } else {
+            "demo".into()
+        };
+    }
+    if p.model.is_empty() {
+        p.model = match p.name.as_str() {
+            "anthropic" => "claude-sonnet-4-5".into(),
+            "openai" => "gpt-4.1".into(),
+            _ => "demo".into(),
+        };
+    }
+    p
+}
+
+/// The configured provider, built (an HTTP client for the real ones).
+pub fn make_provider(config: &HostConfig) -> HostResult<Arc<dyn Provider>> {
+    let p = resolve_provider(config);
+    if p.name == "demo" {
+        return Ok(Arc::new(provider::demo::Demo::new(Duration::from_millis(8))));
+    }
+    Ok(Arc::from(provider::from_config(&p)?))
+}
+
+pub(super) fn agent_config(config: &HostConfig) -> AgentConfig {
+    let mut c = AgentConfig::new(&config.workspace);
+    c.stale_after = Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0));
+    c.spill_threshold = config.spill_threshold;
+    c.pricing = config.pricing.clone();
+    c.compact.spill_threshold = config.spill_threshold;
+    c.auto_approve = AutoApprove {
+        write_file: config.approve.write_file,
+        edit_file: config.approve.edit_file,
+        run_command: config.approve.run_command,
+    };
+    c
+}

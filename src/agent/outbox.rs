@@ -1,0 +1,165 @@
+//! What the host queues for the editor's main loop ([`Outbound`]): the agent's events, the questions a
+//! tool asks the user or the editor (approvals, buffer checks), writes done, resumes finished. The
+//! editor empties the queue with [`super::host::Host::drain`] and answers questions through the host.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use super::Event;
+use super::host::lock;
+use crate::provider::BoxFuture;
+use crate::tools::{Approval, ApprovalRequest, Approver, BufferState, ProposedChange, Written};
+
+/// What the editor's loop receives.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Outbound {
+    Event(Event),
+    Approval(ApprovalAsk),
+    Resumed(ResumeDone),
+    Buffer(BufferAsk),
+    Written(FileWritten),
+}
+
+/// A tool is about to write `path`: is it loaded in a buffer, and modified? Reply with
+/// [`Host::buffer_state`]. With `hold`, the write follows the answer: keep the buffer as it is until
+/// the [`FileWritten`] of the same path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BufferAsk {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: u64,
+    pub path: PathBuf,
+    pub rel: String,
+    pub hold: bool,
+}
+
+/// A write asked about with `hold` is over: `outcome` is `created`, `changed` or `failed`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileWritten {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub path: PathBuf,
+    pub rel: String,
+    pub outcome: &'static str,
+}
+
+/// A resume started by [`Host::resume_async`] has finished: the history is in place (`ok`), or the
+/// current session is as it was and `error` says why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResumeDone {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub ticket: u64,
+    pub ok: bool,
+    pub report: Option<ResumeReport>,
+    pub error: Option<String>,
+}
+
+/// A tool waits for the user's answer; reply with [`Host::approve`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalAsk {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: u64,
+    pub tool: String,
+    pub summary: String,
+    pub detail: String,
+    /// For a write or an edit of a text file: the file's text, the proposal and the change blocks,
+    /// for the review (answer some of them with [`Host::approve_hunks`]).
+    pub change: Option<ProposedChange>,
+}
+
+/// The queue between the host's threads and the editor's loop.
+pub struct Outbox {
+    pub(super) queue: Mutex<Vec<Outbound>>,
+    pub(super) wake: Box<dyn Fn() + Send + Sync>,
+    pub(super) approvals: Mutex<HashMap<u64, oneshot::Sender<Approval>>>,
+    pub(super) buffer_checks: Mutex<HashMap<u64, oneshot::Sender<BufferState>>>,
+    pub(super) next_id: AtomicU64,
+}
+
+impl Outbox {
+    pub(super) fn push(&self, m: Outbound) {
+        lock(&self.queue).push(m);
+        (self.wake)();
+    }
+}
+
+pub(super) struct OutboxApprover(pub(super) Arc<Outbox>);
+
+impl Approver for OutboxApprover {
+    fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        let outbox = self.0.clone();
+        let id = outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = oneshot::channel();
+        lock(&outbox.approvals).insert(id, tx);
+        outbox.push(Outbound::Approval(ApprovalAsk {
+            kind: "approval",
+            id,
+            tool: req.tool,
+            summary: req.summary,
+            detail: req.detail,
+            change: req.change,
+        }));
+        // An unanswered prompt (the turn was cancelled, the editor closed) counts as a no.
+        Box::pin(async move { rx.await.unwrap_or(Approval::No) })
+    }
+
+    fn buffer_state(&self, path: &std::path::Path, rel: &str, hold: bool) -> BoxFuture<'static, Option<BufferState>> {
+        let outbox = self.0.clone();
+        let id = outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = oneshot::channel();
+        lock(&outbox.buffer_checks).insert(id, tx);
+        outbox.push(Outbound::Buffer(BufferAsk {
+            kind: "buffer_check",
+            id,
+            path: path.to_path_buf(),
+            rel: rel.to_string(),
+            hold,
+        }));
+        let stale = outbox.clone();
+        Box::pin(async move {
+            // Dropped unanswered (a timeout): its entry goes, so the map does not grow.
+            struct Forget(Arc<Outbox>, u64);
+            impl Drop for Forget {
+                fn drop(&mut self) {
+                    lock(&self.0.buffer_checks).remove(&self.1);
+                }
+            }
+            let _forget = Forget(stale, id);
+            rx.await.ok()
+        })
+    }
+
+    fn written(&self, path: &std::path::Path, rel: &str, outcome: Written) {
+        let outcome = match outcome {
+            Written::Created => "created",
+            Written::Changed => "changed",
+            Written::Failed => "failed",
+        };
+        self.0.push(Outbound::Written(FileWritten {
+            kind: "file_written",
+            path: path.to_path_buf(),
+            rel: rel.to_string(),
+            outcome,
+        }));
+    }
+}
+
+/// Where a session came from and how it went, for the editor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResumeReport {
+    pub id: String,
+    pub messages: usize,
+    pub stale_hours: Option<u64>,
+    /// Seconds between the last message and the resume, when the stale reminder was added.
+    pub stale_seconds: Option<u64>,
+    /// What was repaired, one sentence; empty when nothing was.
+    pub notice: String,
+}
