@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
@@ -254,20 +254,11 @@ fn read_cache_file(ws: &Path) -> Option<CacheFile> {
     serde_json::from_slice::<CacheFile>(&data).ok().filter(|c| c.version == CACHE_VERSION)
 }
 
-/// Written whole to a temporary file, then renamed over the old one: a reader sees one version or the other. No
+/// Written whole, then renamed over the old one ([`Dir::replace_file`]): a reader sees one version or the other. No
 /// sync: losing it in a crash costs a re-read, nothing else.
 fn write_cache_file(ws: &Path, file: &CacheFile) -> std::io::Result<()> {
     let dir = Dir::sessions(ws).map_err(std::io::Error::other)?;
-    let tmp = format!(".external.{:08x}.tmp", rand::random::<u32>());
-    let result = (|| {
-        let mut f = dir.open(&tmp, Access::CreateNew).map_err(std::io::Error::other)?;
-        f.write_all(&serde_json::to_vec(file).map_err(std::io::Error::other)?)?;
-        dir.rename(&tmp, CACHE_FILE_NAME)
-    })();
-    if result.is_err() {
-        dir.unlink(&tmp);
-    }
-    result
+    dir.replace_file(CACHE_FILE_NAME, &serde_json::to_vec(file).map_err(std::io::Error::other)?)
 }
 
 /// Forgets what this process cached (the disk copy stays): for tests and benches that measure a cold list.

@@ -28,7 +28,6 @@ import os
 import random
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,16 +35,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
-sys.path.insert(0, str(ROOT / ".deps" / "python"))
-if not os.environ.get("PSEUDOCLAUDE_NVIM_BIN"):
-    os.environ["PSEUDOCLAUDE_NVIM_BIN"] = subprocess.run(
-        [str(ROOT / "scripts" / "ensure-nvim")], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-from conftest import NVIM, Neovim  # noqa: E402
-from picker_bench import machine, med, para, wait_for  # noqa: E402
+# picker_bench puts tests/e2e and .deps/python on the path and finds Neovim
+from picker_bench import NVIM, Neovim, machine, med, para, wait_for, write_doc  # noqa: E402
 from session_files import chat, session_id, write_session  # noqa: E402
 
 OPEN = """
@@ -224,18 +216,6 @@ def section(r: dict, rounds: int, total: float) -> str:
     ])
 
 
-def write_doc(text: str) -> None:
-    path = ROOT / "doc" / "benchmarks.md"
-    doc = path.read_text()
-    start = doc.find("\n## Other agents' sessions\n")
-    if start >= 0:
-        end = doc.find("\n## ", start + 1)
-        doc = doc[: start + 1] + text + (doc[end:] if end >= 0 else "")
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    path.write_text(doc)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -250,7 +230,7 @@ def main() -> None:
     text = section(r, args.rounds, time.monotonic() - started)
     print(text)
     if args.write:
-        write_doc(text)
+        write_doc(text, "## Other agents' sessions")
         print("wrote doc/benchmarks.md", file=sys.stderr)
 
 

@@ -16,22 +16,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import Neovim, transcript, type_message, wait_for
+from conftest import TRACK, Neovim, transcript, type_message, wait_for
 from fake_llm import FakeAnthropic, FakeOpenAI
 from session_files import chat, write_session, session_id
-
-TRACK = """
-vim.g.pc_resumed = vim.NIL
-vim.g.pc_turns = 0
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
-  vim.g.pc_resumed = ev.data
-end })
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeTurnDone", callback = function()
-  vim.g.pc_turns = vim.g.pc_turns + 1
-end })
-_G.notes = {}
-vim.notify = function(msg, level) table.insert(_G.notes, { msg = tostring(msg), level = level }) end
-"""
 
 STATE = """
 local picker = require("pseudoclaude.picker")
