@@ -5,7 +5,9 @@
 --- `picker/preview.lua` (the previewer), `picker/render.lua` (rows and previews as text), `picker/layout.lua` (the
 --- windows' geometry), `picker/actions.lua` (what the keys do to a session, `:PseudoResume`'s arguments, the
 --- `vim.ui.select()` backend) and `picker/search.lua` (the "search inside messages" mode). Rows and previews are
---- drawn only for what is visible, so a keystroke costs the filter plus one screenful. See `:help pseudoclaude-picker`.
+--- drawn only for what is visible, so a keystroke costs the filter plus one screenful. `<C-o>` ("other agents") lists
+--- the workspace's Claude Code and Codex sessions too; `<CR>` on one imports it, then resumes the copy. See
+--- `:help pseudoclaude-picker`.
 ---
 --- Architecture invariant: no main-loop step of the picker reads a session: the first rows, the full list
 --- and every preview are read on the core's threads; `<CR>` resumes the session the highlighted row shows
