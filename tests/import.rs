@@ -326,7 +326,7 @@ fn a_codex_rollout_imports_each_turn_once_without_injected_context() {
     assert_eq!(loaded.model, "gpt-5-codex");
     let items = import::list(ws.path(), &Homes { claude: None, codex: Some(home.path().to_path_buf()) });
     assert_eq!(items.len(), 1);
-    assert_eq!((items[0].source, items[0].title.as_str(), items[0].messages), ("codex", "File listing", 9));
+    assert_eq!((items[0].source.as_str(), items[0].title.as_str(), items[0].messages), ("codex", "File listing", 9));
     assert_eq!(items[0].branch.as_deref(), Some("feature"));
 }
 
@@ -498,4 +498,72 @@ fn the_cli_lists_and_imports_external_sessions() {
     let out = run(&["sessions", "import", "/nonexistent.jsonl"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.jsonl"));
+}
+
+/// A transcript of `turns` prompt/answer pairs, each answer `pad` bytes long, named at its end.
+fn long_claude_transcript(ws: &Path, turns: usize, pad: usize) -> String {
+    let mut l = Vec::new();
+    let mut parent: Option<String> = None;
+    for i in 0..turns {
+        let (u, a) = (format!("u{i}"), format!("a{i}"));
+        l.push(cc("user", &u, parent.as_deref(), ws, user(&format!("question {i}"))));
+        let text = format!("answer {i} {}", "x".repeat(pad));
+        l.push(cc("assistant", &a, Some(&u), ws, assistant(&format!("m{i}"), json!([{"type": "text", "text": text}]))));
+        parent = Some(a);
+    }
+    let mut last = cc("user", "late", parent.as_deref(), ws, user("the last question"));
+    last["gitBranch"] = json!("topic");
+    last["timestamp"] = json!("2026-12-01T09:00:00.000Z");
+    l.push(last);
+    l.push(json!({"type": "custom-title", "customTitle": "Long one", "sessionId": "s1"}));
+    jsonl(&l)
+}
+
+#[test]
+fn a_quick_list_reads_head_and_tail_and_the_exact_count_is_cached_by_size_and_mtime() {
+    use pseudoclaude::import::list::{HEAD_BYTES, ListOptions, list_with};
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let wsc = ws.path().canonicalize().unwrap();
+    let path = write(&claude_home(home.path(), ws.path()), &long_claude_transcript(&wsc, 200, 2000));
+    assert!(fs::metadata(&path).unwrap().len() > 3 * HEAD_BYTES);
+    // a session of ours makes .PseudoClaude/sessions/, where the cache goes
+    let ours = Context::new(ws.path()).unwrap();
+    let homes = Homes { claude: Some(home.path().to_path_buf()), codex: None };
+    let quick = list_with(ws.path(), &homes, &ListOptions { limit: Some(5), quick: true });
+    assert_eq!(quick.len(), 1, "{quick:?}");
+    let q = &quick[0];
+    assert!(q.partial);
+    assert_eq!(
+        (q.title.as_str(), q.model.as_str(), q.branch.as_deref()),
+        ("Long one", "claude-sonnet-4-5", Some("topic"))
+    );
+    assert_eq!(q.modified, chrono::DateTime::parse_from_rfc3339("2026-12-01T09:00:00Z").unwrap().timestamp());
+    // the exact list counts what an import restores
+    let exact = import::list(ws.path(), &homes);
+    assert!(!exact[0].partial);
+    assert_eq!(exact[0].messages, 401);
+    let cache = ours.dir.parent().unwrap().join(import::list::CACHE_FILE_NAME);
+    assert!(cache.is_file(), "the exact item is cached on disk");
+    // The same size and modification time: the cached count, without reading (proved by a change it does not
+    // see), in this process and in a new one (the disk copy).
+    let text = fs::read_to_string(&path).unwrap().replace("question 7\"", "question X\"");
+    let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+    let shorter = text.replace("\"late\"", "\"lat\"").replace("the last question", "the last questionX");
+    assert_eq!(shorter.len(), text.len());
+    fs::write(&path, shorter.replace("Long one", "Long two")).unwrap();
+    fs::File::options().write(true).open(&path).unwrap().set_modified(mtime).unwrap();
+    assert_eq!(import::list(ws.path(), &homes)[0].title, "Long one", "served from the cache");
+    import::list::forget_cache();
+    assert_eq!(import::list(ws.path(), &homes)[0].title, "Long one", "served from the disk cache");
+    // a new modification time: read again
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(mtime + std::time::Duration::from_secs(1))
+        .unwrap();
+    let again = import::list(ws.path(), &homes);
+    assert_eq!((again[0].title.as_str(), again[0].messages), ("Long two", 401));
+    let done = import::import(ws.path(), &path).unwrap();
+    assert_eq!(done.messages, again[0].messages);
 }

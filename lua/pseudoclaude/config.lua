@@ -12,6 +12,7 @@
 ---@class pseudoclaude.PickerConfig
 ---@field max_items integer Most sessions shown by the session picker.
 ---@field backend "float"|"select" "float" = built-in floating window, "select" = `vim.ui.select()`.
+---@field external boolean List this workspace's Claude Code and Codex sessions too, without <C-o> ("other agents").
 
 ---@class pseudoclaude.ApproveConfig
 ---@field write_file boolean Run the write_file tool without asking first.
@@ -72,6 +73,7 @@ M.defaults = {
   picker = {
     max_items = 9,
     backend = "float",
+    external = false,
   },
   retention_days = 30,
   spill_threshold = 65536,
@@ -119,7 +121,7 @@ local known = {
     idle_timeout = true,
     max_retries = true,
   },
-  picker = { max_items = true, backend = true },
+  picker = { max_items = true, backend = true, external = true },
   approve = { write_file = true, edit_file = true, run_command = true },
   keys = {
     send = true,
@@ -189,6 +191,7 @@ function M.validate(cfg)
   check("picker.backend", cfg.picker.backend, function(v)
     return PICKER_BACKENDS[v] == true
   end, false, '"float" or "select"')
+  check("picker.external", cfg.picker.external, "boolean")
   check("retention_days", cfg.retention_days, function(v)
     return type(v) == "number" and v >= 0 and v < math.huge
   end, false, "a number of days >= 0 (0 = keep forever)")

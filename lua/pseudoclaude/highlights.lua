@@ -19,6 +19,7 @@ M.links = {
   PseudoClaudePickerModel = "Type", -- model name
   PseudoClaudePickerBranch = "Identifier", -- git branch
   PseudoClaudePickerWorkspace = "Directory", -- the workspace in front of a `:PseudoResume all` row
+  PseudoClaudePickerSource = "Special", -- "[claude]"/"[codex]" in front of another agent's row (`<C-o>`)
   PseudoClaudePickerCost = "Number", -- "$0.42"
   PseudoClaudePickerHeld = "WarningMsg", -- a session open in another editor
   PseudoClaudePickerEmpty = "Comment", -- "no match"

@@ -5,7 +5,9 @@
 --- `picker/preview.lua` (the previewer), `picker/render.lua` (rows and previews as text), `picker/layout.lua` (the
 --- windows' geometry), `picker/actions.lua` (what the keys do to a session, `:PseudoResume`'s arguments, the
 --- `vim.ui.select()` backend) and `picker/search.lua` (the "search inside messages" mode). Rows and previews are
---- drawn only for what is visible, so a keystroke costs the filter plus one screenful. See `:help pseudoclaude-picker`.
+--- drawn only for what is visible, so a keystroke costs the filter plus one screenful. `<C-o>` ("other agents") lists
+--- the workspace's Claude Code and Codex sessions too; `<CR>` on one imports it, then resumes the copy. See
+--- `:help pseudoclaude-picker`.
 ---
 --- Architecture invariant: no main-loop step of the picker reads a session: the first rows, the full list
 --- and every preview are read on the core's threads; `<CR>` resumes the session the highlighted row shows
@@ -20,6 +22,8 @@ local H = {}
 ---@field search string? Open in "search inside messages" mode with this query (`:PseudoSearch`).
 ---@field all boolean? The sessions of every workspace this editor has used (`:PseudoResume all`), each row marked with
 --- its workspace.
+---@field external boolean? This workspace's Claude Code and Codex sessions too (default: config `picker.external`;
+--- `<C-o>` toggles them).
 
 ---@class pseudoclaude.picker.Stats Timestamps are `vim.uv.hrtime()` values (ns).
 ---@field opened_at integer `open()` called
@@ -61,6 +65,9 @@ local H = {}
 ---@field all boolean? Sessions of every workspace (`:PseudoResume all`).
 ---@field listing boolean Whether the first rows are still being listed (the rows say so).
 ---@field asking string? The y/N question on the command line, while it waits for the key.
+---@field external boolean Whether the other agents' sessions are listed (`<C-o>`).
+---@field list_gen integer Which reading of the list is the current one (`<C-o>` starts another; older answers are
+--- dropped).
 
 ---@type pseudoclaude.picker.State?
 local state = nil
@@ -85,8 +92,12 @@ function M.open(opts)
   local backend = opts.backend or cfg.backend
   local opened_at = vim.uv.hrtime()
   M.close()
+  local external = opts.external
+  if external == nil then
+    external = cfg.external == true
+  end
   if backend == "select" and not opts.search then
-    return require("pseudoclaude.picker.actions").select(opts.all)
+    return require("pseudoclaude.picker.actions").select(opts.all, external)
   end
   require("pseudoclaude.highlights").setup()
 
@@ -111,6 +122,8 @@ function M.open(opts)
     now = os.time(),
     stats = { opened_at = opened_at, filters = {}, previews = {} },
     all = opts.all == true,
+    external = external,
+    list_gen = 0,
   }
   state = s
   H.open_windows(s)
@@ -229,6 +242,14 @@ end
 --- Forks the highlighted session at its end ("resume as new") and resumes the fork.
 function M.fork_selected()
   return require("pseudoclaude.picker.actions").fork_selected()
+end
+
+--- Lists the other agents' (Claude Code, Codex) sessions of the workspace too, or no more (`<C-o>`).
+function M.toggle_external()
+  local s = state
+  if s and not s.search then
+    require("pseudoclaude.picker.finder").toggle_external(s)
+  end
 end
 
 --- `:PseudoResume [last|all|{id}]`: no argument opens the picker; `last` resumes the most recent session; `all`
@@ -351,6 +372,7 @@ function H.attach(s)
   map({ "i", "n" }, "<C-r>", M.rename_selected, "rename the session")
   map({ "i", "n" }, "<C-t>", M.toggle_pin_selected, "pin or unpin the session")
   map({ "i", "n" }, "<C-f>", M.fork_selected, "fork the session (resume as new)")
+  map({ "i", "n" }, "<C-o>", M.toggle_external, "other agents' sessions (on/off)")
   map("n", "j", down, "next session")
   map("n", "k", up, "previous session")
 

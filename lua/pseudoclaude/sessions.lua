@@ -85,6 +85,27 @@
 --- then listed with `partial = true`, its counts and title possibly missing), so the call stays short.
 ---@field all boolean? The sessions of every workspace this editor has used (`workspaces()`), this one included, each
 --- with its `workspace`; pinned first, then newest first.
+---@field external boolean? Also this workspace's Claude Code and Codex sessions (`pseudoclaude.ExternalSession`,
+--- `source` set), merged in by time. With `max_read`, a transcript not cached yet is read at its head and tail only
+--- (`partial`, its `messages` not counted yet).
+
+---@class pseudoclaude.ExternalSession Another agent's session of this workspace (`list({ external = true })`).
+---@field source "claude-code"|"codex"
+---@field id string The tool's own id of the session.
+---@field path string The transcript (Claude Code) or rollout (Codex) file.
+---@field title string Its custom title or thread name, else its first prompt.
+---@field modified integer Unix seconds of its last record.
+---@field messages integer Messages an import restores (0 while `partial`).
+---@field model string Last model named ("" when none).
+---@field branch string? Git branch recorded.
+---@field unsupported string? Why it cannot be imported (a compressed rollout).
+---@field partial boolean? Read at its head and tail only (a quick list): `messages` is not known yet.
+
+---@class pseudoclaude.Imported
+---@field id string The session of ours holding the conversation.
+---@field messages integer Messages a resume restores.
+---@field existing boolean The unchanged transcript had been imported before: `id` is that session.
+---@field notes string[] What was left out and why (unknown records, a line cut short, no folder named).
 
 ---@class pseudoclaude.Sessions
 local M = {}
@@ -94,7 +115,7 @@ local H = {}
 --- damaged log is listed even when nothing in it can be restored (`damaged`, `bad_lines`). A session folder or
 --- log that is a symbolic link is never listed (nor opened).
 ---@param opts pseudoclaude.SessionListOpts?
----@return pseudoclaude.SessionInfo[]
+---@return (pseudoclaude.SessionInfo|pseudoclaude.ExternalSession)[]
 function M.list(opts)
   opts = opts or {}
   H.check_type("list", "opts", opts, "table")
@@ -113,6 +134,7 @@ function M.list(opts)
     include_pinned = opts.include_pinned == true,
     all = opts.all == true,
     workspaces_file = M.workspaces_file(),
+    external = opts.external == true,
   })
 end
 
@@ -136,6 +158,7 @@ function M.list_async(opts, on_done)
     pricing = H.pricing(),
     all = opts.all == true,
     workspaces_file = M.workspaces_file(),
+    external = opts.external == true,
   }, function(ok, ready)
     if not ok then
       return on_done(("pseudoclaude.sessions.list_async: %s"):format(require("pseudoclaude.core").plain(ready)))
@@ -350,6 +373,32 @@ function M.export(id, opts)
     return nil
   end
   return H.call("export", "sessions_export", M.workspace(), id, format)
+end
+
+---@class pseudoclaude.ImportOpts
+---@field on_done fun(err: string?, imported: pseudoclaude.Imported?)? Import on a worker thread and call this with the
+--- result; without it, `import()` reads the file and writes the session on the main loop and returns the id.
+
+--- Imports a Claude Code transcript or a Codex rollout (`path`, as `list({ external = true })` gives it) as a new session
+--- of ours, and returns its id (and, second, the whole `pseudoclaude.Imported`). An unchanged file imported before gives
+--- the session it was imported into. The file itself is only read. See `:help pseudoclaude-import`. With
+--- `opts.on_done`, returns at once and calls `on_done(nil, imported)` or `on_done(message)`.
+---@param path string
+---@param opts pseudoclaude.ImportOpts?
+---@return string? id
+---@return pseudoclaude.Imported?
+function M.import(path, opts)
+  opts = opts or {}
+  H.check_type("import", "path", path, "string")
+  H.check_type("import", "opts", opts, "table")
+  path = vim.fs.normalize(path)
+  if opts.on_done then
+    H.check_type("import", "opts.on_done", opts.on_done, "function")
+    H.call("import", "sessions_import_async", M.workspace(), path, H.done("import", opts.on_done))
+    return nil
+  end
+  local imported = H.call("import", "sessions_import", M.workspace(), path)
+  return imported.id, imported
 end
 
 --- Id of the current chat's session, or nil (no chat yet, or no chat module).

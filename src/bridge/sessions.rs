@@ -6,7 +6,7 @@
 //!
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
-//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?, all?, workspaces_file?}`? | `SessionInfo[]`, newest first |
+//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?, all?, workspaces_file?, external?}`? | `SessionInfo[]` (and with `external`, `ExternalItem`s), newest first |
 //! | `sessions_list_async` | workspace, options as above, `callback(ok, {id, chunks})` | a ticket number, at once |
 //! | `sessions_list_chunk` | the list's id                            | the next JSON chunk, nil at the end |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
@@ -21,6 +21,8 @@
 //! | `sessions_fork_async` | workspace, id, index?, `callback(ok, forked)` | a ticket, at once             |
 //! | `sessions_export`  | workspace, id, format                       | the document                     |
 //! | `sessions_export_async` | workspace, id, `{format?, path?}`, `callback(ok, {text?, path?})` | a ticket, at once |
+//! | `sessions_import`  | workspace, path                             | `Imported` (`{id, messages, existing, notes}`) |
+//! | `sessions_import_async` | workspace, path, `callback(ok, imported)` | a ticket, at once                  |
 //!
 //! The `_async` exports run on the bridge's worker threads ([`super::jobs`]), so that listing
 //! thousands of sessions (about 25 µs each, most of it the kernel's) or reading a 100 MiB one never
@@ -40,6 +42,7 @@ use serde::{Deserialize, Serialize};
 use super::{Args, BridgeError, BridgeResult, export, jobs};
 use crate::display;
 use crate::git::GitHead;
+use crate::import::{self, ExternalItem, Homes};
 use crate::session::entry::ForkedFrom;
 use crate::session::export::{self as export_doc, Format};
 use crate::session::{self, Context, Entry, ListOptions, Loaded, RetentionOptions, SessionInfo, fork, lock, meta};
@@ -48,7 +51,7 @@ use crate::usage::{Pricing, Usage};
 /// The session exports, chained into the export table by [`super::exports`].
 pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
-        export("sessions_list", |a| list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
+        export("sessions_list", |a| list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
         export("sessions_list_async", list_async),
         export("sessions_list_chunk", list_chunk),
         export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
@@ -68,6 +71,8 @@ pub fn exports() -> Vec<(&'static str, Object)> {
             Ok(export_doc::export(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?, format)?)
         }),
         export("sessions_export_async", export_async),
+        export("sessions_import", |a| Ok(import::import(&workspace(a)?, &path_arg(a, 1)?)?)),
+        export("sessions_import_async", import_async),
     ]
 }
 
@@ -81,6 +86,17 @@ pub struct ListArgs {
     /// included, each with its `workspace`.
     pub all: bool,
     pub workspaces_file: Option<PathBuf>,
+    /// This workspace's Claude Code and Codex sessions too ([`crate::import::list`]); with `max_read`, only the
+    /// head and tail of each transcript not cached yet is read (the picker's first rows).
+    pub external: bool,
+}
+
+/// A row of the list: a session of ours, or another tool's (`source` set).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum ListItem {
+    Ours(Box<SessionInfo>),
+    External(ExternalItem),
 }
 
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
@@ -103,6 +119,61 @@ pub fn list(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<SessionInfo>>
         known.insert(0, here);
     }
     Ok(session::list::list_every(&known, &args.options))
+}
+
+/// [`list`], with the other tools' sessions of the workspace merged in when `args.external` asks for them: pinned
+/// sessions first, then newest first (a session of ours by its last message, another tool's by its last record).
+pub fn list_items(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<ListItem>> {
+    let ours = list(workspace, args)?;
+    if !args.external {
+        return Ok(ours.into_iter().map(|i| ListItem::Ours(Box::new(i))).collect());
+    }
+    let opts = import::list::ListOptions { limit: args.options.limit, quick: args.options.max_read.is_some() };
+    let theirs = import::list::list_with(workspace, &Homes::from_env(), &opts);
+    Ok(merge(ours, theirs))
+}
+
+fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem> {
+    let mut out = Vec::with_capacity(ours.len() + theirs.len());
+    let (pinned, rest): (Vec<_>, Vec<_>) = ours.into_iter().partition(|i| i.pinned);
+    out.extend(pinned.into_iter().map(|i| ListItem::Ours(Box::new(i))));
+    let mut rest = rest.into_iter().peekable();
+    let mut theirs = theirs.into_iter().peekable();
+    loop {
+        let take_ours = match (rest.peek(), theirs.peek()) {
+            (Some(o), Some(t)) => activity(o) >= t.modified,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        out.push(match take_ours {
+            true => ListItem::Ours(Box::new(rest.next().expect("peeked"))),
+            false => ListItem::External(theirs.next().expect("peeked")),
+        });
+    }
+    out
+}
+
+/// When a session of ours last spoke, as the picker sorts it.
+fn activity(i: &SessionInfo) -> i64 {
+    if i.last_message > 0 { i.last_message } else { i.modified }
+}
+
+/// `sessions_import_async(workspace, path, callback)`: [`import::import`] on a worker thread.
+fn import_async(a: &Args) -> BridgeResult<u64> {
+    let ws = workspace(a)?;
+    let path = path_arg(a, 1)?;
+    let callback: jobs::Callback = a.get(2)?;
+    jobs::spawn("sessions_import_async", None, callback, move || Ok(import::import(&ws, &path)?))
+}
+
+/// A file path argument: a non-empty string.
+fn path_arg(a: &Args, index: usize) -> BridgeResult<PathBuf> {
+    let p = a.get::<String>(index)?;
+    if p.is_empty() {
+        return Err(BridgeError::msg(format!("bad argument #{}: the path is empty", index + 1)));
+    }
+    Ok(PathBuf::from(p))
 }
 
 /// One session's list entry, with who holds its lock; errors for a bad or missing id.
@@ -283,7 +354,7 @@ fn list_async(a: &Args) -> BridgeResult<u64> {
     let args = table_arg::<ListArgs>(a, 1)?;
     let callback: jobs::Callback = a.get(2)?;
     jobs::spawn("sessions_list_async", None, callback, move || {
-        let all = list(&ws, &args)?;
+        let all = list_items(&ws, &args)?;
         let chunks =
             all.chunks(LIST_CHUNK).map(super::bulk).collect::<BridgeResult<std::collections::VecDeque<_>>>()?;
         let id = NEXT_LIST.fetch_add(1, Ordering::Relaxed);
@@ -527,6 +598,38 @@ mod tests {
         let plain = session_with(ws.path(), "plain");
         let p = preview(ws.path(), &plain.id, &PreviewArgs::default()).expect("preview");
         assert_eq!((p.branch, p.commit, p.git_start, p.usage.is_zero()), (None, None, None, true));
+    }
+
+    #[test]
+    fn other_agents_sessions_are_merged_by_time_after_the_pinned_ones() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let pinned = session_with(ws.path(), "pinned and old");
+        meta::append(&pinned, meta::pin_entry(true)).expect("pin");
+        session_with(ws.path(), "recent");
+        let ours = session::list(ws.path(), &ListOptions::default()).expect("list");
+        let at = |title: &str| ours.iter().find(|i| i.title == title).map(activity).expect("listed");
+        let theirs = |title: &str, modified: i64| ExternalItem {
+            source: import::Source::Codex,
+            id: title.into(),
+            path: PathBuf::from(format!("/x/{title}.jsonl")),
+            title: title.into(),
+            modified,
+            messages: 1,
+            model: String::new(),
+            branch: None,
+            unsupported: None,
+            partial: false,
+        };
+        let recent = at("recent");
+        let merged = merge(ours, vec![theirs("newer", recent + 10), theirs("older", recent - 10)]);
+        let titles: Vec<&str> = merged
+            .iter()
+            .map(|i| match i {
+                ListItem::Ours(o) => o.title.as_str(),
+                ListItem::External(e) => e.title.as_str(),
+            })
+            .collect();
+        assert_eq!(titles, ["pinned and old", "newer", "recent", "older"]);
     }
 
     #[test]

@@ -36,10 +36,11 @@ pub fn transcripts(config: &Path, workspace: &Path) -> Vec<PathBuf> {
         }
         let Ok(files) = std::fs::read_dir(d.path()) else { continue };
         for f in files.flatten() {
-            let p = f.path();
             let fname = f.file_name().to_string_lossy().into_owned();
-            if p.is_file() && fname.ends_with(".jsonl") && !fname.starts_with("agent-") {
-                out.push(p);
+            // the entry's type from the directory itself (no `stat` per file: a list stats each once, later)
+            let file = f.file_type().is_ok_and(|t| t.is_file() || t.is_symlink() && f.path().is_file());
+            if fname.ends_with(".jsonl") && !fname.starts_with("agent-") && file {
+                out.push(f.path());
             }
         }
     }
@@ -56,7 +57,12 @@ struct Record {
 /// Reads one transcript.
 pub fn read(path: &Path) -> Result<Conversation> {
     let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    let text = String::from_utf8_lossy(&bytes);
+    Ok(parse(&String::from_utf8_lossy(&bytes), path))
+}
+
+/// The transcript `text` (of the file at `path`, whose name is the id when no record gives one). The list also
+/// parses just a transcript's head and tail with it, for the names, title and time.
+pub fn parse(text: &str, path: &Path) -> Conversation {
     let mut c = Conversation::default();
     let mut title: Option<String> = None;
     let mut summary_title: Option<String> = None;
@@ -147,7 +153,7 @@ pub fn read(path: &Path) -> Result<Conversation> {
     for (kind, n) in blocks {
         c.notes.push(format!("{n} content block(s) of unknown type {kind:?}: left out"));
     }
-    Ok(c)
+    c
 }
 
 fn is_prompt(v: &Value) -> bool {

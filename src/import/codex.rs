@@ -31,7 +31,9 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     for e in entries.flatten() {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
-        if p.is_dir() && depth < 4 {
+        // the entry's type from the directory itself: no `stat` per rollout
+        let dir = e.file_type().is_ok_and(|t| t.is_dir() || t.is_symlink() && p.is_dir());
+        if dir && depth < 4 {
             walk(&p, depth + 1, out);
         } else if name.starts_with("rollout-") && (name.ends_with(".jsonl") || name.ends_with(".jsonl.zst")) {
             out.push(p);
@@ -49,7 +51,7 @@ pub fn id_from_name(path: &Path) -> String {
 }
 
 /// The thread names of `session_index.jsonl` next to `sessions/`, by id.
-fn thread_names(rollout: &Path) -> HashMap<String, String> {
+pub fn thread_names(rollout: &Path) -> HashMap<String, String> {
     let mut names = HashMap::new();
     let home = rollout.ancestors().find(|a| a.join("session_index.jsonl").is_file());
     let Some(home) = home else { return names };
@@ -75,7 +77,12 @@ enum Item {
 /// Reads one rollout.
 pub fn read(path: &Path) -> Result<Conversation> {
     let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    let text = String::from_utf8_lossy(&bytes);
+    Ok(parse(&String::from_utf8_lossy(&bytes), path, &thread_names(path)))
+}
+
+/// The rollout `text` (of the file at `path`), named from `names` ([`thread_names`]). The list also parses just a
+/// rollout's head and tail with it, reading the names once for all rollouts.
+pub fn parse(text: &str, path: &Path, names: &HashMap<String, String>) -> Conversation {
     let mut c = Conversation::default();
     let mut items: Vec<Item> = Vec::new();
     let mut unknown: HashMap<String, usize> = HashMap::new();
@@ -157,9 +164,9 @@ pub fn read(path: &Path) -> Result<Conversation> {
     if c.id.is_empty() {
         c.id = id_from_name(path);
     }
-    c.title = thread_names(path).remove(&c.id);
+    c.title = names.get(&c.id).cloned();
     c.segments = segments(items);
-    Ok(c)
+    c
 }
 
 /// The items as segments: a user turn seen only as an `event_msg` is kept once, where it was.

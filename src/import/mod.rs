@@ -14,6 +14,7 @@
 
 pub mod claude_code;
 pub mod codex;
+pub mod list;
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +42,12 @@ impl Source {
     }
 }
 
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One conversation of another tool, converted.
 #[derive(Debug, Clone, Default)]
 pub struct Conversation {
@@ -62,9 +69,9 @@ pub struct Conversation {
 }
 
 /// One row of `sessions.list({ external = true })`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExternalItem {
-    pub source: &'static str,
+    pub source: Source,
     pub id: String,
     pub path: PathBuf,
     pub title: String,
@@ -77,6 +84,9 @@ pub struct ExternalItem {
     /// Set when the file cannot be imported (a compressed rollout): why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
+    /// Summarised from the file's head and tail only (a quick list): `messages` is not known yet (0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// Where the tools keep their sessions; `None` when not set (the home folder's default then applies).
@@ -144,55 +154,10 @@ fn fold(seg: &[Message]) -> Vec<Message> {
 pub const REASON_IMPORT: &str = "import";
 const REASON_COMPACT: &str = "compact";
 
-/// The workspace's transcripts of both tools, newest first.
+/// The workspace's transcripts of both tools, newest first, each read whole (or taken from the cache, see
+/// [`list::list_with`]): `messages` is the count an import restores.
 pub fn list(workspace: &Path, homes: &Homes) -> Vec<ExternalItem> {
-    let mut items = Vec::new();
-    if let Some(dir) = &homes.claude {
-        for path in claude_code::transcripts(dir, workspace) {
-            items.extend(item(Source::ClaudeCode, &path, workspace));
-        }
-    }
-    if let Some(dir) = &homes.codex {
-        for path in codex::rollouts(dir) {
-            items.extend(item(Source::Codex, &path, workspace));
-        }
-    }
-    items.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.path.cmp(&b.path)));
-    items
-}
-
-fn item(source: Source, path: &Path, workspace: &Path) -> Option<ExternalItem> {
-    if source == Source::Codex && path.extension().is_some_and(|e| e == "zst") {
-        let modified = mtime(path);
-        return Some(ExternalItem {
-            source: source.as_str(),
-            id: codex::id_from_name(path),
-            path: path.to_path_buf(),
-            title: String::new(),
-            modified,
-            messages: 0,
-            model: String::new(),
-            branch: None,
-            unsupported: Some(
-                "a zstd-compressed rollout (.jsonl.zst): decompress it with `zstd -d` to import it".into(),
-            ),
-        });
-    }
-    let c = read(source, path).ok()?;
-    if !belongs(c.cwd.as_deref(), workspace) {
-        return None;
-    }
-    Some(ExternalItem {
-        source: source.as_str(),
-        id: c.id.clone(),
-        path: path.to_path_buf(),
-        title: c.shown_title(),
-        modified: if c.modified > 0 { c.modified } else { mtime(path) },
-        messages: c.restored().len(),
-        model: c.model.clone(),
-        branch: c.branch.clone(),
-        unsupported: None,
-    })
+    list::list_with(workspace, homes, &list::ListOptions::default())
 }
 
 /// A transcript belongs to the workspace when it was recorded in it or below it.

@@ -102,13 +102,7 @@ fn compact(root: &Dir) -> std::io::Result<()> {
     let mut rows: Vec<_> = latest.into_iter().collect();
     rows.sort_by_key(|r| r.1);
     let body: String = rows.iter().map(|(id, ts)| format!("{id} {ts}\n")).collect();
-    let tmp = format!(".activity.{:08x}.tmp", rand::random::<u32>());
-    let mut f = root.open(&tmp, Access::CreateNew).map_err(std::io::Error::other)?;
-    let done = f.write_all(body.as_bytes()).and_then(|_| root.rename(&tmp, ACTIVITY_FILE_NAME));
-    if done.is_err() {
-        root.unlink(&tmp);
-    }
-    done
+    root.replace_file(ACTIVITY_FILE_NAME, body.as_bytes())
 }
 
 #[cfg(test)]

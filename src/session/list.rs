@@ -7,7 +7,7 @@
 //! loader share one fold ([`super::replay`]), the list's counts are what a resume restores.
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -411,16 +411,7 @@ fn read_summary(dir: &Dir) -> Option<Summary> {
 }
 
 fn write_summary(dir: &Dir, s: &Summary) -> std::io::Result<()> {
-    let tmp = format!(".summary.{:08x}.tmp", rand::random::<u32>());
-    let result = (|| {
-        let mut f = dir.open(&tmp, Access::CreateNew).map_err(std::io::Error::other)?;
-        f.write_all(&serde_json::to_vec(s).map_err(std::io::Error::other)?)?;
-        dir.rename(&tmp, SUMMARY_FILE_NAME)
-    })();
-    if result.is_err() {
-        dir.unlink(&tmp);
-    }
-    result
+    dir.replace_file(SUMMARY_FILE_NAME, &serde_json::to_vec(s).map_err(std::io::Error::other)?)
 }
 
 /// The last bytes before `offset`, hex; "" when unreadable (which then matches no cache but offset 0's).

@@ -616,10 +616,11 @@ In short: {wrap(verdict, len("In short: "))}
 """
 
 
-def write_doc(text: str) -> None:
+def write_doc(text: str, heading: str = "## Picker") -> None:
+    """Replaces the section `heading` of doc/benchmarks.md with `text` (appends it when there is none)."""
     path = ROOT / "doc" / "benchmarks.md"
     doc = path.read_text()
-    start = doc.find("\n## Picker\n")
+    start = doc.find(f"\n{heading}\n")
     if start >= 0:
         end = doc.find("\n## ", start + 1)
         doc = doc[: start + 1] + text + (doc[end:] if end >= 0 else "")

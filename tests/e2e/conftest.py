@@ -34,6 +34,22 @@ LIB_PATH = ROOT / "target" / "release" / LIB_NAME
 CARGO_VERSION = tomllib.loads((ROOT / "Cargo.toml").read_text())["package"]["version"]
 
 
+# Lua run in a test's Neovim: `vim.g.pc_resumed` holds the last `User PseudoClaudeResumed` report, `vim.g.pc_turns`
+# counts `User PseudoClaudeTurnDone`, `_G.notes` keeps what `vim.notify` was given ({msg, level}).
+TRACK = """
+vim.g.pc_resumed = vim.NIL
+vim.g.pc_turns = 0
+vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
+  vim.g.pc_resumed = ev.data
+end })
+vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeTurnDone", callback = function()
+  vim.g.pc_turns = vim.g.pc_turns + 1
+end })
+_G.notes = {}
+vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
+"""
+
+
 def wait_for(fn: Any, timeout: float = 30.0, what: str = "condition") -> Any:
     """Polls `fn()` until it returns something truthy (and returns that), or fails after `timeout` seconds."""
     deadline = time.monotonic() + timeout

@@ -12,23 +12,10 @@ from typing import Any
 
 import pytest
 
-from conftest import Neovim, transcript, type_message, wait_for
+from conftest import TRACK, Neovim, transcript, type_message, wait_for
 from fake_llm import FakeAnthropic, FakeOpenAI
 from session_files import chat, entry, session_dir, session_id, write_session
 
-TRACK = """
-vim.g.pc_resumed = vim.NIL
-vim.g.pc_turns = 0
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
-  vim.g.pc_resumed = ev.data
-end })
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeTurnDone", callback = function()
-  vim.g.pc_turns = vim.g.pc_turns + 1
-end })
-_G.notes = {}
-local notify = vim.notify
-vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
-"""
 
 # Calls an asynchronous sessions function with a callback that stores its result in vim.g.pc_done.
 ASYNC = """

@@ -479,7 +479,7 @@ def test_closing_or_leaving_any_window_closes_all(nv, how):
     elif how == "close results":
         nv.api.api.win_close(s["results"]["win"], True)
     else:
-        nv.api.input("<C-o><C-w>p")
+        nv.api.input("<Cmd>wincmd p<CR>")  # <C-o> is the picker's "other agents" key
     wait_for(lambda: state(nv) is None and floats(nv) == [], what="everything closed")
     assert nv.lua("return vim.api.nvim_list_bufs()") == bufs
     assert nv.lua("return vim.g.resumed") is None

@@ -13,7 +13,7 @@ def test_defaults(nvim):
     cfg = nvim.lua("require('pseudoclaude').setup() return require('pseudoclaude').get_config()")
     assert cfg["provider"] == {"name": "auto"}  # model, base_url, api_key_env are nil
     assert cfg["stale_after_hours"] == 6
-    assert cfg["picker"] == {"max_items": 9, "backend": "float"}
+    assert cfg["picker"] == {"max_items": 9, "backend": "float", "external": False}
     assert cfg["retention_days"] == 30
     assert cfg["spill_threshold"] == 65536
     assert cfg["approve"] == {"write_file": False, "edit_file": False, "run_command": False}
@@ -26,7 +26,7 @@ def test_options_are_merged_over_defaults(nvim):
         "approve = { edit_file = true } }) return require('pseudoclaude').get_config()"
     )
     assert cfg["provider"] == {"name": "auto", "model": "m1"}
-    assert cfg["picker"] == {"max_items": 3, "backend": "float"}
+    assert cfg["picker"] == {"max_items": 3, "backend": "float", "external": False}
     assert cfg["approve"] == {"write_file": False, "edit_file": True, "run_command": False}
 
 

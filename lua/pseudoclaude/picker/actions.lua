@@ -31,6 +31,9 @@ function M.resume_selected()
   if not s or not item then
     return
   end
+  if item.source then
+    return M.import_and_resume(item)
+  end
   local sessions = require("pseudoclaude.sessions")
   local ok, holder = pcall(sessions.within, item.workspace, function()
     return sessions.holder(item.id)
@@ -58,6 +61,46 @@ function M.resume_selected()
       require("pseudoclaude.errors").report(err)
     end
   end)
+end
+
+--- Imports another agent's session (a row with `source`) and resumes the copy: closes the picker, imports on a worker
+--- thread (`sessions.import`: the same unchanged file gives the session imported before), then resumes it as any
+--- session of ours. A compressed rollout is refused with its reason and the picker stays open.
+---@param item pseudoclaude.ExternalSession
+function M.import_and_resume(item)
+  if item.unsupported then
+    return C().notify(("pseudoclaude: %s cannot be imported: %s"):format(item.path, item.unsupported))
+  end
+  if state() then
+    P().close()
+  end
+  local report = require("pseudoclaude.errors").report
+  local ok, err = pcall(require("pseudoclaude.sessions").import, item.path, {
+    on_done = function(ierr, imported)
+      if ierr then
+        return report(ierr)
+      end
+      local done, rerr = pcall(M.resume, imported.id)
+      if not done then
+        report(rerr)
+      end
+    end,
+  })
+  if not ok then
+    report(err)
+  end
+end
+
+--- Refuses a key that changes a session (`what`: "delete", "rename"…) on another agent's row: it is not ours until
+--- imported, and its file is never written.
+---@param item pseudoclaude.ExternalSession
+---@param what string
+function M.not_ours(item, what)
+  local tool = item.source == "codex" and "a Codex session" or "a Claude Code session"
+  C().notify(
+    ("pseudoclaude: cannot %s %s: it is only read (<CR> imports it as a session of ours)"):format(what, tool),
+    vim.log.levels.WARN
+  )
 end
 
 --- The `vim.ui.select()` backend's resume of a session of another workspace: asks first (`vim.ui.select` again, so a
@@ -129,6 +172,9 @@ function M.delete_selected()
   if not s or not item then
     return
   end
+  if item.source then
+    return M.not_ours(item, "delete")
+  end
   local question = ("Delete session %q (%s)?"):format(require("pseudoclaude.picker.render").title(item), item.id)
   if not M.confirm(question) or state() ~= s then
     return
@@ -151,6 +197,9 @@ function M.rename_selected()
   if not s or not item then
     return
   end
+  if item.source then
+    return M.not_ours(item, "rename")
+  end
   local title = M.ask("Rename session: ", item.title or "")
   if not title or state() ~= s then
     return
@@ -162,6 +211,9 @@ end
 function M.toggle_pin_selected()
   local s = state()
   local item = s and C().selected(s)
+  if item and item.source then
+    return M.not_ours(item, "pin")
+  end
   if s and item then
     M.mark(s, "pin", item, not item.pinned)
   end
@@ -173,6 +225,9 @@ function M.fork_selected()
   local item = s and C().selected(s)
   if not s or not item then
     return
+  end
+  if item.source then
+    return M.not_ours(item, "fork")
   end
   local elsewhere = M.elsewhere(item)
   if elsewhere and not M.switch_ok(s, item, elsewhere) then
@@ -342,10 +397,12 @@ function M.resume(id)
   require("pseudoclaude").resume(id)
 end
 
---- The `vim.ui.select()` backend: every session, newest first, one line each (read in the background).
+--- The `vim.ui.select()` backend: every session, newest first, one line each (read in the background); with
+--- `external`, the other agents' sessions too, marked by their tool.
 ---@param all boolean?
-function M.select(all)
-  require("pseudoclaude.sessions").list_async({ all = all }, function(err, items)
+---@param external boolean?
+function M.select(all, external)
+  require("pseudoclaude.sessions").list_async({ all = all, external = external }, function(err, items)
     if err then
       return require("pseudoclaude.errors").report(err)
     end
@@ -366,6 +423,9 @@ function M.select_from(items)
     kind = "pseudoclaude.session",
     format_item = function(item)
       local parts = { render.title(item), render.age(now - render.activity(item)), render.count(item.messages) }
+      if item.source then
+        table.insert(parts, 1, render.source_name(item))
+      end
       if (item.model or "") ~= "" then
         parts[#parts + 1] = item.model
       end
@@ -384,7 +444,9 @@ function M.select_from(items)
       return table.concat(parts, " · ")
     end,
   }, function(item)
-    if item and M.elsewhere(item) then
+    if item and item.source then
+      M.import_and_resume(item)
+    elseif item and M.elsewhere(item) then
       local ok, err = pcall(M.resume_elsewhere, item)
       if not ok then
         require("pseudoclaude.errors").report(err)

@@ -22,13 +22,17 @@ end
 M.HAY_STEP = 250
 
 --- The first rows, `max_items` newest sessions (pinned ones first), listed on the core's threads: a session whose
---- summary is not cached is listed from what a quick read gives (the full list reads the rest). When they arrive:
---- the rows, then in a main-loop step of its own the preview and the request for the full list.
+--- summary is not cached is listed from what a quick read gives (the full list reads the rest); with `s.external`,
+--- the other agents' sessions too (the head and tail of each transcript not cached yet). When they arrive: the rows,
+--- then in a main-loop step of its own the preview and the request for the full list. `opts.reload`: the list is read
+--- again (`<C-o>`), and an empty one is shown as such instead of closing the picker.
 ---@param s pseudoclaude.picker.State
----@param opts pseudoclaude.picker.Opts
+---@param opts pseudoclaude.picker.Opts|{reload: boolean?}
 function M.read_first_rows(s, opts)
   local sessions = require("pseudoclaude.sessions")
   local asked = vim.uv.hrtime()
+  s.list_gen = (s.list_gen or 0) + 1
+  local gen = s.list_gen
   local function fail(msg, level)
     if state() == s then
       P().close()
@@ -40,15 +44,16 @@ function M.read_first_rows(s, opts)
     max_read = P().FIRST_ROWS_MAX_READ,
     include_pinned = true,
     all = opts.all,
+    external = s.external,
   }, function(lerr, top)
-    if state() ~= s then
+    if state() ~= s or s.list_gen ~= gen then
       return
     end
     s.stats.list_ms = (vim.uv.hrtime() - asked) / 1e6
     if lerr then
       return fail(lerr, vim.log.levels.ERROR)
     end
-    if #top == 0 then
+    if #top == 0 and not opts.reload then
       local what = opts.search and "search" or "resume"
       local where = opts.all and "any workspace" or sessions.workspace()
       return fail(("pseudoclaude: no session to %s in %s"):format(what, where), vim.log.levels.INFO)
@@ -57,7 +62,7 @@ function M.read_first_rows(s, opts)
     s.top_items = top
     if not s.full then
       C().set_items(s, M.with_marks(s, top))
-      s.sel_id = s.sel_id or top[1].id
+      s.sel_id = s.sel_id or (top[1] and top[1].id)
       if s.query == "" then
         C().default_matches(s)
       else
@@ -69,7 +74,7 @@ function M.read_first_rows(s, opts)
     s.stats.rows_at = vim.uv.hrtime()
     -- the preview and the full list in a step of their own: the rows were this one's work
     vim.schedule(function()
-      if state() ~= s then
+      if state() ~= s or s.list_gen ~= gen then
         return
       end
       require("pseudoclaude.picker.preview").draw_preview(s)
@@ -121,8 +126,9 @@ end
 ---@param s pseudoclaude.picker.State
 function M.read_full_list(s)
   local sessions = require("pseudoclaude.sessions")
-  local ok = pcall(sessions.list_async, { all = s.all }, function(err, items)
-    if state() ~= s or s.full then
+  local gen = s.list_gen
+  local ok = pcall(sessions.list_async, { all = s.all, external = s.external }, function(err, items)
+    if state() ~= s or s.full or s.list_gen ~= gen then
       return
     end
     if err then
@@ -132,8 +138,8 @@ function M.read_full_list(s)
   end)
   if not ok then
     vim.schedule(function()
-      if state() == s and not s.full then
-        local read, items = pcall(sessions.list, { all = s.all })
+      if state() == s and not s.full and s.list_gen == gen then
+        local read, items = pcall(sessions.list, { all = s.all, external = s.external })
         M.use_full_list(s, read and items or s.items)
       end
     end)
@@ -147,8 +153,9 @@ end
 function M.use_full_list(s, items)
   items = M.with_marks(s, items)
   local hay, lower, done = {}, {}, 0
+  local gen = s.list_gen
   local function step()
-    if state() ~= s or s.full then
+    if state() ~= s or s.full or s.list_gen ~= gen then
       return
     end
     for i = done + 1, math.min(done + M.HAY_STEP, #items) do
@@ -170,7 +177,18 @@ function M.haystack(item)
   -- the branch last, so that the title's and the model's offsets stay where `draw_match_highlights` looks
   local branch = type(item.branch) == "string" and item.branch or ""
   local hay = (item.title or "") .. " " .. (item.model or "") .. " " .. item.id .. " " .. branch
+  if item.source then
+    hay = hay .. " " .. item.source -- "codex" finds the Codex rows
+  end
   return type(item.workspace) == "string" and (hay .. " " .. item.workspace) or hay
+end
+
+--- Reads the list again with the other agents' sessions in or out (`<C-o>`); the rows shown stay until it arrives.
+---@param s pseudoclaude.picker.State
+function M.toggle_external(s)
+  s.external = not s.external
+  s.full = false
+  M.read_first_rows(s, { all = s.all, reload = true })
 end
 
 ---@param s pseudoclaude.picker.State

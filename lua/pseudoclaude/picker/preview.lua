@@ -50,6 +50,11 @@ function M.draw_preview(s)
   local t = vim.uv.hrtime()
   local render = require("pseudoclaude.picker.render")
   local p = { lines = {}, hls = {}, folds = {} } ---@type pseudoclaude.picker.Preview
+  if item and item.source then
+    -- another agent's session: drawn from its list item; a partial one again once the full list has its count
+    M.show_preview(s, render.external(item, s.now), not item.partial and item.id or nil)
+    return
+  end
   if item then
     p = s.previews[item.id]
     if not p then

@@ -76,7 +76,7 @@ function M.count(n)
 end
 
 --- The title shown for a session.
----@param item {title: string?, damaged: boolean?, messages: integer?}
+---@param item {title: string?, damaged: boolean?, messages: integer?, partial: boolean?, unsupported: string?}
 ---@return string
 function M.title(item)
   local t = item.title
@@ -85,6 +85,9 @@ function M.title(item)
   end
   if item.partial then
     return "(reading…)"
+  end
+  if item.unsupported then
+    return "(compressed: not importable)"
   end
   return (item.damaged and (item.messages or 0) == 0) and M.UNREADABLE_TITLE or "(untitled)"
 end
@@ -157,6 +160,8 @@ function M.rows(items, width, now)
     local place = M.workspace_name(item)
     if place ~= "" then
       place = H.fit(place, math.min(H.width(place), M.WORKSPACE_MAX_WIDTH, math.floor(title_w / 3)), true) .. ": "
+    elseif item.source then
+      place = "[" .. M.source_name(item) .. "] "
     end
     local title, title_bytes = H.fit(M.title(item), math.max(title_w - H.width(place), 1))
     local age = M.age(now - M.activity(item))
@@ -176,7 +181,9 @@ function M.rows(items, width, now)
     elseif item.pinned then
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerPinned" }
     end
-    if place ~= "" then
+    if item.source then
+      hls[#hls + 1] = { #marker, #marker + #place - 1, "PseudoClaudePickerSource" }
+    elseif place ~= "" then
       hls[#hls + 1] = { #marker, #marker + #place - 2, "PseudoClaudePickerWorkspace" }
     end
     hls[#hls + 1] = { col, col + M.AGE_WIDTH, "PseudoClaudePickerAge" }
@@ -224,6 +231,47 @@ end
 function M.workspace_name(item)
   local ws = item.workspace
   return type(ws) == "string" and vim.fs.basename(ws) or ""
+end
+
+--- The short name of the agent another agent's row comes from: "claude" (Claude Code) or "codex".
+---@param item {source: string?}
+---@return string
+function M.source_name(item)
+  return item.source == "claude-code" and "claude" or (item.source or "")
+end
+
+--- The preview of another agent's session, from its list item alone (its file is not read for it): title, tool, model,
+--- message count, age, branch, file, and what <CR> does (or why it cannot).
+---@param item pseudoclaude.ExternalSession
+---@param now integer
+---@return pseudoclaude.picker.Preview
+function M.external(item, now)
+  local lines, hls = {}, {}
+  local add = H.adder(lines, hls)
+  add(M.title(item), "PseudoClaudePickerPreviewTitle")
+  local meta = { item.source == "codex" and "Codex session" or "Claude Code session" }
+  if (item.model or "") ~= "" then
+    meta[#meta + 1] = item.model
+  end
+  if item.partial then
+    meta[#meta + 1] = "messages not counted yet"
+  elseif not item.unsupported then
+    local n = item.messages or 0
+    meta[#meta + 1] = n == 1 and "1 message" or (n .. " messages")
+  end
+  meta[#meta + 1] = M.age(now - (item.modified or 0))
+  add(table.concat(meta, " · "), "PseudoClaudePickerPreviewMeta")
+  if type(item.branch) == "string" then
+    add("branch " .. item.branch, "PseudoClaudePickerPreviewMeta")
+  end
+  add("file: " .. vim.fn.fnamemodify(item.path, ":~"), "PseudoClaudePickerPreviewMeta")
+  add("")
+  if item.unsupported then
+    add("cannot be imported: " .. item.unsupported, "PseudoClaudePickerPreviewError")
+  else
+    add("<CR> imports it as a session of ours and resumes it; the file itself is only read.")
+  end
+  return { lines = lines, hls = hls, folds = {} }
 end
 
 --- The branch shown for a session: its git branch, or "" (not a repository, a detached HEAD).

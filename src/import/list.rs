@@ -1,0 +1,267 @@
+//! The workspace's Claude Code and Codex sessions, listed reading as little as possible.
+//!
+//! A transcript is summarised once per version of the file: its [`ExternalItem`] is cached by path, size and
+//! modification time (nanoseconds), in memory for the editor's life and on disk in
+//! `.PseudoClaude/sessions/external.json`, so that a new editor lists a thousand transcripts with a `stat` each
+//! instead of reading gigabytes again. The disk copy is only a hint: a missing, damaged or linked one is ignored
+//! (and replaced), and it is written only where a session of ours already made `.PseudoClaude/sessions/` (listing
+//! never creates folders in a workspace the user never chatted in).
+//!
+//! Two depths:
+//! - **quick** (the picker's first rows): only the head and the tail of a large file ([`HEAD_BYTES`] each) are read,
+//!   enough for its folder (`cwd`), ids, title, model, branch and last time; its message count is not known yet
+//!   (`partial`), and at most `limit` items are summarised, newest files first;
+//! - **exact** (the full list, the CLI): the whole file is read once and `messages` is the count an import
+//!   restores; that is what the cache keeps.
+//!
+//! Architecture invariant: listing opens the other tools' files for reading only, and an exact item's `messages`
+//! is computed by the import's own conversion ([`Conversation::restored`]).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Conversation, ExternalItem, Homes, Source, belongs, claude_code, codex};
+use crate::session::contain::{Access, Dir};
+
+/// Bytes read at each end of a large transcript by a quick list: the first prompt and the session's folder sit in
+/// the head, the custom title, the last time, model and branch in the tail.
+pub const HEAD_BYTES: u64 = 64 * 1024;
+
+/// The cache file, in `.PseudoClaude/sessions/` (a name no session id can have).
+pub const CACHE_FILE_NAME: &str = "external.json";
+const CACHE_VERSION: u32 = 1;
+
+/// How much of each transcript a list reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListOptions {
+    /// At most this many items, the most recently written files first.
+    pub limit: Option<usize>,
+    /// Read only the head and tail of a transcript not cached yet (its `messages` then unknown, `partial`).
+    pub quick: bool,
+}
+
+/// One transcript as the cache knows it: `item` is `None` when it belongs to another workspace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Cached {
+    size: u64,
+    mtime_ns: i64,
+    item: Option<ExternalItem>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct CacheFile {
+    version: u32,
+    entries: HashMap<PathBuf, Cached>,
+}
+
+/// Per workspace: what was summarised of each transcript, and whether the disk copy was read already.
+#[derive(Default)]
+struct Memory {
+    entries: HashMap<PathBuf, Cached>,
+    loaded: bool,
+}
+
+static CACHE: LazyLock<Mutex<HashMap<PathBuf, Memory>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn cache() -> MutexGuard<'static, HashMap<PathBuf, Memory>> {
+    CACHE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A transcript found on disk, with what `stat` said of it.
+struct Candidate {
+    source: Source,
+    path: PathBuf,
+    size: u64,
+    mtime_ns: i64,
+}
+
+/// The workspace's transcripts of both tools, newest first, read as `opts` says.
+pub fn list_with(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<ExternalItem> {
+    let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    let mut found: Vec<Candidate> = Vec::new();
+    if let Some(dir) = &homes.claude {
+        found.extend(claude_code::transcripts(dir, &ws).into_iter().filter_map(|p| candidate(Source::ClaudeCode, p)));
+    }
+    let names = homes.codex.as_deref().map(|h| codex::thread_names(&h.join("sessions"))).unwrap_or_default();
+    if let Some(dir) = &homes.codex {
+        found.extend(codex::rollouts(dir).into_iter().filter_map(|p| candidate(Source::Codex, p)));
+    }
+    found.sort_by(|a, b| b.mtime_ns.cmp(&a.mtime_ns).then_with(|| a.path.cmp(&b.path)));
+
+    let mut known = take_cache(&ws);
+    let mut changed = false;
+    let mut items = Vec::new();
+    for c in &found {
+        if opts.limit.is_some_and(|l| items.len() >= l) {
+            break;
+        }
+        let hit = known.get(&c.path).filter(|k| k.size == c.size && k.mtime_ns == c.mtime_ns);
+        let usable = hit.filter(|k| opts.quick || k.item.as_ref().is_none_or(|i| !i.partial));
+        let item = match usable {
+            Some(k) => k.item.clone(),
+            None => {
+                let item = summarise(c, &ws, opts.quick);
+                changed |= item.as_ref().is_none_or(|i| !i.partial);
+                known.insert(c.path.clone(), Cached { size: c.size, mtime_ns: c.mtime_ns, item: item.clone() });
+                item
+            }
+        };
+        items.extend(item.map(|mut i| {
+            if let Some(name) = names.get(&i.id).filter(|_| i.source == Source::Codex) {
+                i.title = name.clone();
+            }
+            i
+        }));
+    }
+    // A full list sees every file: what it did not see is gone.
+    if opts.limit.is_none() {
+        let before = known.len();
+        known.retain(|p, _| found.iter().any(|c| &c.path == p));
+        changed |= known.len() != before;
+    }
+    put_cache(&ws, known, changed);
+    items.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.path.cmp(&b.path)));
+    items
+}
+
+fn candidate(source: Source, path: PathBuf) -> Option<Candidate> {
+    let m = std::fs::metadata(&path).ok()?;
+    Some(Candidate { source, path, size: m.len(), mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec() })
+}
+
+/// What a list shows of one transcript, or `None` when it is not this workspace's (or cannot be read).
+fn summarise(c: &Candidate, ws: &Path, quick: bool) -> Option<ExternalItem> {
+    let modified = c.mtime_ns.div_euclid(1_000_000_000);
+    if c.source == Source::Codex && c.path.extension().is_some_and(|e| e == "zst") {
+        return Some(ExternalItem {
+            source: c.source,
+            id: codex::id_from_name(&c.path),
+            path: c.path.clone(),
+            title: String::new(),
+            modified,
+            messages: 0,
+            model: String::new(),
+            branch: None,
+            unsupported: Some(
+                "a zstd-compressed rollout (.jsonl.zst): decompress it with `zstd -d` to import it".into(),
+            ),
+            partial: false,
+        });
+    }
+    let (text, whole) =
+        if quick && c.size > 2 * HEAD_BYTES { (head_and_tail(&c.path)?, false) } else { (read(&c.path)?, true) };
+    let mut conv = parse(c.source, &text, &c.path);
+    if !whole && conv.cwd.is_none() {
+        // no record of the head or the tail names its folder: only the whole file can say
+        conv = parse(c.source, &read(&c.path)?, &c.path);
+        return item_of(c, ws, &conv, true, modified);
+    }
+    item_of(c, ws, &conv, whole, modified)
+}
+
+fn item_of(c: &Candidate, ws: &Path, conv: &Conversation, whole: bool, mtime: i64) -> Option<ExternalItem> {
+    if !belongs(conv.cwd.as_deref(), ws) {
+        return None;
+    }
+    Some(ExternalItem {
+        source: c.source,
+        id: conv.id.clone(),
+        path: c.path.clone(),
+        title: conv.shown_title(),
+        modified: if conv.modified > 0 { conv.modified } else { mtime },
+        messages: if whole { conv.restored().len() } else { 0 },
+        model: conv.model.clone(),
+        branch: conv.branch.clone(),
+        unsupported: None,
+        partial: !whole,
+    })
+}
+
+/// Thread names are applied at list time (they live in another file, `session_index.jsonl`), so none here.
+fn parse(source: Source, text: &str, path: &Path) -> Conversation {
+    match source {
+        Source::ClaudeCode => claude_code::parse(text, path),
+        Source::Codex => codex::parse(text, path, &HashMap::new()),
+    }
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The whole lines of the first and the last [`HEAD_BYTES`] of the file, as one text.
+fn head_and_tail(path: &Path) -> Option<String> {
+    let mut f = File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut head = vec![0u8; HEAD_BYTES.min(len) as usize];
+    f.read_exact(&mut head).ok()?;
+    let cut = memchr::memrchr(b'\n', &head).map_or(0, |i| i + 1);
+    head.truncate(cut);
+    let start = len.saturating_sub(HEAD_BYTES).max(cut as u64);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut tail = Vec::new();
+    f.take(len - start).read_to_end(&mut tail).ok()?;
+    // the tail's first line is cut, unless it starts right after a line of the head
+    let from = if start == cut as u64 { 0 } else { memchr::memchr(b'\n', &tail).map_or(tail.len(), |i| i + 1) };
+    head.extend_from_slice(&tail[from..]);
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// The workspace's cache, taken out of memory (read from disk the first time).
+fn take_cache(ws: &Path) -> HashMap<PathBuf, Cached> {
+    let mut all = cache();
+    let mem = all.entry(ws.to_path_buf()).or_default();
+    if !mem.loaded {
+        mem.loaded = true;
+        if let Some(disk) = read_cache_file(ws) {
+            for (p, c) in disk.entries {
+                mem.entries.entry(p).or_insert(c);
+            }
+        }
+    }
+    std::mem::take(&mut mem.entries)
+}
+
+/// Puts the cache back (merged with what a list running meanwhile added); writes the disk copy when exact items
+/// were added or removed.
+fn put_cache(ws: &Path, entries: HashMap<PathBuf, Cached>, changed: bool) {
+    let snapshot = {
+        let mut all = cache();
+        let mem = all.entry(ws.to_path_buf()).or_default();
+        for (p, c) in entries {
+            mem.entries.insert(p, c);
+        }
+        changed.then(|| {
+            let exact = mem.entries.iter().filter(|(_, c)| c.item.as_ref().is_none_or(|i| !i.partial));
+            CacheFile { version: CACHE_VERSION, entries: exact.map(|(p, c)| (p.clone(), c.clone())).collect() }
+        })
+    };
+    if let Some(file) = snapshot {
+        let _ = write_cache_file(ws, &file);
+    }
+}
+
+fn read_cache_file(ws: &Path) -> Option<CacheFile> {
+    let dir = Dir::sessions(ws).ok()?;
+    let mut data = Vec::new();
+    dir.open(CACHE_FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
+    serde_json::from_slice::<CacheFile>(&data).ok().filter(|c| c.version == CACHE_VERSION)
+}
+
+/// Written whole, then renamed over the old one ([`Dir::replace_file`]): a reader sees one version or the other. No
+/// sync: losing it in a crash costs a re-read, nothing else.
+fn write_cache_file(ws: &Path, file: &CacheFile) -> std::io::Result<()> {
+    let dir = Dir::sessions(ws).map_err(std::io::Error::other)?;
+    dir.replace_file(CACHE_FILE_NAME, &serde_json::to_vec(file).map_err(std::io::Error::other)?)
+}
+
+/// Forgets what this process cached (the disk copy stays): for tests and benches that measure a cold list.
+pub fn forget_cache() {
+    cache().clear();
+}
