@@ -311,16 +311,19 @@ def test_the_search_api_streams_cancels_and_answers_bad_input(nv: Neovim, librar
     assert end == {"ok": False, "value": "cancelled"}
     assert nv.lua("return _G.after") == 0
     # In a coroutine the plain form waits without blocking; outside one it blocks (for scripts).
-    nv.lua(
+    # Checked in the same main-loop step that started it: the search's answer can only come in a later one, so a
+    # coroutine that has not yielded would already have set co_hits here.
+    waiting = nv.lua(
         """
         _G.co_hits = nil
         coroutine.wrap(function()
           local hits, summary = require("pseudoclaude").sessions.search("axolotl")
           _G.co_hits = { n = #hits, kind = hits[1].kind, sessions = summary.sessions }
         end)()
+        return _G.co_hits == nil
         """
     )
-    assert nv.lua("return _G.co_hits") is None, "the coroutine waits for the background search"
+    assert waiting, "the coroutine waits for the background search"
     co = wait_for(lambda: nv.lua("return _G.co_hits"), what="the coroutine")
     assert co == {"n": 1, "kind": "tool_result", "sessions": 43}
     sync = nv.lua("local hits = require('pseudoclaude').sessions.search('OCELOT') return #hits")
