@@ -99,3 +99,59 @@ fn hostname() -> String {
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lock file's descriptor, as another process (or the list's probe) would hold it.
+    fn hold(ctx: &Context) -> File {
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(ctx.lock_path()).unwrap();
+        f.try_lock().unwrap();
+        f
+    }
+
+    #[test]
+    fn a_lock_held_for_an_instant_is_waited_for_not_refused() {
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = Context::new(ws.path()).unwrap();
+        drop(acquire(&ctx).unwrap());
+        let probe = hold(&ctx);
+        // Released after two retries' worth of waiting: the open must wait for it, not fail.
+        let release = thread::spawn(move || {
+            thread::sleep(RETRY_DELAY * 2);
+            drop(probe);
+        });
+        let guard = acquire(&ctx);
+        release.join().unwrap();
+        assert!(guard.is_ok(), "{:?}", guard.err());
+    }
+
+    #[test]
+    fn a_lock_held_past_the_retries_is_refused_naming_the_holder() {
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = Context::new(ws.path()).unwrap();
+        drop(acquire(&ctx).unwrap()); // the file now names this process
+        let _held = hold(&ctx);
+        match acquire(&ctx) {
+            Err(Error::Locked { id, holder }) => {
+                assert_eq!(id, ctx.id);
+                assert!(holder.ends_with(": this editor"), "{holder}");
+            }
+            other => panic!("expected Locked, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_holder_is_named_while_the_lock_is_held_and_none_after() {
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = Context::new(ws.path()).unwrap();
+        assert_eq!(holder(&ctx), None, "no lock file yet, and none is created");
+        assert!(!ctx.lock_path().exists());
+        let guard = acquire(&ctx).unwrap();
+        let named = holder(&ctx).expect("held");
+        assert!(named.starts_with(&format!("pid {} on ", std::process::id())) && named.ends_with(": this editor"));
+        drop(guard);
+        assert_eq!(holder(&ctx), None);
+    }
+}
