@@ -143,6 +143,20 @@ mod tests {
     }
 
     #[test]
+    fn another_process_holding_the_lock_is_named_as_itself() {
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = Context::new(ws.path()).unwrap();
+        drop(acquire(&ctx).unwrap());
+        let other = Holder { pid: std::process::id() + 1, host: hostname(), since: 0 };
+        std::fs::write(ctx.lock_path(), serde_json::to_vec(&other).unwrap()).unwrap();
+        let _held = hold(&ctx);
+        let named = holder(&ctx).expect("held");
+        assert_eq!(named, other.to_string(), "another pid is not this editor");
+        std::fs::write(ctx.lock_path(), b"not json").unwrap();
+        assert_eq!(holder(&ctx).as_deref(), Some("an unknown process"));
+    }
+
+    #[test]
     fn the_holder_is_named_while_the_lock_is_held_and_none_after() {
         let ws = tempfile::tempdir().unwrap();
         let ctx = Context::new(ws.path()).unwrap();
