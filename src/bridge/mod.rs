@@ -47,6 +47,7 @@
 
 pub mod agent;
 pub mod jobs;
+pub mod preview;
 pub mod search;
 pub mod sessions;
 

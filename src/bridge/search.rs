@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nvim_oxi::Object;
 use serde::{Deserialize, Serialize};
 
-use super::sessions::{Preview, PreviewArgs};
+use super::preview::{Preview, PreviewArgs};
 use super::{Args, BridgeError, BridgeResult, export, jobs};
 use crate::display;
 use crate::message::Message;

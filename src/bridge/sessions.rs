@@ -40,13 +40,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{Args, BridgeError, BridgeResult, export, jobs};
-use crate::display;
-use crate::git::GitHead;
 use crate::import::{self, ExternalItem, Homes};
 use crate::session::entry::ForkedFrom;
 use crate::session::export::{self as export_doc, Format};
 use crate::session::{self, Context, Entry, ListOptions, Loaded, RetentionOptions, SessionInfo, fork, lock, meta};
-use crate::usage::{Pricing, Usage};
+use crate::usage::Pricing;
 
 /// The session exports, chained into the export table by [`super::exports`].
 pub fn exports() -> Vec<(&'static str, Object)> {
@@ -56,7 +54,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("sessions_list_chunk", list_chunk),
         export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
         export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
-        export("sessions_preview_async", preview_async),
+        export("sessions_preview_async", super::preview::preview_async),
         export("sessions_info", |a| info_priced(&workspace(a)?, &a.get::<String>(1)?, &table_arg::<Pricing>(a, 2)?)),
         export("sessions_load", |a| load(&workspace(a)?, &a.get::<String>(1)?)),
         export("sessions_cleanup", |a| cleanup(&workspace(a)?, a.get::<f64>(1)?, a.get::<Option<String>>(2)?)),
@@ -392,98 +390,8 @@ fn list_chunk(a: &Args) -> BridgeResult<Option<String>> {
 }
 
 /// Limits of a preview (`sessions_preview_async`), every key optional.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default)]
-pub struct PreviewArgs {
-    pub max_messages: usize,
-    pub budget: usize,
-    pub max_bytes: usize,
-    /// Prices by model, for the preview's `cost`.
-    pub pricing: Pricing,
-}
-
-impl Default for PreviewArgs {
-    fn default() -> Self {
-        // 16 KiB is a few screens of the preview window; more only costs the main loop its render
-        PreviewArgs { max_messages: 200, budget: 16 * 1024, max_bytes: 2 * 1024, pricing: Pricing::default() }
-    }
-}
-
-/// What the picker's preview shows of a session: its summary and the end of its history.
-#[derive(Debug, Clone, Serialize)]
-pub struct Preview {
-    pub id: String,
-    pub title: String,
-    pub model: String,
-    /// Messages a resume restores.
-    pub messages: usize,
-    pub last_message: i64,
-    pub damage_report: String,
-    pub tail: display::Slice,
-    /// Files the agent wrote or edited in the session (see [`session::touched`]).
-    pub files_touched: Vec<String>,
-    pub pinned: bool,
-    pub forked_from: Option<ForkedFrom>,
-    /// The git branch and short commit at the latest recorded turn, as in the list (`None` outside a
-    /// repository; no branch on a detached HEAD).
-    pub branch: Option<String>,
-    pub commit: Option<String>,
-    /// Where the session started, when that was another branch or commit.
-    pub git_start: Option<GitHead>,
-    /// Tokens the providers reported, summed over the session.
-    pub usage: Usage,
-    /// Dollars, when the preview's `pricing` prices every model that reported usage.
-    pub cost: Option<f64>,
-}
-
-impl Preview {
-    /// The preview of a loaded session, showing `tail` of it, its cost priced by `pricing`.
-    pub fn new(loaded: session::Loaded, tail: display::Slice, pricing: &Pricing) -> Preview {
-        let git = loaded.git.clone().unwrap_or_default();
-        let some = |v: String| (!v.is_empty()).then_some(v);
-        Preview {
-            branch: some(git.branch),
-            commit: some(git.commit),
-            git_start: loaded.git_start.clone().filter(|start| Some(start) != loaded.git.as_ref()),
-            usage: loaded.usage_by_model.total(),
-            cost: loaded.usage_by_model.cost(pricing),
-            files_touched: session::touched::files_touched(&loaded.messages),
-            damage_report: loaded.damage_report(),
-            messages: loaded.messages.len(),
-            pinned: loaded.pinned,
-            forked_from: loaded.forked_from,
-            id: loaded.id,
-            title: loaded.title,
-            model: loaded.model,
-            last_message: loaded.last_message,
-            tail,
-        }
-    }
-}
-
-/// The preview of session `id`, read and cut to `limits`.
-pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult<Preview> {
-    let ctx = Context::open(workspace, id)?;
-    let loaded = session::load(&ctx)?;
-    let tail = display::tail(&loaded.messages, limits.max_messages, limits.budget, limits.max_bytes);
-    Ok(Preview::new(loaded, tail, &limits.pricing))
-}
-
-/// `sessions_preview_async(workspace, id, limits, callback)`: [`preview`] on a worker thread. Previews
-/// share one lane: asking for another drops one not yet started.
-fn preview_async(a: &Args) -> BridgeResult<u64> {
-    let ws = workspace(a)?;
-    let id: String = a.get(1)?;
-    let limits = table_arg::<PreviewArgs>(a, 2)?;
-    let callback: jobs::Callback = a.get(3)?;
-    // As JSON, decoded by `vim.json.decode`: faster than converting hundreds of messages one object at a time.
-    jobs::spawn("sessions_preview_async", Some("preview"), callback, move || {
-        preview(&ws, &id, &limits).and_then(|p| super::bulk(&p))
-    })
-}
-
 /// Argument 1, the workspace directory: a non-empty string.
-fn workspace(a: &Args) -> BridgeResult<PathBuf> {
+pub(super) fn workspace(a: &Args) -> BridgeResult<PathBuf> {
     let ws = a.get::<String>(0)?;
     if ws.is_empty() {
         return Err(BridgeError::msg("bad argument #1: the workspace directory is empty"));
@@ -492,7 +400,7 @@ fn workspace(a: &Args) -> BridgeResult<PathBuf> {
 }
 
 /// An optional table argument; `nil` and `{}` (which Lua cannot tell from an empty list) give the defaults.
-fn table_arg<T: DeserializeOwned + Default>(a: &Args, index: usize) -> BridgeResult<T> {
+pub(super) fn table_arg<T: DeserializeOwned + Default>(a: &Args, index: usize) -> BridgeResult<T> {
     match a.get::<Option<serde_json::Value>>(index)? {
         None | Some(serde_json::Value::Null) => Ok(T::default()),
         Some(serde_json::Value::Array(v)) if v.is_empty() => Ok(T::default()),
@@ -503,6 +411,8 @@ fn table_arg<T: DeserializeOwned + Default>(a: &Args, index: usize) -> BridgeRes
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bridge::preview::{PreviewArgs, preview};
+    use crate::git::GitHead;
     use crate::message::Message;
     use crate::session::{Writer, WriterOptions};
 

@@ -22,12 +22,14 @@ end
 M.HAY_STEP = 250
 
 --- The first rows, `max_items` newest sessions (pinned ones first), listed on the core's threads: a session whose
---- summary is not cached is listed from what a quick read gives (the full list reads the rest); with `s.external`,
---- the other agents' sessions too (the head and tail of each transcript not cached yet). When they arrive: the rows,
---- then in a main-loop step of its own the preview and the request for the full list. `opts.reload`: the list is read
---- again (`<C-o>`), and an empty one is shown as such instead of closing the picker.
+--- summary is not cached is listed from what a quick read gives (the full list reads the rest). The other agents'
+--- sessions (`s.external`) come with the full list, so that a thousand transcripts never delay the first rows; only
+--- `<C-o>` (the user asked for them) and a workspace with no session of ours list them in the first rows too (the head
+--- and tail of each transcript not cached yet). When the rows arrive: the rows, then in a main-loop step of its own
+--- the preview and the request for the full list. `opts.reload`: the list is read again (`<C-o>`), and an empty one is
+--- shown as such instead of closing the picker.
 ---@param s pseudoclaude.picker.State
----@param opts pseudoclaude.picker.Opts|{reload: boolean?}
+---@param opts pseudoclaude.picker.Opts|{reload: boolean?, with_external: boolean?}
 function M.read_first_rows(s, opts)
   local sessions = require("pseudoclaude.sessions")
   local asked = vim.uv.hrtime()
@@ -44,7 +46,7 @@ function M.read_first_rows(s, opts)
     max_read = P().FIRST_ROWS_MAX_READ,
     include_pinned = true,
     all = opts.all,
-    external = s.external,
+    external = s.external and (opts.reload or opts.with_external) or false,
   }, function(lerr, top)
     if state() ~= s or s.list_gen ~= gen then
       return
@@ -52,6 +54,9 @@ function M.read_first_rows(s, opts)
     s.stats.list_ms = (vim.uv.hrtime() - asked) / 1e6
     if lerr then
       return fail(lerr, vim.log.levels.ERROR)
+    end
+    if #top == 0 and s.external and not (opts.reload or opts.with_external) then
+      return M.read_first_rows(s, vim.tbl_extend("force", opts, { with_external = true }))
     end
     if #top == 0 and not opts.reload then
       local what = opts.search and "search" or "resume"
