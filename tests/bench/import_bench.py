@@ -10,7 +10,8 @@ the first rows are drawn (`vim.uv.hrtime()` inside Neovim; medians):
   none          `picker.external = true`, no transcript at all
   off           the 1,000 transcripts present, `picker.external = false` (the default): what every user pays
   cold          `picker.external = true`, transcripts never listed before (a fresh copy of the homes each round:
-                nothing cached in memory or on disk): the head and tail of the newest ones are read
+                nothing cached in memory or on disk); the first rows are ours, theirs come with the full list
+                (only `<C-o>` or a workspace without a session of ours reads their heads and tails for the first rows)
   warm          `picker.external = true`, the same transcripts after a full list cached them
 
 and, apart, the full list with the 1,000 transcripts (read in the background after the first rows) cold and warm.
@@ -205,7 +206,7 @@ def section(r: dict, rounds: int, total: float) -> str:
         "|---|---|---|",
         row(f"`picker.external = true`, no transcript ({c.get('none')} rows in the full list)", "none"),
         row("1,000 transcripts present, `picker.external = false` (the default)", "off"),
-        row("1,000 transcripts, `picker.external = true`, never listed before (head and tail of the newest read)",
+        row("1,000 transcripts, `picker.external = true`, never listed before (theirs follow with the full list)",
             "cold"),
         row("1,000 transcripts, `picker.external = true`, listed before (cached by path, size, mtime)", "warm"),
         "",
