@@ -1,7 +1,7 @@
 --- LuaCATS types of the tables that cross from the Rust core to Lua (`agent_drain`'s queue), for lua-language-server
 --- (.luarc.json). Nothing here runs: the file only declares. The shapes are the serde ones of `Event`
---- (src/agent/runner.rs), `ApprovalAsk` and `ResumeDone` (src/agent/host.rs); the chat's handlers
---- (lua/pseudoclaude/chat.lua, `H.handlers`) are keyed by `type`.
+--- (src/agent/runner.rs), `ApprovalAsk`, `BufferAsk`, `FileWritten` and `ResumeDone` (src/agent/outbox.rs); the chat's
+--- handlers (lua/pseudoclaude/chat/events.lua, `M.handlers`) are keyed by `type`.
 ---@meta
 
 ---@alias pseudoclaude.EventType
@@ -18,6 +18,8 @@
 ---| "cancelled" The turn was cancelled.
 ---| "turn_done" The turn is over (after "error" and "cancelled" too).
 ---| "approval" A tool waits for the user's answer.
+---| "buffer_check" A tool is about to write a file: is it loaded, with unsaved changes? (answered by editor.lua)
+---| "file_written" A write asked about with `hold` is over.
 ---| "resumed" A resume asked with `agent_resume_async` finished.
 
 ---@class pseudoclaude.Event
@@ -40,5 +42,33 @@
 ---@field tool string? approval: the tool asking
 ---@field summary string? approval: one line of what it will do
 ---@field detail string? approval: the diff or the command
+---@field change pseudoclaude.ProposedChange? approval of a write or an edit: the whole change, for the review
+---@field path string? buffer_check, file_written: the file's real path
+---@field rel string? buffer_check, file_written: the path relative to the workspace
+---@field hold boolean? buffer_check: the write follows the answer; keep the buffer as it is until its file_written
+---@field outcome "created"|"changed"|"failed"? file_written
 ---@field ticket integer? resumed: the number `agent_resume_async` returned
 ---@field report pseudoclaude.ResumeReport? resumed, when ok
+
+---@class pseudoclaude.ProposedChange What a write or an edit would make of a file (src/tools/approval.rs).
+---@field path string The file's real path.
+---@field old string Its text now (empty for a new file).
+---@field new string The text proposed.
+---@field hunks pseudoclaude.Hunk[] The change blocks, in order.
+
+---@class pseudoclaude.Hunk One change block, in 1-based lines (a count of 0: a pure insertion or deletion).
+---@field old_start integer
+---@field old_count integer
+---@field new_start integer
+---@field new_count integer
+
+---@class pseudoclaude.chat.Status What the winbar shows of the chat (`chat/state.lua`'s `M.state`).
+---@field busy boolean A turn is running.
+---@field phase string "idle", "thinking", "waiting for approval", ...
+---@field saved boolean Everything in memory is in the log.
+---@field save_error string? Why it is not.
+---@field session string? The current session's id.
+---@field provider string?
+---@field model string?
+---@field usage pseudoclaude.Usage? The session's tokens.
+---@field cost number? Their price.

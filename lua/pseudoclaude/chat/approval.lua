@@ -9,6 +9,7 @@ local T = require("pseudoclaude.transcript")
 --- Shows what a tool wants to do and asks yes / no / always. A write or an edit of a text file opens its diff review
 --- first (`pseudoclaude.review`), which stays visible while the question is asked; "Review hunk by hunk" lets the user
 --- accept or reject each change block with the review's keys.
+---@param m pseudoclaude.Event an "approval" event
 function M.ask_approval(m)
   local change = T.nonnil(m.change)
   if change and (#change.hunks == 0) then

@@ -55,6 +55,7 @@ end
 
 --- One handler per event the core queues (see lua/pseudoclaude/types.lua for their shapes).
 ---@type table<pseudoclaude.EventType, fun(m: pseudoclaude.Event)>
+---@type table<pseudoclaude.EventType, fun(m: pseudoclaude.Event)>
 M.handlers = {
   user_recorded = function(m)
     S.streaming = false

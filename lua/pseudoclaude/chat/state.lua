@@ -10,6 +10,7 @@ local T = require("pseudoclaude.transcript")
 ---@type integer?, integer?, integer?, integer?
 M.buf, M.input_buf, M.win, M.input_win = nil, nil, nil, nil
 
+---@type pseudoclaude.chat.Status
 M.state = { busy = false, phase = "idle", saved = true, save_error = nil, session = nil, provider = nil, model = nil }
 M.host_ready = false
 --- An answer is streaming into the last line.
