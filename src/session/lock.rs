@@ -143,6 +143,22 @@ mod tests {
     }
 
     #[test]
+    fn the_lock_file_names_this_process_and_this_machine() {
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = Context::new(ws.path()).unwrap();
+        let before = crate::message::now();
+        let _guard = acquire(&ctx).unwrap();
+        let after = crate::message::now();
+        let written: Holder = serde_json::from_slice(&std::fs::read(ctx.lock_path()).unwrap()).unwrap();
+        // The machine's name as the C library tells it, not through the code under test.
+        let mut buf = [0u8; 256];
+        assert_eq!(unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) }, 0);
+        let host = std::ffi::CStr::from_bytes_until_nul(&buf).unwrap().to_str().unwrap();
+        assert_eq!((written.pid, written.host.as_str()), (std::process::id(), host));
+        assert!((before..=after).contains(&written.since), "since is the moment it was taken: {}", written.since);
+    }
+
+    #[test]
     fn another_process_holding_the_lock_is_named_as_itself() {
         let ws = tempfile::tempdir().unwrap();
         let ctx = Context::new(ws.path()).unwrap();
