@@ -392,6 +392,25 @@ impl Read for ReadAt<'_> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn each_kind_of_damage_alone_marks_the_session_damaged_and_is_reported() {
+        let cases: Vec<(&str, Loaded)> = vec![
+            ("bad line", Loaded { bad_lines: vec![3], ..Default::default() }),
+            ("repaired", Loaded { repaired: vec![4], ..Default::default() }),
+            ("trimmed", Loaded { trimmed: true, ..Default::default() }),
+            ("dropped", Loaded { dropped: 1, ..Default::default() }),
+            ("torn tail", Loaded { torn_tail_bytes: 9, ..Default::default() }),
+            ("spill", Loaded { spill_problems: vec!["x.txt is missing".into()], ..Default::default() }),
+            ("interrupted", Loaded { interrupted: 1, ..Default::default() }),
+        ];
+        for (what, l) in cases {
+            assert!(l.damaged(), "{what}");
+            assert!(!l.damage_report().is_empty(), "{what}");
+        }
+        assert!(!Loaded::default().damaged());
+        assert_eq!(Loaded::default().damage_report(), "");
+    }
+
     fn lossy(input: &[u8], chunk: usize) -> (Vec<u8>, bool) {
         struct Chunks<'a>(&'a [u8], usize);
         impl Read for Chunks<'_> {
