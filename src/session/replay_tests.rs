@@ -256,3 +256,15 @@ fn a_held_back_exchange_is_saved_for_the_list_in_the_same_fields_as_ever() {
     let back: State = serde_json::from_str(&saved).unwrap();
     assert_eq!(back, r.state);
 }
+
+#[test]
+fn the_model_is_the_first_one_the_log_names_as_the_seed_lists_it() {
+    let named = |model: &str, m: Message| Entry { model: model.into(), ..Entry::from_message(m) };
+    let f = run_entries(vec![
+        Entry::from_message(Message::user("no model on the first line")),
+        named("first-model", Message::assistant("a")),
+        named("", Message::user("b")),
+        named("later-model", Message::assistant("c")),
+    ]);
+    assert_eq!(f.state.model, "first-model");
+}
