@@ -409,6 +409,14 @@ mod tests {
         }
         assert!(!Loaded::default().damaged());
         assert_eq!(Loaded::default().damage_report(), "");
+        // Line numbers: the first ten, then "..." only when there are more.
+        let ten = Loaded { bad_lines: (1..=10).collect(), ..Default::default() };
+        assert_eq!(ten.damage_report(), "skipped 10 unreadable line(s) (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)");
+        let twelve = Loaded { bad_lines: (1..=12).collect(), torn_tail_bytes: 7, ..Default::default() };
+        assert_eq!(
+            twelve.damage_report(),
+            "skipped 12 unreadable line(s) (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...); ignored a torn last line of 7 bytes"
+        );
     }
 
     fn lossy(input: &[u8], chunk: usize) -> (Vec<u8>, bool) {
