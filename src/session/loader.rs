@@ -393,6 +393,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_session_without_a_log_yet_loads_empty_and_a_missing_one_is_not_found() {
+        let ws = tempfile::tempdir().unwrap();
+        let ctx = Context::new(ws.path()).unwrap(); // the folder, no conversation.jsonl before the first message
+        let l = load(&ctx).unwrap();
+        assert_eq!((l.id.as_str(), l.messages.len(), l.damaged()), (ctx.id.as_str(), 0, false));
+        // A folder removed after the context was made (another editor's cleanup): NotFound, naming it.
+        std::fs::remove_dir_all(&ctx.dir).unwrap();
+        match load(&ctx) {
+            Err(Error::NotFound { id, .. }) => assert_eq!(id, ctx.id),
+            other => panic!("expected NotFound, got {other:?}"),
+        }
+    }
+
+    #[test]
     fn each_kind_of_damage_alone_marks_the_session_damaged_and_is_reported() {
         let cases: Vec<(&str, Loaded)> = vec![
             ("bad line", Loaded { bad_lines: vec![3], ..Default::default() }),

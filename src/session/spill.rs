@@ -185,3 +185,15 @@ pub fn placeholder(result: &ToolResult, spill: &SpillRef, problem: &Problem) -> 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_threshold_is_64_kib() {
+        let result = |n: usize| ToolResult { content: "x".repeat(n), ..Default::default() };
+        assert!(!needs_spill(&result(64 * 1024), DEFAULT_THRESHOLD));
+        assert!(needs_spill(&result(64 * 1024 + 1), DEFAULT_THRESHOLD));
+    }
+}
