@@ -391,6 +391,7 @@ impl Read for ReadAt<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::Message;
 
     #[test]
     fn a_session_without_a_log_yet_loads_empty_and_a_missing_one_is_not_found() {
@@ -403,6 +404,30 @@ mod tests {
         match load(&ctx) {
             Err(Error::NotFound { id, .. }) => assert_eq!(id, ctx.id),
             other => panic!("expected NotFound, got {other:?}"),
+        }
+    }
+
+    /// Lines of every size the reader treats apart: in its buffer, gathered past it, parsed from the file past
+    /// the gathering limit; then a torn tail, short or itself past the limit. Every offset must carry over.
+    #[test]
+    fn lines_in_the_buffer_gathered_and_read_from_the_file_load_in_order_with_their_torn_tail() {
+        let line = |text: &str| {
+            let mut l = serde_json::to_vec(&Entry::from_message(Message::user(text))).unwrap();
+            l.push(b'\n');
+            l
+        };
+        let texts = ["short one".to_string(), "g".repeat(300 << 10), "f".repeat(3 << 19), "short two".into()];
+        for tail in [b"{\"type\":\"mess".to_vec(), vec![b'x'; 3 << 19]] {
+            let ws = tempfile::tempdir().unwrap();
+            let ctx = Context::new(ws.path()).unwrap();
+            let mut log: Vec<u8> = texts.iter().flat_map(|t| line(t)).collect();
+            log.extend_from_slice(&tail);
+            std::fs::write(&ctx.jsonl_path, &log).unwrap();
+            let l = load(&ctx).unwrap();
+            let got: Vec<&str> = l.messages.iter().map(|m| m.content.as_str()).collect();
+            assert_eq!(got, texts.iter().map(String::as_str).collect::<Vec<_>>());
+            assert_eq!(l.torn_tail_bytes, tail.len() as u64);
+            assert!(l.bad_lines.is_empty(), "{:?}", l.bad_lines);
         }
     }
 

@@ -191,6 +191,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_preview_stops_before_a_character_the_limit_would_cut() {
+        let content = "€".repeat(1000); // 3 bytes each: byte 2048 falls inside the 683rd
+        let spill = SpillRef { path: "tool-results/x.txt".into(), bytes: 3000, sha256: String::new() };
+        let p = preview(&content, &spill);
+        assert_eq!(
+            p,
+            format!(
+                "{}\n[... output truncated: 3000 bytes in total, the full output is in tool-results/x.txt]",
+                "€".repeat(682)
+            )
+        );
+    }
+
+    #[test]
     fn the_default_threshold_is_64_kib() {
         let result = |n: usize| ToolResult { content: "x".repeat(n), ..Default::default() };
         assert!(!needs_spill(&result(64 * 1024), DEFAULT_THRESHOLD));
