@@ -205,6 +205,23 @@ mod tests {
     }
 
     #[test]
+    fn only_64_hex_digits_name_a_spill_file() {
+        let named =
+            |path: &str| resolve(&SpillRef { path: path.into(), bytes: 0, sha256: String::new() }).map(str::to_string);
+        let hex = "0123456789abcdef".repeat(4);
+        assert_eq!(named(&format!("tool-results/{hex}.txt")), Some(format!("{hex}.txt")));
+        for bad in [
+            "tool-results/abc.txt".to_string(),              // hex, but short
+            format!("tool-results/{}.txt", "g".repeat(64)),  // long enough, not hex
+            format!("tool-results/../../{}.txt", &hex[6..]), // 64 characters that climb out
+            format!("elsewhere/{hex}.txt"),
+            format!("tool-results/{hex}"),
+        ] {
+            assert_eq!(named(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn the_default_threshold_is_64_kib() {
         let result = |n: usize| ToolResult { content: "x".repeat(n), ..Default::default() };
         assert!(!needs_spill(&result(64 * 1024), DEFAULT_THRESHOLD));
