@@ -421,13 +421,14 @@ mod tests {
             let ws = tempfile::tempdir().unwrap();
             let ctx = Context::new(ws.path()).unwrap();
             let mut log: Vec<u8> = texts.iter().flat_map(|t| line(t)).collect();
+            log.extend_from_slice(b"not json\n"); // line 5: its number must survive the long lines before it
             log.extend_from_slice(&tail);
             std::fs::write(&ctx.jsonl_path, &log).unwrap();
             let l = load(&ctx).unwrap();
             let got: Vec<&str> = l.messages.iter().map(|m| m.content.as_str()).collect();
             assert_eq!(got, texts.iter().map(String::as_str).collect::<Vec<_>>());
             assert_eq!(l.torn_tail_bytes, tail.len() as u64);
-            assert!(l.bad_lines.is_empty(), "{:?}", l.bad_lines);
+            assert_eq!(l.bad_lines, [5]);
         }
     }
 
