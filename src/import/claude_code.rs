@@ -68,20 +68,7 @@ pub fn parse(text: &str, path: &Path) -> Conversation {
     let mut summary_title: Option<String> = None;
     let mut segments: Vec<Vec<Record>> = vec![Vec::new()];
     let mut unknown: HashMap<String, usize> = HashMap::new();
-    let mut bad = 0;
-    let lines: Vec<&str> = text.lines().collect();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            if i + 1 == lines.len() && !text.ends_with('\n') {
-                c.notes.push("the last line is cut short (the tool was still writing it): left out".into());
-            } else {
-                bad += 1;
-            }
-            continue;
-        };
+    for v in super::json_records(text, &mut c.notes) {
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
         if let Some(t) = v.get("timestamp") {
             c.modified = c.modified.max(unix_time(Some(t)));
@@ -130,9 +117,6 @@ pub fn parse(text: &str, path: &Path) -> Conversation {
         let uuid = v.get("uuid").and_then(Value::as_str).unwrap_or("").to_string();
         let parent = v.get("parentUuid").and_then(Value::as_str).map(str::to_string);
         segments.last_mut().expect("one segment at least").push(Record { uuid, parent, v });
-    }
-    if bad > 0 {
-        c.notes.push(format!("{bad} line(s) that are not JSON: left out"));
     }
     for (kind, n) in &unknown {
         c.notes.push(format!("{n} record(s) of unknown type {kind:?}: left out"));

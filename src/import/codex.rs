@@ -86,20 +86,7 @@ pub fn parse(text: &str, path: &Path, names: &HashMap<String, String>) -> Conver
     let mut c = Conversation::default();
     let mut items: Vec<Item> = Vec::new();
     let mut unknown: HashMap<String, usize> = HashMap::new();
-    let mut bad = 0;
-    let lines: Vec<&str> = text.lines().collect();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            if i + 1 == lines.len() && !text.ends_with('\n') {
-                c.notes.push("the last line is cut short (the tool was still writing it): left out".into());
-            } else {
-                bad += 1;
-            }
-            continue;
-        };
+    for v in super::json_records(text, &mut c.notes) {
         let ts = unix_time(v.get("timestamp"));
         c.modified = c.modified.max(ts);
         let p = v.get("payload").cloned().unwrap_or(Value::Null);
@@ -150,9 +137,6 @@ pub fn parse(text: &str, path: &Path, names: &HashMap<String, String>) -> Conver
             }
             other => *unknown.entry(format!("record {other}")).or_default() += 1,
         }
-    }
-    if bad > 0 {
-        c.notes.push(format!("{bad} line(s) that are not JSON: left out"));
     }
     for (kind, n) in &unknown {
         c.notes.push(format!("{n} {kind}: of an unknown type, left out"));

@@ -160,6 +160,31 @@ pub fn list(workspace: &Path, homes: &Homes) -> Vec<ExternalItem> {
     list::list_with(workspace, homes, &list::ListOptions::default())
 }
 
+/// The records of another tool's JSONL text, each line that parses, in order. What is left out is said in `notes`:
+/// a last line cut short (the tool was still writing it, or the list read only the file's head) and the count of
+/// lines that are not JSON. Both readers go through it.
+pub(crate) fn json_records(text: &str, notes: &mut Vec<String>) -> Vec<serde_json::Value> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut records = Vec::with_capacity(lines.len());
+    let mut bad = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(v) => records.push(v),
+            Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {
+                notes.push("the last line is cut short (the tool was still writing it): left out".into())
+            }
+            Err(_) => bad += 1,
+        }
+    }
+    if bad > 0 {
+        notes.push(format!("{bad} line(s) that are not JSON: left out"));
+    }
+    records
+}
+
 /// A transcript belongs to the workspace when it was recorded in it or below it.
 pub fn belongs(cwd: Option<&Path>, workspace: &Path) -> bool {
     let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
