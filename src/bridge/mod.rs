@@ -172,9 +172,22 @@ impl fmt::Display for BridgeError {
     }
 }
 
+/// The error's message, then each of its sources that the message does not already quote (most of our errors
+/// write their source into their own sentence; a wrapped one such as `HostError::Session` does not), so the
+/// sources reach Lua, and the log file `errors.lua` writes, instead of being dropped at the boundary.
 impl<E: std::error::Error> From<E> for BridgeError {
     fn from(err: E) -> Self {
-        Self(err.to_string())
+        let mut text = err.to_string();
+        let mut source = err.source();
+        while let Some(e) = source {
+            let said = e.to_string();
+            if !said.is_empty() && !text.contains(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+            source = e.source();
+        }
+        Self(text)
     }
 }
 
@@ -446,6 +459,19 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_crosses_with_the_sources_its_message_does_not_quote() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot resume: {0}")]
+        struct Quotes(#[source] std::io::Error);
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot resume")]
+        struct Wraps(#[source] std::io::Error);
+        let disk = || std::io::Error::other("disk full");
+        assert_eq!(BridgeError::from(Quotes(disk())).message(), "cannot resume: disk full");
+        assert_eq!(BridgeError::from(Wraps(disk())).message(), "cannot resume: disk full");
+    }
 
     #[test]
     fn bridge_error_from_std_error_and_msg() {
