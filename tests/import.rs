@@ -567,3 +567,26 @@ fn a_quick_list_reads_head_and_tail_and_the_exact_count_is_cached_by_size_and_mt
     let done = import::import(ws.path(), &path).unwrap();
     assert_eq!(done.messages, again[0].messages);
 }
+
+/// A workspace copied elsewhere (its `.PseudoClaude/` with it) must not list the transcripts of the folder it was
+/// copied from: whether a transcript belongs is a verdict about a workspace, and the cache file names whose it is.
+#[test]
+fn a_copied_workspace_does_not_believe_the_cache_of_the_folder_it_was_copied_from() {
+    let (root, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = root.path().join("first");
+    fs::create_dir(&first).unwrap();
+    write(&codex_path(home.path()), &codex_rollout(&first.canonicalize().unwrap()));
+    Context::new(&first).unwrap(); // a session of ours: the cache file may be written
+    let homes = Homes { claude: None, codex: Some(home.path().to_path_buf()) };
+    assert_eq!(import::list(&first, &homes).len(), 1, "the rollout belongs to the first workspace");
+    let cache = first.join(".PseudoClaude/sessions").join(import::list::CACHE_FILE_NAME);
+    assert!(cache.is_file());
+
+    let copy = root.path().join("copy");
+    let status = Command::new("cp").arg("-a").arg(&first).arg(&copy).status().unwrap();
+    assert!(status.success());
+    import::list::forget_cache(); // a new editor, in the copy
+    assert_eq!(import::list(&copy, &homes), vec![], "the copy is another workspace: the rollout is not its");
+    import::list::forget_cache();
+    assert_eq!(import::list(&first, &homes).len(), 1, "the first keeps its own");
+}

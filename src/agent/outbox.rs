@@ -85,6 +85,14 @@ pub struct Outbox {
 }
 
 impl Outbox {
+    /// A new question's number, with the receiver its answer (put in `waiting` by the host) will arrive on.
+    fn question<T>(&self, waiting: &Mutex<HashMap<u64, oneshot::Sender<T>>>) -> (u64, oneshot::Receiver<T>) {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst) + 1;
+        let (tx, rx) = oneshot::channel();
+        lock(waiting).insert(id, tx);
+        (id, rx)
+    }
+
     pub(super) fn push(&self, m: Outbound) {
         lock(&self.queue).push(m);
         (self.wake)();
@@ -96,9 +104,7 @@ pub(super) struct OutboxApprover(pub(super) Arc<Outbox>);
 impl Approver for OutboxApprover {
     fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
         let outbox = self.0.clone();
-        let id = outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
-        let (tx, rx) = oneshot::channel();
-        lock(&outbox.approvals).insert(id, tx);
+        let (id, rx) = outbox.question(&outbox.approvals);
         outbox.push(Outbound::Approval(ApprovalAsk {
             kind: "approval",
             id,
@@ -113,9 +119,7 @@ impl Approver for OutboxApprover {
 
     fn buffer_state(&self, path: &std::path::Path, rel: &str, hold: bool) -> BoxFuture<'static, Option<BufferState>> {
         let outbox = self.0.clone();
-        let id = outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
-        let (tx, rx) = oneshot::channel();
-        lock(&outbox.buffer_checks).insert(id, tx);
+        let (id, rx) = outbox.question(&outbox.buffer_checks);
         outbox.push(Outbound::Buffer(BufferAsk {
             kind: "buffer_check",
             id,

@@ -12,6 +12,7 @@ use crate::session::entry::ForkedFrom;
 use crate::session::{self, Context};
 use crate::usage::{Pricing, Usage};
 
+/// Limits of a preview (`sessions_preview_async`), every key optional.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct PreviewArgs {

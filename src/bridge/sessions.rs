@@ -389,7 +389,6 @@ fn list_chunk(a: &Args) -> BridgeResult<Option<String>> {
     Ok(next)
 }
 
-/// Limits of a preview (`sessions_preview_async`), every key optional.
 /// Argument 1, the workspace directory: a non-empty string.
 pub(super) fn workspace(a: &Args) -> BridgeResult<PathBuf> {
     let ws = a.get::<String>(0)?;

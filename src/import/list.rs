@@ -35,7 +35,7 @@ pub const HEAD_BYTES: u64 = 64 * 1024;
 
 /// The cache file, in `.PseudoClaude/sessions/` (a name no session id can have).
 pub const CACHE_FILE_NAME: &str = "external.json";
-const CACHE_VERSION: u32 = 1;
+const CACHE_VERSION: u32 = 2;
 
 /// How much of each transcript a list reads.
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,9 +54,13 @@ struct Cached {
     item: Option<ExternalItem>,
 }
 
+/// A verdict depends on the workspace (`item` is `None` for a transcript of another one), so the file names the
+/// workspace it was made for: a copy of `.PseudoClaude/` in another folder (a copied or moved workspace) is not
+/// believed there.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct CacheFile {
     version: u32,
+    workspace: PathBuf,
     entries: HashMap<PathBuf, Cached>,
 }
 
@@ -154,13 +158,12 @@ fn summarise(c: &Candidate, ws: &Path, quick: bool) -> Option<ExternalItem> {
             partial: false,
         });
     }
-    let (text, whole) =
-        if quick && c.size > 2 * HEAD_BYTES { (head_and_tail(&c.path)?, false) } else { (read(&c.path)?, true) };
-    let mut conv = parse(c.source, &text, &c.path);
+    let mut whole = !(quick && c.size > 2 * HEAD_BYTES);
+    let mut conv = parse(c.source, &if whole { read(&c.path)? } else { head_and_tail(&c.path)? }, &c.path);
     if !whole && conv.cwd.is_none() {
         // no record of the head or the tail names its folder: only the whole file can say
         conv = parse(c.source, &read(&c.path)?, &c.path);
-        return item_of(c, ws, &conv, true, modified);
+        whole = true;
     }
     item_of(c, ws, &conv, whole, modified)
 }
@@ -239,7 +242,8 @@ fn put_cache(ws: &Path, entries: HashMap<PathBuf, Cached>, changed: bool) {
         }
         changed.then(|| {
             let exact = mem.entries.iter().filter(|(_, c)| c.item.as_ref().is_none_or(|i| !i.partial));
-            CacheFile { version: CACHE_VERSION, entries: exact.map(|(p, c)| (p.clone(), c.clone())).collect() }
+            let entries = exact.map(|(p, c)| (p.clone(), c.clone())).collect();
+            CacheFile { version: CACHE_VERSION, workspace: ws.to_path_buf(), entries }
         })
     };
     if let Some(file) = snapshot {
@@ -251,7 +255,7 @@ fn read_cache_file(ws: &Path) -> Option<CacheFile> {
     let dir = Dir::sessions(ws).ok()?;
     let mut data = Vec::new();
     dir.open(CACHE_FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
-    serde_json::from_slice::<CacheFile>(&data).ok().filter(|c| c.version == CACHE_VERSION)
+    serde_json::from_slice::<CacheFile>(&data).ok().filter(|c| c.version == CACHE_VERSION && c.workspace == ws)
 }
 
 /// Written whole, then renamed over the old one ([`Dir::replace_file`]): a reader sees one version or the other. No

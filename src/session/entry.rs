@@ -35,7 +35,7 @@ use crate::git::GitHead;
 use crate::message::{Message, Role, ToolCall, ToolResult};
 use crate::usage::Usage;
 
-/// An entry's `type`. A missing `type` is a message (the seed omitted it); a type this version does not
+/// An entry's `type`. A missing or empty `type` is a message (the seed omitted it); a type this version does not
 /// know ([`Kind::Other`], e.g. one a newer version wrote) is kept as written and read as no message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
@@ -67,7 +67,7 @@ impl Kind {
 impl From<String> for Kind {
     fn from(name: String) -> Kind {
         match name.as_str() {
-            "message" => Kind::Message,
+            "message" | "" => Kind::Message,
             "replace" => Kind::Replace,
             "checkpoint" => Kind::Checkpoint,
             "meta" => Kind::Meta,
@@ -242,11 +242,7 @@ impl Entry {
     }
 
     pub fn is_message(&self) -> bool {
-        match &self.kind {
-            None | Some(Kind::Message) => true,
-            Some(Kind::Other(name)) => name.is_empty(),
-            Some(_) => false,
-        }
+        matches!(self.kind, None | Some(Kind::Message))
     }
 
     /// The role of a message entry that has one: `None` for other entries and for a message without a
