@@ -237,6 +237,25 @@ fn importing_an_unchanged_transcript_again_gives_the_same_session_and_a_changed_
     assert_eq!(changed.messages, 3);
 }
 
+/// Killed part way through an import (the first line, the start of the conversation, on disk; the compaction after
+/// it not): that session restores less than the file holds, so importing the file again makes a whole one instead of
+/// offering the cut one.
+#[test]
+fn an_import_killed_part_way_is_not_offered_again() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = write(&claude_home(home.path(), ws.path()), &claude_transcript(&ws.path().canonicalize().unwrap()));
+    let first = import::import(ws.path(), &path).unwrap();
+    let log = Context::open(ws.path(), &first.id).unwrap().jsonl_path;
+    let text = fs::read_to_string(&log).unwrap();
+    fs::write(&log, &text[..=text.find('\n').unwrap()]).unwrap();
+    let again = import::import(ws.path(), &path).unwrap();
+    assert!(!again.existing, "the cut session is not the import of this file");
+    assert_ne!(again.id, first.id);
+    assert_eq!(again.messages, first.messages);
+    let third = import::import(ws.path(), &path).unwrap();
+    assert!(third.existing && third.id == again.id, "the whole one is offered from now on");
+}
+
 fn codex_line(kind: &str, payload: Value) -> Value {
     json!({"timestamp": "2026-11-29T08:00:00.000Z", "type": kind, "payload": payload})
 }

@@ -256,9 +256,14 @@ pub fn import(workspace: &Path, path: &Path) -> Result<Imported> {
         bytes: Some(meta.len()),
         mtime: Some(mtime(&path)),
     };
-    if let Some(id) = already_imported(workspace, &from) {
+    let restored = c.restored().len();
+    for id in imports_of(workspace, &from) {
+        // An import killed part way (its first line written, a later compaction's not) restores less than the
+        // file holds: that session is not offered again; the newest whole one is, else the file is imported anew.
         let messages = session::load(&Context::open(workspace, &id)?)?.messages.len();
-        return Ok(Imported { id, messages, existing: true, notes: c.notes });
+        if messages == restored {
+            return Ok(Imported { id, messages, existing: true, notes: c.notes });
+        }
     }
     let ctx = Context::new(workspace)?;
     let written = write(&ctx, &c, from);
@@ -266,7 +271,7 @@ pub fn import(workspace: &Path, path: &Path) -> Result<Imported> {
         let _ = std::fs::remove_dir_all(&ctx.dir);
         return Err(e);
     }
-    Ok(Imported { id: ctx.id, messages: c.restored().len(), existing: false, notes: c.notes })
+    Ok(Imported { id: ctx.id, messages: restored, existing: false, notes: c.notes })
 }
 
 fn write(ctx: &Context, c: &Conversation, from: ImportedFrom) -> Result<()> {
@@ -289,23 +294,22 @@ fn write(ctx: &Context, c: &Conversation, from: ImportedFrom) -> Result<()> {
     writer.close()
 }
 
-/// The session an unchanged `from` was imported into, if any: the first line of each log is read.
-fn already_imported(workspace: &Path, from: &ImportedFrom) -> Option<String> {
-    let dir = session::sessions_dir(workspace);
-    let mut found: Option<(String, i64)> = None;
-    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+/// The sessions an unchanged `from` was imported into, newest first: the first line of each log is read.
+fn imports_of(workspace: &Path, from: &ImportedFrom) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(session::sessions_dir(workspace)) else { return Vec::new() };
+    let mut found: Vec<(i64, String)> = Vec::new();
+    for e in dir.flatten() {
         let id = e.file_name().to_string_lossy().into_owned();
-        if !session::is_valid_id(&id) {
-            continue;
-        }
         let Ok(ctx) = Context::for_id(workspace, &id) else { continue };
         let Some(first) = first_line(&ctx.jsonl_path) else { continue };
         let Ok(entry) = serde_json::from_str::<Entry>(&first) else { continue };
-        if entry.imported_from.as_ref() == Some(from) && found.as_ref().is_none_or(|(_, ts)| entry.ts > *ts) {
-            found = Some((id, entry.ts));
+        if entry.imported_from.as_ref() == Some(from) {
+            found.push((entry.ts, id));
         }
     }
-    found.map(|(id, _)| id)
+    // newest first by the time of the first line, then by id (its creation time; within one second any whole one will do)
+    found.sort_by(|a, b| b.cmp(a));
+    found.into_iter().map(|(_, id)| id).collect()
 }
 
 fn first_line(path: &Path) -> Option<String> {
