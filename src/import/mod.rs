@@ -307,7 +307,7 @@ fn imports_of(workspace: &Path, from: &ImportedFrom) -> Vec<String> {
             found.push((entry.ts, id));
         }
     }
-    // newest first by the time of the first line, then by id (its creation time; within one second any whole one will do)
+    // newest first by the time of the first line, then by id (its creation time; within a second, any whole one)
     found.sort_by(|a, b| b.cmp(a));
     found.into_iter().map(|(_, id)| id).collect()
 }
