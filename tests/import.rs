@@ -238,8 +238,8 @@ fn importing_an_unchanged_transcript_again_gives_the_same_session_and_a_changed_
 }
 
 /// Killed part way through an import (the first line, the start of the conversation, on disk; the compaction after
-/// it not): that session restores less than the file holds, so importing the file again makes a whole one instead of
-/// offering the cut one.
+/// it not): that session holds fewer lines than the import writes, so importing the file again makes a whole one
+/// instead of offering the cut one. (A whole import continued here since is still offered: tests/e2e/test_import.py.)
 #[test]
 fn an_import_killed_part_way_is_not_offered_again() {
     let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

@@ -258,11 +258,12 @@ pub fn import(workspace: &Path, path: &Path) -> Result<Imported> {
     };
     let restored = c.restored().len();
     for id in imports_of(workspace, &from) {
-        // An import killed part way (its first line written, a later compaction's not) restores less than the
-        // file holds: that session is not offered again; the newest whole one is, else the file is imported anew.
-        let messages = session::load(&Context::open(workspace, &id)?)?.messages.len();
-        if messages == restored {
-            return Ok(Imported { id, messages, existing: true, notes: c.notes });
+        // An import writes one line per segment: one killed part way (its first line written, a later compaction's
+        // not) has fewer, and is not offered again; the newest whole one is (continued here since or not), else the
+        // file is imported anew.
+        let loaded = session::load(&Context::open(workspace, &id)?)?;
+        if loaded.entries >= c.segments.len() {
+            return Ok(Imported { id, messages: loaded.messages.len(), existing: true, notes: c.notes });
         }
     }
     let ctx = Context::new(workspace)?;
