@@ -52,15 +52,17 @@ fmt-check: $(STYLUA)
 
 # Mutation testing (not part of `make test`: it takes long): cargo-mutants, installed into .deps/ by
 # scripts/ensure-mutants, breaks the code on purpose and counts the mutants the tests catch (figures in
-# doc/testing.md). One job at a time (`-j 1`), in a copy of the tree, building into target/mutants (so the
-# dependencies are built once). Narrow it with MUTANTS_FILES, pass more options in MUTANTS_ARGS, e.g.
-#   make mutants MUTANTS_FILES=src/tools/path.rs MUTANTS_ARGS="--cargo-test-arg=--lib --cargo-test-arg=--test=tools"
-MUTANTS_FILES ?= src/session/*.rs src/agent/runner.rs src/conversation.rs src/tools/path.rs
+# doc/testing.md). In a copy of the tree, with the `mutants` profile (no debug info: each variant links in
+# seconds), one job at a time building into target/mutants (so the dependencies are built once). A test run
+# that outlives 120 s is a timeout (the mutant hangs). Narrow it with MUTANTS_FILES, and with `-C` (a cargo
+# argument given to the build and the test run alike) to the test targets that exercise those files, e.g.
+#   make mutants MUTANTS_FILES=src/tools/path.rs MUTANTS_ARGS="-C --lib -C --test=tools"
+MUTANTS_FILES ?= src/session/*.rs src/session/search/*.rs src/agent/runner.rs src/conversation.rs src/tools/path.rs
 MUTANTS_ARGS ?=
 
 mutants:
 	@m="$$(scripts/ensure-mutants)" && CARGO_TARGET_DIR="$(CURDIR)/target/mutants" nice -n 10 "$$m" mutants -j 1 \
-		$(foreach f,$(MUTANTS_FILES),-f '$(f)') -o target/mutants $(MUTANTS_ARGS)
+		--profile mutants --timeout 120 $(foreach f,$(MUTANTS_FILES),-f '$(f)') -o target/mutants $(MUTANTS_ARGS)
 
 # The hand-made mutants of the Lua side (scripts/lua-mutants): each must fail its named e2e test.
 lua-mutants: build

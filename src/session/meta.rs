@@ -149,4 +149,24 @@ mod tests {
         assert!(err.to_string().contains("has no log yet"), "{err}");
         assert!(!empty.jsonl_path.exists());
     }
+
+    #[test]
+    fn a_name_of_exactly_the_limit_is_taken() {
+        let longest = "é".repeat(NAME_MAX_CHARS);
+        assert_eq!(title_entry(&longest).expect("at the limit").title.as_deref(), Some(longest.as_str()));
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_opened_is_reported_as_it_is_not_as_a_missing_one() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = session(ws.path());
+        let elsewhere = ws.path().join("elsewhere.jsonl");
+        std::fs::rename(&ctx.jsonl_path, &elsewhere).expect("move the log");
+        std::os::unix::fs::symlink(&elsewhere, &ctx.jsonl_path).expect("symlink");
+        let before = std::fs::read(&elsewhere).expect("read");
+        let err = append(&ctx, pin_entry(true)).unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{err}");
+        assert!(!err.to_string().contains("has no log yet"), "{err}");
+        assert_eq!(std::fs::read(&elsewhere).expect("read"), before, "never written through");
+    }
 }

@@ -44,3 +44,33 @@ pub(crate) fn pinned(root: &Dir) -> Vec<String> {
     ids.sort_by_key(|e| std::cmp::Reverse(e.1));
     ids.into_iter().map(|(id, _)| id.to_string()).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root_with(lines: &str) -> (tempfile::TempDir, Dir) {
+        let ws = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(ws.path().join(".PseudoClaude/sessions")).expect("mkdir");
+        let root = Dir::sessions(ws.path()).expect("sessions");
+        let mut f = root.open(PINS_FILE_NAME, Access::AppendCreate).expect("pins");
+        f.write_all(lines.as_bytes()).expect("write");
+        (ws, root)
+    }
+
+    #[test]
+    fn the_last_line_of_an_id_wins_and_the_newest_pin_comes_first() {
+        let (_ws, root) = root_with("");
+        let (a, b, c) = ("20261201-000000-aaaa", "20261202-000000-bbbb", "20261203-000000-cccc");
+        for (id, pinned) in [(a, true), (b, true), (c, true), (b, false), (a, false), (a, true)] {
+            record(&root, id, pinned);
+        }
+        assert_eq!(pinned(&root), [a, c]);
+    }
+
+    #[test]
+    fn a_line_naming_no_session_is_ignored() {
+        let (_ws, root) = root_with("../../etc 1\nsome thing 1\n20261201-000000-aaaa 1\n20261201-000000-aaaa\n");
+        assert_eq!(pinned(&root), ["20261201-000000-aaaa"]);
+    }
+}

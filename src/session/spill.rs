@@ -118,15 +118,8 @@ pub fn verify(ctx: &Context, spill: &SpillRef) -> std::result::Result<(), Proble
         return Err(Problem::Altered);
     }
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return Err(Problem::Missing),
-        }
-    }
+    // io::copy streams it in small blocks and retries an interrupted read.
+    io::copy(&mut f, &mut hasher).map_err(|_| Problem::Missing)?;
     if hex(&hasher.finalize()) != spill.sha256 { Err(Problem::Altered) } else { Ok(()) }
 }
 
