@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::contain::{Access, Dir};
 use super::is_valid_id;
@@ -24,10 +24,6 @@ pub const ACTIVITY_FILE_NAME: &str = "activity";
 const COMPACT_ABOVE: u64 = 1 << 20;
 /// How much of the file's end [`recent`] reads.
 const TAIL_BYTES: u64 = 256 * 1024;
-
-pub fn path(sessions_dir: &Path) -> PathBuf {
-    sessions_dir.join(ACTIVITY_FILE_NAME)
-}
 
 /// Opens the activity file for appending; compacts it first when it has grown large. A linked
 /// activity file (or `sessions` folder) is refused: the hint is then simply not written.
@@ -113,5 +109,55 @@ mod tests {
     fn latest_time_wins_and_garbage_is_ignored() {
         let lines = "20260101-000000-0001 10\nnonsense\n20260101-000000-0002 20\n../x 99\n20260101-000000-0001 30\n";
         assert_eq!(order(lines.lines()), ["20260101-000000-0001", "20260101-000000-0002"]);
+    }
+
+    #[test]
+    fn recent_reads_the_last_quarter_mebibyte_and_skips_the_line_it_cuts() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let sessions = ws.path().join(".PseudoClaude/sessions");
+        std::fs::create_dir_all(&sessions).expect("mkdir");
+        let id = |i: usize| format!("20260101-{:06}-{:04x}", i / 0x10000, i % 0x10000);
+        let write = |n: usize| {
+            let text: String = (0..n).map(|i| format!("{} {}\n", id(i), 100_000 + i)).collect();
+            std::fs::write(sessions.join(ACTIVITY_FILE_NAME), &text).expect("write");
+            text.len() as u64
+        };
+        // 5,000 lines (140 KB): all of them, newest first
+        assert!(write(5_000) < TAIL_BYTES);
+        let ids = recent(&sessions).expect("a file");
+        assert_eq!((ids.len(), ids[0].as_str(), ids[4_999].as_str()), (5_000, id(4_999).as_str(), id(0).as_str()));
+        // 12,000 lines (336 KB): the lines within the last 256 KiB, less the one it starts inside
+        let len = write(12_000);
+        let line = 28;
+        let whole_lines = (TAIL_BYTES as usize) / line;
+        assert_eq!(len as usize, 12_000 * line);
+        let ids = recent(&sessions).expect("a file");
+        assert_eq!(ids.len(), whole_lines);
+        assert_eq!(ids.last().map(String::as_str), Some(id(12_000 - whole_lines).as_str()));
+        assert_eq!(recent_within(&sessions, 2 * line as u64 + 1).expect("a file"), [id(11_999), id(11_998)]);
+    }
+
+    #[test]
+    fn a_file_above_one_mebibyte_is_compacted_to_a_line_per_session_when_opened() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let sessions = ws.path().join(".PseudoClaude/sessions");
+        std::fs::create_dir_all(&sessions).expect("mkdir");
+        let file = sessions.join(ACTIVITY_FILE_NAME);
+        let ids = ["20260101-000000-000a", "20260101-000000-000b", "20260101-000000-000c"];
+        // 28-byte lines, then a line of garbage making it exactly 1 MiB: not above, left as it is
+        let mut text: String = (0..37_449).map(|i| format!("{} {}\n", ids[i % 3], 100_000 + i)).collect();
+        text.push_str("xyz\n");
+        assert_eq!(text.len() as u64, COMPACT_ABOVE);
+        std::fs::write(&file, &text).expect("write");
+        drop(open(&sessions).expect("opened"));
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), text);
+        // one line more: compacted, the latest time of each, oldest first, before this writer appends
+        let mut f = open(&sessions).expect("opened");
+        record(&mut f, ids[0], 200_000);
+        let mut f = open(&sessions).expect("opened");
+        record(&mut f, ids[2], 200_001);
+        let expected = format!("{} 137447\n{} 137448\n{} 200000\n{} 200001\n", ids[1], ids[2], ids[0], ids[2]);
+        assert_eq!(std::fs::read_to_string(&file).expect("read"), expected);
+        assert_eq!(recent(&sessions).expect("a file"), [ids[2], ids[0], ids[1]]);
     }
 }

@@ -244,6 +244,7 @@ pub fn is_valid_id(id: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::disk::DiskFile;
     use super::*;
 
     #[test]
@@ -269,5 +270,62 @@ mod tests {
             let err = Context::for_id(Path::new("/tmp"), bad).unwrap_err();
             assert!(err.to_string().contains("invalid session id"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_linked_gitignore_is_left_alone() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(ws.path().join(ROOT_DIR_NAME)).expect("mkdir");
+        let gitignore = ws.path().join(ROOT_DIR_NAME).join(".gitignore");
+        std::os::unix::fs::symlink("../elsewhere", &gitignore).expect("symlink");
+        Context::new(ws.path()).expect("a session beside the link");
+        assert_eq!(std::fs::read_link(&gitignore).expect("still a link"), Path::new("../elsewhere"));
+        assert!(!ws.path().join("elsewhere").exists(), "nothing written through it");
+    }
+
+    /// The real disk, except that `.gitignore` cannot be created (a full disk).
+    #[derive(Debug)]
+    struct NoRoomForGitignore;
+
+    impl Disk for NoRoomForGitignore {
+        fn open(&self, path: &Path, how: Open) -> Result<Box<dyn DiskFile>> {
+            if path.ends_with(".gitignore") {
+                let source = io::Error::from_raw_os_error(libc::ENOSPC);
+                return Err(Error::Io { action: "cannot create".into(), path: path.into(), source });
+            }
+            OsDisk.open(path, how)
+        }
+        fn create_dir(&self, path: &Path) -> Result<bool> {
+            OsDisk.create_dir(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+            OsDisk.rename(from, to)
+        }
+        fn remove_file(&self, path: &Path) {
+            OsDisk.remove_file(path)
+        }
+        fn sync_dir(&self, path: &Path) -> Result<()> {
+            OsDisk.sync_dir(path)
+        }
+        fn file_len(&self, path: &Path) -> Option<u64> {
+            OsDisk.file_len(path)
+        }
+        fn is_dir(&self, path: &Path) -> bool {
+            OsDisk.is_dir(path)
+        }
+        fn lock(&self, ctx: &Context) -> Result<Option<lock::Guard>> {
+            OsDisk.lock(ctx)
+        }
+        fn activity(&self, sessions_dir: &Path) -> Option<std::fs::File> {
+            OsDisk.activity(sessions_dir)
+        }
+    }
+
+    #[test]
+    fn a_gitignore_that_cannot_be_written_is_reported() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let err = Context::new_on(&NoRoomForGitignore, ws.path()).unwrap_err();
+        assert!(err.to_string().contains(".gitignore"), "{err}");
+        assert!(format!("{err:?}").contains("StorageFull"), "{err:?}");
     }
 }
