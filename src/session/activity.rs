@@ -60,12 +60,9 @@ pub fn recent_within(sessions_dir: &Path, tail: u64) -> Option<Vec<String>> {
     f.seek(SeekFrom::Start(start)).ok()?;
     let mut buf = Vec::with_capacity((len - start) as usize);
     f.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf);
-    let mut lines = text.lines();
-    if start > 0 {
-        lines.next(); // cut in the middle
-    }
-    Some(order(lines))
+    // The first line may be cut: what is left of it names no valid id (ids are 20 characters, and a
+    // line is `<id> <ts>`), so order() drops it, while a line that starts exactly at the cut is kept.
+    Some(order(String::from_utf8_lossy(&buf).lines()))
 }
 
 /// Latest time per id, newest first; lines that are not `<id> <ts>` are ignored.
@@ -112,7 +109,7 @@ mod tests {
     }
 
     #[test]
-    fn recent_reads_the_last_quarter_mebibyte_and_skips_the_line_it_cuts() {
+    fn recent_reads_the_last_quarter_mebibyte_and_drops_the_line_it_cuts() {
         let ws = tempfile::tempdir().expect("tempdir");
         let sessions = ws.path().join(".PseudoClaude/sessions");
         std::fs::create_dir_all(&sessions).expect("mkdir");
@@ -134,7 +131,10 @@ mod tests {
         let ids = recent(&sessions).expect("a file");
         assert_eq!(ids.len(), whole_lines);
         assert_eq!(ids.last().map(String::as_str), Some(id(12_000 - whole_lines).as_str()));
-        assert_eq!(recent_within(&sessions, 2 * line as u64 + 1).expect("a file"), [id(11_999), id(11_998)]);
+        for tail in [2 * line - 1, 2 * line + 1] {
+            assert_eq!(recent_within(&sessions, tail as u64).expect("a file"), [id(11_999), id(11_998)][..tail / line]);
+        }
+        assert_eq!(recent_within(&sessions, 2 * line as u64).expect("a file"), [id(11_999), id(11_998)]);
     }
 
     #[test]

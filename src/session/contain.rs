@@ -360,4 +360,63 @@ mod tests {
         std::fs::create_dir(&ctx.jsonl_path).expect("mkdir");
         assert!(open(&ctx, super::super::CONVERSATION_FILE_NAME, Access::Read).is_err());
     }
+
+    fn closed_on_exec(fd: std::os::fd::RawFd) -> bool {
+        // SAFETY: F_GETFD on a descriptor this test owns.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        flags >= 0 && flags & libc::FD_CLOEXEC != 0
+    }
+
+    #[test]
+    fn every_descriptor_is_closed_on_exec() {
+        // A command the agent runs must not inherit the log, its lock or a folder of the workspace.
+        let ws = ws_with_sessions();
+        assert!(closed_on_exec(Dir::workspace(ws.path()).expect("workspace").fd.as_raw_fd()));
+        let dir = Dir::sessions(ws.path()).expect("sessions");
+        assert!(closed_on_exec(dir.fd.as_raw_fd()));
+        for (name, access) in [
+            ("a", Access::ReadWriteCreate),
+            ("a", Access::Read),
+            ("a", Access::ReadWrite),
+            ("b", Access::ReadAppendCreate),
+            ("c", Access::AppendCreate),
+            ("d", Access::CreateNew),
+        ] {
+            let file = dir.open(name, access).unwrap_or_else(|e| panic!("{name} {access:?}: {e}"));
+            assert!(closed_on_exec(file.as_raw_fd()), "{name} {access:?}");
+        }
+    }
+
+    #[test]
+    fn a_fifo_opened_for_reading_is_refused_without_waiting_for_a_writer() {
+        let ws = ws_with_sessions();
+        let fifo = ws.path().join(ROOT_DIR_NAME).join(SESSIONS_DIR_NAME).join("activity");
+        let c = CString::new(fifo.as_os_str().as_bytes()).expect("cstring");
+        // SAFETY: valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = ws.path().to_path_buf();
+        // A safety net only: without O_NONBLOCK the open would wait for a writer that never comes.
+        std::thread::spawn(move || {
+            let _ = tx.send(Dir::sessions(&root).and_then(|d| d.open("activity", Access::Read)).map(|_| ()));
+        });
+        let opened = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the open waited for a writer");
+        assert!(matches!(opened, Err(Error::Refused { .. })), "{opened:?}");
+    }
+
+    #[test]
+    fn a_workspace_or_a_session_folder_that_is_a_file_is_refused() {
+        let ws = ws_with_sessions();
+        let file = ws.path().join("notes.txt");
+        std::fs::write(&file, b"notes").expect("write");
+        let err = Dir::workspace(&file).unwrap_err();
+        assert!(matches!(&err, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOTDIR)), "{err:?}");
+        let err = Dir::workspace(&ws.path().join("missing")).unwrap_err();
+        assert!(matches!(&err, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound), "{err:?}");
+        let ctx = Context::for_id(ws.path(), "20260101-000000-abcd").expect("ctx");
+        std::fs::write(&ctx.dir, b"").expect("a file where the session folder goes");
+        let err = Dir::session(&ctx).unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{err:?}");
+        assert!(err.to_string().contains(&ctx.dir.display().to_string()), "{err}");
+    }
 }
