@@ -207,6 +207,8 @@ impl Dir {
 
     /// Makes this directory's entries (a new file, a rename) durable.
     pub(crate) fn sync(&self) -> Result<()> {
+        #[cfg(test)]
+        tests::DIR_SYNCS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // SAFETY: valid descriptor.
         if unsafe { libc::fsync(self.fd.as_raw_fd()) } == 0 {
             Ok(())
@@ -359,6 +361,23 @@ mod tests {
         assert!(matches!(open(&ctx, "lock", Access::ReadWrite), Err(Error::Refused { .. })));
         std::fs::create_dir(&ctx.jsonl_path).expect("mkdir");
         assert!(open(&ctx, super::super::CONVERSATION_FILE_NAME, Access::Read).is_err());
+    }
+
+    /// Every [`Dir::sync`] of this test process: nothing else shows that a directory was synced.
+    pub(super) static DIR_SYNCS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    #[test]
+    fn a_new_session_folder_is_synced_into_its_parent_and_a_temporary_file_is_removed() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let before = DIR_SYNCS.load(std::sync::atomic::Ordering::SeqCst);
+        let ctx = Context::new(ws.path()).expect("context");
+        // `.PseudoClaude` (its new .gitignore) and `sessions` (the new session folder), at least
+        let synced = DIR_SYNCS.load(std::sync::atomic::Ordering::SeqCst) - before;
+        assert!(synced >= 2, "{synced} directory syncs");
+        let dir = Dir::session(&ctx).expect("session");
+        dir.open("x.tmp", Access::CreateNew).expect("create");
+        dir.unlink("x.tmp");
+        assert!(!ctx.dir.join("x.tmp").exists());
     }
 
     fn closed_on_exec(fd: std::os::fd::RawFd) -> bool {
