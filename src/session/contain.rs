@@ -436,6 +436,7 @@ mod tests {
         std::fs::write(&ctx.dir, b"").expect("a file where the session folder goes");
         let err = Dir::session(&ctx).unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err:?}");
-        assert!(err.to_string().contains(&ctx.dir.display().to_string()), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&ctx.dir.display().to_string()) && text.contains("it is not a directory"), "{text}");
     }
 }
