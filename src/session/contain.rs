@@ -439,4 +439,15 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains(&ctx.dir.display().to_string()) && text.contains("it is not a directory"), "{text}");
     }
+
+    #[test]
+    fn a_file_that_cannot_be_opened_is_named_with_what_was_being_done() {
+        let ws = ws_with_sessions();
+        let dir = Dir::sessions(ws.path()).expect("sessions");
+        let path = dir.path().join("missing").display().to_string();
+        let read = dir.open("missing", Access::Read).unwrap_err().to_string();
+        assert!(read.starts_with(&format!("cannot open {path}")), "{read}");
+        let write = dir.open("missing", Access::ReadWrite).unwrap_err().to_string();
+        assert!(write.starts_with(&format!("cannot open for writing {path}")), "{write}");
+    }
 }
