@@ -1,5 +1,6 @@
 //! Crashes and failures that only another process can show: SIGKILL mid-write, a dead lock holder,
-//! a lock held by another process, a full disk (RLIMIT_FSIZE).
+//! a lock held by another process, a full disk (RLIMIT_FSIZE), and the syncs the writer makes on the
+//! real disk (strace).
 //!
 //! The child processes are this test binary run again with `PSEUDO_CHILD` set: `child_process_entry`
 //! below is then the child's main. It is an ignored test run with `--ignored` by the parent only (a plain
@@ -52,15 +53,17 @@ fn child_process_entry() {
     let spec = std::env::var(CHILD_ENV)
         .expect("child_process_entry is the crash tests' child: they run it with PSEUDO_CHILD=<mode>|<workspace>|<id>");
     let parts: Vec<&str> = spec.splitn(3, '|').collect();
-    let ctx = Context::open(Path::new(parts[1]), parts[2]).unwrap();
+    let ws = Path::new(parts[1]);
+    let ctx = || Context::open(ws, parts[2]).unwrap();
     match parts[0] {
-        "append-forever" => append_forever(&ctx),
+        "append-forever" => append_forever(&ctx()),
         "hold-lock" => {
-            let _w = Writer::open(&ctx, WriterOptions::default()).unwrap();
+            let _w = Writer::open(&ctx(), WriterOptions::default()).unwrap();
             say("ready");
             std::thread::sleep(Duration::from_secs(60));
         }
-        "disk-full" => disk_full(&ctx),
+        "disk-full" => disk_full(&ctx()),
+        "synced" => synced(ws),
         other => panic!("unknown child mode {other}"),
     }
 }
@@ -230,4 +233,86 @@ fn a_failed_write_leaves_the_log_ending_on_a_committed_entry() {
     assert_eq!(text, ["before", "after"]);
     assert!(!loaded.damaged(), "{}", loaded.damage_report());
     assert!(!ctx.broken_path().exists());
+}
+
+/// A session in a workspace folder that does not exist yet: three entries, the last one spilled, each
+/// acknowledged once its call returned.
+fn synced(ws: &Path) {
+    let ctx = Context::new(&ws.join("project")).unwrap();
+    let w = Writer::open(&ctx, WriterOptions { model: "sync".into(), spill_threshold: 4096 }).unwrap();
+    w.append(&Message::user("one")).unwrap();
+    say("ack 1");
+    w.append(&Message::assistant_tool_calls("", vec![ToolCall::new("c1", "t", serde_json::json!({}))])).unwrap();
+    say("ack 2");
+    w.append(&Message::tool_result("c1", "y".repeat(10_000), false)).unwrap();
+    say("ack 3");
+    w.close().unwrap();
+}
+
+/// The simulated disk (`session_sim.rs`) proves the writer asks for every sync it needs; this proves
+/// the real disk does them: a sync made a no-op, or of the wrong folder, passes every other test,
+/// since a SIGKILL keeps the page cache.
+#[test]
+fn every_acknowledged_entry_and_every_new_name_is_synced_on_the_real_disk() {
+    let strace = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("strace")).find(|f| f.is_file()))
+        .expect("this test watches the writer's syncs with strace, which is not installed: scripts/ensure-debs installs it (Debian: apt-get install strace)");
+    let ws = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let trace = out.path().join("trace");
+    let status = Command::new(strace)
+        .args(["-f", "-qq", "-y", "-e", "trace=write,fsync,fdatasync,renameat,renameat2,rename", "-o"])
+        .arg(&trace)
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "child_process_entry", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, format!("synced|{}|-", ws.path().display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the traced child failed: {status}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let project = ws.path().join("project");
+    let root = project.join(".PseudoClaude");
+    let sessions = root.join("sessions");
+    let session = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("the session folder");
+    let log = session.join("conversation.jsonl");
+    // `fsync(5</path>) = 0`: the paths the process synced, in order, with what else it did between.
+    let on = |line: &str, path: &Path| line.contains(&format!("<{}>", path.display()));
+    let synced = |line: &str| (line.contains(" fsync(") || line.contains(" fdatasync(")) && line.ends_with("= 0");
+    let (mut acks, mut unsynced_write) = (0, false);
+    for line in text.lines() {
+        if line.contains(" write(") && on(line, &log) {
+            unsynced_write = true;
+        } else if synced(line) && on(line, &log) {
+            unsynced_write = false;
+        } else if line.contains(" write(1<") && line.contains("#ack ") {
+            assert!(!unsynced_write, "an entry was acknowledged before the log was synced:\n{text}");
+            acks += 1;
+        }
+    }
+    assert_eq!(acks, 3, "{text}");
+    let synced_paths: Vec<&str> =
+        text.lines().filter(|l| synced(l)).filter_map(|l| l.split_once('<')?.1.split_once('>').map(|p| p.0)).collect();
+    // Each new name is durable once the folder holding it is synced: the workspace (for
+    // `.PseudoClaude`), `.PseudoClaude` (`sessions`, `.gitignore`), `sessions` (the session's
+    // folder), the session's folder (the log, `tool-results`) and `tool-results` (the spill).
+    let spills = session.join("tool-results");
+    for dir in [&project, &root, &sessions, &session, &spills] {
+        assert!(synced_paths.contains(&dir.to_str().unwrap()), "{} never synced: {synced_paths:#?}", dir.display());
+    }
+    let gitignore = root.join(".gitignore");
+    assert!(synced_paths.contains(&gitignore.to_str().unwrap()), "the new .gitignore is synced: {synced_paths:#?}");
+    // The spill's data is synced under its temporary name, before the rename that puts it in place.
+    let rename = text.lines().position(|l| l.contains(" rename") && l.contains(".txt")).expect("the spill renamed");
+    let spill_sync = text.lines().position(|l| synced(l) && on_spills(l, &spills)).expect("the spill synced");
+    assert!(spill_sync < rename, "the spill's data synced before its rename:\n{text}");
+}
+
+fn on_spills(line: &str, spills: &Path) -> bool {
+    line.contains(&format!("<{}/", spills.display())) && line.contains(".txt")
 }

@@ -273,6 +273,19 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_workspace_is_made_and_one_that_cannot_be_is_named() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let deep = ws.path().join("a/b/c");
+        Context::new(&deep).expect("made, parents and all");
+        assert!(deep.join(ROOT_DIR_NAME).join(SESSIONS_DIR_NAME).is_dir());
+        let file = ws.path().join("notes");
+        std::fs::write(&file, b"notes").expect("write");
+        let err = Context::new(&file.join("project")).unwrap_err().to_string();
+        let want = format!("cannot create directory {}: Not a directory", file.join("project").display());
+        assert!(err.starts_with(&want), "{err}");
+    }
+
+    #[test]
     fn a_linked_gitignore_is_left_alone() {
         let ws = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(ws.path().join(ROOT_DIR_NAME)).expect("mkdir");

@@ -220,4 +220,35 @@ mod tests {
         assert!(!needs_spill(&result(64 * 1024), DEFAULT_THRESHOLD));
         assert!(needs_spill(&result(64 * 1024 + 1), DEFAULT_THRESHOLD));
     }
+
+    #[test]
+    fn an_identical_output_is_stored_once() {
+        use std::os::unix::fs::MetadataExt;
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = Context::new(ws.path()).expect("context");
+        let data = "z".repeat(100_000);
+        let first = write(&ctx, data.as_bytes()).expect("spill");
+        let file = ctx.spill_dir.join(resolve(&first).expect("name"));
+        let inode = std::fs::metadata(&file).expect("stat").ino();
+        assert_eq!(write(&ctx, data.as_bytes()).expect("again"), first);
+        assert_eq!(std::fs::metadata(&file).expect("stat").ino(), inode, "left in place, not written again");
+        assert_eq!(verify(&ctx, &first), Ok(()));
+    }
+
+    #[test]
+    fn a_spill_that_cannot_be_put_in_place_is_reported_and_leaves_no_temporary_file() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = Context::new(ws.path()).expect("context");
+        let data = b"output that cannot be stored";
+        let name = format!("{}.txt", hex(&Sha256::digest(data)));
+        // a folder holding a file where the spill goes: the rename over it fails
+        std::fs::create_dir_all(ctx.spill_dir.join(&name).join("inside")).expect("mkdir");
+        let err = write(&ctx, data).unwrap_err();
+        assert!(err.to_string().contains(&name), "{err}");
+        let left: Vec<String> = std::fs::read_dir(&ctx.spill_dir)
+            .expect("read")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, [name]);
+    }
 }
