@@ -10,7 +10,7 @@
 CARGO ?= cargo
 WORKSPACE ?= $(CURDIR)
 
-.PHONY: all build run test cargo-test sim e2e clippy fmt fmt-check mutants lua-mutants
+.PHONY: all build run test debs cargo-test sim e2e clippy fmt fmt-check mutants lua-mutants
 
 all: build
 
@@ -22,8 +22,12 @@ run: build
 
 test: build clippy cargo-test sim e2e
 
+# git, strace, tmux, prlimit: installed by the script when missing (as root), else named
+debs:
+	scripts/ensure-debs
+
 # in release, like the build: the dependencies are compiled once for all three
-cargo-test:
+cargo-test: debs
 	$(CARGO) test --release
 
 # The session log's crash simulation, 10,000 seeds (tests/session_sim.rs); `cargo test` runs 300.
@@ -31,7 +35,7 @@ sim:
 	$(CARGO) test --release --test session_sim -- --ignored --nocapture
 
 # builds first: the tests refuse a library built from other sources (its build id, tests/e2e/conftest.py)
-e2e: build
+e2e: build debs
 	tests/e2e/run
 
 clippy:
