@@ -335,6 +335,17 @@ mod tests {
     }
 
     #[test]
+    fn a_replace_line_carries_its_reason_time_count_and_snapshot() {
+        let mut m = Message::user("kept");
+        m.ts = 2;
+        let s = serde_json::to_string(&Entry::replace("compact", vec![m], 9)).unwrap();
+        assert_eq!(
+            s,
+            r#"{"type":"replace","reason":"compact","ts":9,"count":1,"messages":[{"role":"user","content":"kept","ts":2}]}"#
+        );
+    }
+
+    #[test]
     fn meta_entries_are_not_messages() {
         let s = serde_json::to_string(&Entry::title("Parser work", 4)).unwrap();
         assert_eq!(s, r#"{"type":"title","ts":4,"title":"Parser work"}"#);
