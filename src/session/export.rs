@@ -302,4 +302,60 @@ mod tests {
         assert_eq!(js["messages"].as_array().map(Vec::len), Some(4));
         assert!(js["messages"][2]["tool_result"]["spill"]["path"].is_string());
     }
+
+    /// Writes `lines` as the whole log of a new session.
+    fn session_of(ws: &std::path::Path, lines: &[serde_json::Value]) -> Context {
+        let ctx = Context::new(ws).expect("context");
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&ctx.jsonl_path, text).expect("write");
+        ctx
+    }
+
+    #[test]
+    fn the_dates_are_the_first_and_last_timed_messages_and_damage_is_reported() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let local = |ts: i64| {
+            let t = chrono::DateTime::from_timestamp(ts, 0).expect("ts").with_timezone(&chrono::Local);
+            t.format("%Y-%m-%d %H:%M:%S %:z").to_string()
+        };
+        // a seed line without a time, then two timed ones
+        let ctx = session_of(
+            ws.path(),
+            &[
+                json!({"role": "user", "content": "untimed"}),
+                json!({"type": "message", "role": "assistant", "content": "a", "ts": 1_700_000_000}),
+                json!({"type": "message", "role": "user", "content": "b", "ts": 1_700_003_600}),
+            ],
+        );
+        let md = export(&ctx, Format::Markdown).expect("export");
+        let started = format!("- Started: {}\n", local(1_700_000_000));
+        let last = format!("- Last message: {}\n", local(1_700_003_600));
+        assert!(md.contains(&started) && md.contains(&last), "{md}");
+        assert!(!md.contains("Repaired on load"), "{md}");
+        // no time at all: no dates; a bad line: the header says what the load repaired
+        let ctx = session_of(ws.path(), &[json!({"role": "user", "content": "untimed"}), json!("not an entry")]);
+        let md = export(&ctx, Format::Markdown).expect("export");
+        assert!(!md.contains("Started") && !md.contains("Last message"), "{md}");
+        assert!(md.contains("- Repaired on load: "), "{md}");
+    }
+
+    #[test]
+    fn a_result_is_folded_above_twenty_lines_or_two_kib() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let fold = |content: String| {
+            let ctx = session_of(
+                ws.path(),
+                &[
+                    json!({"type": "message", "role": "assistant", "content": "", "ts": 1,
+                           "tool_calls": [{"id": "c1", "name": "grep", "arguments": {}}]}),
+                    json!({"type": "message", "role": "tool", "ts": 2,
+                           "tool_result": {"tool_call_id": "c1", "content": content, "is_error": false}}),
+                ],
+            );
+            export(&ctx, Format::Markdown).expect("export").contains("<details>")
+        };
+        let lines = |n: usize| (0..n).map(|i| format!("{i}\n")).collect::<String>();
+        assert!(!fold(lines(FOLD_LINES)) && fold(lines(FOLD_LINES + 1)));
+        assert!(!fold("x".repeat(FOLD_BYTES)) && fold("x".repeat(FOLD_BYTES + 1)));
+    }
 }
