@@ -150,4 +150,25 @@ mod tests {
         assert_eq!(whole_exchanges(&h, 6), 5);
         assert_eq!(whole_exchanges(&h[..3], 2), 1);
     }
+
+    #[test]
+    fn a_fork_takes_any_message_from_the_first_to_the_last() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let source = Context::new(ws.path()).expect("context");
+        let h = [Message::user("one"), Message::assistant("two"), Message::user("three")];
+        for (index, kept) in [(1, 1), (3, 3)] {
+            let forked = create(ws.path(), &source, &h, index, "m1").expect("fork");
+            assert_eq!((forked.messages, forked.forked_from.index), (kept, kept));
+            let loaded = load(&Context::open(ws.path(), &forked.id).expect("open")).expect("load");
+            assert_eq!(loaded.messages.len(), kept);
+            assert_eq!(loaded.messages[kept - 1].content, h[kept - 1].content);
+        }
+        for index in [0, 4] {
+            let err = create(ws.path(), &source, &h, index, "m1").unwrap_err().to_string();
+            assert!(err.contains(&format!("message {index} is out of range")) && err.contains("numbered 1 to 3"), "{err}");
+        }
+        let none: [Message; 0] = [];
+        let err = create(ws.path(), &source, &none, 1, "m1").unwrap_err().to_string();
+        assert!(err.contains("has no message to fork"), "{err}");
+    }
 }
