@@ -149,6 +149,9 @@ mod tests {
         // The last call has no result yet (its tool is running): cut before it.
         assert_eq!(whole_exchanges(&h, 6), 5);
         assert_eq!(whole_exchanges(&h[..3], 2), 1);
+        // results with no call before them (a hand-made history): nothing to keep whole
+        let orphans = [Message::tool_result("z", "x", false), Message::user("hi")];
+        assert_eq!([0, 1, 2].map(|i| whole_exchanges(&orphans, i)), [1, 1, 2]);
     }
 
     #[test]
