@@ -168,7 +168,10 @@ mod tests {
         }
         for index in [0, 4] {
             let err = create(ws.path(), &source, &h, index, "m1").unwrap_err().to_string();
-            assert!(err.contains(&format!("message {index} is out of range")) && err.contains("numbered 1 to 3"), "{err}");
+            assert!(
+                err.contains(&format!("message {index} is out of range")) && err.contains("numbered 1 to 3"),
+                "{err}"
+            );
         }
         let none: [Message; 0] = [];
         let err = create(ws.path(), &source, &none, 1, "m1").unwrap_err().to_string();

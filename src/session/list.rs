@@ -423,3 +423,131 @@ fn fingerprint(file: &File, offset: u64) -> String {
         Err(_) => "unreadable".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+    use crate::session::{Writer, WriterOptions, meta};
+    use std::time::{Duration, SystemTime};
+
+    /// `n` sessions written one after the other (the activity hint names them in that order), their
+    /// logs' modification times a second apart in the same order.
+    fn sessions(ws: &Path, n: usize) -> Vec<Context> {
+        (0..n).map(|i| session(ws, i)).collect()
+    }
+
+    /// Session number `i`: one message, its log's modification time `i` seconds after a fixed moment.
+    fn session(ws: &Path, i: usize) -> Context {
+        let ctx = Context::new(ws).expect("context");
+        let w = Writer::open(&ctx, WriterOptions::default()).expect("writer");
+        w.append(&Message::user(format!("session {i}"))).expect("append");
+        set_mtime(&ctx, i as u64);
+        ctx
+    }
+
+    /// Sets the log's modification time to `secs` after a fixed moment, without writing to it.
+    fn set_mtime(ctx: &Context, secs: u64) {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs);
+        File::options().append(true).open(&ctx.jsonl_path).expect("open").set_modified(t).expect("set_modified");
+    }
+
+    fn ids_of(list: &[SessionInfo]) -> Vec<&str> {
+        list.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    fn limited(limit: usize, include_pinned: bool) -> ListOptions {
+        ListOptions { limit: Some(limit), include_pinned, ..Default::default() }
+    }
+
+    #[test]
+    fn a_limited_list_takes_the_newest_sessions_the_activity_hint_names() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let s = sessions(ws.path(), 5);
+        // touched by something that does not write the hint (a copy, an older version)
+        set_mtime(&s[0], 100);
+        let full = list(ws.path(), &ListOptions::default()).expect("list");
+        assert_eq!(ids_of(&full), [&s[0].id, &s[4].id, &s[3].id, &s[2].id, &s[1].id]);
+        // the picker's first rows: the hint's newest two, not a stat of every log
+        assert_eq!(ids_of(&list(ws.path(), &limited(2, false)).expect("list")), [&s[4].id, &s[3].id]);
+        // excluded (the current session): the next one the hint names
+        let opts = ListOptions { exclude: Some(s[4].id.clone()), ..limited(2, false) };
+        assert_eq!(ids_of(&list(ws.path(), &opts).expect("list")), [&s[3].id, &s[2].id]);
+        // without the hint: the modification times
+        fs::remove_file(ws.path().join(".PseudoClaude/sessions/activity")).expect("remove the hint");
+        assert_eq!(ids_of(&list(ws.path(), &limited(2, false)).expect("list")), [&s[0].id, &s[4].id]);
+    }
+
+    #[test]
+    fn pinned_sessions_join_a_limited_list_once_whether_the_hint_or_the_folder_is_read() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let mut s = sessions(ws.path(), 2);
+        meta::append(&s[1], meta::pin_entry(true)).expect("pin one that grows old");
+        set_mtime(&s[1], 1);
+        s.extend((2..5).map(|i| session(ws.path(), i)));
+        meta::append(&s[4], meta::pin_entry(true)).expect("pin the newest");
+        set_mtime(&s[4], 4);
+        let with_pins = [&s[4].id, &s[1].id, &s[3].id];
+        let newest = [&s[4].id, &s[3].id, &s[2].id];
+        assert_eq!(ids_of(&list(ws.path(), &limited(3, true)).expect("list")), with_pins);
+        assert_eq!(ids_of(&list(ws.path(), &limited(3, false)).expect("list")), newest);
+        // s[1] unpinned in its log behind the hint's back (an older version wrote it): the log wins
+        let mut log = File::options().append(true).open(&s[1].jsonl_path).expect("open");
+        std::io::Write::write_all(&mut log, b"{\"type\":\"pin\",\"ts\":1,\"pinned\":false}\n").expect("write");
+        drop(log);
+        set_mtime(&s[1], 1);
+        assert_eq!(ids_of(&list(ws.path(), &limited(3, true)).expect("list")), newest);
+        // pinned again, and no activity hint: a scan of the folder, then the pins
+        let mut log = File::options().append(true).open(&s[1].jsonl_path).expect("open");
+        std::io::Write::write_all(&mut log, b"{\"type\":\"pin\",\"ts\":1,\"pinned\":true}\n").expect("write");
+        drop(log);
+        set_mtime(&s[1], 1);
+        fs::remove_file(ws.path().join(".PseudoClaude/sessions/activity")).expect("remove the hint");
+        assert_eq!(ids_of(&list(ws.path(), &limited(3, true)).expect("list")), with_pins);
+        assert_eq!(ids_of(&list(ws.path(), &limited(3, false)).expect("list")), newest);
+    }
+
+    #[test]
+    fn ids_come_from_the_hint_then_by_id_and_only_folders_count() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        assert_eq!(ids(ws.path()).expect("no sessions yet"), Vec::<String>::new());
+        assert!(list(ws.path(), &ListOptions::default()).expect("no sessions yet").is_empty());
+        let s = sessions(ws.path(), 3);
+        let root = ws.path().join(".PseudoClaude/sessions");
+        fs::create_dir(root.join("20990101-000000-0000")).expect("a folder the hint does not name");
+        fs::create_dir(root.join("20000101-000000-0000")).expect("another");
+        std::os::unix::fs::symlink(&s[0].dir, root.join("20500101-000000-0000")).expect("a link");
+        fs::write(root.join("20600101-000000-0000"), b"").expect("a file");
+        fs::create_dir(root.join("not-a-session")).expect("a folder without an id");
+        assert_eq!(
+            ids(ws.path()).expect("ids"),
+            [&s[2].id, &s[1].id, &s[0].id, "20990101-000000-0000", "20000101-000000-0000"]
+        );
+    }
+
+    #[test]
+    fn a_sessions_folder_that_cannot_be_read_is_an_error_not_an_empty_list() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        fs::create_dir(ws.path().join(".PseudoClaude")).expect("mkdir");
+        fs::write(ws.path().join(".PseudoClaude/sessions"), b"").expect("a file where the folder goes");
+        for err in [ids(ws.path()).unwrap_err(), list(ws.path(), &ListOptions::default()).unwrap_err()] {
+            assert!(err.to_string().contains("cannot read sessions directory"), "{err}");
+        }
+    }
+
+    #[test]
+    fn every_workspace_lists_its_own_sessions_newest_first() {
+        let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+        let sa = sessions(a.path(), 2);
+        let sb = sessions(b.path(), 1);
+        set_mtime(&sb[0], 50);
+        let gone = a.path().join("removed");
+        let workspaces = [a.path().to_path_buf(), gone, b.path().to_path_buf()];
+        let all = list_every(&workspaces, &ListOptions::default());
+        assert_eq!(ids_of(&all), [&sb[0].id, &sa[1].id, &sa[0].id]);
+        let places: Vec<_> = all.iter().map(|s| s.workspace.clone().expect("named")).collect();
+        assert_eq!(places, [b.path(), a.path(), a.path()]);
+        let two = list_every(&workspaces, &ListOptions { limit: Some(2), ..Default::default() });
+        assert_eq!(ids_of(&two), [&sb[0].id, &sa[1].id]);
+    }
+}
