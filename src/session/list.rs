@@ -550,4 +550,28 @@ mod tests {
         let two = list_every(&workspaces, &ListOptions { limit: Some(2), ..Default::default() });
         assert_eq!(ids_of(&two), [&sb[0].id, &sa[1].id]);
     }
+
+    #[test]
+    fn a_session_without_a_log_yet_is_listed_empty_when_asked() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let fresh = Context::new(ws.path()).expect("context");
+        let info = info(&fresh).expect("info");
+        assert_eq!((info.messages, info.bytes, info.damaged), (0, 0, false));
+        assert!(list(ws.path(), &ListOptions::default()).expect("list").is_empty());
+        let opts = ListOptions { include_empty: true, ..Default::default() };
+        assert_eq!(ids_of(&list(ws.path(), &opts).expect("list")), [&fresh.id]);
+    }
+
+    #[test]
+    fn a_log_rewritten_under_its_cache_is_read_again() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = session(ws.path(), 0);
+        assert_eq!(info(&ctx).expect("info").title, "session 0"); // writes the cache
+        assert!(ctx.summary_path().exists());
+        // another log in its place (a folder copied over this one), longer than the cached offset
+        let other = "{\"type\":\"message\",\"role\":\"user\",\"content\":\"a different session\",\"ts\":5}\n";
+        fs::write(&ctx.jsonl_path, other.repeat(3)).expect("write");
+        let info = info(&ctx).expect("info");
+        assert_eq!((info.title.as_str(), info.messages), ("a different session", 3));
+    }
 }
