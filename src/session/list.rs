@@ -574,4 +574,19 @@ mod tests {
         let info = info(&ctx).expect("info");
         assert_eq!((info.title.as_str(), info.messages), ("a different session", 3));
     }
+
+    #[test]
+    fn a_limited_list_reads_at_most_max_read_bytes_of_a_log_without_a_cache() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ctx = session(ws.path(), 0);
+        let len = fs::metadata(&ctx.jsonl_path).expect("stat").len();
+        let first_rows = |max: u64| {
+            let opts = ListOptions { limit: Some(1), max_read: Some(max), ..Default::default() };
+            let info = list(ws.path(), &opts).expect("list").remove(0);
+            (info.partial, info.messages)
+        };
+        assert_eq!(first_rows(len - 1), (true, 0), "one byte too many: listed partial, nothing read");
+        assert!(!ctx.summary_path().exists());
+        assert_eq!(first_rows(len), (false, 1));
+    }
 }
