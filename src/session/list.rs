@@ -318,11 +318,11 @@ fn info_in(ctx: &Context, dir: &Dir, max_read: Option<u64>, pricing: &Pricing) -
     };
     let (bytes, modified) = (meta.len(), mtime_ns(&meta));
     let cached = read_summary(dir).filter(|s| s.offset <= bytes && fingerprint(&file, s.offset) == s.tail);
+    let state_was_cached = cached.is_some();
     let (state, offset) = match cached {
         Some(s) => (s.state, s.offset),
         None => (State::default(), 0),
     };
-    let state_was_cached = offset > 0;
     if max_read.is_some_and(|max| bytes - offset > max) {
         let mut info = to_info(ctx, state, bytes, 0, modified, pricing);
         info.partial = true;
@@ -588,5 +588,26 @@ mod tests {
         assert_eq!(first_rows(len - 1), (true, 0), "one byte too many: listed partial, nothing read");
         assert!(!ctx.summary_path().exists());
         assert_eq!(first_rows(len), (false, 1));
+    }
+
+    #[test]
+    fn the_cache_is_written_once_per_change_of_the_log() {
+        use std::os::unix::fs::MetadataExt;
+        let ws = tempfile::tempdir().expect("tempdir");
+        let ino = |ctx: &Context| fs::metadata(ctx.summary_path()).expect("the cache").ino();
+        // an empty log too: the next list must not read it again either
+        let empty = Context::new(ws.path()).expect("context");
+        fs::write(&empty.jsonl_path, b"").expect("write");
+        let ctx = session(ws.path(), 0);
+        for c in [&empty, &ctx] {
+            info(c).expect("info");
+            let first = ino(c);
+            info(c).expect("info");
+            assert_eq!(ino(c), first, "unchanged: not rewritten");
+        }
+        let first = ino(&ctx);
+        Writer::open(&ctx, WriterOptions::default()).expect("writer").append(&Message::user("more")).expect("append");
+        assert_eq!(info(&ctx).expect("info").messages, 2);
+        assert_ne!(ino(&ctx), first, "grown: rewritten");
     }
 }
