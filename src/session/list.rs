@@ -414,7 +414,7 @@ fn write_summary(dir: &Dir, s: &Summary) -> std::io::Result<()> {
     dir.replace_file(SUMMARY_FILE_NAME, &serde_json::to_vec(s).map_err(std::io::Error::other)?)
 }
 
-/// The last bytes before `offset`, hex; "" when unreadable (which then matches no cache but offset 0's).
+/// The last bytes before `offset`, hex; `unreadable` when they cannot be read (which matches no cache).
 fn fingerprint(file: &File, offset: u64) -> String {
     let start = offset.saturating_sub(FINGERPRINT_BYTES);
     let mut buf = vec![0u8; (offset - start) as usize];
