@@ -70,3 +70,18 @@ pub fn remove(ctx: &Context) -> Result<()> {
     drop(guard);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_session_folder_without_a_log_is_removed_too() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let empty = Context::new(ws.path()).expect("context");
+        let kept = Context::new(ws.path()).expect("context");
+        let opts = RetentionOptions { days: 1, keep: Some(kept.id.clone()), now: crate::message::now() + 3 * 86_400 };
+        assert_eq!(cleanup(ws.path(), &opts).expect("cleanup"), [empty.id.clone()]);
+        assert!(!empty.dir.exists() && kept.dir.exists());
+    }
+}
