@@ -164,3 +164,30 @@ fn snippet(text: &[u8], at: usize, query: &Query) -> (String, Vec<[usize; 2]>) {
     let ranges = query.decoded.find_iter(&out).map(|m| [m.start(), m.end()]).collect();
     (out, ranges)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::search::query::Case;
+
+    fn around(text: &str) -> (String, Vec<[usize; 2]>) {
+        let at = text.find("needle").expect("a needle");
+        snippet(text.as_bytes(), at, &Query::new("needle", Case::Smart).expect("query"))
+    }
+
+    #[test]
+    fn a_snippet_is_cut_on_character_boundaries_with_an_ellipsis_where_text_was_left_out() {
+        // 48 bytes before the match fall inside an `é`: the cut moves past it
+        let before = format!("line one\nAB{}z", "é".repeat(29));
+        let (s, ranges) = around(&format!("{before}needle{}", "x".repeat(10)));
+        assert_eq!(s, format!("…{}zneedle{}", "é".repeat(23), "x".repeat(10)));
+        assert_eq!(ranges, [[50, 56]]);
+        // 160 bytes after the match start fall inside an `é`: the cut moves past it
+        let (s, ranges) = around(&format!("needlea{}", "é".repeat(100)));
+        assert_eq!(s, format!("needlea{}…", "é".repeat(77)));
+        assert_eq!(ranges, [[0, 6]]);
+        // from the line's start, white space and control characters as one space
+        let (s, _) = around("a\n   spaced \u{7}  out\tneedle  \r end");
+        assert_eq!(s, "spaced out needle end");
+    }
+}
