@@ -143,3 +143,23 @@ fn hex_pattern(u: u16) -> String {
         .map(|d| if d.is_ascii_digit() { d.to_string() } else { format!("[{d}{}]", d.to_ascii_uppercase()) })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_raw_pattern_finds_the_short_escapes_a_json_writer_uses() {
+        // serde_json (our writer) writes \b \f \n \r \t \" \\ as short escapes
+        for text in ["a\u{8}b", "a\u{c}b", "a\rb", "a\nb", "a\tb", "say \"hi\"", "C:\\dir"] {
+            let q = Query::new(text, Case::Smart).expect("query");
+            let json = serde_json::to_string(text).expect("encode");
+            assert!(q.raw.is_match(json.as_bytes()), "{text:?} written as {json}");
+        }
+        // and the escapes other writers use: `\/`, `\u` (Python's every non-ASCII, Go's `<>&`)
+        for (text, written) in [("a/b", r"a\/b"), ("é<&>", r"\u00e9\u003C\u0026\u003e"), ("a\rb", r"a\u000Db")] {
+            let q = Query::new(text, Case::Smart).expect("query");
+            assert!(q.raw.is_match(written.as_bytes()), "{text:?} written as {written}");
+        }
+    }
+}
