@@ -494,3 +494,20 @@ impl<'a> From<&'a Message> for MessageRef<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::search::query::Case;
+
+    #[test]
+    fn a_sessions_folder_that_cannot_be_read_is_an_error_and_a_missing_one_has_no_hits() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let q = Query::new("x", Case::Smart).expect("query");
+        assert!(search_all(ws.path(), &q, &Options::default()).expect("no sessions yet").0.is_empty());
+        std::fs::create_dir(ws.path().join(".PseudoClaude")).expect("mkdir");
+        std::fs::write(ws.path().join(".PseudoClaude/sessions"), b"").expect("a file where the folder goes");
+        let err = search_all(ws.path(), &q, &Options::default()).unwrap_err();
+        assert!(err.to_string().contains("cannot read sessions directory"), "{err}");
+    }
+}
