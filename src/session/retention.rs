@@ -81,7 +81,7 @@ mod tests {
         let empty = Context::new(ws.path()).expect("context");
         let kept = Context::new(ws.path()).expect("context");
         let opts = RetentionOptions { days: 1, keep: Some(kept.id.clone()), now: crate::message::now() + 3 * 86_400 };
-        assert_eq!(cleanup(ws.path(), &opts).expect("cleanup"), [empty.id.clone()]);
+        assert_eq!(cleanup(ws.path(), &opts).expect("cleanup"), std::slice::from_ref(&empty.id));
         assert!(!empty.dir.exists() && kept.dir.exists());
     }
 }
