@@ -1,0 +1,186 @@
+//! Unit tests of `list.rs`: the limited list and its hints, ids, the summary cache.
+
+use super::*;
+use crate::message::Message;
+use crate::session::{Writer, WriterOptions, meta};
+use std::time::{Duration, SystemTime};
+
+/// `n` sessions written one after the other (the activity hint names them in that order), their
+/// logs' modification times a second apart in the same order.
+fn sessions(ws: &Path, n: usize) -> Vec<Context> {
+    (0..n).map(|i| session(ws, i)).collect()
+}
+
+/// Session number `i`: one message, its log's modification time `i` seconds after a fixed moment.
+fn session(ws: &Path, i: usize) -> Context {
+    let ctx = Context::new(ws).expect("context");
+    let w = Writer::open(&ctx, WriterOptions::default()).expect("writer");
+    w.append(&Message::user(format!("session {i}"))).expect("append");
+    set_mtime(&ctx, i as u64);
+    ctx
+}
+
+/// Sets the log's modification time to `secs` after a fixed moment, without writing to it.
+fn set_mtime(ctx: &Context, secs: u64) {
+    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs);
+    File::options().append(true).open(&ctx.jsonl_path).expect("open").set_modified(t).expect("set_modified");
+}
+
+fn ids_of(list: &[SessionInfo]) -> Vec<&str> {
+    list.iter().map(|s| s.id.as_str()).collect()
+}
+
+fn limited(limit: usize, include_pinned: bool) -> ListOptions {
+    ListOptions { limit: Some(limit), include_pinned, ..Default::default() }
+}
+
+#[test]
+fn a_limited_list_takes_the_newest_sessions_the_activity_hint_names() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let s = sessions(ws.path(), 5);
+    // touched by something that does not write the hint (a copy, an older version)
+    set_mtime(&s[0], 100);
+    let full = list(ws.path(), &ListOptions::default()).expect("list");
+    assert_eq!(ids_of(&full), [&s[0].id, &s[4].id, &s[3].id, &s[2].id, &s[1].id]);
+    // the picker's first rows: the hint's newest two, not a stat of every log
+    assert_eq!(ids_of(&list(ws.path(), &limited(2, false)).expect("list")), [&s[4].id, &s[3].id]);
+    // excluded (the current session): the next one the hint names
+    let opts = ListOptions { exclude: Some(s[4].id.clone()), ..limited(2, false) };
+    assert_eq!(ids_of(&list(ws.path(), &opts).expect("list")), [&s[3].id, &s[2].id]);
+    // without the hint: the modification times
+    fs::remove_file(ws.path().join(".PseudoClaude/sessions/activity")).expect("remove the hint");
+    assert_eq!(ids_of(&list(ws.path(), &limited(2, false)).expect("list")), [&s[0].id, &s[4].id]);
+}
+
+#[test]
+fn pinned_sessions_join_a_limited_list_once_whether_the_hint_or_the_folder_is_read() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let mut s = sessions(ws.path(), 2);
+    meta::append(&s[1], meta::pin_entry(true)).expect("pin one that grows old");
+    set_mtime(&s[1], 1);
+    s.extend((2..5).map(|i| session(ws.path(), i)));
+    meta::append(&s[4], meta::pin_entry(true)).expect("pin the newest");
+    set_mtime(&s[4], 4);
+    let with_pins = [&s[4].id, &s[1].id, &s[3].id];
+    let newest = [&s[4].id, &s[3].id, &s[2].id];
+    assert_eq!(ids_of(&list(ws.path(), &limited(3, true)).expect("list")), with_pins);
+    assert_eq!(ids_of(&list(ws.path(), &limited(3, false)).expect("list")), newest);
+    // s[1] unpinned in its log behind the hint's back (an older version wrote it): the log wins
+    let mut log = File::options().append(true).open(&s[1].jsonl_path).expect("open");
+    std::io::Write::write_all(&mut log, b"{\"type\":\"pin\",\"ts\":1,\"pinned\":false}\n").expect("write");
+    drop(log);
+    set_mtime(&s[1], 1);
+    assert_eq!(ids_of(&list(ws.path(), &limited(3, true)).expect("list")), newest);
+    // pinned again, and no activity hint: a scan of the folder, then the pins
+    let mut log = File::options().append(true).open(&s[1].jsonl_path).expect("open");
+    std::io::Write::write_all(&mut log, b"{\"type\":\"pin\",\"ts\":1,\"pinned\":true}\n").expect("write");
+    drop(log);
+    set_mtime(&s[1], 1);
+    fs::remove_file(ws.path().join(".PseudoClaude/sessions/activity")).expect("remove the hint");
+    assert_eq!(ids_of(&list(ws.path(), &limited(3, true)).expect("list")), with_pins);
+    assert_eq!(ids_of(&list(ws.path(), &limited(3, false)).expect("list")), newest);
+}
+
+#[test]
+fn ids_come_from_the_hint_then_by_id_and_only_folders_count() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    assert_eq!(ids(ws.path()).expect("no sessions yet"), Vec::<String>::new());
+    assert!(list(ws.path(), &ListOptions::default()).expect("no sessions yet").is_empty());
+    let s = sessions(ws.path(), 3);
+    let root = ws.path().join(".PseudoClaude/sessions");
+    fs::create_dir(root.join("20990101-000000-0000")).expect("a folder the hint does not name");
+    fs::create_dir(root.join("20000101-000000-0000")).expect("another");
+    std::os::unix::fs::symlink(&s[0].dir, root.join("20500101-000000-0000")).expect("a link");
+    fs::write(root.join("20600101-000000-0000"), b"").expect("a file");
+    fs::create_dir(root.join("not-a-session")).expect("a folder without an id");
+    assert_eq!(
+        ids(ws.path()).expect("ids"),
+        [&s[2].id, &s[1].id, &s[0].id, "20990101-000000-0000", "20000101-000000-0000"]
+    );
+}
+
+#[test]
+fn a_sessions_folder_that_cannot_be_read_is_an_error_not_an_empty_list() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    fs::create_dir(ws.path().join(".PseudoClaude")).expect("mkdir");
+    fs::write(ws.path().join(".PseudoClaude/sessions"), b"").expect("a file where the folder goes");
+    for err in [ids(ws.path()).unwrap_err(), list(ws.path(), &ListOptions::default()).unwrap_err()] {
+        assert!(err.to_string().contains("cannot read sessions directory"), "{err}");
+    }
+}
+
+#[test]
+fn every_workspace_lists_its_own_sessions_newest_first() {
+    let (a, b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let sa = sessions(a.path(), 2);
+    let sb = sessions(b.path(), 1);
+    set_mtime(&sb[0], 50);
+    let gone = a.path().join("removed");
+    let workspaces = [a.path().to_path_buf(), gone, b.path().to_path_buf()];
+    let all = list_every(&workspaces, &ListOptions::default());
+    assert_eq!(ids_of(&all), [&sb[0].id, &sa[1].id, &sa[0].id]);
+    let places: Vec<_> = all.iter().map(|s| s.workspace.clone().expect("named")).collect();
+    assert_eq!(places, [b.path(), a.path(), a.path()]);
+    let two = list_every(&workspaces, &ListOptions { limit: Some(2), ..Default::default() });
+    assert_eq!(ids_of(&two), [&sb[0].id, &sa[1].id]);
+}
+
+#[test]
+fn a_session_without_a_log_yet_is_listed_empty_when_asked() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let fresh = Context::new(ws.path()).expect("context");
+    let info = info(&fresh).expect("info");
+    assert_eq!((info.messages, info.bytes, info.damaged), (0, 0, false));
+    assert!(list(ws.path(), &ListOptions::default()).expect("list").is_empty());
+    let opts = ListOptions { include_empty: true, ..Default::default() };
+    assert_eq!(ids_of(&list(ws.path(), &opts).expect("list")), [&fresh.id]);
+}
+
+#[test]
+fn a_log_rewritten_under_its_cache_is_read_again() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let ctx = session(ws.path(), 0);
+    assert_eq!(info(&ctx).expect("info").title, "session 0"); // writes the cache
+    assert!(ctx.summary_path().exists());
+    // another log in its place (a folder copied over this one), longer than the cached offset
+    let other = "{\"type\":\"message\",\"role\":\"user\",\"content\":\"a different session\",\"ts\":5}\n";
+    fs::write(&ctx.jsonl_path, other.repeat(3)).expect("write");
+    let info = info(&ctx).expect("info");
+    assert_eq!((info.title.as_str(), info.messages), ("a different session", 3));
+}
+
+#[test]
+fn a_limited_list_reads_at_most_max_read_bytes_of_a_log_without_a_cache() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let ctx = session(ws.path(), 0);
+    let len = fs::metadata(&ctx.jsonl_path).expect("stat").len();
+    let first_rows = |max: u64| {
+        let opts = ListOptions { limit: Some(1), max_read: Some(max), ..Default::default() };
+        let info = list(ws.path(), &opts).expect("list").remove(0);
+        (info.partial, info.messages)
+    };
+    assert_eq!(first_rows(len - 1), (true, 0), "one byte too many: listed partial, nothing read");
+    assert!(!ctx.summary_path().exists());
+    assert_eq!(first_rows(len), (false, 1));
+}
+
+#[test]
+fn the_cache_is_written_once_per_change_of_the_log() {
+    use std::os::unix::fs::MetadataExt;
+    let ws = tempfile::tempdir().expect("tempdir");
+    let ino = |ctx: &Context| fs::metadata(ctx.summary_path()).expect("the cache").ino();
+    // an empty log too: the next list must not read it again either
+    let empty = Context::new(ws.path()).expect("context");
+    fs::write(&empty.jsonl_path, b"").expect("write");
+    let ctx = session(ws.path(), 0);
+    for c in [&empty, &ctx] {
+        info(c).expect("info");
+        let first = ino(c);
+        info(c).expect("info");
+        assert_eq!(ino(c), first, "unchanged: not rewritten");
+    }
+    let first = ino(&ctx);
+    Writer::open(&ctx, WriterOptions::default()).expect("writer").append(&Message::user("more")).expect("append");
+    assert_eq!(info(&ctx).expect("info").messages, 2);
+    assert_ne!(ino(&ctx), first, "grown: rewritten");
+}
