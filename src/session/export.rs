@@ -331,7 +331,7 @@ mod tests {
         let started = format!("- Started: {}\n", local(1_700_000_000));
         let last = format!("- Last message: {}\n", local(1_700_003_600));
         assert!(md.contains(&started) && md.contains(&last), "{md}");
-        assert!(!md.contains("Repaired on load"), "{md}");
+        assert!(!md.contains("Repaired on load") && !md.contains("Files touched"), "{md}");
         // no time at all: no dates; a bad line: the header says what the load repaired
         let ctx = session_of(ws.path(), &[json!({"role": "user", "content": "untimed"}), json!("not an entry")]);
         let md = export(&ctx, Format::Markdown).expect("export");

@@ -69,7 +69,8 @@ fn pinned_sessions_join_a_limited_list_once_whether_the_hint_or_the_folder_is_re
     let mut log = File::options().append(true).open(&s[1].jsonl_path).expect("open");
     std::io::Write::write_all(&mut log, b"{\"type\":\"pin\",\"ts\":1,\"pinned\":false}\n").expect("write");
     drop(log);
-    set_mtime(&s[1], 1);
+    // (and touched since, newer than all: were it taken as pinned, it would stay in the list)
+    set_mtime(&s[1], 100);
     assert_eq!(ids_of(&list(ws.path(), &limited(3, true)).expect("list")), newest);
     // pinned again, and no activity hint: a scan of the folder, then the pins
     let mut log = File::options().append(true).open(&s[1].jsonl_path).expect("open");
