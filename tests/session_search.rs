@@ -445,3 +445,29 @@ fn random_logs_every_hit_is_a_loaded_message_and_every_loaded_message_is_found()
     }
     assert!(found > 100, "the logs hold hits: {found}");
 }
+
+/// A hit counts every match in its message: in the text and in every call's arguments, and in the
+/// whole of a spill file; the snippet is the first field's.
+#[test]
+fn a_hit_counts_every_match_in_its_message() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let w = Writer::open(&ctx, WriterOptions { spill_threshold: 1024, ..Default::default() }).unwrap();
+    w.append(&Message::user("find the kestrel")).unwrap();
+    let calls = vec![
+        ToolCall::new("c1", "grep", json!({"pattern": "kestrel", "path": "birds/kestrel.md"})),
+        ToolCall::new("c2", "read_file", json!({"path": "kestrel.txt"})),
+    ];
+    w.append(&Message::assistant_tool_calls("Looking for kestrel, the Kestrel:", calls)).unwrap();
+    let output = format!("kestrel one\n{}kestrel two\nkestrel three\n", "filler line\n".repeat(200));
+    w.append(&Message::tool_result("c1", &output, false)).unwrap();
+    w.append(&Message::tool_result("c2", "no such file", true)).unwrap();
+    w.close().unwrap();
+    let hits = assert_hits_match_load(ws.path(), "kestrel");
+    let got: Vec<_> = hits.iter().map(|h| (h.index, h.kind, h.matches)).collect();
+    // 2 in the text, 2 in c1's arguments, 1 in c2's; the spilled output holds 3
+    assert_eq!(got, [(1, "text", 1), (2, "text", 5), (3, "tool_result", 3)]);
+    assert_eq!(hits[1].snippet, "Looking for kestrel, the Kestrel:");
+    assert_eq!(hits[1].ranges, [[12, 19], [25, 32]]);
+    assert!(session::load(&ctx).unwrap().messages[2].tool_result.as_ref().unwrap().spill.is_some(), "spilled");
+}

@@ -154,10 +154,14 @@ fn open_checked(ctx: &Context, spill: &SpillRef) -> std::result::Result<File, Pr
 
 /// The file name a reference names in `tool-results/`, only when it is `tool-results/<64 hex>.txt`: a
 /// log line is data, and must not be able to point the loader at `../../etc/passwd`.
-fn resolve(spill: &SpillRef) -> Option<&str> {
+pub(crate) fn resolve(spill: &SpillRef) -> Option<&str> {
     let name = spill.path.strip_prefix(TOOL_RESULTS_DIR_NAME)?.strip_prefix('/')?;
-    let stem = name.strip_suffix(".txt")?;
-    (stem.len() == 64 && stem.bytes().all(|c| c.is_ascii_hexdigit())).then_some(name)
+    is_file_name(name).then_some(name)
+}
+
+/// Whether `name` is a spill file's name: `<64 hex>.txt`.
+pub(crate) fn is_file_name(name: &str) -> bool {
+    name.strip_suffix(".txt").is_some_and(|stem| stem.len() == 64 && stem.bytes().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// What the loader puts in place of a spilled result it cannot trust.

@@ -7,7 +7,7 @@ use std::io::Read;
 use super::query::{Query, SNIPPET_AFTER, SNIPPET_BEFORE};
 use super::{Found, MessageRef, Spill};
 use crate::session::contain::{Access, Dir};
-use crate::session::{Result, TOOL_RESULTS_DIR_NAME};
+use crate::session::{Result, TOOL_RESULTS_DIR_NAME, spill};
 
 /// The matches in a message: its text (when its line matched), its calls' names and arguments, its
 /// tool output (a spilled one from the spill file, when that file is intact, else the preview the
@@ -20,7 +20,7 @@ pub(super) fn search_message(
 ) -> Option<Found> {
     if let Some(r) = m.tool_result {
         if let Some(s) = &r.spill
-            && let Some(name) = s.path.strip_prefix(TOOL_RESULTS_DIR_NAME).and_then(|p| p.strip_prefix('/'))
+            && let Some(name) = spill::resolve(s)
             && let Some(spill) = spills.get(name)
             && spill.bytes == s.bytes
         {
@@ -101,7 +101,7 @@ pub(super) fn search_spills(dir: &Dir, query: &Query) -> Result<HashMap<String, 
     let names: Vec<String> = rd
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .filter(|n| n.strip_suffix(".txt").is_some_and(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())))
+        .filter(|n| spill::is_file_name(n))
         .collect();
     if names.is_empty() {
         return Ok(out);
