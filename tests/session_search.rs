@@ -375,6 +375,18 @@ fn bad_input_gets_clear_answers() {
     if !readable {
         assert!(summary.skipped.len() == 1 && summary.skipped[0].starts_with(&locked.id), "{summary:?}");
     }
+    fs::remove_dir_all(&locked.dir).unwrap();
+    // A log that is a link (root or not) is refused, and its session skipped with the reason; a session
+    // folder without a log yet is no error and has no hits.
+    let linked = Context::new(ws.path()).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("conversation.jsonl"), &linked.jsonl_path).unwrap();
+    let empty = Context::new(ws.path()).unwrap();
+    fs::create_dir_all(&empty.dir).unwrap();
+    let (hits, summary) = search::search_all(ws.path(), &q("secret"), &Options::default()).unwrap();
+    assert_eq!(hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(), [real.id.as_str()]);
+    assert_eq!(summary.sessions, 3, "{summary:?}");
+    assert!(summary.skipped.len() == 1 && summary.skipped[0].starts_with(&linked.id), "{summary:?}");
+    assert!(summary.skipped[0].contains("link"), "{summary:?}");
 }
 
 /// Random logs of every kind of entry and damage, each message holding tokens of its own (and
