@@ -307,6 +307,20 @@ fn newest_sessions_come_first_and_limits_hold() {
         ["3.1", "3.2", "5.1", "5.2", "4.1"]
     );
     assert!(summary.truncated);
+    // Each session's hits beyond the cap are counted in `more`; a limit reached exactly by a session
+    // stops the search there (the sessions after it are not searched) and says so.
+    let mut batches = Vec::new();
+    let opts = Options { per_session: Some(2), limit: Some(6), threads: 1, ..Default::default() };
+    let summary = search::search(ws.path(), &q("wren"), &opts, &AtomicBool::new(false), |s| {
+        batches.push((s.id[14..15].to_string(), s.hits.len(), s.more))
+    })
+    .unwrap();
+    let want: Vec<(String, usize, usize)> = ["3", "5", "4"].iter().map(|n| (n.to_string(), 2, 1)).collect();
+    assert_eq!(batches, want);
+    assert_eq!((summary.sessions, summary.matched, summary.hits, summary.truncated), (3, 3, 6, true));
+    let opts = Options { per_session: Some(3), ..Default::default() };
+    let (hits, summary) = search::search_all(ws.path(), &q("wren"), &opts).unwrap();
+    assert_eq!((hits.len(), summary.sessions, summary.truncated), (18, 6, false), "a cap of exactly 3 leaves none out");
     // The current session left out.
     let current = ids[3].clone();
     let opts = Options { exclude: Some(current.clone()), ..Default::default() };
