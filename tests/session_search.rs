@@ -172,6 +172,36 @@ fn an_interrupted_answer_is_found_across_its_checkpoints_and_a_superseded_one_is
     }
 }
 
+/// A retry that starts a new answer ends the one streaming before it: that one is restored as
+/// interrupted even though the retry's final message follows, so its text is searched; the retry's
+/// own checkpoints are superseded.
+#[test]
+fn an_answer_cut_off_by_a_retry_is_found_though_a_final_message_follows() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let w = writer(&ctx);
+    w.append(&Message::user("where does it land?")).unwrap();
+    w.checkpoint("a1", 0, "The egr").unwrap();
+    w.checkpoint("a1", 7, "et lands").unwrap();
+    w.checkpoint("a2", 0, "On the sho").unwrap();
+    w.checkpoint("a2", 10, "re, the egret").unwrap();
+    w.append(&Message::assistant("On the shore, the egret.")).unwrap();
+    w.close().unwrap();
+    let loaded = session::load(&ctx).unwrap();
+    assert_eq!(loaded.messages.len(), 3, "{:?}", loaded.messages);
+    let hits = assert_hits_match_load(ws.path(), "egret lands");
+    assert_eq!(hits.iter().map(|h| (h.index, h.kind)).collect::<Vec<_>>(), [(2, "text")]);
+    assert_eq!(hits[0].snippet, "The egret lands");
+    // the retry's text is found once, in its final message, not in its checkpoints
+    let hits = assert_hits_match_load(ws.path(), "shore");
+    assert_eq!(hits.iter().map(|h| h.index).collect::<Vec<_>>(), [3]);
+    for chunk in [1, 7, 40, 97, 150, 333, 1000] {
+        let opts = Options { whole_log: chunk, ..Default::default() };
+        let got = search::search_all(ws.path(), &q("egret lands"), &opts).unwrap().0;
+        assert_eq!(got.iter().map(|h| h.index).collect::<Vec<_>>(), [2], "chunks of {chunk} bytes");
+    }
+}
+
 #[test]
 fn a_spilled_result_is_searched_in_full_from_its_file() {
     let ws = tempfile::tempdir().unwrap();
