@@ -202,6 +202,32 @@ fn an_answer_cut_off_by_a_retry_is_found_though_a_final_message_follows() {
     }
 }
 
+/// A long log is searched to its end, read whole or in chunks (the cancel check every 4096 lines
+/// does not end it), and a torn last line is no entry and no bad line either way, as for the loader.
+#[test]
+fn a_long_log_is_searched_to_its_end_and_a_torn_tail_is_not_a_bad_line() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let mut lines: Vec<String> =
+        (0..5000).map(|k| line(&Entry::from_message(Message::user(format!("note {k}"))))).collect();
+    lines[4500] = line(&Entry::from_message(Message::user("the bittern booms")));
+    lines.push("garbage".into());
+    write_lines(&ctx, &lines);
+    let mut log = fs::OpenOptions::new().append(true).open(&ctx.jsonl_path).unwrap();
+    std::io::Write::write_all(&mut log, br#"{"type":"message","role":"user","content":"bittern torn"}"#).unwrap();
+    drop(log);
+    let loaded = session::load(&ctx).unwrap();
+    assert_eq!((loaded.messages.len(), loaded.bad_lines, loaded.torn_tail_bytes > 0), (5000, vec![5001], true));
+    let hits = assert_hits_match_load(ws.path(), "bittern");
+    assert_eq!(hits.iter().map(|h| h.index).collect::<Vec<_>>(), [4501]);
+    for whole_log in [0, 97, 4096] {
+        let mut bad = Vec::new();
+        let opts = Options { whole_log, ..Default::default() };
+        search::search(ws.path(), &q("bittern"), &opts, &AtomicBool::new(false), |s| bad.push(s.bad_lines)).unwrap();
+        assert_eq!(bad, [1], "read whole up to {whole_log} bytes");
+    }
+}
+
 #[test]
 fn a_spilled_result_is_searched_in_full_from_its_file() {
     let ws = tempfile::tempdir().unwrap();
