@@ -63,6 +63,15 @@ fn assert_hits_match_load(ws: &Path, text: &str) -> Vec<Hit> {
     hits
 }
 
+/// Wherever a log read in chunks is cut, the checkpoints of one answer are searched together: the
+/// hits are `hits`.
+fn assert_same_hits_wherever_cut(ws: &Path, text: &str, hits: &[Hit]) {
+    for chunk in [1, 7, 40, 97, 150, 333, 1000] {
+        let opts = Options { whole_log: chunk, ..Default::default() };
+        assert_eq!(search::search_all(ws, &q(text), &opts).unwrap().0, hits, "chunks of {chunk} bytes");
+    }
+}
+
 fn writer(ctx: &Context) -> Writer {
     Writer::open(ctx, WriterOptions { model: "m1".into(), ..Default::default() }).expect("writer")
 }
@@ -165,11 +174,7 @@ fn an_interrupted_answer_is_found_across_its_checkpoints_and_a_superseded_one_is
     // "egret" is in no single line: the interrupted answer's text is searched whole.
     let hits = assert_hits_match_load(ws.path(), "egret");
     assert_eq!(hits.iter().map(|h| (h.index, h.role.as_str())).collect::<Vec<_>>(), [(4, "assistant")]);
-    // Wherever a log read in chunks is cut, the checkpoints of one answer are searched together.
-    for chunk in [1, 7, 40, 97, 150, 333, 1000] {
-        let opts = Options { whole_log: chunk, ..Default::default() };
-        assert_eq!(search::search_all(ws.path(), &q("egret"), &opts).unwrap().0, hits, "chunks of {chunk} bytes");
-    }
+    assert_same_hits_wherever_cut(ws.path(), "egret", &hits);
 }
 
 /// A retry that starts a new answer ends the one streaming before it: that one is restored as
@@ -195,11 +200,8 @@ fn an_answer_cut_off_by_a_retry_is_found_though_a_final_message_follows() {
     // the retry's text is found once, in its final message, not in its checkpoints
     let hits = assert_hits_match_load(ws.path(), "shore");
     assert_eq!(hits.iter().map(|h| h.index).collect::<Vec<_>>(), [3]);
-    for chunk in [1, 7, 40, 97, 150, 333, 1000] {
-        let opts = Options { whole_log: chunk, ..Default::default() };
-        let got = search::search_all(ws.path(), &q("egret lands"), &opts).unwrap().0;
-        assert_eq!(got.iter().map(|h| h.index).collect::<Vec<_>>(), [2], "chunks of {chunk} bytes");
-    }
+    let hits = find(ws.path(), "egret lands");
+    assert_same_hits_wherever_cut(ws.path(), "egret lands", &hits);
 }
 
 /// A long log is searched to its end, read whole or in chunks (the cancel check every 4096 lines
