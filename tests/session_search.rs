@@ -555,3 +555,17 @@ fn a_hit_counts_every_match_in_its_message() {
     assert_eq!(hits[1].ranges, [[12, 19], [25, 32]]);
     assert!(session::load(&ctx).unwrap().messages[2].tool_result.as_ref().unwrap().spill.is_some(), "spilled");
 }
+
+/// A query that matches the end of a line (every log line ends with `}`) names each line once:
+/// the scan goes on after the line's newline, not at the brace before it.
+#[test]
+fn a_match_at_the_end_of_a_line_counts_that_line_once() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let w = writer(&ctx);
+    w.append(&Message::user("fn main() { }")).unwrap();
+    w.append(&Message::assistant("Close it with }")).unwrap();
+    w.close().unwrap();
+    let hits = assert_hits_match_load(ws.path(), "}");
+    assert_eq!(hits.iter().map(|h| h.index).collect::<Vec<_>>(), [1, 2]);
+}
