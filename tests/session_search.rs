@@ -177,6 +177,27 @@ fn an_interrupted_answer_is_found_across_its_checkpoints_and_a_superseded_one_is
     assert_same_hits_wherever_cut(ws.path(), "egret", &hits);
 }
 
+/// However a log read in chunks is cut, an answer's checkpoints are held back until the run ends, so
+/// a match across its second and third lines is found; a line holding the checkpoint prefix inside it
+/// (not written by our writer: a bad line) is passed over.
+#[test]
+fn a_run_of_checkpoints_is_searched_whole_wherever_a_chunk_ends() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let lines = [
+        line(&Entry::from_message(Message::user("which bird?"))),
+        r#"noise {"type":"checkpoint","answer":"x","at":0,"content":"plover"}"#.to_string(),
+        line(&Entry::checkpoint("a1", 0, "A ", 1)),
+        line(&Entry::checkpoint("a1", 2, "small eg", 1)),
+        line(&Entry::checkpoint("a1", 10, "ret, white", 1)),
+    ];
+    write_lines(&ctx, &lines);
+    let hits = assert_hits_match_load(ws.path(), "egret");
+    assert_eq!(hits.iter().map(|h| (h.index, h.snippet.as_str())).collect::<Vec<_>>(), [(2, "A small egret, white")]);
+    assert_same_hits_wherever_cut(ws.path(), "egret", &hits);
+    assert!(find(ws.path(), "plover").is_empty(), "a bad line is not in the history");
+}
+
 /// A retry that starts a new answer ends the one streaming before it: that one is restored as
 /// interrupted even though the retry's final message follows, so its text is searched; the retry's
 /// own checkpoints are superseded.
