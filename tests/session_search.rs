@@ -198,6 +198,33 @@ fn a_run_of_checkpoints_is_searched_whole_wherever_a_chunk_ends() {
     assert!(find(ws.path(), "plover").is_empty(), "a bad line is not in the history");
 }
 
+/// A run of checkpoints longer than four chunks is not held back whole (memory is a few chunks, not
+/// the answer) but searched in parts: a match across a cut between two of its lines is still found,
+/// whatever the chunk size, and the lines the run passes over are not doubled.
+#[test]
+fn a_run_of_checkpoints_longer_than_four_chunks_is_found_across_any_cut() {
+    let ws = tempfile::tempdir().unwrap();
+    let ctx = Context::new(ws.path()).unwrap();
+    let mut lines = vec![line(&Entry::from_message(Message::user("which bird?")))];
+    let mut at = 0;
+    let mut push = |text: &str| {
+        lines.push(line(&Entry::checkpoint("a1", at, text, 1)));
+        at += text.len();
+    };
+    (0..20).for_each(|_| push("the reeds and the mud, "));
+    push("then a small eg");
+    push("ret, white, ");
+    (0..20).for_each(|_| push("walks the shallows again, "));
+    write_lines(&ctx, &lines);
+    let len = fs::metadata(&ctx.jsonl_path).unwrap().len();
+    let hits = assert_hits_match_load(ws.path(), "egret");
+    assert_eq!(hits.iter().map(|h| (h.index, h.role.as_str(), h.matches)).collect::<Vec<_>>(), [(2, "assistant", 1)]);
+    for chunk in 1..len {
+        let opts = Options { whole_log: chunk, ..Default::default() };
+        assert_eq!(search::search_all(ws.path(), &q("egret"), &opts).unwrap().0, hits, "chunks of {chunk} bytes");
+    }
+}
+
 /// A retry that starts a new answer ends the one streaming before it: that one is restored as
 /// interrupted even though the retry's final message follows, so its text is searched; the retry's
 /// own checkpoints are superseded.

@@ -301,20 +301,23 @@ fn search_session(
         interrupted = candidates.is_empty() && interrupted_match(buf, query);
     } else {
         let mut at = 0u64;
+        let chunk = CHUNK.min(whole_up_to).max(1);
         loop {
-            let n = (&mut file)
-                .take(CHUNK.min(whole_up_to).max(1))
-                .read_to_end(buf)
-                .map_err(io_err("cannot read session log", &path))?;
+            let n = (&mut file).take(chunk).read_to_end(buf).map_err(io_err("cannot read session log", &path))?;
             // A chunk ends at its last newline; the rest (a line longer than a chunk) waits for more.
             if let Some(mut end) = memchr::memrchr(b'\n', buf).map(|i| i + 1) {
                 // Checkpoints at the chunk's end wait for the next one, which tells whether they were
-                // superseded (their answer's text is searched whole); unless there is only that.
+                // superseded (their answer's text is searched whole), up to four chunks of them. A
+                // longer run is searched in parts, where a match across the cut is not seen: the
+                // session is then replayed, which finds exactly what is there.
                 if n > 0
                     && let Some(run) = trailing_checkpoints(&buf[..end])
-                    && end - run < 4 * CHUNK as usize
                 {
-                    end = run;
+                    if end - run < 4 * chunk as usize {
+                        end = run;
+                    } else {
+                        interrupted = true;
+                    }
                 }
                 candidates.extend(candidate_lines(&buf[..end], at, &query.raw));
                 interrupted = interrupted || interrupted_match(&buf[..end], query);
