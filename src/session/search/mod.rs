@@ -268,7 +268,7 @@ struct Found {
 
 /// Logs up to this size are read whole. A larger one is scanned in chunks of [`CHUNK`] bytes, cut
 /// at line ends, and when it holds a match it is replayed while it streams from the file: what it
-/// costs in memory is a chunk and its longest line, not its size.
+/// costs in memory is a few chunks (an answer's checkpoints, up to four) and its longest line.
 pub const WHOLE_LOG: u64 = 64 << 20;
 const CHUNK: u64 = 8 << 20;
 
