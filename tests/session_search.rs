@@ -4,6 +4,7 @@
 //! order, limits and cancellation.
 
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
@@ -222,6 +223,58 @@ fn a_run_of_checkpoints_longer_than_four_chunks_is_found_across_any_cut() {
     for chunk in 1..len {
         let opts = Options { whole_log: chunk, ..Default::default() };
         assert_eq!(search::search_all(ws.path(), &q("egret"), &opts).unwrap().0, hits, "chunks of {chunk} bytes");
+    }
+}
+
+/// The pre-filter: a session is replayed only when its raw bytes may hold the text (a line matches, or
+/// an interrupted answer's text spread over its checkpoints does), so every other session costs one
+/// read and one scan. Not replayed: a session without the text, an answer superseded by its final
+/// message, a line not written by us holding the checkpoint prefix inside it; and the same whether a
+/// log is read whole or in chunks, wherever a chunk ends, while an answer's checkpoints are held back.
+#[test]
+fn only_a_session_whose_raw_bytes_may_hold_the_text_is_replayed() {
+    let ws = tempfile::tempdir().unwrap();
+    let plain = Context::new(ws.path()).unwrap();
+    let w = writer(&plain);
+    w.append(&Message::user("where do herons nest?")).unwrap();
+    w.append(&Message::assistant("In colonies, high in the trees.")).unwrap();
+    w.close().unwrap();
+    // `\u0076` is `v`, which no writer escapes, so no raw pattern of "plover" matches it.
+    let noise = r#"noise {"type":"checkpoint","answer":"x","at":0,"content":"plo\u0076er"}"#;
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&plain.jsonl_path)
+        .unwrap()
+        .write_all(format!("{noise}\n").as_bytes())
+        .unwrap();
+    let interrupted = Context::new(ws.path()).unwrap();
+    let w = writer(&interrupted);
+    w.append(&Message::user("which bird?")).unwrap();
+    for (at, text) in [(0, "A grey "), (7, "heron, stand"), (19, "ing still")] {
+        w.checkpoint("a1", at, text).unwrap();
+    }
+    drop(w); // the editor died mid-answer
+    let superseded = Context::new(ws.path()).unwrap();
+    let w = writer(&superseded);
+    w.append(&Message::user("and the little one?")).unwrap();
+    w.checkpoint("a2", 0, "A little egr").unwrap();
+    w.checkpoint("a2", 12, "et wades").unwrap();
+    w.append(&Message::assistant("A little egret wades.")).unwrap();
+    w.close().unwrap();
+
+    let longest =
+        [&plain, &interrupted, &superseded].map(|c| fs::metadata(&c.jsonl_path).unwrap().len()).into_iter().max();
+    let longest = longest.unwrap();
+    for (text, replayed, hits) in
+        [("nowhere", 0, 0), ("plover", 0, 0), ("standing", 1, 1), ("egret", 1, 1), ("heron", 2, 2)]
+    {
+        // whole, then in chunks small enough to cut every log and big enough to hold any run back
+        for whole_log in [0].into_iter().chain(longest / 4 + 1..longest) {
+            let opts = Options { whole_log, ..Default::default() };
+            let (found, summary) = search::search_all(ws.path(), &q(text), &opts).unwrap();
+            let got = (summary.sessions, summary.replayed, summary.matched, found.len());
+            assert_eq!(got, (3, replayed, hits, hits), "{text:?}, whole_log {whole_log}");
+        }
     }
 }
 

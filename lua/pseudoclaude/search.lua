@@ -23,6 +23,7 @@ local H = {}
 ---@field sessions integer Sessions searched.
 ---@field matched integer Sessions with a hit.
 ---@field hits integer
+---@field replayed integer Sessions whose raw bytes may hold the text, replayed to find which messages do.
 ---@field truncated boolean `limit` was reached.
 ---@field cancelled boolean
 ---@field skipped string[] Sessions that could not be read, `id: why`.

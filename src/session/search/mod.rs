@@ -109,6 +109,9 @@ pub struct Summary {
     /// Sessions with at least one hit.
     pub matched: usize,
     pub hits: usize,
+    /// Sessions whose raw bytes may hold the text, replayed to find which messages do; each of the
+    /// others cost one read and one scan.
+    pub replayed: usize,
     /// [`Options::limit`] was reached: sessions after it were not searched.
     pub truncated: bool,
     pub cancelled: bool,
@@ -199,8 +202,14 @@ impl<F: FnMut(SessionHits)> InOrder<F> {
             }
             self.summary.sessions += 1;
             let mut found = match outcome {
-                Outcome::Searched(Some(found)) if !found.hits.is_empty() => found,
-                Outcome::Searched(_) => continue,
+                Outcome::Searched(None) => continue,
+                Outcome::Searched(Some(found)) => {
+                    self.summary.replayed += 1;
+                    if found.hits.is_empty() {
+                        continue;
+                    }
+                    found
+                }
                 Outcome::Skipped(why) => {
                     self.summary.skipped.push(why);
                     continue;
@@ -272,7 +281,8 @@ struct Found {
 pub const WHOLE_LOG: u64 = 64 << 20;
 const CHUNK: u64 = 8 << 20;
 
-/// The hits of one session; `None` when it has none. `buf` is the caller's, reused across sessions.
+/// The hits of one session (none when the replay found none); `None` when its raw bytes cannot hold
+/// the text, so it was not replayed. `buf` is the caller's, reused across sessions.
 fn search_session(
     root: &Dir,
     id: &str,
@@ -376,9 +386,6 @@ fn search_session(
         if let Some(f) = found {
             hits.push((i + 1, f));
         }
-    }
-    if hits.is_empty() {
-        return Ok(None);
     }
     let (title, last_message) = (done.state.title, done.state.last_message);
     let hits = hits
