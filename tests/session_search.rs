@@ -229,7 +229,8 @@ fn a_run_of_checkpoints_longer_than_four_chunks_is_found_across_any_cut() {
 /// The pre-filter: a session is replayed only when its raw bytes may hold the text (a line matches, or
 /// an interrupted answer's text spread over its checkpoints does), so every other session costs one
 /// read and one scan. Not replayed: a session without the text, an answer superseded by its final
-/// message, a line not written by us holding the checkpoint prefix inside it; and the same whether a
+/// message, two answers' texts that hold it only together, a line not written by us holding the
+/// checkpoint prefix inside it; and the same whether a
 /// log is read whole or in chunks, wherever a chunk ends, while an answer's checkpoints are held back.
 #[test]
 fn only_a_session_whose_raw_bytes_may_hold_the_text_is_replayed() {
@@ -239,7 +240,6 @@ fn only_a_session_whose_raw_bytes_may_hold_the_text_is_replayed() {
     w.append(&Message::user("where do herons nest?")).unwrap();
     w.append(&Message::assistant("In colonies, high in the trees.")).unwrap();
     w.close().unwrap();
-    // `\u0076` is `v`, which no writer escapes, so no raw pattern of "plover" matches it.
     let noise = r#"noise {"type":"checkpoint","answer":"x","at":0,"content":"plo\u0076er"}"#;
     fs::OpenOptions::new()
         .append(true)
@@ -261,19 +261,30 @@ fn only_a_session_whose_raw_bytes_may_hold_the_text_is_replayed() {
     w.checkpoint("a2", 12, "et wades").unwrap();
     w.append(&Message::assistant("A little egret wades.")).unwrap();
     w.close().unwrap();
+    // an answer cut off by a retry: two answers' texts in one run, which only together hold "egret"
+    let retried = Context::new(ws.path()).unwrap();
+    let w = writer(&retried);
+    w.append(&Message::user("and the other one?")).unwrap();
+    w.checkpoint("a3", 0, "A little egr").unwrap();
+    w.checkpoint("a4", 0, "et cetera").unwrap();
+    w.append(&Message::assistant("et cetera")).unwrap();
+    w.close().unwrap();
 
-    let longest =
-        [&plain, &interrupted, &superseded].map(|c| fs::metadata(&c.jsonl_path).unwrap().len()).into_iter().max();
-    let longest = longest.unwrap();
-    for (text, replayed, hits) in
-        [("nowhere", 0, 0), ("plover", 0, 0), ("standing", 1, 1), ("egret", 1, 1), ("heron", 2, 2)]
-    {
+    let logs = [&plain, &interrupted, &superseded, &retried].map(|c| fs::read_to_string(&c.jsonl_path).unwrap());
+    let longest = logs.iter().map(|l| l.len() as u64).max().unwrap();
+    // no log has more bytes of checkpoint lines than this, so no run of them is longer
+    let ours = |l: &&str| l.starts_with(r#"{"type":"checkpoint","#);
+    let run = logs.iter().map(|l| l.lines().filter(ours).map(|c| c.len() as u64 + 1).sum::<u64>()).max().unwrap();
+    // `trees."`: a raw `"` ends a string, it is not text. `plover` is only in the line that is not ours,
+    // behind the checkpoint prefix inside it and with its `v` written `\u0076`, as no writer writes a letter.
+    let none = [("nowhere", 0, 0), ("trees.\"", 0, 0), ("plover", 0, 0)];
+    for (text, replayed, hits) in none.into_iter().chain([("standing", 1, 1), ("egret", 1, 1), ("heron", 2, 2)]) {
         // whole, then in chunks small enough to cut every log and big enough to hold any run back
-        for whole_log in [0].into_iter().chain(longest / 4 + 1..longest) {
+        for whole_log in [0].into_iter().chain(run / 4 + 1..longest) {
             let opts = Options { whole_log, ..Default::default() };
             let (found, summary) = search::search_all(ws.path(), &q(text), &opts).unwrap();
             let got = (summary.sessions, summary.replayed, summary.matched, found.len());
-            assert_eq!(got, (3, replayed, hits, hits), "{text:?}, whole_log {whole_log}");
+            assert_eq!(got, (4, replayed, hits, hits), "{text:?}, whole_log {whole_log}");
         }
     }
 }
