@@ -230,8 +230,8 @@ fn a_run_of_checkpoints_longer_than_four_chunks_is_found_across_any_cut() {
 /// an interrupted answer's text spread over its checkpoints does), so every other session costs one
 /// read and one scan. Not replayed: a session without the text, an answer superseded by its final
 /// message, two answers' texts that hold it only together, a line not written by us holding the
-/// checkpoint prefix inside it; and the same whether a
-/// log is read whole or in chunks, wherever a chunk ends, while an answer's checkpoints are held back.
+/// checkpoint prefix inside it; and the same whether a log is read whole or in chunks, wherever a
+/// chunk ends, while an answer's checkpoints are held back.
 #[test]
 fn only_a_session_whose_raw_bytes_may_hold_the_text_is_replayed() {
     let ws = tempfile::tempdir().unwrap();
@@ -249,7 +249,8 @@ fn only_a_session_whose_raw_bytes_may_hold_the_text_is_replayed() {
         .unwrap();
     let interrupted = Context::new(ws.path()).unwrap();
     let w = writer(&interrupted);
-    w.append(&Message::user("which bird?")).unwrap();
+    // a question longer than many chunks: the run after it starts deep in the chunk that ends it
+    w.append(&Message::user(format!("which bird?{}", " Tell me.".repeat(60)))).unwrap();
     for (at, text) in [(0, "A grey "), (7, "heron, stand"), (19, "ing still")] {
         w.checkpoint("a1", at, text).unwrap();
     }
