@@ -39,7 +39,7 @@
 
 ---@class pseudoclaude.Config
 ---@field provider pseudoclaude.ProviderConfig
----@field stale_after_hours number A session idle for longer than this is "stale" (offered for resume, not continued).
+---@field stale_after_hours number A resumed session whose last message is older than this many hours gets a reminder for the model (how long ago; re-check files first), written to the log with the next message.
 ---@field picker pseudoclaude.PickerConfig
 ---@field retention_days number Sessions older than this many days are removed by cleanup; 0 = keep forever.
 ---@field spill_threshold integer Tool outputs larger than this many bytes are stored beside the log, not in it.
@@ -69,6 +69,7 @@ M.defaults = {
     base_url = nil,
     api_key_env = nil,
   },
+  -- as the core's DEFAULT_STALE_AFTER, DEFAULT_DAYS and DEFAULT_THRESHOLD (test_doc.py holds them equal)
   stale_after_hours = 6,
   picker = {
     max_items = 9,

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::AgentConfig;
 use super::host::HostResult;
+use super::{AgentConfig, DEFAULT_STALE_AFTER};
 use crate::provider::{self, Provider, ProviderConfig};
 use crate::session;
 use crate::tools::AutoApprove;
@@ -46,7 +46,7 @@ impl Default for HostConfig {
         HostConfig {
             workspace: std::env::current_dir().unwrap_or_default(),
             provider: ProviderConfig { name: String::new(), ..Default::default() },
-            stale_after_hours: 6.0,
+            stale_after_hours: DEFAULT_STALE_AFTER.as_secs_f64() / 3600.0,
             spill_threshold: session::spill::DEFAULT_THRESHOLD,
             approve: AutoApproveConfig::default(),
             retention_days: f64::from(session::retention::DEFAULT_DAYS),

@@ -32,6 +32,10 @@ use crate::usage::{Pricing, UsageByModel};
 
 pub use runner::{Cancel, Event};
 
+/// How long a session may stay idle before a resume reminds the model of the pause: the one definition
+/// of the default (`config.lua` states the same six hours for the user to read; `test_doc.py` holds them equal).
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(6 * 3600);
+
 /// Everything an agent is configured with (the Lua config, resolved).
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -50,7 +54,7 @@ impl AgentConfig {
     pub fn new(workspace: &Path) -> AgentConfig {
         AgentConfig {
             workspace: workspace.to_path_buf(),
-            stale_after: Duration::from_secs(6 * 3600),
+            stale_after: DEFAULT_STALE_AFTER,
             spill_threshold: session::spill::DEFAULT_THRESHOLD,
             auto_approve: AutoApprove::default(),
             compact: CompactConfig::default(),

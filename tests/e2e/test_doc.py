@@ -48,6 +48,30 @@ def test_every_config_key_is_documented(nvim):
     assert not undocumented
 
 
+def test_the_lua_defaults_are_the_cores(nvim):
+    """A default both sides know is defined once in the core; config.lua's table, which the user reads, must
+    state the same value (the core applies its own when a key is not sent: the CLI, the tests)."""
+    import re
+
+    def const(path: str, pattern: str) -> float:
+        m = re.search(pattern, (ROOT / path).read_text())
+        assert m, f"{pattern} not found in {path}"
+        return float(eval(m.group(1)))  # a constant expression such as `6 * 3600`
+
+    core = {
+        "stale_after_hours": const("src/agent/mod.rs", r"DEFAULT_STALE_AFTER: Duration = Duration::from_secs\(([0-9 *]+)\)")
+        / 3600,
+        "retention_days": const("src/session/retention.rs", r"DEFAULT_DAYS: u32 = ([0-9 *]+);"),
+        "spill_threshold": const("src/session/spill.rs", r"DEFAULT_THRESHOLD: usize = ([0-9 *]+);"),
+    }
+    lua = nvim.lua(
+        "local d = require('pseudoclaude.config').defaults "
+        "return { stale_after_hours = d.stale_after_hours, retention_days = d.retention_days, "
+        "spill_threshold = d.spill_threshold }"
+    )
+    assert {k: float(v) for k, v in lua.items()} == core
+
+
 def test_the_code_map_names_every_source_file():
     """ARCHITECTURE.md's code map names every file under src/ and lua/ (a file in a folder of its own, by the
     folder and its name), so a newcomer's map stays true when a file is added or moved."""
