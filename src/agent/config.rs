@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::host::HostResult;
 use super::{AgentConfig, DEFAULT_STALE_AFTER};
-use crate::provider::{self, Provider, ProviderConfig};
+use crate::provider::{self, Provider, ProviderConfig, ProviderError};
 use crate::session;
 use crate::tools::AutoApprove;
 use crate::usage::Pricing;
@@ -81,7 +80,7 @@ pub fn resolve_provider(config: &HostConfig) -> ProviderConfig {
 }
 
 /// The configured provider, built (an HTTP client for the real ones).
-pub fn make_provider(config: &HostConfig) -> HostResult<Arc<dyn Provider>> {
+pub fn make_provider(config: &HostConfig) -> Result<Arc<dyn Provider>, ProviderError> {
     let p = resolve_provider(config);
     if p.name == "demo" {
         return Ok(Arc::new(provider::demo::Demo::new(Duration::from_millis(8))));

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -21,7 +21,7 @@ use super::config::agent_config;
 pub use super::config::{AutoApproveConfig, HostConfig, make_provider, resolve_provider};
 use super::outbox::OutboxApprover;
 pub use super::outbox::{ApprovalAsk, BufferAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport};
-use super::{Agent, Cancel, Event, Resumed};
+use super::{Agent, Cancel, Event, Resumed, lock};
 use crate::display;
 use crate::message::Message;
 use crate::provider;
@@ -404,10 +404,6 @@ fn report(id: &str, agent: &Agent, resumed: &Resumed) -> ResumeReport {
         stale_seconds: resumed.stale_seconds,
         notice,
     }
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ mod outbox;
 pub mod runner;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use crate::compact::{CompactConfig, Runtime};
@@ -317,6 +317,12 @@ pub fn system_prompt(workspace: &Path) -> String {
         s.push_str(&format!("\n\n# Project instructions ({INSTRUCTIONS_FILE})\n\n{}", extra.trim()));
     }
     s
+}
+
+/// A mutex of the host's or the outbox's, taken even when a thread panicked holding it: what it guards
+/// (a queue, the current agent) stays usable, and a panic is already reported where it happened.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use super::Event;
-use super::host::lock;
+use super::{Event, lock};
 use crate::provider::BoxFuture;
 use crate::tools::{Approval, ApprovalRequest, Approver, BufferState, ProposedChange, Written};
 

@@ -117,6 +117,7 @@ fn exports() -> Dictionary {
         export("_test_panic_in_callback", |a| arm_test_callback_panic(&a.get::<String>(0)?)),
     ];
     all.extend(sessions::exports());
+    all.extend(preview::exports());
     all.extend(search::exports());
     all.extend(agent::exports());
     Dictionary::from_iter(all)
@@ -336,6 +337,24 @@ impl Args {
             Some(err) => Err(BridgeError::msg(err)),
             None => Ok(()),
         }
+    }
+}
+
+/// Argument 1 of every session and search call, the workspace directory: a non-empty string.
+pub(crate) fn workspace(a: &Args) -> BridgeResult<PathBuf> {
+    let ws = a.get::<String>(0)?;
+    if ws.is_empty() {
+        return Err(BridgeError::msg("bad argument #1: the workspace directory is empty"));
+    }
+    Ok(PathBuf::from(ws))
+}
+
+/// An optional table argument; `nil` and `{}` (which Lua cannot tell from an empty list) give the defaults.
+pub(crate) fn table_arg<T: DeserializeOwned + Default>(a: &Args, index: usize) -> BridgeResult<T> {
+    match a.get::<Option<serde_json::Value>>(index)? {
+        None | Some(serde_json::Value::Null) => Ok(T::default()),
+        Some(serde_json::Value::Array(v)) if v.is_empty() => Ok(T::default()),
+        Some(v) => serde_json::from_value(v).map_err(|e| BridgeError::msg(format!("bad argument #{}: {e}", index + 1))),
     }
 }
 

@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
+use nvim_oxi::Object;
 use serde::{Deserialize, Serialize};
 
-use super::sessions::{table_arg, workspace};
-use super::{Args, BridgeResult, jobs};
+use super::{Args, BridgeResult, export, jobs, table_arg, workspace};
 use crate::display;
 use crate::git::GitHead;
 use crate::session::entry::ForkedFrom;
@@ -90,9 +90,14 @@ pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult
     Ok(Preview::new(loaded, tail, &limits.pricing))
 }
 
+/// The preview's export, chained into the export table by [`super::exports`].
+pub fn exports() -> Vec<(&'static str, Object)> {
+    vec![export("sessions_preview_async", preview_async)]
+}
+
 /// `sessions_preview_async(workspace, id, limits, callback)`: [`preview`] on a worker thread. Previews
 /// share one lane: asking for another drops one not yet started.
-pub(super) fn preview_async(a: &Args) -> BridgeResult<u64> {
+fn preview_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let id: String = a.get(1)?;
     let limits = table_arg::<PreviewArgs>(a, 2)?;

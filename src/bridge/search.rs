@@ -21,7 +21,7 @@ use nvim_oxi::Object;
 use serde::{Deserialize, Serialize};
 
 use super::preview::{Preview, PreviewArgs};
-use super::{Args, BridgeError, BridgeResult, export, jobs};
+use super::{Args, BridgeError, BridgeResult, export, jobs, table_arg, workspace};
 use crate::display;
 use crate::message::Message;
 use crate::session::search::{self, Case, Hit, Options, Query, Summary};
@@ -163,23 +163,6 @@ fn preview_at_async(a: &Args) -> BridgeResult<u64> {
         let limits = PreviewArgs { max_messages: 40, ..Default::default() };
         preview_at(&ws, &id, at, &limits).and_then(|p| super::bulk(&p))
     })
-}
-
-fn workspace(a: &Args) -> BridgeResult<PathBuf> {
-    let ws = a.get::<String>(0)?;
-    if ws.is_empty() {
-        return Err(BridgeError::msg("bad argument #1: the workspace directory is empty"));
-    }
-    Ok(PathBuf::from(ws))
-}
-
-/// An optional table argument; `nil` and `{}` give the defaults.
-fn table_arg<T: serde::de::DeserializeOwned + Default>(a: &Args, index: usize) -> BridgeResult<T> {
-    match a.get::<Option<serde_json::Value>>(index)? {
-        None | Some(serde_json::Value::Null) => Ok(T::default()),
-        Some(serde_json::Value::Array(v)) if v.is_empty() => Ok(T::default()),
-        Some(v) => serde_json::from_value(v).map_err(|e| BridgeError::msg(format!("bad argument #{}: {e}", index + 1))),
-    }
 }
 
 #[cfg(test)]

@@ -36,10 +36,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nvim_oxi::Object;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Args, BridgeError, BridgeResult, export, jobs};
+use super::{Args, BridgeError, BridgeResult, export, jobs, table_arg, workspace};
 use crate::import::{self, ExternalItem, Homes};
 use crate::session::entry::ForkedFrom;
 use crate::session::export::{self as export_doc, Format};
@@ -54,7 +53,6 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("sessions_list_chunk", list_chunk),
         export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
         export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
-        export("sessions_preview_async", super::preview::preview_async),
         export("sessions_info", |a| info_priced(&workspace(a)?, &a.get::<String>(1)?, &table_arg::<Pricing>(a, 2)?)),
         export("sessions_load", |a| load(&workspace(a)?, &a.get::<String>(1)?)),
         export("sessions_cleanup", |a| cleanup(&workspace(a)?, a.get::<f64>(1)?, a.get::<Option<String>>(2)?)),
@@ -387,24 +385,6 @@ fn list_chunk(a: &Args) -> BridgeResult<Option<String>> {
         all.remove(&id);
     }
     Ok(next)
-}
-
-/// Argument 1, the workspace directory: a non-empty string.
-pub(super) fn workspace(a: &Args) -> BridgeResult<PathBuf> {
-    let ws = a.get::<String>(0)?;
-    if ws.is_empty() {
-        return Err(BridgeError::msg("bad argument #1: the workspace directory is empty"));
-    }
-    Ok(PathBuf::from(ws))
-}
-
-/// An optional table argument; `nil` and `{}` (which Lua cannot tell from an empty list) give the defaults.
-pub(super) fn table_arg<T: DeserializeOwned + Default>(a: &Args, index: usize) -> BridgeResult<T> {
-    match a.get::<Option<serde_json::Value>>(index)? {
-        None | Some(serde_json::Value::Null) => Ok(T::default()),
-        Some(serde_json::Value::Array(v)) if v.is_empty() => Ok(T::default()),
-        Some(v) => serde_json::from_value(v).map_err(|e| BridgeError::msg(format!("bad argument #{}: {e}", index + 1))),
-    }
 }
 
 #[cfg(test)]

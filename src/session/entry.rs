@@ -114,6 +114,14 @@ pub struct ImportedFrom {
     pub mtime: Option<i64>,
 }
 
+/// How our writer's lines of three kinds start, so a reader can tell them without parsing
+/// (`search/raw.rs`'s scan of a log's bytes). They rely on [`Entry`]'s field order below: `type`
+/// first, then `reason` (left out when empty, as it is on a message), then `role`; serde writes the
+/// fields in declaration order. Moving a field changes them: `prefixes_follow_the_field_order` fails.
+pub const CHECKPOINT_PREFIX: &[u8] = br#"{"type":"checkpoint","#;
+pub const ASSISTANT_PREFIX: &[u8] = br#"{"type":"message","role":"assistant","#;
+pub const REPLACE_PREFIX: &[u8] = br#"{"type":"replace","#;
+
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Entry {
     /// Missing means `message` (the seed omitted it).
@@ -269,6 +277,14 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_follow_the_field_order() {
+        let line = |e: &Entry| serde_json::to_vec(e).expect("json");
+        assert!(line(&Entry::checkpoint("a1", 0, "text", 1)).starts_with(CHECKPOINT_PREFIX));
+        assert!(line(&Entry::from_message(Message::assistant("hi"))).starts_with(ASSISTANT_PREFIX));
+        assert!(line(&Entry::replace("compact", vec![Message::user("hi")], 1)).starts_with(REPLACE_PREFIX));
+    }
 
     #[test]
     fn seed_lines_parse_with_string_arguments_and_missing_type() {

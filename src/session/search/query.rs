@@ -4,7 +4,7 @@
 use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
 use serde::{Deserialize, Serialize};
 
-use super::raw::CHECKPOINT_PREFIX;
+use crate::session::entry::CHECKPOINT_PREFIX;
 
 /// Longest query accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;

@@ -2,12 +2,8 @@
 //! restored from checkpoints alone may.
 
 use super::query::Query;
+use crate::session::entry::{ASSISTANT_PREFIX, CHECKPOINT_PREFIX, REPLACE_PREFIX};
 use crate::session::replay::{Parsed, parse_line};
-
-/// The writer's line prefixes that say what an entry is without parsing it.
-pub(super) const CHECKPOINT_PREFIX: &[u8] = br#"{"type":"checkpoint","#;
-const ASSISTANT_PREFIX: &[u8] = br#"{"type":"message","role":"assistant","#;
-const REPLACE_PREFIX: &[u8] = br#"{"type":"replace","#;
 
 /// Whether an answer restored from checkpoints alone may hold the text: its text is spread over
 /// several lines, so no line needs to match. A run of checkpoints of one answer followed by that
