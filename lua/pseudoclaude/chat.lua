@@ -13,6 +13,20 @@ local S = require("pseudoclaude.chat.state")
 local V = require("pseudoclaude.chat.view")
 local E = require("pseudoclaude.chat.events")
 
+-- The parts never require this module (no import circle): what they call of it is handed in. The keys call
+-- `M.send`/`M.cancel` when pressed (not when mapped), so a replaced function is the one called.
+H.key_actions = { ---@type pseudoclaude.chat.KeyActions
+  send = function(text, attachments)
+    return M.send(text, attachments)
+  end,
+  cancel = function()
+    return M.cancel()
+  end,
+}
+E.open_chat = function()
+  return M.open()
+end
+
 -- Public API ===========================================================================================================
 
 --- Opens (or focuses) the agent buffer. Returns the transcript buffer.
@@ -29,7 +43,7 @@ function M.open()
   end
   if not V.valid_buf(S.input_buf) then
     S.input_buf = V.make_buf("pseudoclaude://input", "pseudoclaude-input")
-    V.map_input(S.input_buf)
+    V.map_input(S.input_buf, H.key_actions)
   end
   if not V.valid_win(S.win) then
     vim.cmd("botright vsplit")
@@ -38,7 +52,7 @@ function M.open()
     vim.api.nvim_win_set_width(S.win, math.max(60, math.floor(vim.o.columns * 0.4)))
     V.set_win_options(S.win)
     vim.wo[S.win].winbar = "%{%v:lua.require'pseudoclaude.chat'.winbar()%}"
-    V.map_transcript(S.buf)
+    V.map_transcript(S.buf, H.key_actions)
   end
   if not V.valid_win(S.input_win) then
     vim.api.nvim_set_current_win(S.win)

@@ -41,6 +41,29 @@ M.links = {
   PseudoClaudeUnsaved = "DiagnosticError", -- winbar: "NOT SAVED"
 }
 
+--- The group of each kind of transcript line (`transcript.lua`'s marks) in the agent buffer, and in the picker's and
+--- the search's previews (`picker/render.lua`).
+---@type table<string, string>
+M.TRANSCRIPT = {
+  you = "PseudoClaudeHeader",
+  agent = "PseudoClaudeHeader",
+  reminder = "PseudoClaudeNotice",
+  call = "PseudoClaudeTool",
+  result = "PseudoClaudeTool",
+  error = "PseudoClaudeError",
+  more = "PseudoClaudeTool",
+}
+---@type table<string, string>
+M.PREVIEW = {
+  you = "PseudoClaudePickerPreviewUser",
+  agent = "PseudoClaudePickerPreviewAgent",
+  reminder = "PseudoClaudePickerDamage",
+  call = "PseudoClaudePickerPreviewTool",
+  result = "PseudoClaudePickerPreviewResult",
+  error = "PseudoClaudePickerPreviewError",
+  more = "PseudoClaudePickerPreviewMeta",
+}
+
 --- Defines the groups (keeping any the user or the colorscheme set) and re-defines them after `:colorscheme`.
 --- Cheap to call again.
 function M.setup()

@@ -72,11 +72,85 @@ local H = {}
 ---@type pseudoclaude.picker.State?
 local state = nil
 
+--- What the parts may ask of the controller: the methods of the state they are handed (`s:refresh()`), as telescope's
+--- actions call their picker's. The parts never require this module (no import circle), and `H` stays private.
+---@class pseudoclaude.picker.State
+local Picker = {}
+Picker.__index = Picker
+
+--- Whether this picker is still the open one (a callback of a closed picker does nothing).
+---@return boolean
+function Picker:is_current()
+  return state == self
+end
+
+--- Closes this picker, if it is still the open one.
+function Picker:close()
+  if state == self then
+    M.close()
+  end
+end
+
+---@param msg any
+---@param level integer?
+function Picker:notify(msg, level)
+  H.notify(msg, level)
+end
+
+--- The highlighted session (in search mode, the highlighted hit's), or nil.
+---@return pseudoclaude.SessionInfo?
+function Picker:selected()
+  return H.selected(self)
+end
+
+---@param items pseudoclaude.SessionInfo[]
+function Picker:set_items(items)
+  H.set_items(self, items)
+end
+
+function Picker:default_matches()
+  H.default_matches(self)
+end
+
+---@param fallback integer?
+function Picker:reselect(fallback)
+  H.reselect(self, fallback)
+end
+
+---@param fallback integer?
+function Picker:refresh(fallback)
+  H.refresh(self, fallback)
+end
+
+---@param id string
+function Picker:remove(id)
+  H.remove(self, id)
+end
+
+function Picker:draw_rows()
+  H.draw_rows(self)
+end
+
+--- Draws the preview now: the highlighted session's, or in search mode the highlighted hit's.
+function Picker:draw_preview()
+  if self.search then
+    return require("pseudoclaude.picker.search").draw_preview(self)
+  end
+  require("pseudoclaude.picker.preview").draw_preview(self)
+end
+
+--- Draws the preview soon (once the keys typed so far are handled).
+function Picker:request_preview()
+  require("pseudoclaude.picker.preview").request_preview(self)
+end
+
+--- The prompt's text changed (or must be filtered again).
+function Picker:on_change()
+  H.on_change(self)
+end
+
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
---- Bytes of an uncached log the first rows may read (on a worker thread, about 1 ms, so they come quickly); the full
---- list reads the rest.
-M.FIRST_ROWS_MAX_READ = 256 * 1024
 --- The prompt's "> " extmark (picker/rows.lua owns the counter's, id 1).
 local PREFIX_MARK = 2
 
@@ -125,6 +199,7 @@ function M.open(opts)
     external = external,
     list_gen = 0,
   }
+  setmetatable(s, Picker)
   state = s
   H.open_windows(s)
   -- no matcher and no row renderer yet: this step is the windows and the keys, the rows come with the list
@@ -221,27 +296,27 @@ end
 
 --- Resumes the highlighted session (asking first when it is in another workspace); see picker/actions.lua.
 function M.resume_selected()
-  return require("pseudoclaude.picker.actions").resume_selected()
+  return require("pseudoclaude.picker.actions").resume_selected(state)
 end
 
 --- Deletes the highlighted session after asking (y/N); the picker stays open on the next one.
 function M.delete_selected()
-  return require("pseudoclaude.picker.actions").delete_selected()
+  return require("pseudoclaude.picker.actions").delete_selected(state)
 end
 
 --- Renames the highlighted session (a prompt prefilled with its title).
 function M.rename_selected()
-  return require("pseudoclaude.picker.actions").rename_selected()
+  return require("pseudoclaude.picker.actions").rename_selected(state)
 end
 
 --- Pins the highlighted session, or unpins it: pinned sessions come first.
 function M.toggle_pin_selected()
-  return require("pseudoclaude.picker.actions").toggle_pin_selected()
+  return require("pseudoclaude.picker.actions").toggle_pin_selected(state)
 end
 
 --- Forks the highlighted session at its end ("resume as new") and resumes the fork.
 function M.fork_selected()
-  return require("pseudoclaude.picker.actions").fork_selected()
+  return require("pseudoclaude.picker.actions").fork_selected(state)
 end
 
 --- Lists the other agents' (Claude Code, Codex) sessions of the workspace too, or no more (`<C-o>`).
@@ -252,11 +327,32 @@ function M.toggle_external()
   end
 end
 
---- `:PseudoResume [last|all|{id}]`: no argument opens the picker; `last` resumes the most recent session; `all`
---- opens the picker over every workspace's sessions; an id resumes that session.
+--- `:PseudoResume [last|all|{id}]`: no argument opens the picker; `last` resumes the most recent session; `all` opens
+--- the picker over the sessions of every workspace this editor has used; an id resumes that session. Errors are reported with `vim.notify`.
 ---@param args string?
 function M.command(args)
-  return require("pseudoclaude.picker.actions").command(args)
+  args = vim.trim(args or "")
+  local ok, err = pcall(function()
+    if args == "" then
+      return M.open()
+    end
+    if args == "all" then
+      return M.open({ all = true })
+    end
+    local id = args
+    if args == "last" then
+      local sessions = require("pseudoclaude.sessions")
+      local newest = sessions.list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
+      if #newest == 0 then
+        error(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), 0)
+      end
+      id = newest[1].id
+    end
+    require("pseudoclaude.picker.actions").resume(id)
+  end)
+  if not ok then
+    require("pseudoclaude.errors").report(err)
+  end
 end
 
 --- Completion of `:PseudoResume`: "last", "all" and the session ids, most recently active first.
@@ -558,7 +654,5 @@ function H.draw_rows(s)
   end
   require("pseudoclaude.picker.rows").draw(s)
 end
-
-M._H = H
 
 return M

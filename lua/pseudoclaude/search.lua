@@ -61,11 +61,13 @@ end
 --- - otherwise: blocks, reading every session on the calling thread, and returns the hits and the summary (for
 ---   scripts; the picker never does this).
 --- Hits come best first: newest sessions first, each in message order. A newer search cancels a running one.
+--- `current`: the current session's id, left out unless `opts.include_current` (`sessions.search` passes it).
 ---@param query string
 ---@param opts pseudoclaude.SearchOpts?
+---@param current string?
 ---@return pseudoclaude.SearchHandle|pseudoclaude.SearchHit[]
 ---@return pseudoclaude.SearchSummary?
-function M.search(query, opts)
+function M.search(query, opts, current)
   opts = opts or {}
   H.check("query", query, "string")
   H.check("opts", opts, "table")
@@ -84,7 +86,7 @@ function M.search(query, opts)
     case = opts.case,
     limit = opts.limit,
     per_session = opts.per_session,
-    exclude = not opts.include_current and require("pseudoclaude.sessions").current_id() or nil,
+    exclude = not opts.include_current and current or nil,
   }
   if opts.on_hits or opts.on_done then
     return H.start(query, args, opts.on_hits, opts.on_done)

@@ -290,7 +290,8 @@ end
 ---@return pseudoclaude.SearchHandle|pseudoclaude.SearchHit[]
 ---@return pseudoclaude.SearchSummary?
 function M.search(query, opts)
-  return require("pseudoclaude.search").search(query, opts)
+  -- the current session is this module's to know: search.lua is told it (and never requires this module)
+  return require("pseudoclaude.search").search(query, opts, M.current_id())
 end
 
 --- Names session `id` `title` (an empty `title` gives it back its automatic title): a `title` entry in its own log,

@@ -8,6 +8,13 @@ local S = require("pseudoclaude.chat.state")
 local V = require("pseudoclaude.chat.view")
 local T = require("pseudoclaude.transcript")
 
+--- Opens (or focuses) the agent buffer: the controller's `chat.open`, set by chat.lua, which requires this module
+--- (so this one never requires it).
+---@type fun(): integer
+M.open_chat = function()
+  error("pseudoclaude.chat.events: open_chat is set by chat.lua", 0)
+end
+
 -- Events from the core ----------------------------------------------------------------------------------------------
 
 function M.on_wake()
@@ -183,7 +190,7 @@ M.handlers = {
     stats.read_at = vim.uv.hrtime()
     S.state.saved, S.state.save_error, S.state.busy = true, nil, false
     S.state.phase = "idle"
-    require("pseudoclaude.chat").open()
+    M.open_chat()
     S.restore_stats = stats
     report.at = pending.opts.at
     require("pseudoclaude.chat.restore").restore(function(all_drawn)
@@ -228,29 +235,6 @@ function M.list_turn_files()
     local id = vim.api.nvim_buf_set_extmark(S.buf, S.files_ns, start + 1 + i, 0, {})
     S.file_marks[id] = path
   end
-end
-
---- Opens the file of the list line under the cursor in the window the user was in before the chat.
-function M.open_file_under_cursor()
-  local row = vim.api.nvim_win_get_cursor(0)[1] - 1
-  local marks = vim.api.nvim_buf_get_extmarks(S.buf, S.files_ns, { row, 0 }, { row, -1 }, {})
-  local path = marks[1] and S.file_marks[marks[1][1]]
-  if not path then
-    return false
-  end
-  local target
-  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
-    if w ~= S.win and w ~= S.input_win and vim.api.nvim_win_get_config(w).relative == "" then
-      target = target or w
-    end
-  end
-  if target then
-    vim.api.nvim_set_current_win(target)
-  else
-    vim.cmd("topleft vsplit")
-  end
-  vim.cmd.edit(vim.fn.fnameescape(path))
-  return true
 end
 
 return M

@@ -35,17 +35,6 @@ M.marks_stale = false
 ---@type {mark: integer?, has_text: boolean}?
 M.open_block = nil
 
---- Highlight group of each kind of transcript line.
-M.groups = {
-  you = "PseudoClaudeHeader",
-  agent = "PseudoClaudeHeader",
-  reminder = "PseudoClaudeNotice",
-  call = "PseudoClaudeTool",
-  result = "PseudoClaudeTool",
-  error = "PseudoClaudeError",
-  more = "PseudoClaudeTool",
-}
-
 function M.workspace()
   return require("pseudoclaude").workspace()
 end

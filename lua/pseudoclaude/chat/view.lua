@@ -6,12 +6,11 @@
 local M = {}
 local S = require("pseudoclaude.chat.state")
 local T = require("pseudoclaude.transcript")
-local H = {}
 
---- The keys call the controller at the time they are pressed (it requires this module: no require at load time).
-function H.cancel()
-  require("pseudoclaude.chat").cancel()
-end
+---@class pseudoclaude.chat.KeyActions What the keys do, handed in by the controller (`chat.lua` requires this
+--- module, so this one never requires it).
+---@field send fun(text: string, attachments: table[])
+---@field cancel fun()
 
 function M.valid_buf(b)
   return b ~= nil and vim.api.nvim_buf_is_valid(b)
@@ -67,11 +66,16 @@ function M.map(b, modes, lhs, rhs, desc)
   end
 end
 
-function M.map_input(b)
+---@param b integer
+---@param on pseudoclaude.chat.KeyActions
+function M.map_input(b, on)
   local keys = require("pseudoclaude").get_config().keys
-  M.map(b, "n", keys.send, M.submit, "send")
-  M.map(b, "i", keys.send_insert, M.submit, "send")
-  M.map(b, { "n", "i" }, keys.cancel, H.cancel, "cancel the turn")
+  local function submit()
+    M.submit(on.send)
+  end
+  M.map(b, "n", keys.send, submit, "send")
+  M.map(b, "i", keys.send_insert, submit, "send")
+  M.map(b, { "n", "i" }, keys.cancel, on.cancel, "cancel the turn")
   -- workspace paths after `@`, for <C-x><C-o>, <C-x><C-u> and the completion plugins' omni sources
   vim.bo[b].omnifunc = "v:lua.require'pseudoclaude.context'.complete"
   vim.bo[b].completefunc = "v:lua.require'pseudoclaude.context'.complete"
@@ -86,13 +90,15 @@ function M.map_input(b)
   end
 end
 
-function M.map_transcript(b)
+---@param b integer
+---@param on pseudoclaude.chat.KeyActions
+function M.map_transcript(b, on)
   local keys = require("pseudoclaude").get_config().keys
-  M.map(b, "n", keys.cancel, H.cancel, "cancel the turn")
+  M.map(b, "n", keys.cancel, on.cancel, "cancel the turn")
   M.map(b, "n", keys.toggle_fold, M.toggle_fold, "expand/fold a tool result")
   if keys.open_file then
     vim.keymap.set("n", keys.open_file, function()
-      if not require("pseudoclaude.chat.events").open_file_under_cursor() then
+      if not M.open_file_under_cursor() then
         -- not on a file line: the key does what it does elsewhere
         vim.api.nvim_feedkeys(vim.keycode(keys.open_file), "n", false)
       end
@@ -113,7 +119,9 @@ function M.toggle_fold()
   end
 end
 
-function M.submit()
+--- Sends the input window's text with what it attaches (`send`: the controller's), then empties it.
+---@param send fun(text: string, attachments: table[])
+function M.submit(send)
   local lines = vim.api.nvim_buf_get_lines(S.input_buf, 0, -1, false)
   local text = vim.trim(table.concat(lines, "\n"))
   if text == "" then
@@ -121,7 +129,7 @@ function M.submit()
   end
   local context = require("pseudoclaude.context")
   local ok, err = pcall(function()
-    require("pseudoclaude.chat").send(text, context.collect(text))
+    send(text, context.collect(text))
   end)
   if not ok then
     require("pseudoclaude.errors").report(err)
@@ -129,6 +137,29 @@ function M.submit()
   end
   context.clear()
   vim.api.nvim_buf_set_lines(S.input_buf, 0, -1, false, {})
+end
+
+--- Opens the file of the list line under the cursor in the window the user was in before the chat.
+function M.open_file_under_cursor()
+  local row = vim.api.nvim_win_get_cursor(0)[1] - 1
+  local marks = vim.api.nvim_buf_get_extmarks(S.buf, S.files_ns, { row, 0 }, { row, -1 }, {})
+  local path = marks[1] and S.file_marks[marks[1][1]]
+  if not path then
+    return false
+  end
+  local target
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if w ~= S.win and w ~= S.input_win and vim.api.nvim_win_get_config(w).relative == "" then
+      target = target or w
+    end
+  end
+  if target then
+    vim.api.nvim_set_current_win(target)
+  else
+    vim.cmd("topleft vsplit")
+  end
+  vim.cmd.edit(vim.fn.fnameescape(path))
+  return true
 end
 
 --- Appends lines at the end of the transcript; returns the 0-based index of the first one.
@@ -192,8 +223,9 @@ function M.draw(lines, marks, folds, at_top, starts)
   local start = (empty or at_top) and 0 or n
   vim.api.nvim_buf_set_lines(b, start, empty and 1 or start, false, lines)
   vim.bo[b].modifiable = false
+  local groups = require("pseudoclaude.highlights").TRANSCRIPT
   for _, mark in ipairs(marks) do
-    vim.api.nvim_buf_set_extmark(b, S.ns, start + mark.line, 0, { line_hl_group = S.groups[mark.kind] })
+    vim.api.nvim_buf_set_extmark(b, S.ns, start + mark.line, 0, { line_hl_group = groups[mark.kind] })
   end
   for _, first in ipairs(starts or {}) do
     M.mark_message(start + math.min(first, #lines - 1))

@@ -1,38 +1,32 @@
 --- What the picker's keys do to the highlighted session (resume, delete, rename, pin, fork, the move to another
---- workspace), `:PseudoResume`'s arguments and completion, and the `vim.ui.select()` backend. Loaded on the first
+--- workspace), `:PseudoResume`'s completion and its resume of an id, and the `vim.ui.select()` backend. Loaded on the first
 --- such key or command, not when the picker opens.
 
 local M = {}
 
----@return pseudoclaude.picker.State?
-local function state()
-  return require("pseudoclaude.picker").get_state()
-end
+--- Each key's function is handed the picker's state (`s`, nil when it is closed) and asks the controller through its
+--- methods (`s:selected()`, `s:close()`…): this module never requires picker.lua.
 
----@return table the picker's helpers
-local function C()
-  return require("pseudoclaude.picker")._H
-end
-
----@return table the picker
-local function P()
-  return require("pseudoclaude.picker")
+---@param msg any
+---@param level integer?
+local function notify(msg, level)
+  vim.notify(tostring(msg), level or vim.log.levels.ERROR)
 end
 
 --- Resumes the highlighted session: closes the picker, then calls `require("pseudoclaude").resume(id)` (which
 --- returns at once and reads the session in the background). A session open in another editor is refused with an
 --- error message and the picker stays open.
-function M.resume_selected()
-  local s = state()
+---@param s pseudoclaude.picker.State?
+function M.resume_selected(s)
   if s and s.search then
     return require("pseudoclaude.picker.search").resume_selected(s)
   end
-  local item = s and C().selected(s)
+  local item = s and s:selected()
   if not s or not item then
     return
   end
   if item.source then
-    return M.import_and_resume(item)
+    return M.import_and_resume(item, s)
   end
   local sessions = require("pseudoclaude.sessions")
   local ok, holder = pcall(sessions.within, item.workspace, function()
@@ -45,16 +39,16 @@ function M.resume_selected()
     if not item.held_by then
       item.held_by = holder
       s.previews[item.id], s.preview_id = nil, nil
-      C().draw_rows(s)
-      require("pseudoclaude.picker.preview").request_preview(s)
+      s:draw_rows()
+      s:request_preview()
     end
-    return C().notify(M.held_message(item, holder), vim.log.levels.ERROR)
+    return notify(M.held_message(item, holder), vim.log.levels.ERROR)
   end
   local elsewhere = M.elsewhere(item)
   if elsewhere and not M.switch_ok(s, item, elsewhere) then
     return
   end
-  P().close()
+  s:close()
   vim.schedule(function()
     local done, err = pcall(M.resume_in, item.id, elsewhere)
     if not done then
@@ -67,12 +61,13 @@ end
 --- thread (`sessions.import`: the same unchanged file gives the session imported before), then resumes it as any
 --- session of ours. A compressed rollout is refused with its reason and the picker stays open.
 ---@param item pseudoclaude.ExternalSession
-function M.import_and_resume(item)
+---@param s pseudoclaude.picker.State? The picker, closed before the import (nil: the `vim.ui.select()` backend).
+function M.import_and_resume(item, s)
   if item.unsupported then
-    return C().notify(("pseudoclaude: %s cannot be imported: %s"):format(item.path, item.unsupported))
+    return notify(("pseudoclaude: %s cannot be imported: %s"):format(item.path, item.unsupported))
   end
-  if state() then
-    P().close()
+  if s then
+    s:close()
   end
   local report = require("pseudoclaude.errors").report
   local ok, err = pcall(require("pseudoclaude.sessions").import, item.path, {
@@ -97,7 +92,7 @@ end
 ---@param what string
 function M.not_ours(item, what)
   local tool = item.source == "codex" and "a Codex session" or "a Claude Code session"
-  C().notify(
+  notify(
     ("pseudoclaude: cannot %s %s: it is only read (<CR> imports it as a session of ours)"):format(what, tool),
     vim.log.levels.WARN
   )
@@ -144,7 +139,7 @@ function M.switch_ok(s, item, workspace)
     require("pseudoclaude.picker.render").title(item),
     vim.fn.fnamemodify(workspace, ":~")
   )
-  return M.confirm(question) and state() == s
+  return M.confirm(question, s) and s:is_current()
 end
 
 --- Resumes session `id`, first switching the chat to `workspace` when one is given; a failed resume switches back.
@@ -166,9 +161,9 @@ function M.resume_in(id, workspace)
 end
 
 --- Deletes the highlighted session after asking (y/N on the command line); the picker stays open on the next one.
-function M.delete_selected()
-  local s = state()
-  local item = s and C().selected(s)
+---@param s pseudoclaude.picker.State?
+function M.delete_selected(s)
+  local item = s and s:selected()
   if not s or not item then
     return
   end
@@ -176,7 +171,7 @@ function M.delete_selected()
     return M.not_ours(item, "delete")
   end
   local question = ("Delete session %q (%s)?"):format(require("pseudoclaude.picker.render").title(item), item.id)
-  if not M.confirm(question) or state() ~= s then
+  if not M.confirm(question, s) or not s:is_current() then
     return
   end
   local sessions = require("pseudoclaude.sessions")
@@ -184,16 +179,16 @@ function M.delete_selected()
     return sessions.delete(item.id)
   end)
   if not ok then
-    return C().notify(err, vim.log.levels.ERROR)
+    return notify(err, vim.log.levels.ERROR)
   end
-  C().remove(s, item.id)
+  s:remove(item.id)
 end
 
 --- Renames the highlighted session: asks for the name on the command line, prefilled with its title (an empty name
 --- gives it back its automatic title; <Esc> changes nothing).
-function M.rename_selected()
-  local s = state()
-  local item = s and C().selected(s)
+---@param s pseudoclaude.picker.State?
+function M.rename_selected(s)
+  local item = s and s:selected()
   if not s or not item then
     return
   end
@@ -201,16 +196,16 @@ function M.rename_selected()
     return M.not_ours(item, "rename")
   end
   local title = M.ask("Rename session: ", item.title or "")
-  if not title or state() ~= s then
+  if not title or not s:is_current() then
     return
   end
   M.mark(s, "rename", item, title)
 end
 
 --- Pins the highlighted session, or unpins it: pinned sessions come first.
-function M.toggle_pin_selected()
-  local s = state()
-  local item = s and C().selected(s)
+---@param s pseudoclaude.picker.State?
+function M.toggle_pin_selected(s)
+  local item = s and s:selected()
   if item and item.source then
     return M.not_ours(item, "pin")
   end
@@ -220,9 +215,9 @@ function M.toggle_pin_selected()
 end
 
 --- Forks the highlighted session at its end ("resume as new") and resumes the fork; the session itself is untouched.
-function M.fork_selected()
-  local s = state()
-  local item = s and C().selected(s)
+---@param s pseudoclaude.picker.State?
+function M.fork_selected(s)
+  local item = s and s:selected()
   if not s or not item then
     return
   end
@@ -238,11 +233,9 @@ function M.fork_selected()
     return sessions.fork(item.id, nil, {
       on_done = function(ferr, forked)
         if ferr then
-          return C().notify(ferr, vim.log.levels.ERROR)
+          return notify(ferr, vim.log.levels.ERROR)
         end
-        if state() == s then
-          P().close()
-        end
+        s:close()
         vim.schedule(function()
           local done, rerr = pcall(M.resume_in, forked.id, elsewhere)
           if not done then
@@ -253,35 +246,7 @@ function M.fork_selected()
     })
   end)
   if not ok then
-    C().notify(err, vim.log.levels.ERROR)
-  end
-end
-
---- `:PseudoResume [last|all|{id}]`: no argument opens the picker; `last` resumes the most recent session; `all` opens
---- the picker over the sessions of every workspace this editor has used; an id resumes that session. Errors are reported with `vim.notify`.
----@param args string?
-function M.command(args)
-  args = vim.trim(args or "")
-  local ok, err = pcall(function()
-    if args == "" then
-      return P().open()
-    end
-    if args == "all" then
-      return P().open({ all = true })
-    end
-    local id = args
-    if args == "last" then
-      local sessions = require("pseudoclaude.sessions")
-      local newest = sessions.list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
-      if #newest == 0 then
-        error(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), 0)
-      end
-      id = newest[1].id
-    end
-    M.resume(id)
-  end)
-  if not ok then
-    require("pseudoclaude.errors").report(err)
+    notify(err, vim.log.levels.ERROR)
   end
 end
 
@@ -311,11 +276,11 @@ end
 --- Asks a yes/no question on the command line; only "y" or "Y" is yes. (Not `vim.fn.confirm()`, which answers
 --- its default without asking when no UI is attached.)
 ---@param question string
+---@param s pseudoclaude.picker.State? The picker asking, if any.
 ---@return boolean
-function M.confirm(question)
+function M.confirm(question, s)
   vim.cmd.redraw()
   vim.api.nvim_echo({ { question .. " [y/N] ", "Question" } }, false, {})
-  local s = state()
   if s then
     s.asking = question -- for whoever drives the picker (tests, a plugin): it waits for this key
   end
@@ -352,26 +317,26 @@ function M.mark(s, what, item, value)
   local sessions = require("pseudoclaude.sessions")
   local function done(merr, info)
     if merr then
-      return C().notify(merr, vim.log.levels.ERROR)
+      return notify(merr, vim.log.levels.ERROR)
     end
-    if state() == s and info then
+    if s:is_current() and info then
       info.workspace = item.workspace
       s.marked[id] = info
-      C().set_items(s, require("pseudoclaude.picker.finder").with_marks(s, s.items))
+      s:set_items(require("pseudoclaude.picker.finder").with_marks(s, s.items))
       for _, hit in ipairs(s.search and s.search.hits or {}) do
         if hit.id == id then
           hit.title = info.title
         end
       end
       s.previews[id], s.preview_id = nil, nil
-      C().refresh(s)
+      s:refresh()
     end
   end
   local ok, err = pcall(sessions.within, item.workspace, function()
     return sessions[what](id, value, done)
   end)
   if not ok then
-    C().notify(err, vim.log.levels.ERROR)
+    notify(err, vim.log.levels.ERROR)
   end
 end
 
@@ -408,7 +373,7 @@ function M.select(all, external)
     end
     if #(items or {}) == 0 then
       local where = all and "any workspace" or require("pseudoclaude.sessions").workspace()
-      return C().notify(("pseudoclaude: no session to resume in %s"):format(where), vim.log.levels.INFO)
+      return notify(("pseudoclaude: no session to resume in %s"):format(where), vim.log.levels.INFO)
     end
     M.select_from(items)
   end)

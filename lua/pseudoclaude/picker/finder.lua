@@ -1,22 +1,14 @@
 --- The picker's finder: where its items come from. The first rows (`max_items` newest, pinned first) and then the
 --- full list, both read on the core's threads; the haystacks the matcher searches are built in steps.
 
+--- It is handed the picker's state and asks the controller through its methods (`s:refresh()`…): it never requires
+--- picker.lua.
+
 local M = {}
 
----@return pseudoclaude.picker.State?
-local function state()
-  return require("pseudoclaude.picker").get_state()
-end
-
----@return table the picker's helpers
-local function C()
-  return require("pseudoclaude.picker")._H
-end
-
----@return table the picker
-local function P()
-  return require("pseudoclaude.picker")
-end
+--- Bytes of an uncached log the first rows may read (on a worker thread, about 1 ms, so they come quickly); the full
+--- list reads the rest.
+M.FIRST_ROWS_MAX_READ = 256 * 1024
 
 --- Haystacks (and their lower-cased forms) built per main-loop step: 10,000 at once is more than a frame.
 M.HAY_STEP = 250
@@ -36,19 +28,17 @@ function M.read_first_rows(s, opts)
   s.list_gen = (s.list_gen or 0) + 1
   local gen = s.list_gen
   local function fail(msg, level)
-    if state() == s then
-      P().close()
-    end
-    C().notify(msg, level)
+    s:close()
+    s:notify(msg, level)
   end
   local ok, err = pcall(sessions.list_async, {
     limit = s.max_items,
-    max_read = P().FIRST_ROWS_MAX_READ,
+    max_read = M.FIRST_ROWS_MAX_READ,
     include_pinned = true,
     all = opts.all,
     external = s.external and (opts.reload or opts.with_external) or false,
   }, function(lerr, top)
-    if state() ~= s or s.list_gen ~= gen then
+    if not s:is_current() or s.list_gen ~= gen then
       return
     end
     s.stats.list_ms = (vim.uv.hrtime() - asked) / 1e6
@@ -66,23 +56,23 @@ function M.read_first_rows(s, opts)
     s.listing = false
     s.top_items = top
     if not s.full then
-      C().set_items(s, M.with_marks(s, top))
+      s:set_items(M.with_marks(s, top))
       s.sel_id = s.sel_id or (top[1] and top[1].id)
       if s.query == "" then
-        C().default_matches(s)
+        s:default_matches()
       else
         s.matches = s.matcher:filter(s.query)
       end
-      C().reselect(s)
-      C().draw_rows(s)
+      s:reselect()
+      s:draw_rows()
     end
     s.stats.rows_at = vim.uv.hrtime()
     -- the preview and the full list in a step of their own: the rows were this one's work
     vim.schedule(function()
-      if state() ~= s or s.list_gen ~= gen then
+      if not s:is_current() or s.list_gen ~= gen then
         return
       end
-      require("pseudoclaude.picker.preview").draw_preview(s)
+      s:draw_preview()
       s.stats.preview_at = vim.uv.hrtime()
       M.read_full_list(s)
     end)
@@ -133,17 +123,17 @@ function M.read_full_list(s)
   local sessions = require("pseudoclaude.sessions")
   local gen = s.list_gen
   local ok = pcall(sessions.list_async, { all = s.all, external = s.external }, function(err, items)
-    if state() ~= s or s.full or s.list_gen ~= gen then
+    if not s:is_current() or s.full or s.list_gen ~= gen then
       return
     end
     if err then
-      C().notify(err, vim.log.levels.ERROR)
+      s:notify(err, vim.log.levels.ERROR)
     end
     M.use_full_list(s, items or s.items)
   end)
   if not ok then
     vim.schedule(function()
-      if state() == s and not s.full and s.list_gen == gen then
+      if s:is_current() and not s.full and s.list_gen == gen then
         local read, items = pcall(sessions.list, { all = s.all, external = s.external })
         M.use_full_list(s, read and items or s.items)
       end
@@ -160,7 +150,7 @@ function M.use_full_list(s, items)
   local hay, lower, done = {}, {}, 0
   local gen = s.list_gen
   local function step()
-    if state() ~= s or s.full or s.list_gen ~= gen then
+    if not s:is_current() or s.full or s.list_gen ~= gen then
       return
     end
     for i = done + 1, math.min(done + M.HAY_STEP, #items) do
@@ -215,7 +205,7 @@ function M.install_full_list(s, items, hay, lower)
   local matcher = require("pseudoclaude.picker.matcher")
   s.matcher = matcher.new(hay, nil, matcher.DEFAULT_ENGINE == "lua" and lower or nil)
   s.full = true
-  C().refresh(s)
+  s:refresh()
   s.stats.full_at = vim.uv.hrtime()
   s.stats.full_apply_ms = (s.stats.full_at - t) / 1e6
   s.stats.full_count = #items

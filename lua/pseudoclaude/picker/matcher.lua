@@ -304,6 +304,4 @@ function H.positions_vim(hay, query)
   return out
 end
 
-M._H = H
-
 return M

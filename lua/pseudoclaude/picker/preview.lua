@@ -1,20 +1,12 @@
 --- The picker's previewer: the highlighted session's history, read on the core's threads (a "loading" line until
---- it arrives), cached per session, drawn only while its session is highlighted.
+--- it arrives), cached per session, drawn only while its session is highlighted; and the one function that puts a
+--- preview in the preview window (`show`), which the search mode's previews go through too. It is handed the
+--- picker's state and asks the controller through its methods (`s:selected()`…): it never requires picker.lua.
 
 local M = {}
 
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
-
----@return pseudoclaude.picker.State?
-local function state()
-  return require("pseudoclaude.picker").get_state()
-end
-
----@return table the picker's helpers
-local function C()
-  return require("pseudoclaude.picker")._H
-end
 
 --- Draws the preview soon (once the keys typed so far are handled).
 ---@param s pseudoclaude.picker.State
@@ -25,8 +17,8 @@ function M.request_preview(s)
   s.preview_pending = true
   vim.schedule(function()
     s.preview_pending = false
-    if state() == s then
-      M.draw_preview(s)
+    if s:is_current() then
+      s:draw_preview() -- the controller's: this module's or the search mode's
     end
   end)
 end
@@ -36,14 +28,11 @@ end
 --- drawn.
 ---@param s pseudoclaude.picker.State
 function M.draw_preview(s)
-  if s.search then
-    return require("pseudoclaude.picker.search").draw_preview(s)
-  end
   local win = s.wins.preview
   if not win or not api.nvim_win_is_valid(win) then
     return
   end
-  local item = C().selected(s)
+  local item = s:selected()
   if (item and item.id) == s.preview_id then
     return
   end
@@ -84,7 +73,7 @@ function M.load_preview(s, item)
       if s.loading == item.id then
         s.loading = nil
       end
-      if state() ~= s or perr == "superseded" then
+      if not s:is_current() or perr == "superseded" then
         return
       end
       -- the render in a main-loop step of its own (this one decoded the preview)
@@ -108,7 +97,7 @@ end
 ---@param asked integer
 function M.preview_arrived(s, item, perr, preview, asked)
   local render = require("pseudoclaude.picker.render")
-  if state() ~= s then
+  if not s:is_current() then
     return
   end
   local win = s.wins.preview
@@ -126,7 +115,7 @@ function M.preview_arrived(s, item, perr, preview, asked)
   if s.search then
     return -- read for the list; the search mode draws its own previews
   end
-  local current = C().selected(s)
+  local current = s:selected()
   if current and current.id == item.id then
     M.show_preview(s, p, item.id)
     local stats = s.stats.previews
@@ -141,13 +130,22 @@ end
 ---@param p pseudoclaude.picker.Preview
 ---@param id string?
 function M.show_preview(s, p, id)
+  M.show(s, p)
+  s.preview_id = id
+end
+
+--- Puts preview `p` in the preview window: its lines, highlights and folds; the cursor on `p.cursor` (a search hit's
+--- preview, the folds around it open) or on the first line.
+---@param s pseudoclaude.picker.State
+---@param p pseudoclaude.picker.Preview
+function M.show(s, p)
   local win, buf = s.wins.preview, s.bufs.preview
   vim.bo[buf].modifiable = true
   api.nvim_buf_set_lines(buf, 0, -1, false, p.lines)
   vim.bo[buf].modifiable = false
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
   for _, h in ipairs(p.hls) do
-    local line = p.lines[h[1] + 1]
+    local line = p.lines[h[1] + 1] or ""
     api.nvim_buf_set_extmark(buf, ns, h[1], h[2], {
       end_col = h[3] < 0 and #line or h[3],
       hl_group = h[4],
@@ -164,8 +162,14 @@ function M.show_preview(s, p, id)
     end)
   end
   s.preview_folded = #folds > 0
-  api.nvim_win_set_cursor(win, { 1, 0 })
-  s.preview_id = id
+  if p.cursor then
+    api.nvim_win_call(win, function()
+      api.nvim_win_set_cursor(win, { math.min(p.cursor + 1, math.max(#p.lines, 1)), 0 })
+      pcall(vim.cmd, "normal! zvzz")
+    end)
+  else
+    api.nvim_win_set_cursor(win, { 1, 0 })
+  end
 end
 
 return M

@@ -159,11 +159,11 @@ function M.rows(items, width, now)
       or "  "
     local place = M.workspace_name(item)
     if place ~= "" then
-      place = H.fit(place, math.min(H.width(place), M.WORKSPACE_MAX_WIDTH, math.floor(title_w / 3)), true) .. ": "
+      place = M.fit(place, math.min(H.width(place), M.WORKSPACE_MAX_WIDTH, math.floor(title_w / 3)), true) .. ": "
     elseif item.source then
       place = "[" .. M.source_name(item) .. "] "
     end
-    local title, title_bytes = H.fit(M.title(item), math.max(title_w - H.width(place), 1))
+    local title, title_bytes = M.fit(M.title(item), math.max(title_w - H.width(place), 1))
     local age = M.age(now - M.activity(item))
     local parts = { marker, place, title, "  ", (" "):rep(M.AGE_WIDTH - #age), age }
     local col = #marker + #place + #title + 2
@@ -203,7 +203,7 @@ function M.rows(items, width, now)
       col = col + 2 + cost_w
     end
     if branch_w > 0 then
-      local branch, branch_bytes = H.fit(H.branch(item), branch_w)
+      local branch, branch_bytes = M.fit(H.branch(item), branch_w)
       parts[#parts + 1] = "  " .. branch
       if item.branch then
         row.branch_col, row.branch_bytes = col + 2, branch_bytes
@@ -212,7 +212,7 @@ function M.rows(items, width, now)
       col = col + 2 + #branch
     end
     if model_w > 0 and (item.model or "") ~= "" then
-      local model, model_bytes = H.fit(item.model, model_w, true)
+      local model, model_bytes = M.fit(item.model, model_w, true)
       parts[#parts + 1] = "  " .. model
       row.model_col, row.model_bytes = col + 2, model_bytes
       hls[#hls + 1] = { col + 2, col + 2 + #model, "PseudoClaudePickerModel" }
@@ -286,6 +286,7 @@ end
 ---@field lines string[]
 ---@field hls [integer, integer, integer, string][] line (0-based), start column, end column (-1: end of line), group
 ---@field folds {[1]: integer, [2]: integer}[]? 0-based inclusive line ranges folded (tool outputs)
+---@field cursor integer? 0-based line the cursor goes to (a search hit's preview); nil: the first
 
 --- The preview's header: title; id, model, count, age; a notice when the session is open elsewhere or its log
 --- needed repairs.
@@ -355,24 +356,31 @@ function M.failed(item, err)
   }
 end
 
---- The history a resume restores, readable: the header, then the end of the history exactly as the agent buffer
---- renders it (`pseudoclaude.transcript`: the same lines and folds), each message cut to `MESSAGE_MAX_LINES`.
----@param p pseudoclaude.SessionPreview
+--- The history of a session as a preview shows it, the one renderer of the picker's previews and the search's: the
+--- header, then the history exactly as the agent buffer renders it (`pseudoclaude.transcript`: the same lines and
+--- folds).
+--- - The picker's preview (`sessions_preview_async`, no `hit`): the end of the history, read from its own first
+---   header as if the history began there, each message cut to `MESSAGE_MAX_LINES`, at most `PREVIEW_MAX_LINES`.
+--- - A search hit's (`sessions_preview_at_async`, `hit` given): from a few messages before the hit's (`p.at`), which
+---   continues the message before it (`tail.prev`), whole; the cursor (`cursor`) on the first line of the hit's
+---   message holding `hit.query` (or on its first line), the matches highlighted there.
+---@param p pseudoclaude.SessionPreview|{at: integer?}
 ---@param item pseudoclaude.SessionInfo
 ---@param now integer unix seconds
 ---@param width integer? columns available (one-line summaries are cut to fit)
+---@param hit {query: string}? A search hit's preview.
 ---@return pseudoclaude.picker.Preview
-function M.preview(p, item, now, width)
+function M.preview(p, item, now, width, hit)
   width = math.max((width or 80) - 4, 20)
   local lines, hls = H.header(p, item, now)
   local add = H.adder(lines, hls)
   local tail = p.tail or { from = 0, messages = {} }
   local msgs = tail.messages or {}
   local T = require("pseudoclaude.transcript")
-  local body, marks, folds = T.render(msgs, {
+  local body, marks, folds, starts = T.render(msgs, {
     width = width,
-    max_text_lines = M.MESSAGE_MAX_LINES,
-    -- the tail reads from its own first header, as if the history began there
+    max_text_lines = not hit and M.MESSAGE_MAX_LINES or nil,
+    prev = hit and T.nonnil(tail.prev) or nil,
     names = tail.names,
   })
   add("")
@@ -382,15 +390,16 @@ function M.preview(p, item, now, width)
   if #msgs == 0 then
     add("(no messages)", "PseudoClaudePickerPreviewMeta")
   end
-  -- Keep the end when the history is longer than the preview shows.
-  local skip = math.max(#body - (M.PREVIEW_MAX_LINES - #lines - 1), 0)
+  -- Keep the end when the history is longer than the preview shows (a hit's preview starts near the hit: all of it).
+  local skip = hit and 0 or math.max(#body - (M.PREVIEW_MAX_LINES - #lines - 1), 0)
   if skip > 0 then
     add(("… %d earlier lines not shown"):format(skip), "PseudoClaudePickerPreviewMeta")
   end
   local offset = #lines - skip
+  local groups = require("pseudoclaude.highlights").PREVIEW
   local mark_at = {}
   for _, mark in ipairs(marks) do
-    mark_at[mark.line + 1] = H.PREVIEW_GROUPS[mark.kind]
+    mark_at[mark.line + 1] = groups[mark.kind]
   end
   for i = skip + 1, #body do
     add(body[i], mark_at[i])
@@ -401,7 +410,48 @@ function M.preview(p, item, now, width)
       out_folds[#out_folds + 1] = { f[1] + offset, f[2] + offset }
     end
   end
-  return { lines = lines, hls = hls, folds = out_folds }
+  local out = { lines = lines, hls = hls, folds = out_folds } ---@type pseudoclaude.picker.Preview
+  if hit then
+    local k = (p.at or 1) - (tail.from or 0)
+    local first = offset + (starts[k] or 0)
+    local last = offset + ((starts[k + 1] or #body) - 1)
+    local cursor, found = first, false
+    for line = first, math.max(first, last) do
+      for _, r in ipairs(M.find_all(lines[line + 1] or "", hit.query)) do
+        hls[#hls + 1] = { line, r[1], r[2], "PseudoClaudePickerMatch" }
+        if not found then
+          cursor, found = line, true
+        end
+      end
+    end
+    out.cursor = cursor
+  end
+  return out
+end
+
+--- Byte ranges `{start, end}` (0-based, end exclusive) of `query` in `line`: case-insensitive unless the query has
+--- an upper-case letter (ASCII folding: it only places highlights).
+---@param line string
+---@param query string
+---@return integer[][]
+function M.find_all(line, query)
+  local out = {}
+  if query == "" then
+    return out
+  end
+  local hay, needle = line, query
+  if not query:find("%u") then
+    hay, needle = line:lower(), query:lower()
+  end
+  local from = 1
+  while true do
+    local s, e = hay:find(needle, from, true)
+    if not s then
+      return out
+    end
+    out[#out + 1] = { s - 1, e }
+    from = e + 1
+  end
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
@@ -460,17 +510,6 @@ function H.git_text(branch, commit)
   return branch
 end
 
---- Preview highlight group of each kind of transcript line.
-H.PREVIEW_GROUPS = {
-  you = "PseudoClaudePickerPreviewUser",
-  agent = "PseudoClaudePickerPreviewAgent",
-  reminder = "PseudoClaudePickerDamage",
-  call = "PseudoClaudePickerPreviewTool",
-  result = "PseudoClaudePickerPreviewResult",
-  error = "PseudoClaudePickerPreviewError",
-  more = "PseudoClaudePickerPreviewMeta",
-}
-
 --- Display width of `s`.
 ---@param s string
 ---@return integer
@@ -488,7 +527,7 @@ end
 ---@param no_pad boolean?
 ---@return string fitted
 ---@return integer shown_bytes
-function H.fit(s, w, no_pad)
+function M.fit(s, w, no_pad)
   local sw = H.width(s)
   if sw <= w then
     return no_pad and s or (s .. (" "):rep(w - sw)), #s
@@ -506,7 +545,5 @@ function H.fit(s, w, no_pad)
   end
   return table.concat(out) .. "…" .. (" "):rep(w - 1 - used), bytes
 end
-
-M._H = H
 
 return M

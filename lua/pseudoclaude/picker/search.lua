@@ -5,7 +5,9 @@
 ---
 --- Each change of the query cancels the search running and starts another; its hits stream in, newest sessions
 --- first, and a hit of an older query is never drawn (each search has a generation). The picker (picker.lua) hands
---- its rows, moves, preview and `<CR>` to this module while `state.search` is set.
+--- its rows, moves, preview and `<CR>` to this module while `state.search` is set; this module asks the controller
+--- through the state's methods (`s:on_change()`, `s:close()`…) and never requires picker.lua. Its previews are drawn
+--- by the picker's one renderer (`render.preview` with the hit) and shown by the previewer (`preview.show`).
 
 local M = {}
 local H = {}
@@ -84,9 +86,8 @@ function M.leave(s)
   s.search = nil
   H.titles(s, " Resume session ", " Sessions ")
   s.preview_id = nil
-  local P = require("pseudoclaude.picker")._H
   s.query = "\0" -- refilter whatever the prompt holds
-  P.on_change(s)
+  s:on_change()
 end
 
 --- `<C-g>`: search mode on or off.
@@ -121,7 +122,7 @@ function M.on_query(s, query)
   st.running = query ~= ""
   if query ~= "" then
     local gen = st.gen
-    local ok, handle = pcall(require("pseudoclaude.search").search, query, {
+    local ok, handle = pcall(require("pseudoclaude.sessions").search, query, {
       per_session = M.PER_SESSION,
       limit = M.LIMIT,
       on_hits = function(hits)
@@ -221,7 +222,7 @@ function M.resume_selected(s)
       vim.log.levels.ERROR
     )
   end
-  require("pseudoclaude.picker").close()
+  s:close()
   vim.schedule(function()
     local done, err = pcall(require("pseudoclaude").resume, hit.id, { at = hit.index })
     if not done then
@@ -289,7 +290,7 @@ end
 ---@return table[][] hls
 function M.rows(hits, width, now)
   local render = require("pseudoclaude.picker.render")
-  local fit = render._H.fit
+  local fit = render.fit
   local title_w = math.max(8, math.min(40, math.floor(width * 0.28)))
   local lines, hls = {}, {}
   for k, hit in ipairs(hits) do
@@ -367,7 +368,7 @@ function M.draw_preview(s)
       end
       local render = require("pseudoclaude.picker.render")
       st.previews[key] = perr and render.failed(item, perr)
-        or M.preview(preview, item, s.now, api.nvim_win_get_width(win), st.query)
+        or render.preview(preview, item, s.now, api.nvim_win_get_width(win), { query = st.query })
       local current = M.selected_hit(s)
       if current and current.id .. ":" .. current.index == key then
         H.show(s, st.previews[key], key)
@@ -383,61 +384,6 @@ function M.draw_preview(s)
   end
 end
 
---- The preview of a hit: the header, then the history from a few messages before the hit as the agent buffer
---- renders it, the cursor on the first line of the hit's message holding the query (or on its first line), the
---- matches highlighted there.
----@param p table `sessions_preview_at_async`'s preview (`tail` from a few messages before `at`)
----@param item pseudoclaude.SessionInfo
----@param now integer
----@param width integer
----@param query string
----@return pseudoclaude.picker.Preview
-function M.preview(p, item, now, width, query)
-  local render = require("pseudoclaude.picker.render")
-  local T = require("pseudoclaude.transcript")
-  local lines, hls = render._H.header(p, item, now)
-  local function add(line, group)
-    lines[#lines + 1] = line
-    if group then
-      hls[#hls + 1] = { #lines - 1, 0, -1, group }
-    end
-  end
-  local tail = p.tail or { from = 0, messages = {} }
-  add("")
-  if (tail.from or 0) > 0 then
-    add(("… %d earlier messages not shown"):format(tail.from), "PseudoClaudePickerPreviewMeta")
-  end
-  local body, marks, folds, starts =
-    T.render(tail.messages or {}, { width = math.max(width - 4, 20), prev = T.nonnil(tail.prev), names = tail.names })
-  local offset = #lines
-  local groups = render._H.PREVIEW_GROUPS
-  local mark_at = {}
-  for _, mark in ipairs(marks) do
-    mark_at[mark.line + 1] = groups[mark.kind]
-  end
-  for i, l in ipairs(body) do
-    add(l, mark_at[i])
-  end
-  local out_folds = {}
-  for _, f in ipairs(folds) do
-    out_folds[#out_folds + 1] = { f[1] + offset, f[2] + offset }
-  end
-  local k = (p.at or 1) - (tail.from or 0)
-  local first = offset + (starts[k] or 0)
-  local last = offset + ((starts[k + 1] or #body) - 1)
-  local cursor = first
-  local found = false
-  for line = first, math.max(first, last) do
-    for _, r in ipairs(H.find_all(lines[line + 1] or "", query)) do
-      hls[#hls + 1] = { line, r[1], r[2], "PseudoClaudePickerMatch" }
-      if not found then
-        cursor, found = line, true
-      end
-    end
-  end
-  return { lines = lines, hls = hls, folds = out_folds, cursor = cursor }
-end
-
 -- Helpers ------------------------------------------------------------------------------------------------------
 
 ---@param s pseudoclaude.picker.State
@@ -445,7 +391,7 @@ end
 ---@param hits pseudoclaude.SearchHit[]
 function H.arrived(s, gen, hits)
   local st = s.search
-  if require("pseudoclaude.picker").get_state() ~= s or not st or st.gen ~= gen then
+  if not s:is_current() or not st or st.gen ~= gen then
     return
   end
   local before = #st.hits
@@ -460,7 +406,7 @@ end
 
 function H.finished(s, gen, err, summary)
   local st = s.search
-  if require("pseudoclaude.picker").get_state() ~= s or not st or st.gen ~= gen then
+  if not s:is_current() or not st or st.gen ~= gen then
     return
   end
   st.running, st.summary = false, summary
@@ -495,61 +441,17 @@ function H.label(hit)
   return hit.role == "user" and "you" or "agent"
 end
 
---- Byte ranges `{start, end}` (0-based, end exclusive) of `query` in `line`: case-insensitive unless the query has
---- an upper-case letter (ASCII folding: it only places highlights).
----@param line string
----@param query string
----@return integer[][]
-function H.find_all(line, query)
-  local out = {}
-  if query == "" then
-    return out
-  end
-  local hay, needle = line, query
-  if not query:find("%u") then
-    hay, needle = line:lower(), query:lower()
-  end
-  local from = 1
-  while true do
-    local s, e = hay:find(needle, from, true)
-    if not s then
-      return out
-    end
-    out[#out + 1] = { s - 1, e }
-    from = e + 1
-  end
-end
-
 ---@param s pseudoclaude.picker.State
 function H.request_preview(s)
-  require("pseudoclaude.picker.preview").request_preview(s)
+  s:request_preview()
 end
 
 --- Puts preview `p` in the preview window, the cursor on its hit (`p.cursor`) with the folds around it open.
 ---@param s pseudoclaude.picker.State
----@param p table
+---@param p pseudoclaude.picker.Preview
 ---@param key string?
 function H.show(s, p, key)
-  local win, buf = s.wins.preview, s.bufs.preview
-  vim.bo[buf].modifiable = true
-  api.nvim_buf_set_lines(buf, 0, -1, false, p.lines)
-  vim.bo[buf].modifiable = false
-  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  for _, h in ipairs(p.hls) do
-    local line = p.lines[h[1] + 1] or ""
-    api.nvim_buf_set_extmark(buf, ns, h[1], h[2], { end_col = h[3] < 0 and #line or h[3], hl_group = h[4] })
-  end
-  api.nvim_win_call(win, function()
-    vim.wo[win].foldmethod = "manual"
-    vim.wo[win].foldenable = true
-    vim.wo[win].foldlevel = 0
-    pcall(vim.cmd, "normal! zE")
-    for _, f in ipairs(p.folds or {}) do
-      pcall(vim.cmd, ("%d,%dfold"):format(f[1] + 1, f[2] + 1))
-    end
-    api.nvim_win_set_cursor(win, { math.min((p.cursor or 0) + 1, math.max(#p.lines, 1)), 0 })
-    pcall(vim.cmd, "normal! zvzz")
-  end)
+  require("pseudoclaude.picker.preview").show(s, p)
   if s.search then
     s.search.preview_key = key
   end
@@ -564,7 +466,5 @@ function H.titles(s, prompt, results)
     end
   end
 end
-
-M._H = H
 
 return M

@@ -1,0 +1,244 @@
+"""Which source file imports which: Rust paths (`use crate::…`, `super::…`, `self::…`, a child module's name, and
+the same paths written inline in code) and Lua `require("pseudoclaude…")`, resolved to the files that define them.
+
+`test_doc.py` fails on a circle between files and on a module's private `_H` table reached from another file
+(issue 29: a part never imports the whole it was cut from; `H` stays private to its file). Run it alone to print
+the graph: `python3 tests/e2e/module_graph.py`.
+
+A folder's root file (Rust's `mod.rs` and `lib.rs`, Lua's `init.lua`) declares its folder's files, re-exports them
+and assembles them into one public face; its edges into its own folder are not counted, so the files in it may use
+what the root holds for them (`super::Context`). Every other edge counts: a Lua `chat.lua` beside a `chat/` folder is
+a file like any other, so `chat/view.lua` never requires it back.
+
+What counts as an import: every path in a Rust file outside comments, string literals and the `#[cfg(test)]`
+code (a file's tests may use anything), and every `require` of a Lua file, a lazy one inside a function too (it
+is still a dependency, only a later one). What does not: a `mod name;` declaration (the parent's structure, not a
+use) and the integration tests under `tests/` (they only use the crate).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def _strip_rust(text: str) -> str:
+    """The code without comments, string and char literals, and without its `#[cfg(test)]` items."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c == "r" and re.match(r'r#*"', text[i:]) and (i == 0 or not re.match(r"\w", text[i - 1])):
+            hashes = re.match(r"r(#*)\"", text[i:]).group(1)
+            end = '"' + hashes
+            j = text.find(end, i + 2 + len(hashes))
+            out.append('""')
+            i = n if j < 0 else j + len(end)
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""')
+            i = j + 1
+        elif c == "'" and re.match(r"'(\\.|[^\\'])'", text[i:]):
+            i += len(re.match(r"'(\\.|[^\\'])'", text[i:]).group(0))
+        else:
+            out.append(c)
+            i += 1
+    code = "".join(out)
+    # a `#[cfg(test)]` item: the module of unit tests (to its closing brace) or a `mod tests;` file
+    while (m := re.search(r"#\[cfg\(test\)\]", code)) is not None:
+        j = m.end()
+        brace = code.find("{", j)
+        semi = code.find(";", j)
+        if brace < 0 or (0 <= semi < brace):
+            end = semi + 1
+        else:
+            depth, end = 0, brace
+            while end < len(code):
+                if code[end] == "{":
+                    depth += 1
+                elif code[end] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                end += 1
+            end += 1
+        code = code[: m.start()] + code[end:]
+    return code
+
+
+def _expand_use(tree: str) -> list[str]:
+    """`a::{b, c::{d, self}}` -> [`a::b`, `a::c::d`, `a::c`]."""
+    tree = re.sub(r"\s+", "", tree)
+    m = re.match(r"^(.*?)\{(.*)\}$", tree)
+    if not m:
+        return [re.sub(r"as\w+$", "", tree) if "as" in tree.split("::")[-1] else tree]
+    prefix, inner = m.group(1), m.group(2)
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        cur += ch
+    parts.append(cur)
+    out = []
+    for p in filter(None, parts):
+        if p == "self":
+            out.append(prefix.rstrip(":"))
+        else:
+            out += _expand_use(prefix + p)
+    return out
+
+
+def rust_modules() -> dict[tuple[str, ...], Path]:
+    """Module path -> the file that defines it (the library crate; `src/bin` is a crate of its own)."""
+    mods = {}
+    src = ROOT / "src"
+    for p in src.rglob("*.rs"):
+        rel = p.relative_to(src)
+        if rel.parts[0] == "bin" or p.name.endswith("_tests.rs"):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] in ("mod", "lib"):
+            parts = parts[:-1]
+        mods[("crate", *parts)] = p
+    return mods
+
+
+def rust_edges() -> dict[Path, set[Path]]:
+    mods = rust_modules()
+    by_file = {f: m for m, f in mods.items()}
+    children = {m: {c[-1] for c in mods if len(c) == len(m) + 1 and c[: len(m)] == m} for m in mods}
+    edges: dict[Path, set[Path]] = {}
+    for f, here in by_file.items():
+        code = _strip_rust(f.read_text())
+        paths = []
+        for m in re.finditer(r"\buse\s+([^;]+);", code):
+            paths += _expand_use(m.group(1))
+        paths += re.findall(rf"\b(?:crate|super|self)(?:::{_IDENT})+", code)
+        paths += [p for p in re.findall(rf"(?<![:\w])({_IDENT}(?:::{_IDENT})+)", code) if p.split("::")[0] in children[here]]
+        targets = set()
+        for path in paths:
+            segs = [s for s in path.split("::") if s]
+            if not segs:
+                continue
+            if segs[0] == "crate":
+                base, rest = ("crate",), segs[1:]
+            elif segs[0] in ("super", "self"):
+                base = here
+                while segs and segs[0] in ("super", "self"):
+                    base = base[:-1] if segs[0] == "super" else base
+                    segs = segs[1:]
+                rest = segs
+            elif segs[0] in children[here]:
+                base, rest = here, segs
+            else:
+                continue
+            mod = tuple(base)
+            for s in rest:
+                if (*mod, s) in mods:
+                    mod = (*mod, s)
+                else:
+                    break
+            if mods[mod] != f:
+                targets.add(mods[mod])
+        edges[f] = targets
+    return edges
+
+
+def lua_file(name: str) -> Path | None:
+    base = ROOT / "lua" / Path(*name.split("."))
+    for p in (base.with_suffix(".lua"), base / "init.lua"):
+        if p.exists():
+            return p
+    return None
+
+
+def lua_edges() -> dict[Path, set[Path]]:
+    edges = {}
+    for f in [*ROOT.joinpath("lua").rglob("*.lua"), *ROOT.joinpath("plugin").rglob("*.lua")]:
+        code = re.sub(r"--[^\n]*", "", f.read_text())
+        names = re.findall(r"""require\s*\(?\s*["'](pseudoclaude[\w.]*)["']""", code)
+        edges[f] = {t for n in names if (t := lua_file(n)) is not None and t != f}
+    return edges
+
+
+def is_root(f: Path) -> bool:
+    return f.name in ("mod.rs", "lib.rs", "init.lua")
+
+
+def counted(edges: dict[Path, set[Path]]) -> dict[Path, set[Path]]:
+    """`edges` without a root file's edges into its own folder (see the module's docs)."""
+    return {a: {b for b in bs if not (is_root(a) and b.is_relative_to(a.parent))} for a, bs in edges.items()}
+
+
+def circles(edges: dict[Path, set[Path]]) -> list[list[Path]]:
+    """The strongly connected components of more than one file (Tarjan), each sorted."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def private_tables_reached() -> list[str]:
+    """`x._H` written in a Lua file other than the one whose `H` it is: every `._H` outside a `M._H = H` line."""
+    found = []
+    for f in [*ROOT.joinpath("lua").rglob("*.lua"), *ROOT.joinpath("plugin").rglob("*.lua")]:
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            code = re.sub(r"--.*", "", line)
+            if "._H" in code and not re.fullmatch(r"\s*M\._H\s*=\s*H\s*", code):
+                found.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
+    return found
+
+
+def describe(comp: list[Path], edges: dict[Path, set[Path]]) -> str:
+    rel = lambda p: str(p.relative_to(ROOT))  # noqa: E731
+    inside = [f"{rel(a)} -> {rel(b)}" for a in comp for b in sorted(edges[a]) if b in comp]
+    return "; ".join(inside)
+
+
+if __name__ == "__main__":
+    for name, edges in (("rust", counted(rust_edges())), ("lua", counted(lua_edges()))):
+        for comp in circles(edges):
+            print(f"{name} circle: {describe(comp, edges)}")
+    for line in private_tables_reached():
+        print("private table reached:", line)
