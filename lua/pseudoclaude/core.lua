@@ -140,7 +140,36 @@ function M.try_load()
       )
   end
   lib = loaded
+  H.finish_writes_at_exit()
   return lib
+end
+
+--- How long Neovim's exit may wait for the writes accepted before it (a name, a pin, a fork, an import, an
+--- export): each is a few milliseconds, a fork of a large session a second or two.
+M.EXIT_WAIT_MS = 10000
+
+--- Work accepted by an asynchronous call finishes before Neovim exits: at `VimLeavePre` the writes queued on the
+--- core's threads complete (the main thread runs those not started; the reads are dropped), within
+--- `EXIT_WAIT_MS`. Given up on, a write is named in the log file and on the screen; none is half written. Set up
+--- with the library: no write can be queued before it is loaded. (Before `chat.lua`'s own `VimLeavePre`, which
+--- closes the agent: a name for the current session goes through the agent's writer.)
+function H.finish_writes_at_exit()
+  vim.api.nvim_create_autocmd("VimLeavePre", {
+    group = vim.api.nvim_create_augroup("pseudoclaude_writes", { clear = true }),
+    callback = function()
+      local ok, given_up = H.call("jobs_finish_writes", M.EXIT_WAIT_MS)
+      if not ok then
+        given_up = { tostring(given_up) }
+      end
+      if type(given_up) == "table" and #given_up > 0 then
+        require("pseudoclaude.errors").report(
+          "Neovim exited before these writes were done: " .. table.concat(given_up, "; "),
+          vim.log.levels.WARN
+        )
+      end
+    end,
+    desc = "pseudoclaude: finish the writes queued on the core's threads",
+  })
 end
 
 --- Loads the library if needed; raises a clear error when it is missing, stale or broken.

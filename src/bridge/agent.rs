@@ -50,7 +50,8 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
     let agent = current_agent().ok_or_else(|| BridgeError::msg("there is no chat to fork: send a message first"))?;
     let source =
         agent.current().ok_or_else(|| BridgeError::msg("this chat has no session yet: send a message first"))?;
-    super::jobs::spawn("agent_fork_async", None, callback, move || {
+    let what = format!("the fork of session {}", source.id);
+    super::jobs::spawn_write("agent_fork_async", what, callback, move || {
         // Copied out under the history's lock, written after: a fork's sync never holds up the chat.
         let (history, len) = agent.with_messages(|m| {
             let end = fork::whole_exchanges(m, index.min(m.len()));

@@ -17,14 +17,20 @@
 //! `Object` is not `Send`, so the conversion runs on the main thread). Both callbacks Neovim runs are
 //! behind `catch_unwind`, and so is every job.
 //!
-//! Architecture invariant: a job's work never runs on the editor's main thread, and what it hands back is
-//! delivered there through the libuv async handle, drained whole on each wake-up.
+//! A *write* ([`spawn_write`]: a name, a pin, a fork, an import, an export) is work the user was told is
+//! under way: Neovim's exit waits for it ([`finish_writes`], at `VimLeavePre`), bounded, and says which it
+//! gave up on; the reads are dropped then.
+//!
+//! Architecture invariant: a job's work never runs on the editor's main thread while the editor runs, and
+//! what it hands back is delivered there through the libuv async handle, drained whole on each wake-up. At
+//! exit the main thread runs the writes not started yet itself: nothing is left to wait for then.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use nvim_oxi::libuv::AsyncHandle;
 use nvim_oxi::serde::Serializer;
@@ -47,7 +53,17 @@ struct Job {
     ticket: u64,
     lane: Option<&'static str>,
     cancel: Arc<AtomicBool>,
+    /// A write: what it writes, for the message when the exit gives up on it.
+    write: Option<String>,
     work: Box<dyn FnOnce() -> Outcome + Send>,
+}
+
+/// A job being worked on.
+struct Running {
+    ticket: u64,
+    lane: Option<&'static str>,
+    cancel: Arc<AtomicBool>,
+    write: Option<String>,
 }
 
 /// What goes back to the main thread: a job's outcome (`last`), or one batch of a streaming job.
@@ -62,8 +78,8 @@ struct Queue {
     waiting: VecDeque<Job>,
     finished: Vec<Delivery>,
     next_ticket: u64,
-    /// Jobs being worked on, with their lanes and cancel flags.
-    running: Vec<(u64, Option<&'static str>, Arc<AtomicBool>)>,
+    /// Jobs being worked on.
+    running: Vec<Running>,
 }
 
 /// A Lua callback waiting for its job.
@@ -75,6 +91,8 @@ enum Waiting {
 struct Pool {
     queue: Mutex<Queue>,
     ready: Condvar,
+    /// Notified whenever a job is over: the exit waits on it for the writes.
+    over: Condvar,
     /// `uv_async_send` may be called from any thread; the mutex only makes the handle `Sync`.
     wake: Mutex<AsyncHandle>,
 }
@@ -115,7 +133,12 @@ fn pool() -> BridgeResult<Arc<Pool>> {
         });
     })
     .map_err(|e| BridgeError::msg(format!("cannot create the event handle: {e}")))?;
-    let pool = Arc::new(Pool { queue: Mutex::new(Queue::default()), ready: Condvar::new(), wake: Mutex::new(wake) });
+    let pool = Arc::new(Pool {
+        queue: Mutex::new(Queue::default()),
+        ready: Condvar::new(),
+        over: Condvar::new(),
+        wake: Mutex::new(wake),
+    });
     for n in 0..WORKERS {
         let p = pool.clone();
         std::thread::Builder::new()
@@ -134,7 +157,7 @@ fn work(pool: &Pool) {
             let mut q = lock(&pool.queue);
             loop {
                 if let Some(job) = q.waiting.pop_front() {
-                    q.running.push((job.ticket, job.lane, job.cancel.clone()));
+                    q.running.push(job.running());
                     break job;
                 }
                 q = pool.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
@@ -151,10 +174,17 @@ fn run(pool: &Pool, job: Job) {
         Box::new(move || (false, Object::from(message)))
     });
     let mut q = lock(&pool.queue);
-    q.running.retain(|(t, _, _)| *t != job.ticket);
+    q.running.retain(|r| r.ticket != job.ticket);
     q.finished.push(Delivery { ticket: job.ticket, outcome, last: true });
     drop(q);
+    pool.over.notify_all();
     pool.wake();
+}
+
+impl Job {
+    fn running(&self) -> Running {
+        Running { ticket: self.ticket, lane: self.lane, cancel: self.cancel.clone(), write: self.write.clone() }
+    }
 }
 
 /// Queues `work` on the worker threads and returns its ticket at once; `callback(true, value)` or
@@ -165,9 +195,59 @@ where
     F: FnOnce() -> BridgeResult<T> + Send + 'static,
 {
     let pool = pool()?;
-    queue(&pool, lane, Arc::new(AtomicBool::new(false)), Waiting::Once(callback), false, |_| {
+    queue(&pool, lane, Arc::new(AtomicBool::new(false)), Waiting::Once(callback), None, false, |_| {
         Box::new(move || to_lua(name, work()))
     })
+}
+
+/// [`spawn`] for a write (`what`: what it writes, e.g. "the name of session 20260101-…"): Neovim's exit
+/// waits for it ([`finish_writes`]). In no lane: a write is never superseded.
+pub fn spawn_write<T, F>(name: &'static str, what: String, callback: Callback, work: F) -> BridgeResult<u64>
+where
+    T: Serialize + Send + 'static,
+    F: FnOnce() -> BridgeResult<T> + Send + 'static,
+{
+    let pool = pool()?;
+    queue(&pool, None, Arc::new(AtomicBool::new(false)), Waiting::Once(callback), Some(what), false, |_| {
+        Box::new(move || to_lua(name, work()))
+    })
+}
+
+/// At Neovim's exit (`VimLeavePre`): completes every write accepted so far, within `timeout`, and returns what
+/// it gave up on (empty when all are done). The reads are dropped (not started) or told to stop (running):
+/// nobody will see them. A write not started yet runs here, on the main thread, so busy workers cannot
+/// hold it up; one running on a worker is waited for. Given up: a write not started never starts (nothing of
+/// it is written), one still running is named; each write is whole or absent on disk (one log line and its
+/// `fdatasync`; an export renamed into place), so the process ending under it leaves nothing half written.
+pub fn finish_writes(timeout: Duration) -> Vec<String> {
+    let Some(pool) = POOL.get() else { return Vec::new() };
+    let deadline = Instant::now() + timeout;
+    let mut q = lock(&pool.queue);
+    q.waiting.retain(|j| j.write.is_some());
+    for r in q.running.iter().filter(|r| r.write.is_none()) {
+        r.cancel.store(true, Ordering::Relaxed);
+    }
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        if let Some(job) = q.waiting.pop_front() {
+            q.running.push(job.running());
+            drop(q);
+            run(pool, job);
+            q = lock(&pool.queue);
+            continue;
+        }
+        if !q.running.iter().any(|r| r.write.is_some()) {
+            return Vec::new();
+        }
+        q = pool.over.wait_timeout(q, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+    }
+    let mut given_up: Vec<String> =
+        q.waiting.drain(..).filter_map(|j| j.write).map(|w| format!("{w} (not started: nothing written)")).collect();
+    given_up.extend(q.running.iter().filter_map(|r| r.write.clone()).map(|w| format!("{w} (still running)")));
+    given_up
 }
 
 /// Starts a streaming job: `work` may [`Stream::send`] batches as it goes (each reaches
@@ -188,7 +268,7 @@ where
     let pool = pool()?;
     let cancel = Arc::new(AtomicBool::new(false));
     let stream = Stream { pool: pool.clone(), ticket: 0, cancel: cancel.clone() };
-    queue(&pool, lane, cancel.clone(), Waiting::Stream(callback, cancel), true, move |ticket| {
+    queue(&pool, lane, cancel.clone(), Waiting::Stream(callback, cancel), None, true, move |ticket| {
         let stream = Stream { ticket, ..stream };
         Box::new(move || {
             let result = work(&stream);
@@ -213,6 +293,7 @@ fn queue(
     lane: Option<&'static str>,
     cancel: Arc<AtomicBool>,
     waiting: Waiting,
+    write: Option<String>,
     own_thread: bool,
     work: impl FnOnce(u64) -> Box<dyn FnOnce() -> Outcome + Send>,
 ) -> BridgeResult<u64> {
@@ -229,9 +310,9 @@ fn queue(
                 }
                 !same
             });
-            for (_, l, flag) in &q.running {
-                if *l == lane {
-                    flag.store(true, Ordering::Relaxed);
+            for r in &q.running {
+                if r.lane == lane {
+                    r.cancel.store(true, Ordering::Relaxed);
                 }
             }
         }
@@ -242,16 +323,16 @@ fn queue(
                 last: true,
             });
         }
-        let job = Job { ticket, lane, cancel, work: work(ticket) };
+        let job = Job { ticket, lane, cancel, write, work: work(ticket) };
         if own_thread {
-            q.running.push((ticket, lane, job.cancel.clone()));
+            q.running.push(job.running());
             let p = pool.clone();
             let started = std::thread::Builder::new().name("pseudoclaude-stream".into()).spawn(move || {
                 lower_priority(); // threads it starts inherit it
                 run(&p, job)
             });
             if let Err(e) = started {
-                q.running.retain(|(t, _, _)| *t != ticket);
+                q.running.retain(|r| r.ticket != ticket);
                 return Err(BridgeError::msg(format!("cannot start a thread: {e}")));
             }
         } else {
@@ -326,8 +407,8 @@ impl Stream {
 pub fn cancel(ticket: u64) -> bool {
     let Some(pool) = POOL.get() else { return false };
     let mut q = lock(&pool.queue);
-    if let Some((_, _, flag)) = q.running.iter().find(|(t, _, _)| *t == ticket) {
-        flag.store(true, Ordering::Relaxed);
+    if let Some(r) = q.running.iter().find(|r| r.ticket == ticket) {
+        r.cancel.store(true, Ordering::Relaxed);
         return true;
     }
     let Some(i) = q.waiting.iter().position(|j| j.ticket == ticket) else { return false };

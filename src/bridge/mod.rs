@@ -110,6 +110,8 @@ fn exports() -> Dictionary {
         export("build_id", |_| Ok(BUILD_ID.trim_start_matches("pseudoclaude-build-id:"))),
         export("ping", |a| Ok(a.get::<Option<String>>(0)?.map_or_else(|| "pong".to_string(), |s| format!("pong {s}")))),
         export("panic_log_path", |_| Ok(panic_log_path().map(|p| p.display().to_string()))),
+        // at `VimLeavePre` (core.lua): the writes accepted so far finish, within the time given (ms)
+        export("jobs_finish_writes", |a| Ok(jobs::finish_writes(std::time::Duration::from_millis(a.get::<u64>(0)?)))),
         // --- internal, for the end-to-end tests only (not a public API) ------------------------
         export("_test_panic", |_| -> BridgeResult<()> { panic!("_test_panic: deliberate panic") }),
         export("_test_err", |_| -> BridgeResult<()> { Err(BridgeError::msg("_test_err: deliberate error")) }),

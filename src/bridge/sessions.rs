@@ -160,7 +160,8 @@ fn import_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let path = path_arg(a, 1)?;
     let callback: jobs::Callback = a.get(2)?;
-    jobs::spawn("sessions_import_async", None, callback, move || Ok(import::import(&ws, &path)?))
+    let what = format!("the import of {}", path.display());
+    jobs::spawn_write("sessions_import_async", what, callback, move || Ok(import::import(&ws, &path)?))
 }
 
 /// A file path argument: a non-empty string.
@@ -252,7 +253,8 @@ fn mark_async(a: &Args) -> BridgeResult<u64> {
         return Err(BridgeError::msg("bad argument #3: give a title or pinned"));
     }
     let agent = super::agent::current_agent().filter(|ag| ag.current().is_some_and(|c| c.id == ctx.id));
-    jobs::spawn("sessions_mark_async", None, callback, move || {
+    let what = format!("the {} of session {}", if mark.title.is_some() { "name" } else { "pin" }, ctx.id);
+    jobs::spawn_write("sessions_mark_async", what, callback, move || {
         for entry in entries {
             match &agent {
                 Some(ag) => {
@@ -297,7 +299,7 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
     Context::for_id(&ws, &id)?;
     let index = index_arg(a.get::<Option<i64>>(2)?)?;
     let callback: jobs::Callback = a.get(3)?;
-    jobs::spawn("sessions_fork_async", None, callback, move || {
+    jobs::spawn_write("sessions_fork_async", format!("the fork of session {id}"), callback, move || {
         let f = fork::fork(&ws, &id, index)?;
         Ok(ForkView { id: f.id, messages: f.messages, forked_from: f.forked_from })
     })
@@ -326,18 +328,34 @@ fn export_async(a: &Args) -> BridgeResult<u64> {
     let args = table_arg::<ExportArgs>(a, 2)?;
     let format = Format::parse(args.format.as_deref().unwrap_or("markdown"))?;
     let callback: jobs::Callback = a.get(3)?;
-    jobs::spawn("sessions_export_async", None, callback, move || {
+    let what = format!("the export of session {}", ctx.id);
+    jobs::spawn_write("sessions_export_async", what, callback, move || {
         let text = export_doc::export(&ctx, format)?;
         let bytes = text.len();
         match args.path {
             Some(path) => {
-                std::fs::write(&path, text.as_bytes())
+                write_whole(Path::new(&path), text.as_bytes())
                     .map_err(|e| BridgeError::msg(format!("cannot write {path}: {e}")))?;
                 Ok(ExportDone { text: None, path: Some(path), bytes })
             }
             None => Ok(ExportDone { text: Some(text), path: None, bytes }),
         }
     })
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a temporary file beside it, then renamed over it, so an
+/// editor that exits (or dies) in the middle leaves the old file or the new one, never half of one.
+fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("not a file name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// `sessions_list_async(workspace, opts, callback)`: reads the list on a worker thread and returns a

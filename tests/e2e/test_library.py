@@ -576,3 +576,60 @@ def test_help_tags_for_the_library(nvim: Neovim, tmp_path: Path) -> None:
     ]:
         nvim.api.command(f"help {tag}")
         assert nvim.api.current.buffer.name == str(doc / "pseudoclaude.txt")
+
+
+# Issue 29: work an asynchronous call accepted finishes before Neovim exits. Both worker threads are kept busy listing
+# a large session (a loaded machine), so the write waits in their queue; then the write and `:qa!` in one main-loop
+# step, sent without waiting for an answer (the process is gone before it could come).
+QUIT_RIGHT_AFTER = """
+local sid, wait_ms = ...
+local sessions = require("pseudoclaude").sessions
+if type(wait_ms) == "number" then
+  require("pseudoclaude.core").EXIT_WAIT_MS = wait_ms
+end
+for _ = 1, 2 do
+  sessions.list_async({}, function() end)
+end
+sessions.rename(sid, "kept across the exit")
+vim.cmd("qa!")
+"""
+
+
+def busy_workspace(workspace: Path) -> str:
+    """A small session to rename, and a large one (about 40 MiB) whose listing keeps a worker busy."""
+    sid = session_id(10)
+    write_session(workspace, sid, title="before the exit")
+    big = [entry("user", f"question {k} " + "x" * 40_000, ts=1_780_000_000 + k) for k in range(1000)]
+    write_session(workspace, session_id(11), big)
+    return sid
+
+
+def quit_right_after_a_rename(nvim: Neovim, sid: str, wait_ms: int | None = None) -> None:
+    setup(nvim)
+    nvim.lua("require('pseudoclaude.core').load()")
+    nvim.api.exec_lua(QUIT_RIGHT_AFTER, sid, wait_ms, async_=True)
+    assert nvim.proc.wait(timeout=60) == 0
+
+
+def titles(workspace: Path, sid: str) -> list[str]:
+    log = (session_dir(workspace, sid) / "conversation.jsonl").read_text()
+    return [json.loads(line).get("title") for line in log.splitlines() if json.loads(line).get("type") == "title"]
+
+
+def test_a_rename_right_before_quitting_is_kept(nvim: Neovim, workspace: Path) -> None:
+    sid = busy_workspace(workspace)
+    errors_log = Path(nvim.lua("return require('pseudoclaude.errors').log_path()"))
+    quit_right_after_a_rename(nvim, sid)
+    assert not errors_log.exists(), errors_log.read_text()
+    assert titles(workspace, sid) == ["kept across the exit"]
+
+
+def test_a_write_the_exit_gives_up_on_is_named_and_not_half_written(nvim: Neovim, workspace: Path) -> None:
+    sid = busy_workspace(workspace)
+    log = session_dir(workspace, sid) / "conversation.jsonl"
+    before = log.read_bytes()
+    errors_log = Path(nvim.lua("return require('pseudoclaude.errors').log_path()"))
+    quit_right_after_a_rename(nvim, sid, wait_ms=0)  # no time at all: the rename, not started, is given up
+    assert log.read_bytes() == before
+    said = errors_log.read_text()
+    assert f"Neovim exited before these writes were done: the name of session {sid} (not started: nothing written)" in said
