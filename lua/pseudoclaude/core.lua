@@ -218,6 +218,24 @@ function M.decode(text)
   return vim.json.decode(text, { luanil = { object = true, array = true } })
 end
 
+--- A worker thread's callback `(ok, json)` for a bulk result (JSON text, `bridge::bulk`): `on_done(nil, value)`
+--- decoded, or `on_done(message)` when the job failed or its text does not decode (`what` names it).
+---@param what string
+---@param on_done fun(err: string?, value: any)
+---@return fun(ok: boolean, value: any)
+function M.decoded(what, on_done)
+  return function(ok, value)
+    if not ok then
+      return on_done(M.plain(value), nil)
+    end
+    local decoded, v = pcall(M.decode, value)
+    if not decoded then
+      return on_done(("cannot decode the %s: %s"):format(what, tostring(v)), nil)
+    end
+    on_done(nil, v)
+  end
+end
+
 --- A native error message without the native function's name in front ("pseudoclaude_core.sessions_load: ").
 ---@param msg any
 ---@return string

@@ -120,16 +120,8 @@ end
 ---@param index integer
 ---@param on_done fun(err: string?, preview: pseudoclaude.SessionPreview?)
 function M.preview_at_async(id, index, on_done)
-  H.native("preview_at_async", "sessions_preview_at_async", H.workspace(), id, index, function(ok, value)
-    if not ok then
-      return on_done(require("pseudoclaude.core").plain(value), nil)
-    end
-    local decoded, preview = pcall(H.decode, value)
-    if not decoded then
-      return on_done("cannot decode the preview: " .. tostring(preview), nil)
-    end
-    on_done(nil, preview)
-  end)
+  local done = require("pseudoclaude.core").decoded("preview", on_done)
+  H.native("preview_at_async", "sessions_preview_at_async", H.workspace(), id, index, done)
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------

@@ -219,16 +219,8 @@ function M.preview_async(id, on_done)
   H.check_type("preview_async", "id", id, "string")
   local pricing = H.pricing()
   local limits = pricing and { pricing = pricing } or vim.empty_dict()
-  H.call("preview_async", "sessions_preview_async", M.workspace(), id, limits, function(ok, value)
-    if not ok then
-      return on_done(require("pseudoclaude.core").plain(value), nil)
-    end
-    local decoded, preview = pcall(require("pseudoclaude.core").decode, value)
-    if not decoded then
-      return on_done("cannot decode the preview: " .. tostring(preview), nil)
-    end
-    on_done(nil, preview)
-  end)
+  local done = require("pseudoclaude.core").decoded("preview", on_done)
+  H.call("preview_async", "sessions_preview_async", M.workspace(), id, limits, done)
 end
 
 --- Ids of the workspace's session folders, most recently active first, without reading any log: cheap enough for

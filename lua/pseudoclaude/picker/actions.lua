@@ -86,6 +86,20 @@ function M.import_and_resume(item, s)
   end
 end
 
+--- The highlighted session, for a key that changes it (`what`: "delete", "rename"…); nil when there is none, or when
+--- it is another agent's (refused with a message: see `not_ours`).
+---@param s pseudoclaude.picker.State?
+---@param what string
+---@return pseudoclaude.SessionInfo?
+function M.ours_selected(s, what)
+  local item = s and s:selected()
+  if item and item.source then
+    M.not_ours(item, what)
+    return nil
+  end
+  return item
+end
+
 --- Refuses a key that changes a session (`what`: "delete", "rename"…) on another agent's row: it is not ours until
 --- imported, and its file is never written.
 ---@param item pseudoclaude.ExternalSession
@@ -163,12 +177,9 @@ end
 --- Deletes the highlighted session after asking (y/N on the command line); the picker stays open on the next one.
 ---@param s pseudoclaude.picker.State?
 function M.delete_selected(s)
-  local item = s and s:selected()
+  local item = M.ours_selected(s, "delete")
   if not s or not item then
     return
-  end
-  if item.source then
-    return M.not_ours(item, "delete")
   end
   local question = ("Delete session %q (%s)?"):format(require("pseudoclaude.picker.render").title(item), item.id)
   if not M.confirm(question, s) or not s:is_current() then
@@ -188,12 +199,9 @@ end
 --- gives it back its automatic title; <Esc> changes nothing).
 ---@param s pseudoclaude.picker.State?
 function M.rename_selected(s)
-  local item = s and s:selected()
+  local item = M.ours_selected(s, "rename")
   if not s or not item then
     return
-  end
-  if item.source then
-    return M.not_ours(item, "rename")
   end
   local title = M.ask("Rename session: ", item.title or "")
   if not title or not s:is_current() then
@@ -205,10 +213,7 @@ end
 --- Pins the highlighted session, or unpins it: pinned sessions come first.
 ---@param s pseudoclaude.picker.State?
 function M.toggle_pin_selected(s)
-  local item = s and s:selected()
-  if item and item.source then
-    return M.not_ours(item, "pin")
-  end
+  local item = M.ours_selected(s, "pin")
   if s and item then
     M.mark(s, "pin", item, not item.pinned)
   end
@@ -217,12 +222,9 @@ end
 --- Forks the highlighted session at its end ("resume as new") and resumes the fork; the session itself is untouched.
 ---@param s pseudoclaude.picker.State?
 function M.fork_selected(s)
-  local item = s and s:selected()
+  local item = M.ours_selected(s, "fork")
   if not s or not item then
     return
-  end
-  if item.source then
-    return M.not_ours(item, "fork")
   end
   local elsewhere = M.elsewhere(item)
   if elsewhere and not M.switch_ok(s, item, elsewhere) then

@@ -1,5 +1,5 @@
 --- The picker's results window: the visible rows (text from picker/render.lua), the highlight, the characters the
---- query matched and the counter in the prompt. Only what is visible is drawn, so a keystroke costs one screenful.
+--- query matched and the counter in the prompt; the search mode's hit rows go through its `scroll` and `put` too. Only what is visible is drawn, so a keystroke costs one screenful.
 
 local M = {}
 local H = {}
@@ -12,20 +12,13 @@ local COUNTER_MARK = 1
 --- Draws the visible rows of the results window, the selection, the match highlights and the counter.
 ---@param s pseudoclaude.picker.State
 function M.draw(s)
-  local win, buf = s.wins.results, s.bufs.results
+  local win = s.wins.results
   if not api.nvim_win_is_valid(win) then
     return
   end
-  local height, width = api.nvim_win_get_height(win), api.nvim_win_get_width(win)
   local n = #s.matches
-  s.sel = math.max(1, math.min(s.sel, n))
-  if s.sel < s.top then
-    s.top = s.sel
-  elseif s.sel >= s.top + height then
-    s.top = s.sel - height + 1
-  end
-  s.top = math.max(1, math.min(s.top, n - height + 1))
-
+  local height, width
+  s.sel, s.top, height, width = M.scroll(win, n, s.sel, s.top)
   local visible = {}
   for k = 0, height - 1 do
     local i = s.matches[s.top + k]
@@ -36,33 +29,67 @@ function M.draw(s)
   end
   local render = require("pseudoclaude.picker.render")
   local lines, rows = render.rows(visible, width, s.now)
+  local hls = {}
+  for k, row in ipairs(rows) do
+    hls[k] = row.hls
+  end
   if n == 0 then
     lines = { #s.items == 0 and "  no sessions" or "  no match" }
+    hls = { { { 0, #lines[1], "PseudoClaudePickerEmpty" } } }
   end
+  local total = #s.items .. (s.full and "" or "+")
+  M.put(s, lines, hls, n > 0 and s.sel - s.top or nil, ("%d/%s"):format(n, total))
+  if s.query ~= "" and s.matcher then
+    H.draw_match_highlights(s, s.bufs.results, rows)
+  end
+end
+
+--- The scrolling both lists share (the sessions, the search's hits): `sel` clamped to the `n` rows, `top` moved so
+--- that it is visible in `win`; also the window's height and width.
+---@param win integer
+---@param n integer
+---@param sel integer
+---@param top integer
+---@return integer sel
+---@return integer top
+---@return integer height
+---@return integer width
+function M.scroll(win, n, sel, top)
+  local height, width = api.nvim_win_get_height(win), api.nvim_win_get_width(win)
+  sel = math.max(1, math.min(sel, n))
+  if sel < top then
+    top = sel
+  elseif sel >= top + height then
+    top = sel - height + 1
+  end
+  return sel, math.max(1, math.min(top, n - height + 1)), height, width
+end
+
+--- Puts `lines` in the results window with their highlights (`hls[k]`: `{start_col, end_col, group, priority?}` of
+--- line k), the selection on the 0-based line `selected` (nil: none), and `counter` at the right of the prompt.
+---@param s pseudoclaude.picker.State
+---@param lines string[]
+---@param hls table[][]
+---@param selected integer?
+---@param counter string
+function M.put(s, lines, hls, selected, counter)
+  local win, buf = s.wins.results, s.bufs.results
   vim.bo[buf].modifiable = true
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  if n == 0 then
-    api.nvim_buf_set_extmark(buf, ns, 0, 0, { end_row = 0, end_col = #lines[1], hl_group = "PseudoClaudePickerEmpty" })
-  end
-  for k, row in ipairs(rows) do
-    for _, h in ipairs(row.hls) do
-      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = 100 })
+  for k, row in ipairs(hls) do
+    for _, h in ipairs(row) do
+      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = h[4] or 100 })
     end
   end
-  if s.query ~= "" and s.matcher then
-    H.draw_match_highlights(s, buf, rows)
+  if selected then
+    api.nvim_buf_set_extmark(buf, ns, selected, 0, { line_hl_group = "PseudoClaudePickerSelection", priority = 50 })
+    api.nvim_win_set_cursor(win, { selected + 1, 0 })
   end
-  if n > 0 then
-    local line = s.sel - s.top
-    api.nvim_buf_set_extmark(buf, ns, line, 0, { line_hl_group = "PseudoClaudePickerSelection", priority = 50 })
-    api.nvim_win_set_cursor(win, { line + 1, 0 })
-  end
-  local total = #s.items .. (s.full and "" or "+")
   api.nvim_buf_set_extmark(s.bufs.prompt, ns, 0, 0, {
     id = COUNTER_MARK,
-    virt_text = { { ("%d/%s"):format(n, total), "PseudoClaudePickerCounter" } },
+    virt_text = { { counter, "PseudoClaudePickerCounter" } },
     virt_text_pos = "right_align",
   })
 end

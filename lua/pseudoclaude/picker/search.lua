@@ -13,9 +13,6 @@ local M = {}
 local H = {}
 
 local api = vim.api
-local ns = api.nvim_create_namespace("pseudoclaude.picker")
---- The picker's counter mark (picker.lua's `COUNTER_MARK`), shared so one replaces the other.
-local COUNTER_MARK = 1
 --- Hits per session shown, and in all: a word in every message must not make ten thousand rows.
 M.PER_SESSION = 50
 M.LIMIT = 2000
@@ -231,23 +228,18 @@ function M.resume_selected(s)
   end)
 end
 
---- Draws the visible hit rows, their match highlights, the selection and the counter.
+--- Draws the visible hit rows, their match highlights, the selection and the counter (picker/rows.lua).
 ---@param s pseudoclaude.picker.State
 function M.draw_rows(s)
   local st = s.search
-  local win, buf = s.wins.results, s.bufs.results
+  local win = s.wins.results
   if not st or not api.nvim_win_is_valid(win) then
     return
   end
-  local height, width = api.nvim_win_get_height(win), api.nvim_win_get_width(win)
+  local rows = require("pseudoclaude.picker.rows")
   local n = #st.hits
-  st.sel = math.max(1, math.min(st.sel, n))
-  if st.sel < st.top then
-    st.top = st.sel
-  elseif st.sel >= st.top + height then
-    st.top = st.sel - height + 1
-  end
-  st.top = math.max(1, math.min(st.top, n - height + 1))
+  local height, width
+  st.sel, st.top, height, width = rows.scroll(win, n, st.sel, st.top)
   local visible = {}
   for k = 0, height - 1 do
     visible[#visible + 1] = st.hits[st.top + k]
@@ -257,28 +249,10 @@ function M.draw_rows(s)
     lines = { "  " .. H.empty_text(st) }
     hls = { { { 0, #lines[1], "PseudoClaudePickerEmpty" } } }
   end
-  vim.bo[buf].modifiable = true
-  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].modifiable = false
-  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  for k, row in ipairs(hls) do
-    for _, h in ipairs(row) do
-      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = h[4] or 100 })
-    end
-  end
-  if n > 0 then
-    local line = st.sel - st.top
-    api.nvim_buf_set_extmark(buf, ns, line, 0, { line_hl_group = "PseudoClaudePickerSelection", priority = 50 })
-    api.nvim_win_set_cursor(win, { line + 1, 0 })
-  end
   -- "+": the search stopped at `LIMIT` hits; "…": it is still running
   local more = st.summary and st.summary.truncated and "+" or ""
   local counter = ("%d%s hit%s%s"):format(n, more, n == 1 and "" or "s", st.running and " …" or "")
-  api.nvim_buf_set_extmark(s.bufs.prompt, ns, 0, 0, {
-    id = COUNTER_MARK,
-    virt_text = { { counter, "PseudoClaudePickerCounter" } },
-    virt_text_pos = "right_align",
-  })
+  rows.put(s, lines, hls, n > 0 and st.sel - st.top or nil, counter)
 end
 
 --- One line per hit, fitting `width` cells: title, age, where ("you", "agent", "call", "output"), the snippet; and
