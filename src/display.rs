@@ -61,6 +61,17 @@ pub fn shown(m: &Message, max: usize) -> Shown {
         tool_result,
         ts: m.ts,
         interrupted: m.interrupted,
+        // The screen shows the thinking's text, never its signature or encrypted data (kilobytes of base64).
+        thinking: m
+            .thinking
+            .iter()
+            .map(|t| crate::message::Thinking {
+                kind: t.kind.clone(),
+                thinking: cut(&t.thinking, max).0,
+                ..Default::default()
+            })
+            .collect(),
+        thinking_ms: m.thinking_ms,
     };
     Shown { message, cut_bytes }
 }

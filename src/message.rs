@@ -92,6 +92,45 @@ pub struct Message {
     /// request. Written only when true, so every other message keeps its bytes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// The model's thinking before this answer, block by block as the provider sent it (Anthropic's
+    /// `thinking` with its `signature`, `redacted_thinking`; an OpenAI-compatible server's reasoning).
+    /// Written only when there is some, so every other message keeps its bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<Thinking>,
+    /// How long the model thought before it answered, in milliseconds (0: unknown, or no thinking).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub thinking_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One block of a model's thinking, kept exactly as it came: Anthropic refuses a tool loop's last
+/// assistant turn unless its thinking blocks come back unchanged, signature and all.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Thinking {
+    /// `thinking` (Anthropic, with `signature`), `redacted_thinking` (Anthropic, encrypted in `data`)
+    /// or `reasoning` (an OpenAI-compatible server's `reasoning_content`: shown and logged, never sent back).
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub thinking: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub data: String,
+}
+
+impl Thinking {
+    pub const THINKING: &'static str = "thinking";
+    pub const REDACTED: &'static str = "redacted_thinking";
+    pub const REASONING: &'static str = "reasoning";
+
+    /// Anthropic's own block (thinking or redacted), which its API takes back.
+    pub fn is_anthropic(&self) -> bool {
+        self.kind == Self::THINKING || self.kind == Self::REDACTED
+    }
 }
 
 /// A tool call the assistant asked for.

@@ -7,12 +7,14 @@ use std::fs;
 use std::sync::Arc;
 
 use pseudoclaude::agent::{Agent, AgentConfig, Event};
-use pseudoclaude::provider::{self, BoxFuture, ProviderConfig};
+use pseudoclaude::provider::{self, BoxFuture, ProviderConfig, ThinkingConfig};
 use pseudoclaude::session;
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use serde_json::json;
 use support::client::agent_turn as turn;
-use support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse};
+use support::{
+    FakeServer, Kind, Reply, anthropic_sse, anthropic_thinking_sse, fake_redacted, fake_signature, openai_sse,
+};
 
 struct Never;
 impl Approver for Never {
@@ -103,4 +105,78 @@ async fn the_api_key_is_sent_but_never_written_to_the_session() {
             assert!(!String::from_utf8_lossy(&bytes).contains(secret), "{} holds the key", path.display());
         }
     }
+}
+
+/// Extended thinking through the agent: the thinking and its signature are logged with the answer (additive
+/// fields), the session stops right after the tool result (the next request fails), and a resumed agent goes on
+/// with the blocks sent back as they came: the fake refuses a tool loop whose last turn lacks them. Resumed with
+/// thinking switched off, it goes on too.
+#[tokio::test]
+async fn anthropic_thinking_is_logged_and_sent_back_after_a_resume_mid_tool_loop() {
+    let ws = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("notes.md"), "remember the milk\n").unwrap();
+    let server = FakeServer::start(Kind::Anthropic);
+    let thought = "Notes first.\nThen answer.";
+    let call = [("toolu_r1", "read_file", json!({"path": "notes.md"}))];
+    server.push(Reply::sse(anthropic_thinking_sse(thought, Some("opaque"), "Reading.", &call)));
+    server.push(Reply::error(Kind::Anthropic, 400, "the editor stops here"));
+    server.push(Reply::sse(anthropic_sse("They say: remember the milk.", &[])));
+    server.push(Reply::sse(anthropic_sse("Still the milk.", &[])));
+    let cfg = ProviderConfig {
+        name: "anthropic".into(),
+        model: "fake-model".into(),
+        base_url: server.base_url(),
+        api_key_env: "PC_AGENT_PROVIDERS_THINKING".into(),
+        thinking: Some(ThinkingConfig { budget_tokens: 1024 }),
+        ..Default::default()
+    };
+    let provider: Arc<dyn provider::Provider> = Arc::from(provider::from_config(&cfg).unwrap());
+    let agent = Agent::new(AgentConfig::new(ws.path()), provider.clone(), Arc::new(Never));
+    let events = turn(&agent, "what do my notes say?").await;
+    let thinking: String = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ThinkingDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, thought);
+    let done = events.iter().position(|e| matches!(e, Event::ThinkingDone { .. })).expect("thinking done");
+    let first_text = events.iter().position(|e| matches!(e, Event::TextDelta { .. })).unwrap();
+    assert!(done < first_text, "{events:?}");
+    assert!(events.iter().any(|e| matches!(e, Event::ToolResult { is_error: false, .. })), "{events:?}");
+    let ctx = agent.current().unwrap();
+    drop(agent);
+
+    let log = fs::read_to_string(&ctx.jsonl_path).unwrap();
+    let line = log.lines().find(|l| l.contains("\"toolu_r1\"") && l.contains("\"assistant\"")).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        entry["thinking"],
+        json!([{"type": "thinking", "thinking": thought, "signature": fake_signature(thought)},
+               {"type": "redacted_thinking", "data": fake_redacted("opaque")}])
+    );
+    assert!(entry["thinking_ms"].as_u64().unwrap() >= 1, "{line}");
+    // Messages without thinking keep their bytes: no empty fields.
+    for l in log.lines().filter(|l| !l.contains("toolu_r1\",\"name")) {
+        assert!(!l.contains("\"thinking\"") && !l.contains("thinking_ms"), "{l}");
+    }
+
+    let (again, _) = Agent::resume(AgentConfig::new(ws.path()), provider, Arc::new(Never), &ctx.id).unwrap();
+    let events = turn(&again, "go on").await;
+    assert!(!events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(reqs[2].rejected.is_none(), "{:?}", reqs[2].rejected);
+    assert_eq!(reqs[2].body["messages"][1]["content"][0]["signature"], fake_signature(thought));
+    drop(again);
+
+    let off = ProviderConfig { thinking: None, ..cfg };
+    let off: Arc<dyn provider::Provider> = Arc::from(provider::from_config(&off).unwrap());
+    let (later, _) = Agent::resume(AgentConfig::new(ws.path()), off, Arc::new(Never), &ctx.id).unwrap();
+    let events = turn(&later, "and now?").await;
+    assert!(!events.iter().any(|e| matches!(e, Event::Error { .. })), "{events:?}");
+    let last = server.requests().last().unwrap().clone();
+    assert!(last.rejected.is_none() && last.body.get("thinking").is_none(), "{:?}", last.rejected);
+    assert_eq!(later.messages().last().unwrap().content, "Still the milk.");
 }

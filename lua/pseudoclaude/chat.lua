@@ -294,6 +294,8 @@ function H.config_json()
       connect_timeout_secs = p.connect_timeout,
       idle_timeout_secs = p.idle_timeout,
       max_retries = p.max_retries,
+      thinking = type(p.thinking) == "table" and { budget_tokens = p.thinking.budget_tokens } or nil,
+      reasoning_effort = p.reasoning_effort,
     },
     stale_after_hours = cfg.stale_after_hours,
     spill_threshold = cfg.spill_threshold,

@@ -8,6 +8,8 @@
 ---@field connect_timeout integer? Seconds to wait for a connection (default 10).
 ---@field idle_timeout integer? Longest silence, in seconds, while an answer streams (default 120).
 ---@field max_retries integer? Retries of 429, 5xx and connection failures (default 3).
+---@field thinking {budget_tokens: integer}|false? Anthropic's extended thinking: tokens the model may think (>= 1024); nil/false = off.
+---@field reasoning_effort "low"|"medium"|"high"? OpenAI-compatible reasoning effort, passed through; nil = not sent.
 
 ---@class pseudoclaude.PickerConfig
 ---@field max_items integer Most sessions shown by the session picker.
@@ -121,6 +123,8 @@ local known = {
     connect_timeout = true,
     idle_timeout = true,
     max_retries = true,
+    thinking = true,
+    reasoning_effort = true,
   },
   picker = { max_items = true, backend = true, external = true },
   approve = { write_file = true, edit_file = true, run_command = true },
@@ -183,6 +187,23 @@ function M.validate(cfg)
       return v == nil or (is_integer(v) and v >= 0)
     end, false, "an integer >= 0")
   end
+  check("provider.thinking", cfg.provider.thinking, function(v)
+    if v == nil or v == false then
+      return true
+    end
+    if type(v) ~= "table" then
+      return false
+    end
+    for k in pairs(v) do
+      if k ~= "budget_tokens" then
+        return false
+      end
+    end
+    return is_integer(v.budget_tokens) and v.budget_tokens >= 1024
+  end, false, "{ budget_tokens = <integer >= 1024> } or false")
+  check("provider.reasoning_effort", cfg.provider.reasoning_effort, function(v)
+    return v == nil or v == "low" or v == "medium" or v == "high"
+  end, false, '"low", "medium" or "high"')
   check("stale_after_hours", cfg.stale_after_hours, "number")
   check("stale_after_hours", cfg.stale_after_hours, positive_number, false, "a positive number of hours")
   check("picker", cfg.picker, "table")

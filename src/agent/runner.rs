@@ -39,6 +39,14 @@ pub enum Event {
     TextDelta {
         text: String,
     },
+    /// A piece of the model's thinking, before its answer.
+    ThinkingDelta {
+        text: String,
+    },
+    /// The thinking is over (the answer starts, or the stream ended): how long it took, as the message records it.
+    ThinkingDone {
+        ms: u64,
+    },
     ToolCallStarted {
         id: String,
         name: String,
@@ -213,7 +221,7 @@ impl Agent {
                 max_tokens: 8192,
             };
             let (tx, mut rx) = mpsc::unbounded_channel();
-            let mut seen = String::new();
+            let mut seen = Seen::default();
             let mut checkpoints = Checkpoints::new(self.log.clone(), self.config.checkpoint_every);
             let mut tick = checkpoints.tick().map(|every| {
                 let mut t = tokio::time::interval(every);
@@ -227,7 +235,9 @@ impl Agent {
                     biased;
                     _ = cancel.cancelled() => {
                         while let Ok(ev) = rx.try_recv() { forward(ev, &mut seen, events); }
+                        seen.thought(events);
                         checkpoints.settle().await;
+                        let seen = seen.text;
                         if !seen.trim().is_empty() {
                             self.conversation.add_assistant(format!("{seen}\n{INTERRUPTED_NOTE}"))?;
                         }
@@ -236,10 +246,10 @@ impl Agent {
                     Some(ev) = rx.recv() => {
                         let boundary = matches!(ev, StreamEvent::ToolCallStarted { .. });
                         forward(ev, &mut seen, events);
-                        if boundary { checkpoints.offer(&seen, true).await; }
+                        if boundary { checkpoints.offer(&seen.text, true).await; }
                     }
                     _ = next_tick(&mut tick) => {
-                        checkpoints.offer(&seen, false).await;
+                        checkpoints.offer(&seen.text, false).await;
                     }
                     r = &mut stream => {
                         while let Ok(ev) = rx.try_recv() { forward(ev, &mut seen, events); }
@@ -247,6 +257,8 @@ impl Agent {
                     }
                 }
             };
+            let thinking_ms = seen.thought(events);
+            let seen = seen.text;
             // Nothing may land after the message that supersedes the checkpoints.
             checkpoints.settle().await;
             let response = match response {
@@ -263,13 +275,18 @@ impl Agent {
                     return Err(Stop::Failed(e.to_string()));
                 }
             };
+            let answer = Message {
+                thinking: response.thinking,
+                thinking_ms,
+                ..Message::assistant_tool_calls(response.text.clone(), response.tool_calls.clone())
+            };
             if response.tool_calls.is_empty() {
-                self.conversation.add_assistant(response.text.clone())?;
+                self.conversation.add(answer)?;
                 let _ = events.send(Event::AssistantRecorded { text: response.text, tool_calls: Vec::new() });
                 return Ok(response.stop_reason);
             }
             let calls = response.tool_calls.clone();
-            self.conversation.add_assistant_tool_calls(response.text.clone(), calls.clone())?;
+            self.conversation.add(answer)?;
             let _ = events.send(Event::AssistantRecorded { text: response.text, tool_calls: calls.clone() });
             self.run_tools(&calls, events, cancel).await?;
         }
@@ -385,13 +402,42 @@ async fn next_tick(tick: &mut Option<tokio::time::Interval>) {
     }
 }
 
-fn forward(ev: StreamEvent, seen: &mut String, events: &mpsc::UnboundedSender<Event>) {
+/// What an answer streamed so far: its text (the checkpoints') and when its thinking started and ended.
+#[derive(Default)]
+struct Seen {
+    text: String,
+    thinking_since: Option<std::time::Instant>,
+    thinking_ms: Option<u64>,
+}
+
+impl Seen {
+    /// Ends the thinking, if it started and is not over yet (telling the editor how long it took); its length
+    /// in milliseconds, 0 when there was none.
+    fn thought(&mut self, events: &mpsc::UnboundedSender<Event>) -> u64 {
+        if let (Some(since), None) = (self.thinking_since, self.thinking_ms) {
+            let ms = (since.elapsed().as_millis() as u64).max(1);
+            self.thinking_ms = Some(ms);
+            let _ = events.send(Event::ThinkingDone { ms });
+        }
+        self.thinking_ms.unwrap_or(0)
+    }
+}
+
+fn forward(ev: StreamEvent, seen: &mut Seen, events: &mpsc::UnboundedSender<Event>) {
     let out = match ev {
         StreamEvent::TextDelta(t) => {
-            seen.push_str(&t);
+            seen.thought(events);
+            seen.text.push_str(&t);
             Event::TextDelta { text: t }
         }
-        StreamEvent::ToolCallStarted { id, name } => Event::ToolCallStarted { id, name },
+        StreamEvent::ThinkingDelta(t) => {
+            seen.thinking_since.get_or_insert_with(std::time::Instant::now);
+            Event::ThinkingDelta { text: t }
+        }
+        StreamEvent::ToolCallStarted { id, name } => {
+            seen.thought(events);
+            Event::ToolCallStarted { id, name }
+        }
         StreamEvent::Retrying { attempt, wait, reason } => {
             Event::Retrying { attempt, wait_ms: wait.as_millis() as u64, reason }
         }

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use super::http::{self as transport, Decoder, Emitter, Fail, HttpProvider, KeyHeader, WireFormat, protocol};
 use super::sse::Event;
 use super::turns::{Turn, turns};
-use super::{Request, Response, Usage};
-use crate::message::ToolCall;
+use super::{ProviderConfig, Request, Response, Usage};
+use crate::message::{Thinking, ToolCall};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const DEFAULT_API_KEY_ENV: &str = "ANTHROPIC_API_KEY";
@@ -56,7 +56,8 @@ impl WireFormat for Messages {
     }
 
     /// The JSON body sent for `req`.
-    fn body(&self, model: &str, max_tokens: u32, req: &Request) -> Value {
+    fn body(&self, cfg: &ProviderConfig, max_tokens: u32, req: &Request) -> Value {
+        let thinking_on = cfg.thinking.is_some();
         let messages: Vec<Value> = turns(&req.messages)
             .into_iter()
             .map(|turn| match turn {
@@ -72,22 +73,32 @@ impl WireFormat for Messages {
                     let texts = texts.into_iter().map(|t| json!({"type": "text", "text": t}));
                     json!({"role": "user", "content": results.chain(texts).collect::<Vec<_>>()})
                 }
-                Turn::Assistant { texts, calls } => {
+                Turn::Assistant { thinking, texts, calls } => {
+                    // Sent back as they came while thinking is on (the API requires the blocks of a tool loop's
+                    // last turn unchanged); left out when it is off, and another provider's reasoning never goes.
+                    let thinking = thinking.into_iter().filter(|t| thinking_on && t.is_anthropic()).map(thinking_block);
                     let texts = texts.into_iter().map(|t| json!({"type": "text", "text": t}));
                     let calls = calls.into_iter().map(|c| {
                         json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input_object(&c.arguments)})
                     });
-                    json!({"role": "assistant", "content": texts.chain(calls).collect::<Vec<_>>()})
+                    json!({"role": "assistant", "content": thinking.chain(texts).chain(calls).collect::<Vec<_>>()})
                 }
             })
             .collect();
         let mut messages = messages;
         let mut breakpoints = 0;
         let mut body = json!({
-            "model": model,
+            "model": cfg.model,
             "max_tokens": max_tokens,
             "stream": true,
         });
+        if let Some(t) = &cfg.thinking {
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": t.budget_tokens});
+            // The API wants room to answer after the thinking: `max_tokens` above the budget.
+            if max_tokens <= t.budget_tokens {
+                body["max_tokens"] = json!(t.budget_tokens + max_tokens);
+            }
+        }
         if !req.system.trim().is_empty() {
             body["system"] = json!([{"type": "text", "text": req.system, "cache_control": ephemeral()}]);
             breakpoints += 1;
@@ -128,6 +139,15 @@ fn ephemeral() -> Value {
     json!({"type": "ephemeral"})
 }
 
+/// A thinking block as the API sent it: the same type, text, signature or encrypted data.
+fn thinking_block(t: &Thinking) -> Value {
+    if t.kind == Thinking::REDACTED {
+        json!({"type": Thinking::REDACTED, "data": t.data})
+    } else {
+        json!({"type": Thinking::THINKING, "thinking": t.thinking, "signature": t.signature})
+    }
+}
+
 /// The API takes objects only: `null` is `{}`, anything else (arguments logged as a non-JSON string
 /// by older versions) is wrapped.
 fn input_object(arguments: &Value) -> Value {
@@ -147,7 +167,10 @@ enum Block {
         json: String,
         start: Value,
     },
-    /// Thinking and block types this code does not know: skipped.
+    /// `thinking` (its text and signature arrive as deltas) or `redacted_thinking` (whole at its start):
+    /// the index in [`MessagesStream::thinking`].
+    Thinking(usize),
+    /// Block types this code does not know (citations...): skipped.
     Other,
 }
 
@@ -157,6 +180,7 @@ pub struct MessagesStream {
     text: String,
     blocks: HashMap<u64, Block>,
     calls: Vec<ToolCall>,
+    thinking: Vec<Thinking>,
     stop_reason: String,
     usage: Usage,
     /// The first tool whose arguments were not JSON, and why; reported once the stop reason is known.
@@ -209,6 +233,7 @@ impl MessagesStream {
         Ok(Response {
             text: std::mem::take(&mut self.text),
             tool_calls: std::mem::take(&mut self.calls),
+            thinking: std::mem::take(&mut self.thinking),
             stop_reason: std::mem::take(&mut self.stop_reason),
             usage: self.usage,
         })
@@ -258,6 +283,17 @@ impl Decoder for MessagesStream {
                         let start = v.pointer("/content_block/input").cloned().unwrap_or(Value::Null);
                         Block::Tool { id: id.into(), name: name.into(), json: String::new(), start }
                     }
+                    Some(kind @ (Thinking::THINKING | Thinking::REDACTED)) => {
+                        let block = Thinking {
+                            kind: kind.into(),
+                            thinking: str_at(&v, "/content_block/thinking").unwrap_or("").into(),
+                            signature: str_at(&v, "/content_block/signature").unwrap_or("").into(),
+                            data: str_at(&v, "/content_block/data").unwrap_or("").into(),
+                        };
+                        out.thinking(&block.thinking);
+                        self.thinking.push(block);
+                        Block::Thinking(self.thinking.len() - 1)
+                    }
                     _ => Block::Other,
                 };
                 self.blocks.insert(index, block);
@@ -276,10 +312,18 @@ impl Decoder for MessagesStream {
                     (Some("input_json_delta"), Block::Tool { json, .. }) => {
                         json.push_str(str_at(&v, "/delta/partial_json").unwrap_or(""));
                     }
-                    (Some(t @ ("text_delta" | "input_json_delta")), _) => {
+                    (Some("thinking_delta"), Block::Thinking(i)) => {
+                        let text = str_at(&v, "/delta/thinking").unwrap_or("");
+                        out.thinking(text);
+                        self.thinking[*i].thinking.push_str(text);
+                    }
+                    (Some("signature_delta"), Block::Thinking(i)) => {
+                        self.thinking[*i].signature.push_str(str_at(&v, "/delta/signature").unwrap_or(""));
+                    }
+                    (Some(t @ ("text_delta" | "input_json_delta" | "thinking_delta" | "signature_delta")), _) => {
                         return Err(protocol(format!("a {t} for content block {index} of another type")));
                     }
-                    _ => {} // thinking, signatures, citations...
+                    _ => {} // citations, and delta types added later
                 }
             }
             "content_block_stop" => self.finish_block(index()?),
@@ -312,7 +356,7 @@ impl Decoder for MessagesStream {
 mod tests {
     use super::*;
     use crate::message::Message;
-    use crate::provider::{ProviderConfig, ProviderError};
+    use crate::provider::ProviderError;
 
     #[test]
     fn base_urls() {
@@ -356,6 +400,7 @@ mod tests {
             ..Default::default()
         };
         let body = p.body(&req);
+        assert!(body.get("thinking").is_none(), "thinking is off by default");
         assert_eq!(body["messages"][1]["content"][0]["input"], json!({}));
         assert_eq!(body["messages"][1]["content"][1]["input"], json!({"arguments": "raw text"}));
         assert_eq!(body["messages"][2]["content"][0]["content"], "(no output)");

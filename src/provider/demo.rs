@@ -134,7 +134,7 @@ impl Provider for Demo {
                 output_tokens: (text.len() / 4) as u64,
                 ..Usage::default()
             };
-            Ok(Response { text, tool_calls, stop_reason, usage })
+            Ok(Response { text, tool_calls, stop_reason, usage, ..Default::default() })
         })
     }
 }

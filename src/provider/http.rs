@@ -32,6 +32,13 @@ impl Emitter {
         }
     }
 
+    pub fn thinking(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.streamed = true;
+            let _ = self.tx.send(StreamEvent::ThinkingDelta(text.to_owned()));
+        }
+    }
+
     pub fn tool_started(&mut self, id: &str, name: &str) {
         self.streamed = true;
         let _ = self.tx.send(StreamEvent::ToolCallStarted { id: id.to_owned(), name: name.to_owned() });
@@ -96,8 +103,9 @@ pub trait WireFormat: Send + Sync + Sized + 'static {
     fn url(base: &str) -> String;
     /// The format's own settings, from the request URL.
     fn new(url: &str) -> Self;
-    /// The JSON body sent for `req`; `max_tokens` is already resolved.
-    fn body(&self, model: &str, max_tokens: u32, req: &Request) -> serde_json::Value;
+    /// The JSON body sent for `req`; `max_tokens` is already resolved; `cfg` for the format's own options
+    /// (thinking, reasoning effort).
+    fn body(&self, cfg: &ProviderConfig, max_tokens: u32, req: &Request) -> serde_json::Value;
     /// How the key is sent.
     fn key_header(&self) -> KeyHeader;
     /// Headers every request carries besides the key and the content type.
@@ -117,6 +125,7 @@ pub struct HttpProvider<W> {
 impl<W: WireFormat> HttpProvider<W> {
     /// The model must be set; an empty `base_url` or `api_key_env` takes the format's default.
     pub fn new(cfg: ProviderConfig) -> Result<Self, ProviderError> {
+        cfg.check()?;
         let http = Endpoint::new(cfg, W::NAME, W::DEFAULT_BASE_URL, W::DEFAULT_API_KEY_ENV, W::url)?;
         let wire = W::new(&http.url);
         Ok(HttpProvider { http, wire })
@@ -125,7 +134,7 @@ impl<W: WireFormat> HttpProvider<W> {
     /// The JSON body sent for `req`.
     pub(crate) fn body(&self, req: &Request) -> serde_json::Value {
         let max_tokens = [req.max_tokens, self.http.cfg.max_tokens].into_iter().find(|&n| n > 0).unwrap_or(4096);
-        self.wire.body(&self.http.cfg.model, max_tokens, req)
+        self.wire.body(&self.http.cfg, max_tokens, req)
     }
 }
 

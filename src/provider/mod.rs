@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::message::{Message, ToolCall};
+use crate::message::{Message, Thinking, ToolCall};
 
 /// A boxed future, so the trait stays object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -46,6 +46,9 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
     TextDelta(String),
+    /// A piece of the model's thinking (Anthropic's `thinking_delta`, an OpenAI-compatible server's
+    /// `reasoning_content`): shown apart from the answer.
+    ThinkingDelta(String),
     /// A tool call began streaming (its arguments follow, not reported piecemeal).
     ToolCallStarted {
         id: String,
@@ -64,6 +67,8 @@ pub enum StreamEvent {
 pub struct Response {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
+    /// The thinking blocks before the answer, as they came (see [`Thinking`]).
+    pub thinking: Vec<Thinking>,
     /// The provider's own stop reason (`end_turn`, `tool_use`, `stop`, `tool_calls`, `max_tokens`...).
     pub stop_reason: String,
     /// What the provider reported the answer cost in tokens (zero when it reported nothing).
@@ -123,6 +128,46 @@ pub struct ProviderConfig {
     /// First backoff; doubles each retry (a `retry-after` header wins).
     pub retry_base_ms: u64,
     pub max_tokens: u32,
+    /// Anthropic's extended thinking; off when absent.
+    pub thinking: Option<ThinkingConfig>,
+    /// OpenAI-compatible reasoning effort (`low`, `medium`, `high`), sent as `reasoning_effort`; empty: not sent.
+    pub reasoning_effort: String,
+}
+
+/// `provider.thinking`: how many tokens the model may think before it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThinkingConfig {
+    /// At least [`MIN_THINKING_BUDGET`] (the API's minimum); the request's `max_tokens` is raised above it.
+    pub budget_tokens: u32,
+}
+
+/// The smallest thinking budget Anthropic's API takes.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+impl ProviderConfig {
+    /// The configuration's own mistakes, named (called where a provider is built).
+    pub fn check(&self) -> Result<(), ProviderError> {
+        if let Some(t) = &self.thinking
+            && t.budget_tokens < MIN_THINKING_BUDGET
+        {
+            return Err(ProviderError::Config {
+                message: format!(
+                    "provider.thinking.budget_tokens must be at least {MIN_THINKING_BUDGET} (got {})",
+                    t.budget_tokens
+                ),
+            });
+        }
+        if !matches!(self.reasoning_effort.as_str(), "" | "low" | "medium" | "high") {
+            return Err(ProviderError::Config {
+                message: format!(
+                    "provider.reasoning_effort must be \"low\", \"medium\" or \"high\" (got {:?})",
+                    self.reasoning_effort
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Default for ProviderConfig {
@@ -137,6 +182,8 @@ impl Default for ProviderConfig {
             max_retries: 3,
             retry_base_ms: 500,
             max_tokens: 4096,
+            thinking: None,
+            reasoning_effort: String::new(),
         }
     }
 }

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::http::{self as transport, Decoder, Emitter, Fail, HttpProvider, KeyHeader, WireFormat, protocol};
 use super::sse::Event;
 use super::turns::{Turn, turns};
-use super::{Request, Response, Usage};
-use crate::message::ToolCall;
+use super::{ProviderConfig, Request, Response, Usage};
+use crate::message::{Thinking, ToolCall};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
@@ -52,7 +52,7 @@ impl WireFormat for ChatCompletions {
     }
 
     /// The JSON body sent for `req`.
-    fn body(&self, model: &str, max_tokens: u32, req: &Request) -> Value {
+    fn body(&self, cfg: &ProviderConfig, max_tokens: u32, req: &Request) -> Value {
         let mut messages = Vec::new();
         if !req.system.trim().is_empty() {
             messages.push(json!({"role": "system", "content": req.system}));
@@ -72,7 +72,9 @@ impl WireFormat for ChatCompletions {
                         messages.push(json!({"role": "user", "content": texts.join("\n\n")}));
                     }
                 }
-                Turn::Assistant { texts, calls } => {
+                // Reasoning is never sent back: the servers that stream it document it as output only
+                // (DeepSeek refuses a request carrying `reasoning_content`).
+                Turn::Assistant { texts, calls, .. } => {
                     let mut m = json!({"role": "assistant", "content": texts.join("\n\n")});
                     if !calls.is_empty() {
                         if texts.is_empty() {
@@ -94,13 +96,16 @@ impl WireFormat for ChatCompletions {
             }
         }
         let mut body = json!({
-            "model": model,
+            "model": cfg.model,
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
         });
         let field = if self.completion_tokens_field { "max_completion_tokens" } else { "max_tokens" };
         body[field] = json!(max_tokens);
+        if !cfg.reasoning_effort.is_empty() {
+            body["reasoning_effort"] = json!(cfg.reasoning_effort);
+        }
         if !req.tools.is_empty() {
             body["tools"] = req
                 .tools
@@ -155,6 +160,8 @@ struct Partial {
 #[derive(Default)]
 pub struct CompletionsStream {
     text: String,
+    /// `reasoning_content` (DeepSeek, vLLM) or `reasoning` (Ollama, OpenRouter) deltas, joined.
+    reasoning: String,
     calls: Vec<Partial>,
     finish_reason: Option<String>,
     usage: Usage,
@@ -235,7 +242,19 @@ impl CompletionsStream {
             };
             tool_calls.push(ToolCall { id: c.id, name: c.name, arguments });
         }
-        Ok(Response { text: std::mem::take(&mut self.text), tool_calls, stop_reason: finish_reason, usage: self.usage })
+        let reasoning = std::mem::take(&mut self.reasoning);
+        let thinking = if reasoning.is_empty() {
+            Vec::new()
+        } else {
+            vec![Thinking { kind: Thinking::REASONING.into(), thinking: reasoning, ..Default::default() }]
+        };
+        Ok(Response {
+            text: std::mem::take(&mut self.text),
+            tool_calls,
+            thinking,
+            stop_reason: finish_reason,
+            usage: self.usage,
+        })
     }
 }
 
@@ -271,6 +290,11 @@ impl Decoder for CompletionsStream {
         let choices = v.get("choices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         for choice in choices.iter().filter(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0) {
             let delta = choice.get("delta").unwrap_or(&Value::Null);
+            if let Some(text) = ["reasoning_content", "reasoning"].iter().find_map(|k| delta.get(*k).and_then(Value::as_str))
+            {
+                out.thinking(text);
+                self.reasoning.push_str(text);
+            }
             if let Some(text) = delta.get("content").and_then(Value::as_str) {
                 out.text(text);
                 self.text.push_str(text);

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::message::{Message, Role, ToolCall};
+use crate::message::{Message, Role, Thinking, ToolCall};
 use crate::pairing::Exchange;
 
 /// Answers a tool call the log holds no result for (the session stopped before it had one).
@@ -25,6 +25,8 @@ pub(crate) enum Turn<'a> {
         texts: Vec<Cow<'a, str>>,
     },
     Assistant {
+        /// The thinking blocks of the turn's messages, in order: they open the turn on the wire.
+        thinking: Vec<&'a Thinking>,
         texts: Vec<&'a str>,
         calls: Vec<&'a ToolCall>,
     },
@@ -53,9 +55,10 @@ pub(crate) fn turns(messages: &[Message]) -> Vec<Turn<'_>> {
                 continue;
             }
             if !matches!(grouped.last(), Some(Turn::Assistant { .. })) {
-                grouped.push(Turn::Assistant { texts: Vec::new(), calls: Vec::new() });
+                grouped.push(Turn::Assistant { thinking: Vec::new(), texts: Vec::new(), calls: Vec::new() });
             }
-            if let Some(Turn::Assistant { texts, calls }) = grouped.last_mut() {
+            if let Some(Turn::Assistant { thinking, texts, calls }) = grouped.last_mut() {
+                thinking.extend(&m.thinking);
                 texts.extend(text);
                 if m.interrupted {
                     texts.push(INTERRUPTED_ANSWER);
@@ -81,9 +84,9 @@ pub(crate) fn turns(messages: &[Message]) -> Vec<Turn<'_>> {
     let mut grouped = grouped.into_iter().peekable();
     while let Some(turn) = grouped.next() {
         match turn {
-            Turn::Assistant { texts, calls } => {
+            Turn::Assistant { thinking, texts, calls } => {
                 pending.clone_from(&calls);
-                out.push(Turn::Assistant { texts, calls });
+                out.push(Turn::Assistant { thinking, texts, calls });
                 if grouped.peek().is_none() && !pending.is_empty() {
                     let results = answer(&pending, Vec::new()).0;
                     out.push(Turn::User { results, texts: Vec::new() });
@@ -151,7 +154,7 @@ mod tests {
                     results.iter().map(|r| format!("{}={}", r.id, r.content)).collect::<Vec<_>>().join(","),
                     texts.join(",")
                 ),
-                Turn::Assistant { texts, calls } => format!(
+                Turn::Assistant { texts, calls, .. } => format!(
                     "assistant[{}|{}]",
                     texts.join(","),
                     calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(",")

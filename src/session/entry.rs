@@ -24,6 +24,9 @@
 //!   whenever a later turn found them changed ([`crate::git`]).
 //! - `usage` entries, with `model` and `usage`: the tokens one request cost, as its provider reported
 //!   them ([`crate::usage`]).
+//! - `thinking` and `thinking_ms` on an assistant message: the model's thinking blocks as the provider
+//!   sent them (signatures included, sent back as they are) and how long it thought. Written only when
+//!   there is thinking, so every other message keeps its bytes; readers that predate them skip them.
 //!
 //! Neither of the last two is a message, and neither is undone by a `replace`: they tell where the
 //! session ran and what it spent, not what the model reads. Readers that predate them ignore them as
@@ -32,7 +35,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::git::GitHead;
-use crate::message::{Message, Role, ToolCall, ToolResult};
+use crate::message::{Message, Role, Thinking, ToolCall, ToolResult};
 use crate::usage::Usage;
 
 /// An entry's `type`. A missing or empty `type` is a message (the seed omitted it); a type this version does not
@@ -173,6 +176,16 @@ pub struct Entry {
     /// On the `replace` (reason `import`) that starts a session imported from another tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported_from: Option<ImportedFrom>,
+    /// On an assistant message: see [`Message::thinking`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<Thinking>,
+    /// On an assistant message: see [`Message::thinking_ms`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub thinking_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Entry {
@@ -185,6 +198,8 @@ impl Entry {
             tool_result: m.tool_result,
             ts: m.ts,
             interrupted: m.interrupted,
+            thinking: m.thinking,
+            thinking_ms: m.thinking_ms,
             ..Default::default()
         }
     }
@@ -270,6 +285,8 @@ impl Entry {
             tool_result: self.tool_result,
             ts: self.ts,
             interrupted: self.interrupted,
+            thinking: self.thinking,
+            thinking_ms: self.thinking_ms,
         })
     }
 }

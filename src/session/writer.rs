@@ -154,6 +154,8 @@ impl Writer {
             tool_result,
             ts: msg.ts,
             interrupted: msg.interrupted,
+            thinking: msg.thinking.clone(),
+            thinking_ms: msg.thinking_ms,
         })
     }
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -313,6 +314,12 @@ class FakeAnthropic:
     answered 400 with the API's error body when it breaks one, as the real API does. Answers are scripted in order
     with `push_text` and `push_tools`; `usage` holds the counts as the API names them (`input_tokens`,
     `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`).
+
+    Extended thinking: an answer scripted with `thinking` streams a `thinking` block first (`thinking_delta`s, then
+    a `signature_delta`), and with `redacted` a `redacted_thinking` block; signatures are the FNV-1a hash of the text
+    (`signature`, as tests/support/mod.rs makes them), so a block sent back changed is refused ("Invalid
+    `signature`"), and with `thinking` enabled a request that continues a tool loop must start its last assistant
+    message with its thinking blocks, as the real API requires.
     """
 
     def __init__(self) -> None:
@@ -321,6 +328,7 @@ class FakeAnthropic:
         self.headers: list[dict[str, str]] = []
         self.errors: list[str] = []
         self.lock = threading.Lock()
+        self.release = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -343,18 +351,56 @@ class FakeAnthropic:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def close(self) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 
     # -- script -------------------------------------------------------------------------------------------
 
-    def push_text(self, text: str, usage: dict[str, int] | None = None) -> None:
-        self.script.append({"text": text, "tools": [], "usage": usage})
+    def push_text(
+        self, text: str, usage: dict[str, int] | None = None, thinking: str = "", redacted: str | None = None,
+        hang: bool = False,
+    ) -> None:
+        """`thinking`: streamed first as a `thinking` block (its signature after it); `redacted`: a `redacted_thinking`
+        block made of this secret; `hang`: after the text, the stream stays open (until close())."""
+        self.script.append({"text": text, "tools": [], "usage": usage, "thinking": thinking, "redacted": redacted,
+                            "hang": hang})
 
     def push_tools(
-        self, text: str, calls: list[tuple[str, str, dict[str, Any]]], usage: dict[str, int] | None = None
+        self, text: str, calls: list[tuple[str, str, dict[str, Any]]], usage: dict[str, int] | None = None,
+        thinking: str = "", redacted: str | None = None,
     ) -> None:
-        self.script.append({"text": text, "tools": calls, "usage": usage})
+        self.script.append({"text": text, "tools": calls, "usage": usage, "thinking": thinking, "redacted": redacted})
+
+    # -- thinking -----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def fnv64(data: bytes) -> int:
+        h = 0xCBF29CE484222325
+        for b in data:
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+        return h
+
+    @staticmethod
+    def signature(thinking: str) -> str:
+        """The fake's signature of a thinking block (tests/support/mod.rs `fake_signature`: the same bytes)."""
+        return f"EqSig{FakeAnthropic.fnv64(thinking.encode()):016x}"
+
+    @staticmethod
+    def redacted_data(secret: str) -> str:
+        return f"EmRed{FakeAnthropic.fnv64(secret.encode()):016x}{secret}"
+
+    @staticmethod
+    def _thinking_problem(b: dict[str, Any]) -> str | None:
+        if b.get("type") == "thinking":
+            text, sig = b.get("thinking"), b.get("signature")
+            if not isinstance(text, str) or not isinstance(sig, str):
+                return "a `thinking` block needs `thinking` and `signature`"
+            return None if sig == FakeAnthropic.signature(text) else "Invalid `signature` in `thinking` block"
+        data = b.get("data")
+        ok = isinstance(data, str) and data.startswith("EmRed") and len(data) >= 21 and \
+            data[5:21] == f"{FakeAnthropic.fnv64(data[21:].encode()):016x}"
+        return None if ok else "Invalid `data` in `redacted_thinking` block"
 
     # -- protocol -----------------------------------------------------------------------------------------
 
@@ -398,6 +444,16 @@ class FakeAnthropic:
             return str(e)
         if breakpoints > 4:
             return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+        thinking = body.get("thinking")
+        thinking_on = isinstance(thinking, dict) and thinking.get("type") != "disabled"
+        if thinking is not None and thinking_on:
+            budget = thinking.get("budget_tokens")
+            if thinking.get("type") != "enabled":
+                return "thinking.type: Input should be 'enabled' or 'disabled'"
+            if not isinstance(budget, int) or budget < 1024:
+                return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+            if budget >= body["max_tokens"]:
+                return "`max_tokens` must be greater than `thinking.budget_tokens`"
         previous = ""
         asked: list[str] = []  # tool_use ids of the previous assistant message
         for i, m in enumerate(msgs):
@@ -458,10 +514,17 @@ class FakeAnthropic:
                         return f"{at}.content: must be a string or an array of blocks"
                     if b.get("is_error") is not None and not isinstance(b["is_error"], bool):
                         return f"{at}.is_error: must be a boolean"
+                elif kind in ("thinking", "redacted_thinking"):
+                    if role != "assistant":
+                        return f"{at}: {kind} blocks are only allowed in assistant messages"
+                    problem = FakeAnthropic._thinking_problem(b)
+                    if problem:
+                        return f"{at}: {problem}"
+                    seen_other = True
                 elif kind is None:
                     return f"{at}.type: Field required"
                 else:
-                    seen_other = True  # images, documents, thinking...
+                    seen_other = True  # images, documents...
             if role == "user":
                 missing = [t for t in asked if t not in answered]
                 if missing:
@@ -469,7 +532,26 @@ class FakeAnthropic:
             asked = used
         if asked:
             return FakeAnthropic._unanswered("messages", asked)
+        if thinking_on:
+            return FakeAnthropic._final_turn_problem(msgs)
         return None
+
+    @staticmethod
+    def _final_turn_problem(msgs: list[Any]) -> str | None:
+        """With thinking on, a request continuing a tool loop (it ends with tool results) must give the last assistant
+        message back starting with its thinking blocks, in the API's words."""
+        last = msgs[-1].get("content")
+        if not (isinstance(last, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in last)):
+            return None
+        i = max(j for j, m in enumerate(msgs) if m.get("role") == "assistant")
+        content = msgs[i]["content"]
+        first = content[0].get("type") if isinstance(content, list) else "text"
+        if first in ("thinking", "redacted_thinking"):
+            return None
+        return (f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When "
+                "`thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the "
+                "lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from "
+                "previous turns. To avoid this requirement, disable `thinking`.")
 
     @staticmethod
     def _id_ok(s: str) -> bool:
@@ -544,18 +626,36 @@ class FakeAnthropic:
             "stop_reason": None, "stop_sequence": None, "usage": {**start_usage, "output_tokens": 1}}})
         event("ping", {"type": "ping"})
         index = 0
+        if answer.get("thinking"):
+            thought = answer["thinking"]
+            event("content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+            for piece in re.findall(r"\s*\S+\s*$|\s*\S+", thought) or [thought]:
+                event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                              "delta": {"type": "thinking_delta", "thinking": piece}})
+                time.sleep(0.005)
+            event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "signature_delta", "signature": self.signature(thought)}})
+            event("content_block_stop", {"type": "content_block_stop", "index": index})
+            index += 1
+        if answer.get("redacted") is not None:
+            event("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
+                "type": "redacted_thinking", "data": self.redacted_data(answer["redacted"])}})
+            event("content_block_stop", {"type": "content_block_stop", "index": index})
+            index += 1
         if answer["text"]:
             event("content_block_start", {"type": "content_block_start", "index": index,
                                           "content_block": {"type": "text", "text": ""}})
             # word by word, the text exactly as scripted once joined
-            import re  # (here: this class is an addition to a module shared with other work)
-
             for piece in re.findall(r"\s*\S+\s*$|\s*\S+", answer["text"]) or [answer["text"]]:
                 event("content_block_delta", {"type": "content_block_delta", "index": index,
                                               "delta": {"type": "text_delta", "text": piece}})
                 time.sleep(0.005)
             event("content_block_stop", {"type": "content_block_stop", "index": index})
             index += 1
+        if answer.get("hang"):
+            self.release.wait(60)
+            return
         for cid, name, args in answer["tools"]:
             event("content_block_start", {"type": "content_block_start", "index": index,
                                           "content_block": {"type": "tool_use", "id": cid, "name": name, "input": {}}})

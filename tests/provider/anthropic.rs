@@ -2,13 +2,15 @@
 //! prompt caching's `cache_control` breakpoints, usage with cache reads and writes from `message_start`
 //! and `message_delta`, the overloaded status, and the fake's own rules.
 
-use pseudoclaude::message::{Message, ToolCall};
+use pseudoclaude::message::{Message, Thinking, ToolCall};
 use pseudoclaude::provider::anthropic::Anthropic;
-use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, Usage};
+use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, StreamEvent, ThinkingConfig, Usage};
 use serde_json::{Value, json};
 
 use crate::support::client::{ask, assert_all_valid, run};
-use crate::support::{FakeServer, Kind, Reply, anthropic_sse};
+use crate::support::{
+    FakeServer, Kind, Reply, anthropic_sse, anthropic_thinking_sse, fake_redacted, fake_signature,
+};
 use crate::wire::{Format, ev};
 
 fn config(base_url: String) -> ProviderConfig {
@@ -248,4 +250,93 @@ async fn overloaded_on_every_attempt_is_unavailable_with_status_529() {
     let p = Anthropic::new(config(server.base_url())).unwrap();
     let err = run(&p, &ask("hi")).await.0.unwrap_err();
     assert!(matches!(err, ProviderError::Unavailable { status: 529, attempts: 3, .. }), "{err:?}");
+}
+
+fn thinking_config(base_url: String, budget: u32) -> ProviderConfig {
+    ProviderConfig { thinking: Some(ThinkingConfig { budget_tokens: budget }), ..config(base_url) }
+}
+
+/// Extended thinking: the request asks for it (with `max_tokens` above the budget), the thinking streams as
+/// deltas apart from the text, its signature and a redacted block come back in the response exactly as sent,
+/// and a tool loop continued with them is accepted; without them, or with one changed, the API refuses it.
+#[tokio::test]
+async fn thinking_streams_with_its_signature_and_goes_back_as_given_in_a_tool_loop() {
+    let server = FakeServer::start(Kind::Anthropic);
+    let thought = "The user wants a.rs.\nI should read it first.\nThen answer.";
+    let call = ("toolu_T1", "read_file", json!({"path": "a.rs"}));
+    server.push(Reply::sse(anthropic_thinking_sse(thought, Some("opaque-1"), "Reading.", &[call.clone()])));
+    let p = Anthropic::new(thinking_config(server.base_url(), 2048)).unwrap();
+    let (result, events) = run(&p, &ask("what is in a.rs?")).await;
+    let first = result.unwrap();
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ThinkingDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, thought);
+    assert!(events.iter().filter(|e| matches!(e, StreamEvent::ThinkingDelta(_))).count() > 1, "{events:?}");
+    assert_eq!(first.text, "Reading.");
+    assert_eq!(
+        first.thinking,
+        [
+            Thinking { kind: "thinking".into(), thinking: thought.into(), signature: fake_signature(thought), ..Default::default() },
+            Thinking { kind: "redacted_thinking".into(), data: fake_redacted("opaque-1"), ..Default::default() },
+        ]
+    );
+    let sent = &server.requests()[0].body;
+    assert_eq!(sent["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+    assert_eq!(sent["max_tokens"], 2048 + 1000, "max_tokens is raised above the budget");
+
+    // The loop goes on: the answer (thinking first), its tool result.
+    let mut answer = Message::assistant_tool_calls(first.text.clone(), first.tool_calls.clone());
+    answer.thinking = first.thinking.clone();
+    let mut req = ask("what is in a.rs?");
+    req.messages.push(answer.clone());
+    req.messages.push(Message::tool_result("toolu_T1", "fn main() {}", false));
+    server.push(Reply::sse(anthropic_sse("It holds an empty main.", &[])));
+    assert_eq!(run(&p, &req).await.0.unwrap().text, "It holds an empty main.");
+    let reqs = server.requests();
+    assert!(reqs[1].rejected.is_none(), "{:?}", reqs[1].rejected);
+    let assistant = &reqs[1].body["messages"][1]["content"];
+    assert_eq!(
+        assistant[0],
+        json!({"type": "thinking", "thinking": thought, "signature": fake_signature(thought)})
+    );
+    assert_eq!(assistant[1], json!({"type": "redacted_thinking", "data": fake_redacted("opaque-1")}));
+    assert_eq!(assistant[2]["type"], "text");
+    assert_eq!(assistant[3]["type"], "tool_use");
+    // The thinking's bytes, as streamed, are in the request's bytes.
+    let raw = String::from_utf8(reqs[1].raw_body.clone()).unwrap();
+    assert!(raw.contains(&serde_json::to_string(thought).unwrap()), "{raw}");
+
+    // What the fake refuses, as the API does: the blocks left out, or one changed.
+    let mut stripped = req.clone();
+    stripped.messages[1].thinking.clear();
+    let err = run(&p, &stripped).await.0.unwrap_err();
+    assert!(err.to_string().contains("Expected `thinking` or `redacted_thinking`, but found `text`"), "{err}");
+    let mut changed = req.clone();
+    changed.messages[1].thinking[0].thinking.push_str(" (edited)");
+    let err = run(&p, &changed).await.0.unwrap_err();
+    assert!(err.to_string().contains("Invalid `signature` in `thinking` block"), "{err}");
+    let mut redacted = req.clone();
+    redacted.messages[1].thinking[1].data.push('x');
+    let err = run(&p, &redacted).await.0.unwrap_err();
+    assert!(err.to_string().contains("Invalid `data` in `redacted_thinking` block"), "{err}");
+    assert_eq!(server.requests().iter().filter(|r| r.rejected.is_some()).count(), 3);
+
+    // Thinking switched off: the same history goes without its thinking, and is accepted.
+    let off = Anthropic::new(config(server.base_url())).unwrap();
+    server.push(Reply::sse(anthropic_sse("Still an empty main.", &[])));
+    assert_eq!(run(&off, &req).await.0.unwrap().text, "Still an empty main.");
+    let last = server.requests().last().unwrap().body.clone();
+    assert!(last.get("thinking").is_none());
+    assert_eq!(last["messages"][1]["content"][0]["type"], "text", "{last}");
+}
+
+#[tokio::test]
+async fn a_thinking_budget_under_the_api_minimum_is_a_config_error() {
+    let err = Anthropic::new(thinking_config("http://127.0.0.1:1".into(), 1000)).unwrap_err();
+    assert!(err.to_string().contains("provider.thinking.budget_tokens must be at least 1024 (got 1000)"), "{err}");
 }

@@ -21,6 +21,7 @@ pub fn config(name: &str, model: &str, unset_key_env: &str, base_url: String) ->
         max_retries: 2,
         retry_base_ms: 10,
         max_tokens: 1000,
+        ..Default::default()
     }
 }
 

@@ -485,6 +485,57 @@ fn sse_event(out: &mut Vec<u8>, event: &str, data: &Value) {
 /// `ping`, `message_delta` (stop reason `tool_use` or `end_turn`, [`SSE_OUTPUT_TOKENS`]) and
 /// `message_stop`. Input tokens: [`SSE_INPUT_TOKENS`].
 pub fn anthropic_sse(text: &str, tool_calls: &[(&str, &str, Value)]) -> Vec<u8> {
+    anthropic_thinking_sse("", None, text, tool_calls)
+}
+
+/// FNV-1a, 64 bits: the fake's stand-in for the API's signatures (deterministic, and any change to the
+/// text changes it). tests/e2e/fake_llm.py signs the same way.
+pub fn fnv64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3))
+}
+
+/// The signature the fake gives a thinking block of `thinking`.
+pub fn fake_signature(thinking: &str) -> String {
+    format!("EqSig{:016x}", fnv64(thinking.as_bytes()))
+}
+
+/// The encrypted data of a redacted thinking block made of `secret`.
+pub fn fake_redacted(secret: &str) -> String {
+    format!("EmRed{:016x}{secret}", fnv64(secret.as_bytes()))
+}
+
+/// What is wrong with a thinking block sent back (its signature or data not the fake's for its text).
+fn thinking_block_problem(b: &Value) -> Option<&'static str> {
+    match b.get("type").and_then(Value::as_str) {
+        Some("thinking") => {
+            let (Some(text), Some(sig)) =
+                (b.get("thinking").and_then(Value::as_str), b.get("signature").and_then(Value::as_str))
+            else {
+                return Some("a `thinking` block needs `thinking` and `signature`");
+            };
+            (sig != fake_signature(text)).then_some("Invalid `signature` in `thinking` block")
+        }
+        Some("redacted_thinking") => {
+            let data = b.get("data").and_then(Value::as_str).unwrap_or("");
+            let ok = data.len() >= 21
+                && data.starts_with("EmRed")
+                && data.is_char_boundary(21)
+                && data[5..21] == format!("{:016x}", fnv64(data[21..].as_bytes()));
+            (!ok).then_some("Invalid `data` in `redacted_thinking` block")
+        }
+        _ => None,
+    }
+}
+
+/// [`anthropic_sse`] with extended thinking first: a `thinking` block streamed as `thinking_delta`s then
+/// one `signature_delta` ([`fake_signature`]) when `thinking` is not empty, then a `redacted_thinking` block
+/// ([`fake_redacted`] of `redacted`) when given.
+pub fn anthropic_thinking_sse(
+    thinking: &str,
+    redacted: Option<&str>,
+    text: &str,
+    tool_calls: &[(&str, &str, Value)],
+) -> Vec<u8> {
     let mut out = Vec::new();
     sse_event(
         &mut out,
@@ -496,6 +547,40 @@ pub fn anthropic_sse(text: &str, tool_calls: &[(&str, &str, Value)]) -> Vec<u8> 
     );
     sse_event(&mut out, "ping", &json!({"type": "ping"}));
     let mut index = 0;
+    if !thinking.is_empty() {
+        sse_event(
+            &mut out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        );
+        for piece in text_pieces(thinking) {
+            sse_event(
+                &mut out,
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": piece}}),
+            );
+        }
+        sse_event(
+            &mut out,
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "signature_delta", "signature": fake_signature(thinking)}}),
+        );
+        sse_event(&mut out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
+        index += 1;
+    }
+    if let Some(secret) = redacted {
+        sse_event(
+            &mut out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "redacted_thinking", "data": fake_redacted(secret)}}),
+        );
+        sse_event(&mut out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
+        index += 1;
+    }
     if !text.is_empty() {
         sse_event(
             &mut out,
@@ -732,6 +817,24 @@ pub fn validate_anthropic(body: &Value) -> Result<(), String> {
     if messages.is_empty() {
         return Err("messages: at least one message is required".into());
     }
+    let thinking_on = match body.get("thinking") {
+        None => false,
+        Some(t) if t.get("type").and_then(Value::as_str) == Some("disabled") => false,
+        Some(t) => {
+            let budget = t.get("budget_tokens").and_then(Value::as_u64);
+            if t.get("type").and_then(Value::as_str) != Some("enabled") {
+                return Err("thinking.type: Input should be 'enabled' or 'disabled'".into());
+            }
+            match budget {
+                Some(b) if b >= 1024 => {}
+                _ => return Err("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024".into()),
+            }
+            if budget >= body.get("max_tokens").and_then(Value::as_u64) {
+                return Err("`max_tokens` must be greater than `thinking.budget_tokens`".into());
+            }
+            true
+        }
+    };
     let breakpoints = cache_breakpoints(&Value::Object(body.clone()))?;
     if breakpoints > 4 {
         return Err(format!("A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."));
@@ -816,8 +919,17 @@ pub fn validate_anthropic(body: &Value) -> Result<(), String> {
                         return Err(format!("{at}.is_error: must be a boolean"));
                     }
                 }
+                kind @ ("thinking" | "redacted_thinking") => {
+                    if role != "assistant" {
+                        return Err(format!("{at}: {kind} blocks are only allowed in assistant messages"));
+                    }
+                    if let Some(problem) = thinking_block_problem(b) {
+                        return Err(format!("{at}: {problem}"));
+                    }
+                    seen_other = true;
+                }
                 "" => return Err(format!("{at}.type: Field required")),
-                _ => seen_other = true, // images, documents, thinking...
+                _ => seen_other = true, // images, documents...
             }
         }
         if role == "user" {
@@ -832,7 +944,34 @@ pub fn validate_anthropic(body: &Value) -> Result<(), String> {
         let missing: Vec<&str> = asked.iter().map(String::as_str).collect();
         return Err(unanswered("messages", &missing));
     }
+    if thinking_on {
+        final_turn_starts_with_thinking(messages)?;
+    }
     Ok(())
+}
+
+/// With thinking on, a request that continues a tool loop (it ends with tool results) must give the last
+/// assistant message back starting with its thinking blocks, in the API's words.
+fn final_turn_starts_with_thinking(messages: &[Value]) -> Result<(), String> {
+    let blocks = |m: &Value| m.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(last) = messages.last() else { return Ok(()) };
+    let in_tool_loop = blocks(last).iter().any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"));
+    let Some(i) = messages.iter().rposition(|m| m.get("role").and_then(Value::as_str) == Some("assistant")) else {
+        return Ok(());
+    };
+    if !in_tool_loop {
+        return Ok(());
+    }
+    let first = blocks(&messages[i]).first().and_then(|b| b.get("type")).and_then(Value::as_str).unwrap_or("text").to_string();
+    if first == "thinking" || first == "redacted_thinking" {
+        return Ok(());
+    }
+    Err(format!(
+        "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` \
+         is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of \
+         `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid \
+         this requirement, disable `thinking`."
+    ))
 }
 
 /// How many objects of `v` carry `cache_control`, each of which must be `{"type": "ephemeral"}` (a
