@@ -44,7 +44,7 @@ impl Provider for Scripted {
     ) -> BoxFuture<'a, Result<Response, ProviderError>> {
         Box::pin(async move {
             let (tool_calls, usage) = self.answers.lock().unwrap().pop_front().unwrap_or_default();
-            Ok(Response { text: "ok".into(), tool_calls, stop_reason: "end_turn".into(), usage })
+            Ok(Response { text: "ok".into(), tool_calls, stop_reason: "end_turn".into(), usage, ..Default::default() })
         })
     }
 }

@@ -290,7 +290,8 @@ impl Decoder for CompletionsStream {
         let choices = v.get("choices").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
         for choice in choices.iter().filter(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0) {
             let delta = choice.get("delta").unwrap_or(&Value::Null);
-            if let Some(text) = ["reasoning_content", "reasoning"].iter().find_map(|k| delta.get(*k).and_then(Value::as_str))
+            if let Some(text) =
+                ["reasoning_content", "reasoning"].iter().find_map(|k| delta.get(*k).and_then(Value::as_str))
             {
                 out.thinking(text);
                 self.reasoning.push_str(text);

@@ -20,10 +20,7 @@ pub(crate) const INTERRUPTED_ANSWER: &str =
 
 pub(crate) enum Turn<'a> {
     /// Tool results (answering the previous assistant turn's calls, in their order), then text.
-    User {
-        results: Vec<Answer<'a>>,
-        texts: Vec<Cow<'a, str>>,
-    },
+    User { results: Vec<Answer<'a>>, texts: Vec<Cow<'a, str>> },
     Assistant {
         /// The thinking blocks of the turn's messages, in order: they open the turn on the wire.
         thinking: Vec<&'a Thinking>,

@@ -8,9 +8,7 @@ use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, StreamEvent
 use serde_json::{Value, json};
 
 use crate::support::client::{ask, assert_all_valid, run};
-use crate::support::{
-    FakeServer, Kind, Reply, anthropic_sse, anthropic_thinking_sse, fake_redacted, fake_signature,
-};
+use crate::support::{FakeServer, Kind, Reply, anthropic_sse, anthropic_thinking_sse, fake_redacted, fake_signature};
 use crate::wire::{Format, ev};
 
 fn config(base_url: String) -> ProviderConfig {
@@ -264,7 +262,7 @@ async fn thinking_streams_with_its_signature_and_goes_back_as_given_in_a_tool_lo
     let server = FakeServer::start(Kind::Anthropic);
     let thought = "The user wants a.rs.\nI should read it first.\nThen answer.";
     let call = ("toolu_T1", "read_file", json!({"path": "a.rs"}));
-    server.push(Reply::sse(anthropic_thinking_sse(thought, Some("opaque-1"), "Reading.", &[call.clone()])));
+    server.push(Reply::sse(anthropic_thinking_sse(thought, Some("opaque-1"), "Reading.", std::slice::from_ref(&call))));
     let p = Anthropic::new(thinking_config(server.base_url(), 2048)).unwrap();
     let (result, events) = run(&p, &ask("what is in a.rs?")).await;
     let first = result.unwrap();
@@ -281,7 +279,12 @@ async fn thinking_streams_with_its_signature_and_goes_back_as_given_in_a_tool_lo
     assert_eq!(
         first.thinking,
         [
-            Thinking { kind: "thinking".into(), thinking: thought.into(), signature: fake_signature(thought), ..Default::default() },
+            Thinking {
+                kind: "thinking".into(),
+                thinking: thought.into(),
+                signature: fake_signature(thought),
+                ..Default::default()
+            },
             Thinking { kind: "redacted_thinking".into(), data: fake_redacted("opaque-1"), ..Default::default() },
         ]
     );
@@ -300,10 +303,7 @@ async fn thinking_streams_with_its_signature_and_goes_back_as_given_in_a_tool_lo
     let reqs = server.requests();
     assert!(reqs[1].rejected.is_none(), "{:?}", reqs[1].rejected);
     let assistant = &reqs[1].body["messages"][1]["content"];
-    assert_eq!(
-        assistant[0],
-        json!({"type": "thinking", "thinking": thought, "signature": fake_signature(thought)})
-    );
+    assert_eq!(assistant[0], json!({"type": "thinking", "thinking": thought, "signature": fake_signature(thought)}));
     assert_eq!(assistant[1], json!({"type": "redacted_thinking", "data": fake_redacted("opaque-1")}));
     assert_eq!(assistant[2]["type"], "text");
     assert_eq!(assistant[3]["type"], "tool_use");

@@ -520,7 +520,7 @@ fn thinking_block_problem(b: &Value) -> Option<&'static str> {
             let ok = data.len() >= 21
                 && data.starts_with("EmRed")
                 && data.is_char_boundary(21)
-                && data[5..21] == format!("{:016x}", fnv64(data[21..].as_bytes()));
+                && data[5..21] == format!("{:016x}", fnv64(&data.as_bytes()[21..]));
             (!ok).then_some("Invalid `data` in `redacted_thinking` block")
         }
         _ => None,
@@ -962,7 +962,8 @@ fn final_turn_starts_with_thinking(messages: &[Value]) -> Result<(), String> {
     if !in_tool_loop {
         return Ok(());
     }
-    let first = blocks(&messages[i]).first().and_then(|b| b.get("type")).and_then(Value::as_str).unwrap_or("text").to_string();
+    let first =
+        blocks(&messages[i]).first().and_then(|b| b.get("type")).and_then(Value::as_str).unwrap_or("text").to_string();
     if first == "thinking" || first == "redacted_thinking" {
         return Ok(());
     }
