@@ -34,6 +34,7 @@ M.links = {
   PseudoClaudePickerPinned = "Special", -- "* " before a pinned session, "* pinned" in its preview
   PseudoClaudeHeader = "Title", -- agent buffer: "## You", "## Agent"
   PseudoClaudeTool = "Comment", -- agent buffer: tool calls and results
+  PseudoClaudeThinking = "Comment", -- agent buffer: "💭 thought for 12 s, 40 lines"
   PseudoClaudeError = "DiagnosticError", -- agent buffer: errors
   PseudoClaudeNotice = "DiagnosticWarn", -- agent buffer: notices (repairs, reminder, cancelled)
   PseudoClaudeWinbar = "WinBar", -- agent buffer's winbar
@@ -52,6 +53,7 @@ M.TRANSCRIPT = {
   result = "PseudoClaudeTool",
   error = "PseudoClaudeError",
   more = "PseudoClaudeTool",
+  thinking = "PseudoClaudeThinking",
 }
 ---@type table<string, string>
 M.PREVIEW = {
@@ -62,6 +64,7 @@ M.PREVIEW = {
   result = "PseudoClaudePickerPreviewResult",
   error = "PseudoClaudePickerPreviewError",
   more = "PseudoClaudePickerPreviewMeta",
+  thinking = "PseudoClaudePickerPreviewMeta",
 }
 
 --- Defines the groups (keeping any the user or the colorscheme set) and re-defines them after `:colorscheme`.

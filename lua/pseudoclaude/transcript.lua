@@ -3,7 +3,8 @@
 --- lines, marks and folds out.
 ---
 --- Format: a blank line and a header line when the speaker changes or after tool results ("## You", "## Agent",
---- "## Reminder to the model"), the text as it is, each tool call on one line (`▸ read_file {"path":"a.rs"}`), each
+--- "## Reminder to the model"), the model's thinking as one line (`💭 thought for 12 s, 40 lines`) with the thinking
+--- under it, indented and folded, the text as it is, each tool call on one line (`▸ read_file {"path":"a.rs"}`), each
 --- result on one line (`  ✓ read_file: first line (N lines)`, `✗` for an error) with its whole output under it,
 --- indented and folded (`<Tab>` opens it). A text longer than `MAX_DISPLAY_BYTES` shows its start and says how
 --- much was left out (the model still reads all of it; `src/display.rs` cuts restored messages the same way).
@@ -17,7 +18,7 @@ M.MAX_DISPLAY_BYTES = 32 * 1024
 M.MAX_LINE_BYTES = 4 * 1024
 
 --- Kinds of marked lines; callers map them to their highlight groups.
----@alias pseudoclaude.TranscriptKind "you"|"agent"|"reminder"|"call"|"result"|"error"|"more"
+---@alias pseudoclaude.TranscriptKind "you"|"agent"|"reminder"|"call"|"result"|"error"|"more"|"thinking"
 
 ---@class pseudoclaude.TranscriptOpts
 ---@field width integer? Cut call and result lines to this many characters (default 100).
@@ -103,6 +104,16 @@ function M.add_message(out, m, prev, names, opts)
   else
     start_here()
   end
+  local thought = M.thinking_text(m.thinking)
+  if thought ~= "" then
+    local line, body = M.thinking_lines(thought, m.thinking_ms)
+    add(line, "thinking")
+    local first = #out.lines
+    for _, l in ipairs(body) do
+      add(l)
+    end
+    out.folds[#out.folds + 1] = { first, #out.lines - 1 }
+  end
   local content = m.content or ""
   if m.role == "user" and content:find("<attachment ", 1, true) then
     H.add_attachments(out, add, content, opts.max_text_lines, m.cut_bytes)
@@ -142,6 +153,57 @@ function M.header_for(m)
     return "## You", "you"
   end
   return "## Agent", "agent"
+end
+
+--- The text of a message's thinking blocks (`thinking` of the log: Anthropic's `thinking`, an OpenAI-compatible
+--- server's `reasoning`), joined by a blank line; "" when there is none to show (a redacted block has no text).
+---@param blocks table[]?
+---@return string
+function M.thinking_text(blocks)
+  local parts = {}
+  for _, b in ipairs(M.nonnil(blocks) or {}) do
+    local t = M.nonnil(b.thinking)
+    if type(t) == "string" and t:find("%S") then
+      parts[#parts + 1] = vim.trim(t)
+    end
+  end
+  return table.concat(parts, "\n\n")
+end
+
+--- The folded line of a thinking (`💭 thought for 12 s, 40 lines`) and the lines under it (indented, cut like a
+--- message's text).
+---@param text string
+---@param ms integer? how long the model thought; nil or 0 when unknown
+---@return string line
+---@return string[] body
+function M.thinking_lines(text, ms)
+  local shown, extra = H.cap(text, nil)
+  local body = vim.split(shown, "\n", { plain = true })
+  local n = M.count_lines(text)
+  for i, l in ipairs(body) do
+    body[i] = "    " .. l
+  end
+  if extra > 0 then
+    body[#body + 1] = "    " .. H.cut_note(extra)
+  end
+  return M.thinking_line(n, ms), body
+end
+
+--- `💭 thought for 12 s, 40 lines`; `💭 thinking… 3 lines` while it streams (`ms` false).
+---@param lines integer
+---@param ms integer|false|nil
+---@return string
+function M.thinking_line(lines, ms)
+  local count = ("%d line%s"):format(lines, lines == 1 and "" or "s")
+  if ms == false then
+    return "💭 thinking… " .. count
+  end
+  ms = M.nonnil(ms) or 0
+  if ms <= 0 then
+    return "💭 thought, " .. count
+  end
+  local secs = ms < 10000 and ("%.1f"):format(ms / 1000) or tostring(math.floor(ms / 1000 + 0.5))
+  return ("💭 thought for %s s, %s"):format(secs, count)
 end
 
 --- Under an answer that stopped mid-stream (`interrupted` on the message: the editor died while it streamed).

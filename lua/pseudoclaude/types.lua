@@ -7,6 +7,8 @@
 ---@alias pseudoclaude.EventType
 ---| "user_recorded" The turn started; the user's message is in the log.
 ---| "text_delta" A piece of the answer's text.
+---| "thinking_delta" A piece of the model's thinking, before its answer.
+---| "thinking_done" The thinking is over: how long it took (`ms`), as the message records it.
 ---| "tool_call_started" The model began a tool call.
 ---| "assistant_recorded" The answer (text and tool calls) is complete and in the log.
 ---| "tool_result" A tool's output (its preview, when large) is in the log.
@@ -24,7 +26,8 @@
 
 ---@class pseudoclaude.Event
 ---@field type pseudoclaude.EventType
----@field text string? user_recorded, text_delta, assistant_recorded
+---@field text string? user_recorded, text_delta, thinking_delta, assistant_recorded
+---@field ms integer? thinking_done
 ---@field id string|integer? tool_call_started, tool_result (the call's id); approval (the prompt's number)
 ---@field name string? tool_call_started, tool_result: the tool
 ---@field tool_calls pseudoclaude.ToolCall[]? assistant_recorded

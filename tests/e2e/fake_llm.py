@@ -102,8 +102,14 @@ class FakeOpenAI:
 
     # -- script -------------------------------------------------------------------------------------------
 
-    def push_text(self, text: str, delay: float = 0.005, usage: dict[str, Any] | None = None) -> None:
-        self.script.append({"text": text, "tools": [], "delay": delay, "usage": usage})
+    def push_text(
+        self, text: str, delay: float = 0.005, usage: dict[str, Any] | None = None, reasoning: str = "",
+        reasoning_field: str = "reasoning_content",
+    ) -> None:
+        """`reasoning`: streamed word by word in `delta.reasoning_content` (or `reasoning_field`) before the text,
+        as DeepSeek, vLLM and Ollama stream a reasoning model's thinking."""
+        self.script.append({"text": text, "tools": [], "delay": delay, "usage": usage, "reasoning": reasoning,
+                            "reasoning_field": reasoning_field})
 
     def push_tools(
         self,
@@ -111,8 +117,9 @@ class FakeOpenAI:
         calls: list[tuple[str, str, dict[str, Any]]],
         delay: float = 0.005,
         usage: dict[str, Any] | None = None,
+        reasoning: str = "",
     ) -> None:
-        self.script.append({"text": text, "tools": calls, "delay": delay, "usage": usage})
+        self.script.append({"text": text, "tools": calls, "delay": delay, "usage": usage, "reasoning": reasoning})
 
     def push_hang(self, text: str, delay: float = 0.005) -> None:
         """Streams `text`, then keeps the connection open without finishing (until close())."""
@@ -138,6 +145,9 @@ class FakeOpenAI:
             at = f"messages[{i}]"
             if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant", "tool"):
                 raise Rejected(f"Invalid value for '{at}.role'.", f"{at}.role", "invalid_value")
+            if "reasoning_content" in m or "reasoning" in m:
+                # DeepSeek's rule: the reasoning is output only
+                raise Rejected(f"{at}: reasoning_content is not allowed in input messages", at)
             if m["role"] == "tool":
                 raise Rejected(
                     f"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
@@ -273,6 +283,10 @@ class Stream:
         delay = answer.get("delay", 0.005)
         self.send(b": keep-alive\n\n")
         self.event(choice({"role": "assistant", "content": ""}))
+        field = answer.get("reasoning_field", "reasoning_content")
+        for word in answer["reasoning"].split(" ") if answer.get("reasoning") else []:
+            self.event(choice({field: word + " ", "content": None}))
+            time.sleep(delay)
         words = answer["text"].split(" ") if answer["text"] else []
         for word in words:
             # flushed whole before each pause: a word on screen is a word that was sent

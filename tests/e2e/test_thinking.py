@@ -118,3 +118,76 @@ def test_the_fake_refuses_a_tool_loop_without_its_thinking_or_with_it_changed() 
     assert FakeAnthropic.validate(off) is None
     low = {**body([block, use]), "thinking": {"type": "enabled", "budget_tokens": 512}}
     assert "greater than or equal to 1024" in FakeAnthropic.validate(low)
+
+
+def folds(n: Neovim) -> list[tuple[int, int]]:
+    """The closed folds of the agent buffer's window, as 1-based (first, last) lines."""
+    return [tuple(f) for f in n.lua(
+        "local w = vim.fn.bufwinid('pseudoclaude://chat') local out = {} "
+        "vim.api.nvim_win_call(w, function() local l = 1 while l <= vim.fn.line('$') do "
+        "local e = vim.fn.foldclosedend(l) if e ~= -1 then out[#out + 1] = { l, e } l = e + 1 else l = l + 1 end "
+        "end end) return out")]
+
+
+def test_thinking_is_one_folded_line_live_and_restored_the_same_and_tab_opens_it(
+    start_nvim: Any, workspace: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    (workspace / "a.txt").write_text("hello\n")
+    fake_anthropic.push_tools("", [("toolu_1", "read_file", {"path": "a.txt"})], thinking=THOUGHT)
+    fake_anthropic.push_text("It says hello.", thinking="Easy.\nIt says hello.")
+    first = start_nvim()
+    setup(first, anthropic(fake_anthropic))
+    type_message(first, "what is in a.txt?")
+    wait_for(lambda: first.lua("return vim.g.pc_turns") >= 1, what="the turn")
+    assert fake_anthropic.errors == [], fake_anthropic.errors
+    live = transcript(first)
+    thinking = [l for l in live if l.startswith("💭 ")]
+    assert len(thinking) == 2, live
+    assert thinking[0].startswith("💭 thought for ") and thinking[0].endswith(" s, 3 lines"), thinking
+    assert thinking[1].endswith(" s, 2 lines"), thinking
+    at = live.index(thinking[0])
+    assert live[at + 1:at + 4] == ["    " + l for l in THOUGHT.split("\n")], live
+    assert live[at + 4].startswith("▸ read_file"), live  # no empty text row between the thinking and the call
+    live_folds = folds(first)
+    assert (at + 2, at + 4) in live_folds, (live_folds, live)
+    # <Tab> on the thinking line opens it, and again folds it
+    first.api.input("<Esc>")
+    first.lua("vim.api.nvim_set_current_win(vim.fn.bufwinid('pseudoclaude://chat'))")
+    first.lua("vim.api.nvim_win_set_cursor(0, { ..., 0 })", at + 1)
+    first.api.input("<Esc><Tab>")
+    wait_for(lambda: (at + 2, at + 4) not in folds(first), what="the thinking opened")
+    first.api.input("<Tab>")
+    wait_for(lambda: (at + 2, at + 4) in folds(first), what="the thinking folded again")
+    sid = first.lua("return require('pseudoclaude').current().id")
+    first.close()
+
+    second = start_nvim()
+    setup(second, anthropic(fake_anthropic))
+    resume(second, f"PseudoResume {sid}")
+    wait_for(lambda: transcript(second)[-len(live):] == live or None, what="the restored transcript")
+    restored = transcript(second)
+    assert restored[:len(live)] == live, (restored, live)
+    assert folds(second)[:len(live_folds)] == live_folds
+
+
+def test_reasoning_content_of_an_openai_compatible_server_is_shown_as_thinking_and_logged_not_sent_back(
+    nvim: Neovim, fake: Any
+) -> None:
+    fake.push_text("Four.", reasoning="two plus two is four")
+    fake.push_text("Six.")
+    setup(nvim, {"name": "openai", "base_url": fake.base_url, "model": "fake-model", "api_key_env": "PC_TEST_NO_KEY",
+                 "reasoning_effort": "low"})
+    type_message(nvim, "2+2?")
+    wait_for(lambda: nvim.lua("return vim.g.pc_turns") >= 1, what="the turn")
+    lines = transcript(nvim)
+    line = next(l for l in lines if l.startswith("💭 "))
+    assert line.endswith(" s, 1 line") and lines[lines.index(line) + 1] == "    two plus two is four", lines
+    assert fake.requests[0]["reasoning_effort"] == "low"
+    jsonl = Path(nvim.lua("return require('pseudoclaude').current().jsonl"))
+    answer = next(e for e in log(jsonl) if e.get("role") == "assistant")
+    assert answer["thinking"] == [{"type": "reasoning", "thinking": "two plus two is four "}], answer
+    type_message(nvim, "3+3?")
+    wait_for(lambda: nvim.lua("return vim.g.pc_turns") >= 2, what="the second turn")
+    sent = fake.requests[1]["messages"]
+    assert sent[2] == {"role": "assistant", "content": "Four. "}, sent
+    assert "two plus two" not in json.dumps(sent)

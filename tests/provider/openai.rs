@@ -3,9 +3,9 @@
 //! servers, whole tool calls in one fragment, `[DONE]` optional after a finish reason, and the fake's own
 //! rules.
 
-use pseudoclaude::message::{Message, ToolCall};
+use pseudoclaude::message::{Message, Thinking, ToolCall};
 use pseudoclaude::provider::openai::OpenAi;
-use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, Usage};
+use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, StreamEvent, Usage};
 use serde_json::{Value, json};
 
 use crate::support::client::{ask, assert_all_valid, run, set_key};
@@ -193,4 +193,64 @@ async fn an_invalid_request_error_chunk_before_any_content_is_rejected() {
         "{err:?}"
     );
     assert_eq!(server.requests().len(), 1);
+}
+
+/// An OpenAI-compatible server's reasoning (`reasoning_content`, DeepSeek and vLLM; `reasoning`, Ollama) streams as
+/// thinking apart from the text, comes back as one `reasoning` block, and never goes back in a later request, where
+/// the answer's text alone does; `reasoning_effort` is passed through; the reasoning tokens are part of the output.
+#[tokio::test]
+async fn reasoning_content_streams_as_thinking_and_is_never_sent_back() {
+    let server = FakeServer::start(Kind::OpenAi);
+    let mut s = chunk(json!({"role": "assistant", "content": ""}), Value::Null).into_bytes();
+    for piece in ["Let me ", "think.\n", "Done."] {
+        s.extend(chunk(json!({"reasoning_content": piece, "content": null}), Value::Null).bytes());
+    }
+    s.extend(chunk(json!({"content": "Four."}), Value::Null).bytes());
+    s.extend(chunk(json!({}), json!("stop")).bytes());
+    let usage = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 40, "total_tokens": 50,
+                  "completion_tokens_details": {"reasoning_tokens": 38}}});
+    s.extend(format!("data: {usage}\n\ndata: [DONE]\n\n").bytes());
+    server.push(Reply::sse(s.clone()));
+    // Ollama's name for it.
+    server.push(Reply::sse(String::from_utf8(s).unwrap().replace("reasoning_content", "reasoning").into_bytes()));
+    let p = OpenAi::new(ProviderConfig { reasoning_effort: "high".into(), ..config(server.base_url()) }).unwrap();
+    let (result, events) = run(&p, &ask("2+2?")).await;
+    let first = result.unwrap();
+    let thought: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ThinkingDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thought, ["Let me ", "think.\n", "Done."]);
+    assert_eq!(first.text, "Four.");
+    assert_eq!(
+        first.thinking,
+        [Thinking { kind: "reasoning".into(), thinking: "Let me think.\nDone.".into(), ..Default::default() }]
+    );
+    assert_eq!(first.usage.output_tokens, 40, "the reasoning tokens are in the output");
+    assert_eq!(server.requests()[0].body["reasoning_effort"], "high");
+
+    let mut answer = Message::assistant(first.text.clone());
+    answer.thinking = first.thinking.clone();
+    let mut req = ask("2+2?");
+    req.messages.extend([answer, Message::user("and 3+3?")]);
+    let second = run(&p, &req).await.0.unwrap();
+    assert_eq!(second.thinking[0].thinking, "Let me think.\nDone.");
+    assert_all_valid(&server);
+    let raw = String::from_utf8(server.requests()[1].raw_body.clone()).unwrap();
+    assert!(!raw.contains("Let me") && !raw.contains("reasoning_content"), "{raw}");
+    assert_eq!(server.requests()[1].body["messages"][2], json!({"role": "assistant", "content": "Four."}));
+}
+
+#[tokio::test]
+async fn a_reasoning_effort_other_than_low_medium_high_is_a_config_error() {
+    let err = OpenAi::new(ProviderConfig { reasoning_effort: "max".into(), ..config("http://127.0.0.1:1/v1".into()) })
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("provider.reasoning_effort must be \"low\", \"medium\" or \"high\" (got \"max\")"),
+        "{err}"
+    );
 }

@@ -1062,6 +1062,18 @@ pub fn validate_openai(body: &Value) -> Result<(), String> {
     if messages.is_empty() {
         return Err("messages: at least one message is required".into());
     }
+    if let Some(effort) = body.get("reasoning_effort")
+        && !matches!(effort.as_str(), Some("minimal" | "low" | "medium" | "high"))
+    {
+        return Err(format!(
+            "Invalid value for 'reasoning_effort': {effort}. Supported values are: 'minimal', 'low', 'medium', and 'high'."
+        ));
+    }
+    // DeepSeek's rule for its reasoner: the reasoning is output only; a request carrying it back is refused.
+    if let Some(i) = messages.iter().position(|m| m.get("reasoning_content").is_some() || m.get("reasoning").is_some())
+    {
+        return Err(format!("messages[{i}]: reasoning_content is not allowed in input messages"));
+    }
     let mut i = 0;
     while i < messages.len() {
         let m = &messages[i];

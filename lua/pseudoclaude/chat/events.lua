@@ -76,6 +76,41 @@ M.handlers = {
     end
     V.append_text(m.text)
   end,
+  thinking_delta = function(m)
+    M.begin_agent_block()
+    local th = S.thinking
+    if not th and V.valid_buf(S.buf) then
+      -- the thinking takes the row the text would have started on; the text gets a row of its own under it
+      th = { row = vim.api.nvim_buf_line_count(S.buf) - 1, text = "" }
+      S.thinking = th
+      V.append({ "" })
+      vim.api.nvim_buf_set_extmark(S.buf, S.ns, th.row, 0, { line_hl_group = require("pseudoclaude.highlights").TRANSCRIPT.thinking })
+    end
+    if not th then
+      return
+    end
+    th.text = th.text .. m.text
+    -- one line while it streams, as it will stay folded: the count moves, nothing scrolls
+    V.set_line(th.row, T.thinking_line(T.count_lines(th.text), false))
+  end,
+  thinking_done = function(m)
+    local th = S.thinking
+    S.thinking = nil
+    local text = th and T.thinking_text({ { thinking = th.text } }) or ""
+    if not th or not V.valid_buf(S.buf) then
+      return
+    end
+    if text == "" then
+      V.set_line(th.row, nil)
+      return
+    end
+    -- drawn as the renderer draws it, so that a restore shows the same lines
+    local line, body = T.thinking_lines(text, m.ms)
+    V.set_line(th.row, line, body)
+    if S.open_block then
+      S.open_block.thought = true
+    end
+  end,
   tool_call_started = function(m)
     S.names[m.id] = m.name
   end,
@@ -83,6 +118,9 @@ M.handlers = {
     local calls = T.nonnil(m.tool_calls) or {}
     -- streamed: its mark is in place already
     local marked = S.open_block ~= nil
+    if S.open_block and S.open_block.thought and not S.open_block.has_text then
+      V.drop_empty_last_line() -- thought, then no text: the calls come right under the thinking, as restored
+    end
     S.open_block = nil
     if #calls > 0 then
       -- the calls, drawn as the renderer draws them after the text (under a header when nothing streamed)

@@ -31,9 +31,13 @@ M.ns = vim.api.nvim_create_namespace("pseudoclaude_chat")
 M.msg_ns = vim.api.nvim_create_namespace("pseudoclaude_chat_messages")
 --- The history was replaced (compaction): the marks no longer number it.
 M.marks_stale = false
---- The answer streaming now has its mark already (placed when it began): `{mark, has_text}`.
----@type {mark: integer?, has_text: boolean}?
+--- The answer streaming now has its mark already (placed when it began): `{mark, has_text, thought}` (`thought`: its
+--- thinking is drawn above the text row).
+---@type {mark: integer?, has_text: boolean, thought: boolean?}?
 M.open_block = nil
+--- The thinking streaming now: the row of its line and its text so far (nil when none).
+---@type {row: integer, text: string}?
+M.thinking = nil
 
 function M.workspace()
   return require("pseudoclaude").workspace()

@@ -183,6 +183,42 @@ function M.append(lines, group)
   return start
 end
 
+--- Replaces 0-based line `row` with `line` (nil: removes it) and, under it, `folded` lines folded (the thinking).
+---@param row integer
+---@param line string?
+---@param folded string[]?
+function M.set_line(row, line, folded)
+  local b = S.buf
+  if not M.valid_buf(b) then
+    return
+  end
+  local lines = line and { line } or {}
+  vim.list_extend(lines, folded or {})
+  vim.bo[b].modifiable = true
+  vim.api.nvim_buf_set_lines(b, row, row + 1, false, lines)
+  vim.bo[b].modifiable = false
+  if folded and #folded > 0 and M.valid_win(S.win) then
+    vim.api.nvim_win_call(S.win, function()
+      pcall(vim.cmd, ("%d,%dfold"):format(row + 2, row + 1 + #folded))
+    end)
+    M.scroll_to_end()
+  end
+end
+
+--- Removes the last line when it is empty (an answer's text row that got no text).
+function M.drop_empty_last_line()
+  local b = S.buf
+  if not M.valid_buf(b) then
+    return
+  end
+  local n = vim.api.nvim_buf_line_count(b)
+  if n > 1 and vim.api.nvim_buf_get_lines(b, n - 1, n, false)[1] == "" then
+    vim.bo[b].modifiable = true
+    vim.api.nvim_buf_set_lines(b, n - 1, n, false, {})
+    vim.bo[b].modifiable = false
+  end
+end
+
 --- Adds streamed text to the last line.
 function M.append_text(text)
   local b = S.buf
@@ -293,7 +329,7 @@ function M.clear()
       pcall(vim.cmd, "normal! zE")
     end)
   end
-  S.prev, S.names, S.streaming = nil, {}, false
+  S.prev, S.names, S.streaming, S.thinking = nil, {}, false, nil
 end
 
 --- Puts the cursor on 0-based line `row` of the transcript, in its window, and keeps track of it.
