@@ -9,17 +9,8 @@ local H = {}
 
 H.ns = vim.api.nvim_create_namespace("pseudoclaude_review")
 
----@class pseudoclaude.Hunk
----@field old_start integer
----@field old_count integer
----@field new_start integer
----@field new_count integer
-
----@class pseudoclaude.Change
----@field path string
----@field old string
----@field new string
----@field hunks pseudoclaude.Hunk[]
+-- The change and its blocks are the core's types, declared once in types.lua (`pseudoclaude.ProposedChange`,
+-- `pseudoclaude.Hunk`).
 
 ---@class pseudoclaude.Review
 ---@field tab integer
@@ -28,7 +19,7 @@ H.ns = vim.api.nvim_create_namespace("pseudoclaude_review")
 ---@field new_buf integer
 ---@field old_win integer
 ---@field new_win integer
----@field change pseudoclaude.Change
+---@field change pseudoclaude.ProposedChange
 ---@field decisions (boolean|nil)[]
 ---@field done fun(accepted: integer[])?
 
@@ -37,7 +28,7 @@ H.ns = vim.api.nvim_create_namespace("pseudoclaude_review")
 M.current = nil
 
 --- Opens the change in a new tab, side by side in diff mode; the focus stays there.
----@param change pseudoclaude.Change
+---@param change pseudoclaude.ProposedChange
 ---@param title string
 ---@return pseudoclaude.Review
 function M.open(change, title)

@@ -39,7 +39,8 @@ use nvim_oxi::Object;
 use serde::{Deserialize, Serialize};
 
 use super::{Args, BridgeError, BridgeResult, export, jobs, table_arg, workspace};
-use crate::import::{self, ExternalItem, Homes};
+use crate::import::list::ListItem;
+use crate::import::{self, Homes};
 use crate::session::entry::ForkedFrom;
 use crate::session::export::{self as export_doc, Format};
 use crate::session::{self, Context, Entry, ListOptions, Loaded, RetentionOptions, SessionInfo, fork, lock, meta};
@@ -87,14 +88,6 @@ pub struct ListArgs {
     pub external: bool,
 }
 
-/// A row of the list: a session of ours, or another tool's (`source` set).
-#[derive(Debug, Clone, Serialize)]
-#[serde(untagged)]
-pub enum ListItem {
-    Ours(Box<SessionInfo>),
-    External(ExternalItem),
-}
-
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadedView {
@@ -126,33 +119,7 @@ pub fn list_items(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<ListIte
     }
     let opts = import::list::ListOptions { limit: args.options.limit, quick: args.options.max_read.is_some() };
     let theirs = import::list::list_with(workspace, &Homes::from_env(), &opts);
-    Ok(merge(ours, theirs))
-}
-
-fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem> {
-    let mut out = Vec::with_capacity(ours.len() + theirs.len());
-    let (pinned, rest): (Vec<_>, Vec<_>) = ours.into_iter().partition(|i| i.pinned);
-    out.extend(pinned.into_iter().map(|i| ListItem::Ours(Box::new(i))));
-    let mut rest = rest.into_iter().peekable();
-    let mut theirs = theirs.into_iter().peekable();
-    loop {
-        let take_ours = match (rest.peek(), theirs.peek()) {
-            (Some(o), Some(t)) => activity(o) >= t.modified,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        out.push(match take_ours {
-            true => ListItem::Ours(Box::new(rest.next().expect("peeked"))),
-            false => ListItem::External(theirs.next().expect("peeked")),
-        });
-    }
-    out
-}
-
-/// When a session of ours last spoke, as the picker sorts it.
-fn activity(i: &SessionInfo) -> i64 {
-    if i.last_message > 0 { i.last_message } else { i.modified }
+    Ok(import::list::merge(ours, theirs))
 }
 
 /// `sessions_import_async(workspace, path, callback)`: [`import::import`] on a worker thread.
@@ -196,18 +163,7 @@ pub fn load(workspace: &Path, id: &str) -> BridgeResult<LoadedView> {
 
 /// Removes sessions idle for more than `days` (fractions allowed; 0 = keep forever), never `keep`.
 pub fn cleanup(workspace: &Path, days: f64, keep: Option<String>) -> BridgeResult<Vec<String>> {
-    if !days.is_finite() || days < 0.0 {
-        return Err(BridgeError::msg(format!("retention days must be a number >= 0, got {days}")));
-    }
-    if days == 0.0 {
-        return Ok(Vec::new());
-    }
-    // `cleanup` counts whole days from `now`; moving `now` forward by the rounding keeps the cutoff
-    // at exactly `now - days`.
-    let whole = days.ceil();
-    let shift = ((whole - days) * 86_400.0).round() as i64;
-    let mut opts = RetentionOptions::new(whole.min(f64::from(u32::MAX)) as u32);
-    opts.now += shift;
+    let Some(mut opts) = RetentionOptions::for_days(days).map_err(BridgeError::msg)? else { return Ok(Vec::new()) };
     opts.keep = keep;
     Ok(session::cleanup(workspace, &opts)?)
 }
@@ -505,38 +461,6 @@ mod tests {
         let plain = session_with(ws.path(), "plain");
         let p = preview(ws.path(), &plain.id, &PreviewArgs::default()).expect("preview");
         assert_eq!((p.branch, p.commit, p.git_start, p.usage.is_zero()), (None, None, None, true));
-    }
-
-    #[test]
-    fn other_agents_sessions_are_merged_by_time_after_the_pinned_ones() {
-        let ws = tempfile::tempdir().expect("tempdir");
-        let pinned = session_with(ws.path(), "pinned and old");
-        meta::append(&pinned, meta::pin_entry(true)).expect("pin");
-        session_with(ws.path(), "recent");
-        let ours = session::list(ws.path(), &ListOptions::default()).expect("list");
-        let at = |title: &str| ours.iter().find(|i| i.title == title).map(activity).expect("listed");
-        let theirs = |title: &str, modified: i64| ExternalItem {
-            source: import::Source::Codex,
-            id: title.into(),
-            path: PathBuf::from(format!("/x/{title}.jsonl")),
-            title: title.into(),
-            modified,
-            messages: 1,
-            model: String::new(),
-            branch: None,
-            unsupported: None,
-            partial: false,
-        };
-        let recent = at("recent");
-        let merged = merge(ours, vec![theirs("newer", recent + 10), theirs("older", recent - 10)]);
-        let titles: Vec<&str> = merged
-            .iter()
-            .map(|i| match i {
-                ListItem::Ours(o) => o.title.as_str(),
-                ListItem::External(e) => e.title.as_str(),
-            })
-            .collect();
-        assert_eq!(titles, ["pinned and old", "newer", "recent", "older"]);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use super::{Conversation, ExternalItem, Homes, Source, belongs, claude_code, codex};
+use crate::session::SessionInfo;
 use crate::session::contain::{Access, Dir};
 
 /// Bytes read at each end of a large transcript by a quick list: the first prompt and the session's folder sit in
@@ -83,6 +84,43 @@ struct Candidate {
     path: PathBuf,
     size: u64,
     mtime_ns: i64,
+}
+
+/// A row of a list with the other tools' sessions in it: a session of ours, or another tool's (`source` set).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum ListItem {
+    Ours(Box<SessionInfo>),
+    External(ExternalItem),
+}
+
+/// Our sessions (newest first, as `session::list` gives them) and the other tools' (newest first) in one list:
+/// pinned sessions first, then newest first (a session of ours by its last message, another tool's by its last
+/// record).
+pub fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem> {
+    let mut out = Vec::with_capacity(ours.len() + theirs.len());
+    let (pinned, rest): (Vec<_>, Vec<_>) = ours.into_iter().partition(|i| i.pinned);
+    out.extend(pinned.into_iter().map(|i| ListItem::Ours(Box::new(i))));
+    let mut rest = rest.into_iter().peekable();
+    let mut theirs = theirs.into_iter().peekable();
+    loop {
+        let take_ours = match (rest.peek(), theirs.peek()) {
+            (Some(o), Some(t)) => activity(o) >= t.modified,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        out.push(match take_ours {
+            true => ListItem::Ours(Box::new(rest.next().expect("peeked"))),
+            false => ListItem::External(theirs.next().expect("peeked")),
+        });
+    }
+    out
+}
+
+/// When a session of ours last spoke, as the picker sorts it.
+fn activity(i: &SessionInfo) -> i64 {
+    if i.last_message > 0 { i.last_message } else { i.modified }
 }
 
 /// The workspace's transcripts of both tools, newest first, read as `opts` says.
@@ -268,4 +306,51 @@ fn write_cache_file(ws: &Path, file: &CacheFile) -> std::io::Result<()> {
 /// Forgets what this process cached (the disk copy stays): for tests and benches that measure a cold list.
 pub fn forget_cache() {
     cache().clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_agents_sessions_are_merged_by_time_after_the_pinned_ones() {
+        use crate::message::Message;
+        use crate::session::{self, Context, ListOptions, Writer, WriterOptions, meta};
+        let ws = tempfile::tempdir().expect("tempdir");
+        let session_with = |ws: &Path, text: &str| {
+            let ctx = Context::new(ws).expect("context");
+            let w = Writer::open(&ctx, WriterOptions::default()).expect("writer");
+            w.append(&Message::user(text)).expect("append");
+            w.append(&Message::assistant("ok")).expect("append");
+            w.close().expect("close");
+            ctx
+        };
+        let pinned = session_with(ws.path(), "pinned and old");
+        meta::append(&pinned, meta::pin_entry(true)).expect("pin");
+        session_with(ws.path(), "recent");
+        let ours = session::list(ws.path(), &ListOptions::default()).expect("list");
+        let at = |title: &str| ours.iter().find(|i| i.title == title).map(activity).expect("listed");
+        let theirs = |title: &str, modified: i64| ExternalItem {
+            source: Source::Codex,
+            id: title.into(),
+            path: PathBuf::from(format!("/x/{title}.jsonl")),
+            title: title.into(),
+            modified,
+            messages: 1,
+            model: String::new(),
+            branch: None,
+            unsupported: None,
+            partial: false,
+        };
+        let recent = at("recent");
+        let merged = merge(ours, vec![theirs("newer", recent + 10), theirs("older", recent - 10)]);
+        let titles: Vec<&str> = merged
+            .iter()
+            .map(|i| match i {
+                ListItem::Ours(o) => o.title.as_str(),
+                ListItem::External(e) => e.title.as_str(),
+            })
+            .collect();
+        assert_eq!(titles, ["pinned and old", "newer", "recent", "older"]);
+    }
 }

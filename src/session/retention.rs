@@ -27,6 +27,24 @@ impl RetentionOptions {
     pub fn new(days: u32) -> Self {
         RetentionOptions { days, keep: None, now: crate::message::now() }
     }
+
+    /// The options of a retention of `days`, fractions allowed (the editor's `retention_days`); `None` for 0,
+    /// which keeps everything; an error for a negative or non-finite number.
+    pub fn for_days(days: f64) -> std::result::Result<Option<Self>, String> {
+        if !days.is_finite() || days < 0.0 {
+            return Err(format!("retention days must be a number >= 0, got {days}"));
+        }
+        if days == 0.0 {
+            return Ok(None);
+        }
+        // `cleanup` counts whole days from `now`; moving `now` forward by the rounding keeps the cutoff
+        // at exactly `now - days`.
+        let whole = days.ceil();
+        let shift = ((whole - days) * 86_400.0).round() as i64;
+        let mut opts = RetentionOptions::new(whole.min(f64::from(u32::MAX)) as u32);
+        opts.now += shift;
+        Ok(Some(opts))
+    }
 }
 
 /// The seed's retention period.
