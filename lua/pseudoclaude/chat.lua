@@ -217,7 +217,8 @@ function M.messages()
   if not S.host_ready then
     return {}
   end
-  return require("pseudoclaude.core").call("agent_messages")
+  local core = require("pseudoclaude.core")
+  return core.decode(core.call("agent_messages"))
 end
 
 --- Moves the chat to `workspace`: the sessions listed, started and resumed from now on are that directory's, and the

@@ -156,7 +156,8 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         export("agent_fork_async", fork_async),
         export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),
         export("agent_current", |_| with_host(|h| Ok(h.current()))),
-        export("agent_messages", |_| with_host(|h| Ok(h.messages()))),
+        // the whole history: bulk data, as JSON text (bridge/mod.rs, "How values cross")
+        export("agent_messages", |_| with_host(|h| super::bulk(&h.messages()))),
         export("agent_status", |_| with_host(|h| Ok(h.status()))),
         export("agent_drain", |_| with_host(|h| Ok(h.drain()))),
         export("agent_close", |_| {

@@ -33,7 +33,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use nvim_oxi::libuv::AsyncHandle;
-use nvim_oxi::serde::Serializer;
 use nvim_oxi::{Function, Object};
 use serde::Serialize;
 
@@ -282,7 +281,9 @@ where
 
 /// A job's result, converted to Lua when it is delivered.
 fn to_lua<T: Serialize + Send + 'static>(name: &'static str, result: BridgeResult<T>) -> Outcome {
-    Box::new(move || match result.and_then(|v| v.serialize(Serializer::new()).map_err(BridgeError::from)) {
+    // Made plain here, on the worker's thread; the main thread only converts it.
+    let result = result.and_then(|v| super::lua_value(&v));
+    Box::new(move || match result.and_then(|v| super::to_lua(&v)) {
         Ok(value) => (true, value),
         Err(e) => (false, Object::from(format!("pseudoclaude_core.{name}: {e}"))),
     })
@@ -392,7 +393,8 @@ impl Stream {
         if self.cancelled() {
             return false;
         }
-        let outcome: Outcome = Box::new(move || match batch.serialize(Serializer::new()) {
+        let batch = super::lua_value(&batch);
+        let outcome: Outcome = Box::new(move || match batch.and_then(|v| super::to_lua(&v)) {
             Ok(value) => (true, value),
             Err(e) => (false, Object::from(e.to_string())),
         });

@@ -38,6 +38,10 @@
 //! nvim-oxi converts them one object at a time, and the main loop pays for that conversion (issue 8's budget
 //! of one frame per step). Arguments cross as Lua values ([`Args`]); a table argument is read with serde.
 //!
+//! Nil is nil: a `None` (JSON `null`) field is left out of a table on both paths, so Lua reads `nil`, never
+//! `vim.NIL` ([`lua_value`] drops them before nvim-oxi converts a value; `core.decode()` reads JSON with
+//! `luanil`). Only a `null` inside a list stays `vim.NIL`, since a `nil` there would cut the list short.
+//!
 //! Code reachable from `cargo test` must not call Neovim's C API (`nvim_oxi::api`): a test binary
 //! has no Neovim to link against. Only the entry point does (to ask for `stdpath("log")`).
 //!
@@ -212,9 +216,7 @@ where
     F: Fn(&Args) -> BridgeResult<T>,
     T: Serialize,
 {
-    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-        f(args).and_then(|value| value.serialize(Serializer::new()).map_err(BridgeError::from))
-    }));
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| f(args).and_then(|value| to_lua(&lua_value(&value)?))));
     match outcome {
         Ok(Ok(value)) => (true, value),
         Ok(Err(err)) => (false, Object::from(format!("pseudoclaude_core.{name}: {err}"))),
@@ -224,6 +226,29 @@ where
             (false, Object::from(format!("pseudoclaude_core.{name}: internal error (panic): {message}{log}")))
         }
     }
+}
+
+/// `value` as Lua will receive it (see "How values cross" above): its `null` fields left out, at any depth. A
+/// plain value, so a worker thread makes it and the main thread only converts it ([`to_lua`]).
+pub fn lua_value<T: Serialize + ?Sized>(value: &T) -> BridgeResult<serde_json::Value> {
+    fn drop_nulls(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|_, x| !x.is_null());
+                map.values_mut().for_each(drop_nulls);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(value)?;
+    drop_nulls(&mut v);
+    Ok(v)
+}
+
+/// A [`lua_value`] converted to Lua (main thread only: an `Object` is not `Send`).
+pub fn to_lua(value: &serde_json::Value) -> BridgeResult<Object> {
+    Ok(value.serialize(Serializer::new())?)
 }
 
 /// Bulk data as the JSON text `core.decode()` reads (see "How values cross" above).
