@@ -98,9 +98,8 @@ function M.send(text, attachments)
   H.ensure_host()
   -- opened (and its history drawn) before the message exists, so the message is drawn once, by its event
   M.open()
-  require("pseudoclaude.core").call("agent_configure", H.config_json())
-  local json = (attachments and #attachments > 0) and vim.json.encode(attachments) or nil
-  require("pseudoclaude.core").call("agent_send", text, json)
+  require("pseudoclaude.core").call("agent_configure", H.config())
+  require("pseudoclaude.core").call("agent_send", text, attachments)
   S.state.busy = true
   S.state.phase = "answering"
   V.redraw_winbar()
@@ -230,7 +229,7 @@ function M.set_workspace(workspace)
   local before = S.workspace()
   require("pseudoclaude").get_config().workspace = workspace
   if S.host_ready then
-    require("pseudoclaude.core").call("agent_configure", H.config_json())
+    require("pseudoclaude.core").call("agent_configure", H.config())
   end
   return before
 end
@@ -282,10 +281,11 @@ end
 
 -- Helpers ============================================================================================================
 
-function H.config_json()
+--- The configuration the core's host is given (`HostConfig`, src/agent/config.rs), a table like every argument.
+function H.config()
   local cfg = require("pseudoclaude").get_config()
   local p = cfg.provider or {}
-  return vim.json.encode({
+  return {
     workspace = S.workspace(),
     provider = {
       name = p.name or "",
@@ -301,15 +301,15 @@ function H.config_json()
     stale_after_hours = cfg.stale_after_hours,
     spill_threshold = cfg.spill_threshold,
     retention_days = cfg.retention_days,
-    -- (an empty table would encode as a list)
-    pricing = next(cfg.pricing or {}) and cfg.pricing or vim.empty_dict(),
+    -- left out when empty: a Lua table cannot tell an empty map from an empty list (the core's default is empty)
+    pricing = next(cfg.pricing or {}) and cfg.pricing or nil,
     workspaces_file = require("pseudoclaude.sessions").workspaces_file(),
     approve = {
       write_file = cfg.approve.write_file == true,
       edit_file = cfg.approve.edit_file == true,
       run_command = cfg.approve.run_command == true,
     },
-  })
+  }
 end
 
 function H.ensure_host()
@@ -317,7 +317,7 @@ function H.ensure_host()
   if S.host_ready then
     return
   end
-  require("pseudoclaude.core").call("agent_setup", E.on_wake, H.config_json())
+  require("pseudoclaude.core").call("agent_setup", E.on_wake, H.config())
   S.host_ready = true
   S.refresh_status()
   vim.api.nvim_create_autocmd("VimLeavePre", {

@@ -67,9 +67,10 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
     })
 }
 
+/// The configuration, a table like every other argument (its empty maps left out: a Lua table cannot tell one
+/// from an empty list; every key has a default).
 fn config_from(a: &Args, index: usize) -> BridgeResult<HostConfig> {
-    let json: String = a.get(index)?;
-    serde_json::from_str(&json).map_err(|e| BridgeError::msg(format!("bad configuration: {e}")))
+    super::table_arg::<HostConfig>(a, index).map_err(|e| BridgeError::msg(format!("bad configuration: {e}")))
 }
 
 /// Creates the host on first use; later calls replace the handler and the configuration.
@@ -120,14 +121,9 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         }),
         export("agent_send", |a| {
             let text: String = a.get(0)?;
-            // The attachments as JSON (a list of tables would cross slowly, and `{}` is ambiguous).
-            let attachments: Option<String> = a.get(1)?;
-            let attachments = match attachments.as_deref() {
-                None | Some("") => Vec::new(),
-                Some(json) => {
-                    serde_json::from_str(json).map_err(|e| BridgeError::msg(format!("bad attachments: {e}")))?
-                }
-            };
+            // A list of attachment tables (nil or `{}`: none), like every argument.
+            let attachments = super::table_arg::<Vec<crate::attachment::Attachment>>(a, 1)
+                .map_err(|e| BridgeError::msg(format!("bad attachments: {e}")))?;
             with_host(|h| Ok(h.send_with(&text, attachments)?))
         }),
         export("agent_cancel", |_| with_host(|h| Ok(h.cancel()))),

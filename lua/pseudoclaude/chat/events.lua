@@ -84,7 +84,13 @@ M.handlers = {
       th = { row = vim.api.nvim_buf_line_count(S.buf) - 1, text = "" }
       S.thinking = th
       V.append({ "" })
-      vim.api.nvim_buf_set_extmark(S.buf, S.ns, th.row, 0, { line_hl_group = require("pseudoclaude.highlights").TRANSCRIPT.thinking })
+      vim.api.nvim_buf_set_extmark(
+        S.buf,
+        S.ns,
+        th.row,
+        0,
+        { line_hl_group = require("pseudoclaude.highlights").TRANSCRIPT.thinking }
+      )
     end
     if not th then
       return
