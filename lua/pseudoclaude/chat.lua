@@ -203,11 +203,7 @@ function M.current()
   if not S.host_ready then
     return nil
   end
-  local cur = require("pseudoclaude.core").call("agent_current")
-  if cur == nil or cur == vim.NIL then
-    return nil
-  end
-  return cur
+  return require("pseudoclaude.core").call("agent_current")
 end
 
 --- The history the model sees next, in the log's own shape.

@@ -145,7 +145,7 @@ function M.check()
   end
   local held = 0
   for _, s in ipairs(list) do
-    if s.held_by and s.held_by ~= vim.NIL then
+    if s.held_by then
       held = held + 1
       health.info(("%s (%s) is open in another editor: %s"):format(s.id, s.title, s.held_by))
     end

@@ -3,8 +3,9 @@
 --- when first needed: `picker/finder.lua` (where the items come from: the first rows, then the full list, both read
 --- on the core's threads), `picker/matcher.lua` (the fuzzy filter), `picker/rows.lua` (the results window),
 --- `picker/preview.lua` (the previewer), `picker/render.lua` (rows and previews as text), `picker/layout.lua` (the
---- windows' geometry), `picker/actions.lua` (what the keys do to a session, `:PseudoResume`'s arguments, the
---- `vim.ui.select()` backend) and `picker/search.lua` (the "search inside messages" mode). Rows and previews are
+--- windows' geometry), `picker/actions.lua` (what the keys do to a session, the resume of an id, the
+--- `vim.ui.select()` backend) and `picker/search.lua` (the "search inside messages" mode). Each part is handed the
+--- state and asks the controller through its methods (`Picker` below); none requires this module. Rows and previews are
 --- drawn only for what is visible, so a keystroke costs the filter plus one screenful. `<C-o>` ("other agents") lists
 --- the workspace's Claude Code and Codex sessions too; `<CR>` on one imports it, then resumes the copy. See
 --- `:help pseudoclaude-picker`.

@@ -171,7 +171,7 @@ function M.list_async(opts, on_done)
       if not took then
         return on_done(chunk)
       end
-      if chunk == nil or chunk == vim.NIL then
+      if chunk == nil then
         return on_done(nil, list)
       end
       local decoded, part = pcall(require("pseudoclaude.core").decode, chunk)
@@ -180,7 +180,7 @@ function M.list_async(opts, on_done)
         local took_rest, rest
         repeat
           took_rest, rest = pcall(H.call, "list_async", "sessions_list_chunk", ready.id)
-        until not took_rest or rest == nil or rest == vim.NIL
+        until not took_rest or rest == nil
         return on_done("pseudoclaude.sessions.list_async: cannot decode the list: " .. tostring(part))
       end
       for _, item in ipairs(part) do
@@ -235,8 +235,7 @@ end
 ---@return string?
 function M.holder(id)
   H.check_type("holder", "id", id, "string")
-  local h = H.call("holder", "sessions_holder", M.workspace(), id)
-  return h ~= vim.NIL and h or nil
+  return H.call("holder", "sessions_holder", M.workspace(), id)
 end
 
 --- One session's summary (as in `list()`), with `held_by`.
@@ -458,7 +457,7 @@ function H.pricing()
   return (type(pricing) == "table" and next(pricing)) and pricing or nil
 end
 
---- A worker thread's callback `(ok, value)` as `on_done(err, value)`; `vim.NIL` fields of a table value become nil.
+--- A worker thread's callback `(ok, value)` as `on_done(err, value)`.
 ---@param fn string
 ---@param on_done fun(err: string?, value: any)
 ---@return fun(ok: boolean, value: any)
@@ -467,14 +466,7 @@ function H.done(fn, on_done)
     if not ok then
       return on_done(("pseudoclaude.sessions.%s: %s"):format(fn, require("pseudoclaude.core").plain(value)))
     end
-    if type(value) == "table" then
-      for k, v in pairs(value) do
-        if v == vim.NIL then
-          value[k] = nil
-        end
-      end
-    end
-    on_done(nil, value)
+    on_done(nil, value) -- nil is nil: the core leaves null fields out (bridge/mod.rs, "How values cross")
   end
 end
 

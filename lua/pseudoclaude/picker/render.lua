@@ -463,8 +463,9 @@ end
 ---@param p {id: string?, pinned: boolean?, forked_from: table?, files_touched: string[]?, branch: string?, commit: string?, git_start: table?, usage: pseudoclaude.Usage?, cost: number?}
 ---@param item pseudoclaude.SessionInfo
 function H.library_header(add, p, item)
+  -- a field the preview has false or not at all: the list item's (nil is nil: the core leaves null fields out)
   local function value(v)
-    return v ~= nil and v ~= vim.NIL and v or nil
+    return v or nil
   end
   local pinned = value(p.pinned)
   if pinned == nil then
