@@ -77,7 +77,7 @@ fn bad_ids_and_missing_sessions_get_clear_errors() {
     assert!(err.contains("no session 20260101-000000-abcd"), "{err}");
     let (code, _, err) = cli(ws.path(), &["sessions", "frobnicate"]);
     assert_eq!(code, 2);
-    assert!(err.contains("usage:"), "{err}");
+    assert!(err.contains("Usage: pseudoclaude sessions"), "{err}");
 }
 
 #[test]
@@ -299,7 +299,7 @@ fn search_reports_bad_input_and_searches_a_damaged_log_in_what_it_restores() {
     let ws = tempfile::tempdir().unwrap();
     let (code, _, err) = cli(ws.path(), &["sessions", "search"]);
     assert_eq!(code, 2);
-    assert!(err.contains("search needs the text to look for") && err.contains("usage:"), "{err}");
+    assert!(err.contains("search needs the text to look for") && err.contains("Usage: pseudoclaude sessions"), "{err}");
     let (code, _, err) = cli(ws.path(), &["sessions", "search", ""]);
     assert_eq!(code, 2);
     assert!(err.contains("the query is empty"), "{err}");
@@ -363,7 +363,7 @@ fn pin_is_refused_for_a_session_open_elsewhere_bad_ids_and_bad_values() {
     assert!(code == 2 && err.contains("is open in another editor"), "{err}");
     drop(guard);
     let (code, _, err) = cli(ws.path(), &["sessions", "pin", &ctx.id, "yes"]);
-    assert!(code == 2 && err.contains("pin takes on or off, not \"yes\"") && err.contains("usage:"), "{err}");
+    assert!(code == 2 && err.contains("pin takes on or off, not \"yes\"") && err.contains("Usage: pseudoclaude sessions"), "{err}");
     let (code, _, err) = cli(ws.path(), &["sessions", "pin", "../../etc"]);
     assert!(code == 2 && err.contains("invalid session id \"../../etc\""), "{err}");
     let (code, _, err) = cli(ws.path(), &["sessions", "pin", "20260101-000000-abcd", "off"]);
