@@ -6,6 +6,9 @@ use std::process::Command;
 use pseudoclaude::message::Message;
 use pseudoclaude::session::{Context, Writer, WriterOptions};
 
+#[path = "cli/surface.rs"]
+mod surface;
+
 fn cli(ws: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pseudoclaude")).arg("-C").arg(ws).args(args).output().unwrap();
     (
@@ -363,7 +366,10 @@ fn pin_is_refused_for_a_session_open_elsewhere_bad_ids_and_bad_values() {
     assert!(code == 2 && err.contains("is open in another editor"), "{err}");
     drop(guard);
     let (code, _, err) = cli(ws.path(), &["sessions", "pin", &ctx.id, "yes"]);
-    assert!(code == 2 && err.contains("pin takes on or off, not \"yes\"") && err.contains("Usage: pseudoclaude sessions"), "{err}");
+    assert!(
+        code == 2 && err.contains("pin takes on or off, not \"yes\"") && err.contains("Usage: pseudoclaude sessions"),
+        "{err}"
+    );
     let (code, _, err) = cli(ws.path(), &["sessions", "pin", "../../etc"]);
     assert!(code == 2 && err.contains("invalid session id \"../../etc\""), "{err}");
     let (code, _, err) = cli(ws.path(), &["sessions", "pin", "20260101-000000-abcd", "off"]);

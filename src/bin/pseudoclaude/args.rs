@@ -35,7 +35,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Top {
-    /// The workspace's sessions: list, show, check, search, open, rename, pin, fork, export, import, cleanup
+    /// List, read, search, open, name, fork, export and import the workspace's sessions
     #[command(subcommand_required = true, arg_required_else_help = true)]
     Sessions(Sessions),
     /// Print a shell completion script: session ids complete from the workspace, newest first

@@ -167,7 +167,13 @@ pub fn check(ws: &Path, out: &mut Out, id: &str, json_out: bool) -> CmdResult {
     } else if loaded.damaged() {
         writeln!(out, "{}: {}", loaded.id, loaded.damage_report())?;
     } else {
-        writeln!(out, "{}: ok ({} messages restored from {} entries)", loaded.id, loaded.messages.len(), loaded.entries)?;
+        writeln!(
+            out,
+            "{}: ok ({} messages restored from {} entries)",
+            loaded.id,
+            loaded.messages.len(),
+            loaded.entries
+        )?;
     }
     Ok(if loaded.damaged() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
@@ -207,8 +213,7 @@ pub fn open(ws: &Path, target: Option<&str>) -> CmdResult {
     let command = match target {
         None => "PseudoResume".to_string(),
         Some("last") => {
-            let newest =
-                session::list(ws, &ListOptions { limit: Some(1), max_read: Some(0), ..Default::default() })?;
+            let newest = session::list(ws, &ListOptions { limit: Some(1), max_read: Some(0), ..Default::default() })?;
             match newest.first() {
                 Some(s) => format!("PseudoResume {}", s.id),
                 None => return Err(format!("no session to resume in {}", session::sessions_dir(ws).display()).into()),
