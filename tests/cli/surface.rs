@@ -115,6 +115,10 @@ fn the_help_in_doc_cli_md_is_the_binarys() {
         let block = format!("$ pseudoclaude {}\n{}```", args.join(" "), String::from_utf8_lossy(&out.stdout));
         assert!(doc.contains(&block), "doc/cli.md should show, verbatim:\n{block}");
     }
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let help = String::from_utf8(Command::new(BIN).args(["sessions", "--help"]).output().unwrap().stdout).unwrap();
+    let commands = &help[help.find("Commands:").unwrap()..help.find("\nOptions:").unwrap()];
+    assert!(readme.contains(commands), "README.md should show, verbatim:\n{commands}");
 }
 
 #[test]
