@@ -11,7 +11,7 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Arg, Command, CommandFactory, Parser, Subcommand, ValueEnum};
 use clap_complete::engine::ArgValueCandidates;
 
-use crate::complete;
+use crate::candidates;
 
 /// Inspect, search and script a workspace's pseudoclaude.nvim sessions without the editor.
 #[derive(Debug, Parser)]
@@ -103,7 +103,7 @@ pub enum Verb {
                             show 20261205-101500-a1b2 --json | jq '.messages | length'")]
     Show {
         /// A session id (as `list` prints it; <Tab> completes it)
-        #[arg(value_name = "ID", add = ArgValueCandidates::new(complete::session_ids))]
+        #[arg(value_name = "ID", add = ArgValueCandidates::new(candidates::session_ids))]
         id: String,
         /// Print the loaded session as JSON (its fields: doc/cli.md)
         #[arg(long)]
@@ -113,7 +113,7 @@ pub enum Verb {
     #[command(after_help = "Example:\n  pseudoclaude sessions check 20261205-101500-a1b2 || echo damaged")]
     Check {
         /// A session id (as `list` prints it; <Tab> completes it)
-        #[arg(value_name = "ID", add = ArgValueCandidates::new(complete::session_ids))]
+        #[arg(value_name = "ID", add = ArgValueCandidates::new(candidates::session_ids))]
         id: String,
         /// Print the report as JSON (its fields: doc/cli.md)
         #[arg(long)]
@@ -145,7 +145,7 @@ pub enum Verb {
                             20261205-101500-a1b2")]
     Open {
         /// A session id, or `last`
-        #[arg(value_name = "ID|last", add = ArgValueCandidates::new(complete::open_targets))]
+        #[arg(value_name = "ID|last", add = ArgValueCandidates::new(candidates::open_targets))]
         id: Option<String>,
     },
     /// Name a session (an empty TITLE, "", gives it back its automatic title)
@@ -153,7 +153,7 @@ pub enum Verb {
                             pseudoclaude sessions rename 20261205-101500-a1b2 \"\"")]
     Rename {
         /// A session id (as `list` prints it; <Tab> completes it)
-        #[arg(value_name = "ID", add = ArgValueCandidates::new(complete::session_ids))]
+        #[arg(value_name = "ID", add = ArgValueCandidates::new(candidates::session_ids))]
         id: String,
         /// The name, its words joined by one space
         #[arg(value_name = "TITLE", required = true)]
@@ -164,7 +164,7 @@ pub enum Verb {
                             20261205-101500-a1b2 off")]
     Pin {
         /// A session id (as `list` prints it; <Tab> completes it)
-        #[arg(value_name = "ID", add = ArgValueCandidates::new(complete::session_ids))]
+        #[arg(value_name = "ID", add = ArgValueCandidates::new(candidates::session_ids))]
         id: String,
         /// on: pin it (the default); off: unpin it
         #[arg(value_name = "on|off", value_parser = OnOff)]
@@ -174,7 +174,7 @@ pub enum Verb {
     #[command(after_help = "Example:\n  pseudoclaude sessions fork 20261205-101500-a1b2 12")]
     Fork {
         /// A session id (as `list` prints it; <Tab> completes it)
-        #[arg(value_name = "ID", add = ArgValueCandidates::new(complete::session_ids))]
+        #[arg(value_name = "ID", add = ArgValueCandidates::new(candidates::session_ids))]
         id: String,
         /// The last message to keep, numbered from 1 as `show` does
         #[arg(value_name = "INDEX", value_parser = Index)]
@@ -184,7 +184,7 @@ pub enum Verb {
     #[command(after_help = "Example:\n  pseudoclaude sessions export 20261205-101500-a1b2 > session.md")]
     Export {
         /// A session id (as `list` prints it; <Tab> completes it)
-        #[arg(value_name = "ID", add = ArgValueCandidates::new(complete::session_ids))]
+        #[arg(value_name = "ID", add = ArgValueCandidates::new(candidates::session_ids))]
         id: String,
         /// markdown (or md) or json
         #[arg(long, value_name = "FORMAT", default_value = "markdown", value_parser = ExportFormat, hide_possible_values = true)]

@@ -2,10 +2,12 @@
 //!
 //! `args.rs` declares the command line (clap), `verbs.rs` does each verb, `rows.rs` is how sessions
 //! read on a terminal, `out.rs` the output that ends quietly on a closed pipe, `complete.rs` the
-//! shell completion. `pseudoclaude --help` and doc/cli.md say what each verb does; the `--json`
-//! shapes in doc/cli.md are contracts, as the log's fields are.
+//! shell completion (`candidates.rs` what it offers for an id). `pseudoclaude --help` and
+//! doc/cli.md say what each verb does; the `--json` shapes in doc/cli.md are contracts, as the
+//! log's fields are.
 
 mod args;
+mod candidates;
 mod complete;
 mod out;
 mod rows;
