@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use pseudoclaude::message::Message;
+use pseudoclaude::message::{Message, Thinking};
 use pseudoclaude::session::{Context, Writer, WriterOptions};
 use serde_json::Value;
 
@@ -264,6 +264,21 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     log.splice(0..0, b"garbage\n{\"role\":\"user\",\"content\":\"caf\xe9\"}\n".iter().copied());
     log.extend_from_slice(b"{\"role\":\"us");
     fs::write(&damaged.jsonl_path, log).unwrap();
+    // An answer after thinking: an Anthropic block with its signature, a redacted one.
+    let thinker = session(ws.path(), "think first");
+    let w = Writer::open(&thinker, WriterOptions::default()).unwrap();
+    let mut answer = Message::assistant("thought it through");
+    let block = |kind: &str, thinking: &str, signature: &str, data: &str| Thinking {
+        kind: kind.into(),
+        thinking: thinking.into(),
+        signature: signature.into(),
+        data: data.into(),
+    };
+    answer.thinking = vec![block("thinking", "hmm", "sig", ""), block("redacted_thinking", "", "", "enc")];
+    answer.thinking_ms = 1200;
+    w.append(&Message::user("and then?")).unwrap();
+    w.append(&answer).unwrap();
+    drop(w);
     let prices = files.path().join("prices.json");
     fs::write(&prices, r#"{"fake-model": {"input": 2, "output": 8}, "m1": {"input": 1, "output": 1}}"#).unwrap();
 
@@ -272,14 +287,14 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     let (code, out, _) = cli(ws.path(), &["sessions", "list", "--json", "--pricing", prices.to_str().unwrap()]);
     assert_eq!(code, 0);
     let v = parse_checked(verb, &out, &mut seen);
-    assert_eq!(v.as_array().map(Vec::len), Some(4), "{v}");
+    assert_eq!(v.as_array().map(Vec::len), Some(5), "{v}");
     let (_, out, _) = cli(ws.path(), &["sessions", "list", "--json", "--all", "--limit", "2"]);
     parse_checked(verb, &out, &mut seen);
     all_seen(verb, &seen, &["[].partial"]);
 
     let verb = "sessions show ID --json";
     let mut seen = Vec::new();
-    for id in [&tools.id, &usage.id, &damaged.id, forked.trim()] {
+    for id in [&tools.id, &usage.id, &damaged.id, forked.trim(), &thinker.id] {
         let (_, out, _) = cli(ws.path(), &["sessions", "show", id, "--json"]);
         let v = parse_checked(verb, &out, &mut seen);
         assert_eq!(v["id"], *id);
