@@ -433,41 +433,19 @@ fn the_bash_script_completes_session_ids_newest_first_verbs_and_options() {
     assert_eq!(bash_completions(home.path(), &ws, "pseudoclaude completions ")[..3], ["bash", "zsh", "fish"]);
 }
 
-/// The keys a user types: `pseudoclaude sessions show <unique prefix><Tab>` in a bash in a terminal
-/// (tmux), the script loaded from `completions bash`; the line becomes the whole id.
-#[test]
-fn tab_in_a_real_terminal_completes_a_session_id() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        panic!("tmux is needed: scripts/ensure-debs installs it");
-    }
-    let ws = tempfile::tempdir().unwrap();
-    let a = session(ws.path(), "a");
-    let _b = session(ws.path(), "b");
-    let socket = ws.path().join("tmux.sock");
+/// Types `typed` and <Tab> in `shell` (its argv) running in a terminal (tmux) in `dir`, with `env`;
+/// returns the screen once it shows `expect` (or fails, showing it, after 20 s).
+fn tab_in_terminal(dir: &Path, shell: &[&str], env: &[(&str, &Path)], typed: &str, expect: &str) -> String {
+    let socket = dir.join(format!("tmux-{}.sock", shell[0])); // one server a shell: a killed one may linger
     let tmux = |args: &[&str]| Command::new("tmux").arg("-S").arg(&socket).args(args).output().unwrap();
-    let bin_dir = Path::new(BIN).parent().unwrap();
-    let rc = ws.path().join("bashrc");
-    fs::write(
-        &rc,
-        format!("PS1='$ '\nexport PATH={}:$PATH\nsource <(pseudoclaude completions bash)\n", bin_dir.display()),
-    )
-    .unwrap();
-    let start = tmux(&[
-        "new-session",
-        "-d",
-        "-x",
-        "200",
-        "-y",
-        "20",
-        "-c",
-        ws.path().to_str().unwrap(),
-        "bash",
-        "--noprofile",
-        "--rcfile",
-        rc.to_str().unwrap(),
-        "-i",
-    ]);
-    assert!(start.status.success(), "{}", String::from_utf8_lossy(&start.stderr));
+    let mut start = vec!["new-session", "-d", "-x", "200", "-y", "20", "-c", dir.to_str().unwrap()];
+    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={}", v.display())).collect();
+    for e in &env {
+        start.extend(["-e", e.as_str()]);
+    }
+    start.extend(shell);
+    let started = tmux(&start);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     let screen = || String::from_utf8_lossy(&tmux(&["capture-pane", "-p"]).stdout).to_string();
     let wait_for = |what: &dyn Fn(&str) -> bool| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -476,19 +454,75 @@ fn tab_in_a_real_terminal_completes_a_session_id() {
             if what(&s) {
                 return s;
             }
-            assert!(std::time::Instant::now() < deadline, "timed out; the screen:\n{s}");
+            if std::time::Instant::now() > deadline {
+                tmux(&["kill-server"]);
+                panic!("timed out; the screen:\n{s}");
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     };
-    wait_for(&|s| s.lines().any(|l| l.starts_with('$'))); // the prompt (the pane trims its trailing space)
-    // The ids differ in their last characters: all but the last completes to `a`'s whole id only when
-    // no other id shares the prefix, so type enough to be unique.
-    let prefix = unique_prefix(&a.id, &_b.id);
-    tmux(&["send-keys", "-l", &format!("pseudoclaude sessions show {prefix}")]);
+    // The shell is ready (its startup file read) when it runs a command.
+    tmux(&["send-keys", "-l", "echo READY"]);
+    tmux(&["send-keys", "Enter"]);
+    wait_for(&|s| s.lines().any(|l| l.trim() == "READY"));
+    tmux(&["send-keys", "-l", typed]);
     tmux(&["send-keys", "Tab"]);
-    let s = wait_for(&|s| s.contains(&format!("pseudoclaude sessions show {}", a.id)));
+    let s = wait_for(&|s| s.contains(expect));
     tmux(&["kill-server"]);
-    assert!(s.contains(&a.id), "{s}");
+    s
+}
+
+/// The keys a user types: `pseudoclaude sessions show <unique prefix><Tab>` in bash and in zsh in a
+/// terminal, each with the script `completions` printed for it loaded by its startup file; the line
+/// becomes the whole id.
+#[test]
+fn tab_in_a_real_terminal_completes_a_session_id_in_bash_and_zsh() {
+    let ws = tempfile::tempdir().unwrap();
+    let a = session(ws.path(), "a");
+    let b = session(ws.path(), "b");
+    let typed = format!("pseudoclaude sessions show {}", unique_prefix(&a.id, &b.id));
+    let expect = format!("pseudoclaude sessions show {}", a.id);
+    let path = format!("{}:{}", Path::new(BIN).parent().unwrap().display(), std::env::var("PATH").unwrap());
+    let rc = ws.path().join("bashrc");
+    fs::write(&rc, format!("PS1='$ '\nexport PATH={path}\nsource <(pseudoclaude completions bash)\n")).unwrap();
+    let bash = ["bash", "--noprofile", "--rcfile", rc.to_str().unwrap(), "-i"];
+    assert!(tab_in_terminal(ws.path(), &bash, &[], &typed, &expect).contains(&a.id));
+    let zdotdir = ws.path().join("zsh");
+    fs::create_dir(&zdotdir).unwrap();
+    fs::write(
+        zdotdir.join(".zshrc"),
+        format!("export PATH={path}\nautoload -U compinit && compinit -u\nsource <(pseudoclaude completions zsh)\n"),
+    )
+    .unwrap();
+    let zsh = ["zsh", "-i"];
+    assert!(tab_in_terminal(ws.path(), &zsh, &[("ZDOTDIR", &zdotdir)], &typed, &expect).contains(&a.id));
+}
+
+/// fish answers `complete -C LINE` without a terminal: the ids in order, `last` first for `open`.
+#[test]
+fn the_fish_script_completes_session_ids_newest_first() {
+    let ws = tempfile::tempdir().unwrap();
+    let older = session(ws.path(), "older");
+    let newer = session(ws.path(), "newer");
+    let path = format!("{}:{}", Path::new(BIN).parent().unwrap().display(), std::env::var("PATH").unwrap());
+    let out = Command::new("fish")
+        .args(["--no-config", "-c"])
+        .arg(
+            "pseudoclaude completions fish | source; complete -C 'pseudoclaude sessions show '; echo ---; \
+             complete -C 'pseudoclaude sessions open '",
+        )
+        .current_dir(ws.path())
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = String::from_utf8_lossy(&out.stdout).to_string();
+    let (show, open) = out.split_once("---\n").unwrap();
+    let show: Vec<&str> = show.lines().collect();
+    assert_eq!(show[..2], [newer.id.as_str(), older.id.as_str()], "{out}");
+    assert!(show[2..].iter().all(|l| l.starts_with('-')), "then the options: {out}");
+    let open: Vec<&str> = open.lines().take(3).collect();
+    assert_eq!(open, ["last\tthe newest session", newer.id.as_str(), older.id.as_str()], "{out}");
 }
 
 fn unique_prefix(id: &str, other: &str) -> String {
