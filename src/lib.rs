@@ -11,6 +11,7 @@ pub mod conversation;
 pub mod display;
 pub mod git;
 pub mod import;
+pub mod instructions;
 pub mod message;
 pub mod pairing;
 pub mod provider;

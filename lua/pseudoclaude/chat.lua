@@ -275,6 +275,12 @@ function M.winbar()
   return table.concat(parts, " │ ") .. " │ " .. saved .. "%*"
 end
 
+--- The user's own instructions file, read before the workspace's `AGENTS.md`, `CLAUDE.md` and `PSEUDOCLAUDE.md`.
+---@return string
+function M.user_instructions()
+  return vim.fs.joinpath(vim.fn.stdpath("config"), "pseudoclaude", "AGENTS.md")
+end
+
 -- Helpers ============================================================================================================
 
 --- The configuration the core's host is given (`HostConfig`, src/agent/config.rs), a table like every argument.
@@ -300,6 +306,7 @@ function H.config()
     -- left out when empty: a Lua table cannot tell an empty map from an empty list (the core's default is empty)
     pricing = next(cfg.pricing or {}) and cfg.pricing or nil,
     workspaces_file = require("pseudoclaude.sessions").workspaces_file(),
+    user_instructions = M.user_instructions(),
     approve = {
       write_file = cfg.approve.write_file == true,
       edit_file = cfg.approve.edit_file == true,

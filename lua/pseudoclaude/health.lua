@@ -104,6 +104,24 @@ function M.check()
     health.ok("every option given to setup() is known")
   end
 
+  health.start("pseudoclaude: instructions")
+  local iok, found = pcall(core.call, "instructions", pc.workspace(), require("pseudoclaude.chat").user_instructions())
+  if not iok then
+    health.warn("cannot read the instruction files: " .. tostring(found))
+  elseif #found.files == 0 then
+    health.info(
+      "no instruction files: AGENTS.md, CLAUDE.md or PSEUDOCLAUDE.md in the workspace, or "
+        .. require("pseudoclaude.chat").user_instructions()
+    )
+  else
+    for _, f in ipairs(found.files) do
+      health.ok("in the system prompt: " .. f)
+    end
+  end
+  for _, p in ipairs(iok and found.problems or {}) do
+    health.warn("not imported: " .. p)
+  end
+
   health.start("pseudoclaude: provider")
   local provider = pc.get_config().provider
   local name, why = M.resolve_provider(provider)

@@ -30,6 +30,8 @@ pub struct HostConfig {
     /// The registry of workspaces ([`crate::workspaces`]) a session that starts or is resumed notes
     /// its workspace in; none: not noted.
     pub workspaces_file: Option<PathBuf>,
+    /// The user's own instructions file (`stdpath("config")/pseudoclaude/AGENTS.md`), read before the workspace's.
+    pub user_instructions: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -51,6 +53,7 @@ impl Default for HostConfig {
             retention_days: f64::from(session::retention::DEFAULT_DAYS),
             pricing: Pricing::default(),
             workspaces_file: None,
+            user_instructions: None,
         }
     }
 }
@@ -93,6 +96,7 @@ pub(super) fn agent_config(config: &HostConfig) -> AgentConfig {
     c.stale_after = Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0));
     c.spill_threshold = config.spill_threshold;
     c.pricing = config.pricing.clone();
+    c.user_instructions = config.user_instructions.clone();
     c.compact.spill_threshold = config.spill_threshold;
     c.auto_approve = AutoApprove {
         write_file: config.approve.write_file,

@@ -24,6 +24,7 @@ use std::time::Duration;
 use crate::compact::{CompactConfig, Runtime};
 use crate::conversation::{Conversation, Hooks};
 use crate::git::GitHead;
+use crate::instructions::{self, Instructions, Sources};
 use crate::message::{Message, now};
 use crate::provider::Provider;
 use crate::session::{self, Context, Loaded, Writer, WriterOptions};
@@ -48,6 +49,8 @@ pub struct AgentConfig {
     pub checkpoint_every: Duration,
     /// Prices by model, for the session's cost ([`Event::Usage`]).
     pub pricing: Pricing,
+    /// The user's own instructions file, read before the workspace's ([`crate::instructions`]).
+    pub user_instructions: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -60,7 +63,13 @@ impl AgentConfig {
             compact: CompactConfig::default(),
             checkpoint_every: checkpoint::every_from_env(),
             pricing: Pricing::default(),
+            user_instructions: None,
         }
+    }
+
+    /// Where this agent's instructions come from.
+    pub fn instruction_sources(&self) -> Sources {
+        Sources::new(&self.workspace, self.user_instructions.clone())
     }
 }
 
@@ -156,7 +165,10 @@ pub struct Agent {
     pub conversation: Arc<Conversation>,
     pub log: Arc<SessionLog>,
     pub compact: tokio::sync::Mutex<Runtime>,
-    pub system: String,
+    /// The system prompt, built from the instructions in `instructions`: the same bytes every turn until a file
+    /// changes (the provider's prompt cache depends on it).
+    system: Mutex<String>,
+    instructions: Mutex<Instructions>,
     /// Messages the model reads next that the log gets with the next user message (the stale reminder).
     pending: Mutex<Vec<Message>>,
     /// Tokens the session spent, per model: the log's `usage` entries on resume, then each answer's.
@@ -213,7 +225,8 @@ impl Agent {
     ) -> Agent {
         let tools = Arc::new(Tools::new(&config.workspace, approver, config.auto_approve));
         let compact = tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
-        let system = system_prompt(&config.workspace);
+        let instructions = instructions::load(&config.instruction_sources());
+        let system = system_prompt_with(&config.workspace, &instructions);
         Agent {
             config,
             provider,
@@ -221,11 +234,52 @@ impl Agent {
             conversation,
             log,
             compact,
-            system,
+            system: Mutex::new(system),
+            instructions: Mutex::new(instructions),
             pending: Mutex::new(pending),
             usage: Mutex::default(),
             git: Mutex::default(),
         }
+    }
+
+    /// The system prompt the next request carries.
+    pub fn system(&self) -> String {
+        self.system.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The instructions in the system prompt: their files, and the imports that were not expanded.
+    pub fn instructions(&self) -> Instructions {
+        self.instructions.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reads the instruction files again (a few small files, on a blocking thread); when their text changed, the
+    /// system prompt takes it from now on, and the note to tell the model so once is returned.
+    pub(crate) async fn refresh_instructions(&self) -> Option<String> {
+        let sources = self.config.instruction_sources();
+        let fresh = tokio::task::spawn_blocking(move || instructions::load(&sources)).await.ok()?;
+        let mut current = self.instructions.lock().unwrap_or_else(|p| p.into_inner());
+        if fresh.text == current.text {
+            *current = fresh; // the same text; the files' list may name a new import's path the same way
+            return None;
+        }
+        let names: Vec<String> = fresh
+            .files
+            .iter()
+            .chain(current.files.iter())
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .fold(Vec::new(), |mut v, n| {
+                if !v.contains(&n) {
+                    v.push(n);
+                }
+                v
+            });
+        *self.system.lock().unwrap_or_else(|p| p.into_inner()) = system_prompt_with(&self.config.workspace, &fresh);
+        *current = fresh;
+        Some(format!(
+            "{INSTRUCTIONS_CHANGED_PREFIX} The project instructions ({}) changed since the last message; the system \
+             prompt holds their new text, which applies from now on.",
+            names.join(", ")
+        ))
     }
 
     /// Tokens the session spent so far, per model (what was reported before a resume included).
@@ -310,11 +364,20 @@ const BASE_PROMPT: &str = "You are pseudoclaude, a coding agent working inside t
 
 pub const INSTRUCTIONS_FILE: &str = "PSEUDOCLAUDE.md";
 
-/// The built-in prompt, plus the workspace's `PSEUDOCLAUDE.md` when there is one.
+/// Starts the note that tells the model its instructions changed (at the end of the user's message).
+pub const INSTRUCTIONS_CHANGED_PREFIX: &str = "[Instructions changed]";
+
+/// The built-in prompt, plus the workspace's instruction files ([`crate::instructions`], no user file).
 pub fn system_prompt(workspace: &Path) -> String {
+    system_prompt_with(workspace, &instructions::load(&Sources::new(workspace, None)))
+}
+
+/// The built-in prompt, then the instructions.
+pub fn system_prompt_with(workspace: &Path, found: &Instructions) -> String {
     let mut s = format!("{BASE_PROMPT}\n\nWorkspace: {}", workspace.display());
-    if let Ok(extra) = std::fs::read_to_string(workspace.join(INSTRUCTIONS_FILE)) {
-        s.push_str(&format!("\n\n# Project instructions ({INSTRUCTIONS_FILE})\n\n{}", extra.trim()));
+    if !found.text.is_empty() {
+        s.push_str("\n\n");
+        s.push_str(&found.text);
     }
     s
 }

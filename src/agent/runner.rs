@@ -206,6 +206,12 @@ impl Agent {
         was_unsaved: bool,
     ) -> Result<String, Stop> {
         self.commit_pending()?;
+        // Told once, with the message the new instructions first apply to.
+        let text = match self.refresh_instructions().await {
+            Some(note) => format!("{text}\n\n{note}"),
+            None => text.to_string(),
+        };
+        let text = text.as_str();
         self.conversation.add_user(text)?;
         if was_unsaved {
             let _ = events.send(Event::Saved { ok: true, error: None });
@@ -215,7 +221,7 @@ impl Agent {
         loop {
             self.maybe_compact(events).await?;
             let req = Request {
-                system: self.system.clone(),
+                system: self.system(),
                 messages: self.conversation.snapshot(),
                 tools: self.tools.specs(),
                 max_tokens: 8192,
@@ -378,9 +384,10 @@ impl Agent {
                 self.conversation.replace("spill", spilled)?;
             }
         }
-        if rt.needs_compaction(&self.conversation.snapshot(), &self.system) {
+        let system = self.system();
+        if rt.needs_compaction(&self.conversation.snapshot(), &system) {
             let compacted = rt
-                .compact(&self.conversation, self.provider.as_ref(), &self.system)
+                .compact(&self.conversation, self.provider.as_ref(), &system)
                 .await
                 .map_err(|e| Stop::Failed(e.to_string()))?;
             if let Some(usage) = compacted {

@@ -115,6 +115,13 @@ fn exports() -> Dictionary {
         export("ping", |a| Ok(a.get::<Option<String>>(0)?.map_or_else(|| "pong".to_string(), |s| format!("pong {s}")))),
         export("panic_log_path", |_| Ok(panic_log_path().map(|p| p.display().to_string()))),
         // at `VimLeavePre` (core.lua): the writes accepted so far finish, within the time given (ms)
+        // `:checkhealth`: the instruction files the system prompt is built from (workspace, user file)
+        export("instructions", |a| {
+            let user = a.get::<Option<String>>(1)?.filter(|u| !u.is_empty()).map(PathBuf::from);
+            let found = crate::instructions::load(&crate::instructions::Sources::new(&workspace(a)?, user));
+            let files: Vec<String> = found.files.iter().map(|p| p.display().to_string()).collect();
+            Ok(serde_json::json!({ "files": files, "problems": found.problems }))
+        }),
         export("jobs_finish_writes", |a| Ok(jobs::finish_writes(std::time::Duration::from_millis(a.get::<u64>(0)?)))),
         // --- internal, for the end-to-end tests only (not a public API) ------------------------
         export("_test_panic", |_| -> BridgeResult<()> { panic!("_test_panic: deliberate panic") }),

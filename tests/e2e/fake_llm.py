@@ -336,7 +336,13 @@ class FakeAnthropic:
     message with its thinking blocks, as the real API requires.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cache: bool = False) -> None:
+        """`cache`: imitate prompt caching: each `cache_control` block caches the prompt up to it (tools, system,
+        messages, in that order); a later request whose prefix up to one of its own breakpoints was cached before is
+        billed that much as `cache_read_input_tokens` (a token: four bytes of the prefix's JSON), the rest of its
+        longest prefix as `cache_creation_input_tokens`."""
+        self.cache = cache
+        self.cached: dict[str, int] = {}  # prefix (as JSON) -> tokens
         self.script: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -567,6 +573,33 @@ class FakeAnthropic:
                 "lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from "
                 "previous turns. To avoid this requirement, disable `thinking`.")
 
+    def cache_usage(self, body: dict[str, Any]) -> dict[str, int]:
+        """The input side of `usage` as prompt caching bills `body` (see `__init__`), and what it caches."""
+        blocks: list[Any] = [("tool", t) for t in body.get("tools") or []]
+        system = body.get("system")
+        blocks += [("system", b) for b in (system if isinstance(system, list) else [system] if system else [])]
+        for m in body["messages"]:
+            content = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            blocks += [(m["role"], b) for b in content]
+
+        def strip(b: Any) -> Any:
+            return {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b
+
+        total = len(json.dumps([(r, strip(b)) for r, b in blocks])) // 4
+        prefixes = []
+        for i, (_, b) in enumerate(blocks):
+            if isinstance(b, dict) and "cache_control" in b:
+                key = json.dumps([(r, strip(x)) for r, x in blocks[: i + 1]])
+                prefixes.append((key, len(key) // 4))
+        with self.lock:
+            read = max((n for k, n in prefixes if k in self.cached), default=0)
+            longest = max((n for _, n in prefixes), default=0)
+            for k, n in prefixes:
+                self.cached[k] = n
+        write = max(longest - read, 0)
+        return {"input_tokens": max(total - read - write, 1), "cache_read_input_tokens": read,
+                "cache_creation_input_tokens": write}
+
     @staticmethod
     def _id_ok(s: str) -> bool:
         return bool(s) and all(c.isascii() and (c.isalnum() or c in "_-") for c in s)
@@ -633,7 +666,8 @@ class FakeAnthropic:
                 h.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
                 h.wfile.flush()
 
-        usage = {"input_tokens": 25, "output_tokens": 7, **(answer.get("usage") or {})}
+        usage = {"input_tokens": 25, "output_tokens": 7, **(self.cache_usage(body) if self.cache else {}),
+                 **(answer.get("usage") or {})}
         start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
         event("message_start", {"type": "message_start", "message": {
             "id": "msg_fake01", "type": "message", "role": "assistant", "model": body["model"], "content": [],
