@@ -15,6 +15,7 @@ pub mod instructions;
 pub mod message;
 pub mod pairing;
 pub mod provider;
+pub mod sandbox;
 pub mod session;
 pub mod tools;
 pub mod usage;

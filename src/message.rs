@@ -156,7 +156,33 @@ pub struct ToolResult {
     /// Set when the full output lives in the session's `tool-results/` folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill: Option<SpillRef>,
+    /// For `run_command`: whether it ran in the sandbox and what the user allowed (absent in older logs
+    /// and for the other tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<CommandSandbox>,
 }
+
+/// What the log records of a command: whether it ran in the sandbox, and what the user allowed
+/// (the `sandbox` field of a tool result, doc/log_format.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CommandSandbox {
+    /// It ran confined.
+    pub sandboxed: bool,
+    /// `namespaces+landlock`, `landlock`, or `none`.
+    #[serde(default)]
+    pub mechanism: String,
+    /// It had the network.
+    #[serde(default)]
+    pub network: bool,
+    /// What the user allowed for this one command, when asked: `no_sandbox` (it ran outside the
+    /// sandbox), `network`, `unsandboxed_system` (no sandbox on this system).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed: Vec<String>,
+    /// The model's reason for asking to leave the sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 
 /// Where a large tool result was spilled, and how to know it is still the same bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +226,7 @@ impl Message {
                 content: content.into(),
                 is_error,
                 spill: None,
+                sandbox: None,
             }),
             ts: now(),
             ..Default::default()
@@ -225,6 +252,7 @@ impl ToolResult {
             content: String::new(),
             is_error: self.is_error,
             spill: self.spill.clone(),
+            sandbox: self.sandbox.clone(),
         }
     }
 }

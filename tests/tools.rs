@@ -606,7 +606,11 @@ async fn paths_outside_the_workspace_are_refused() {
 async fn run_command_reports_exit_code_stdout_and_stderr() {
     let ws = Ws::new(&[Approval::Yes, Approval::Yes, Approval::Yes]);
     let command = "echo out; echo err >&2; exit 3";
-    assert_eq!(ws.ok("run_command", json!({"command": command})).await, "exit code: 3\n[stdout]\nout\n[stderr]\nerr\n");
+    let out = ws.ok("run_command", json!({"command": command})).await;
+    // A failed command is told it ran in the sandbox, in case that is why.
+    let (result, note) = out.split_once("\n\n[this command ran in the sandbox").expect("the sandbox note");
+    assert_eq!(result, "exit code: 3\n[stdout]\nout\n[stderr]\nerr");
+    assert!(note.contains("`sandbox: false` and a `reason`"), "{note}");
     assert_eq!(ws.script.prompts(), [("run_command".into(), command.into(), command.into())]);
     // It runs in the workspace, with no input.
     ws.write("here.txt", "");
@@ -778,4 +782,218 @@ async fn nothing_inside_a_git_folder_is_written() {
     assert!(e.contains("inside a .git/ folder"), "{e}");
     assert!(!ws.path(".git/hooks").exists());
     assert_eq!(ws.read(".git/config"), "[core]\n");
+}
+
+// ---------------------------------------------------------------- run_command in the sandbox
+
+use pseudoclaude::sandbox::{self, Mechanism, Settings, Support};
+
+/// Auto-approved commands in a workspace whose session folder is `.PseudoClaude/sessions/s1` (so the
+/// commands' `$TMPDIR` lies beneath the read-only `.PseudoClaude`, as in a real session).
+fn sandboxed(answers: &[Approval], support: Option<Support>, settings: Settings) -> Ws {
+    let mut ws = Ws::with_auto(answers, AutoApprove { run_command: true, ..Default::default() });
+    let session = ws.dir.path().canonicalize().unwrap().join(".PseudoClaude/sessions/s1");
+    fs::create_dir_all(&session).unwrap();
+    fs::write(session.join("conversation.jsonl"), "{\"role\":\"user\",\"content\":\"hi\"}\n").unwrap();
+    ws.tools.set_session_dir(Box::new(move || Some(session.clone())));
+    ws.tools.set_sandbox(settings);
+    if let Some(s) = support {
+        ws.tools.set_sandbox_support(s);
+    }
+    ws
+}
+
+/// This machine has what the sandbox's strongest mechanism needs (BRIEF: Landlock ABI 7, user namespaces).
+fn full_support() -> &'static Support {
+    let s = sandbox::support();
+    assert_eq!(s.mechanism, Mechanism::Namespaces, "this machine should allow the namespaces: {s:?}");
+    s
+}
+
+#[tokio::test]
+async fn a_write_outside_the_workspace_is_refused_and_the_model_is_told() {
+    full_support();
+    let ws = sandboxed(&[], None, Settings::default());
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().canonicalize().unwrap().join("x");
+    let out = ws.run("run_command", json!({"command": format!("touch {}", target.display())})).await;
+    assert!(!target.exists(), "the sandbox let the write through");
+    assert!(out.content.starts_with("exit code: 1\n"), "{}", out.content);
+    assert!(out.content.contains(&format!("blocked by the sandbox: write to {}", target.display())), "{}", out.content);
+    assert!(out.content.contains("`sandbox: false` and a `reason`"), "{}", out.content);
+    let rec = out.sandbox.expect("the log's record");
+    assert!(rec.sandboxed && !rec.network && rec.allowed.is_empty(), "{rec:?}");
+    assert_eq!(rec.mechanism, "namespaces+landlock");
+    // /tmp is outside too; the workspace is not; nothing was asked (auto-approved, nothing lifted).
+    let out = ws.ok("run_command", json!({"command": "touch /tmp/pc-sandbox-$$ ; touch inside.txt"})).await;
+    assert!(out.contains("blocked by the sandbox: write to /tmp/pc-sandbox-"), "{out}");
+    assert!(ws.path("inside.txt").exists());
+    assert!(ws.script.asked().is_empty());
+}
+
+#[tokio::test]
+async fn rm_rf_of_the_session_store_and_the_repository_leaves_both_whole() {
+    full_support();
+    let ws = sandboxed(&[], None, Settings::default());
+    ws.write(".git/HEAD", "ref: refs/heads/main\n");
+    let log = ws.read(".PseudoClaude/sessions/s1/conversation.jsonl");
+    let out = ws
+        .run("run_command", json!({"command": "rm -rf .PseudoClaude .git; echo x >> .git/HEAD; git status >/dev/null 2>&1; echo done"}))
+        .await;
+    assert_eq!(ws.read(".git/HEAD"), "ref: refs/heads/main\n");
+    assert_eq!(ws.read(".PseudoClaude/sessions/s1/conversation.jsonl"), log);
+    assert!(out.content.contains("[stdout]\ndone\n"), "{}", out.content);
+    let git = ws.dir.path().canonicalize().unwrap().join(".git");
+    assert!(out.content.contains(&format!("blocked by the sandbox: write to {}", git.display())), "{}", out.content);
+    // The session's $TMPDIR beneath the read-only .PseudoClaude stays writable.
+    let out = ws.ok("run_command", json!({"command": "echo kept > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo $TMPDIR"})).await;
+    let tmp = ws.dir.path().canonicalize().unwrap().join(".PseudoClaude/sessions/s1/tmp");
+    assert_eq!(out, format!("exit code: 0\n[stdout]\nkept\n{}\n", tmp.display()));
+    assert_eq!(ws.read(".PseudoClaude/sessions/s1/tmp/t"), "kept\n");
+}
+
+#[tokio::test]
+async fn a_build_in_the_private_tmpdir_works() {
+    full_support();
+    let ws = sandboxed(&[], None, Settings::default());
+    let script = "cd \"$TMPDIR\" && mkdir -p build && cd build && printf 'int main(void){return 7;}\\n' > m.c \
+                  && cc -o m m.c && ./m; echo \"built: $?\"";
+    let out = ws.ok("run_command", json!({"command": script})).await;
+    assert!(out.ends_with("[stdout]\nbuilt: 7\n"), "{out}");
+    assert!(ws.path(".PseudoClaude/sessions/s1/tmp/build/m").exists());
+}
+
+/// A listener on 127.0.0.1 and a command that connects to it (python3: `sh` has no sockets).
+fn listener() -> (std::net::TcpListener, String) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let cmd = format!(
+        "python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=5); s.sendall(b'hi'); print('connected')\""
+    );
+    (l, cmd)
+}
+
+fn accepted(l: &std::net::TcpListener) -> bool {
+    l.accept().is_ok()
+}
+
+#[tokio::test]
+async fn a_tcp_connection_fails_in_the_sandbox_and_works_when_the_network_is_allowed() {
+    full_support();
+    let (l, connect) = listener();
+    // Off by default: refused, and said so.
+    let ws = sandboxed(&[], None, Settings::default());
+    let out = ws.run("run_command", json!({"command": connect})).await;
+    assert!(!out.content.contains("connected"), "{}", out.content);
+    assert!(out.content.contains("blocked by the sandbox: network"), "{}", out.content);
+    assert!(!accepted(&l));
+    // The user's one-time consent, asked although run_command is auto-approved; "Always" is not kept.
+    let ws = sandboxed(&[Approval::Always, Approval::No], None, Settings::default());
+    let out = ws.ok("run_command", json!({"command": connect, "network": true})).await;
+    assert!(out.contains("[stdout]\nconnected\n"), "{out}");
+    assert!(accepted(&l));
+    let asked = ws.script.asked();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].lifted, ["the network ban (this command may connect and listen)"]);
+    assert!(!asked[0].always);
+    let declined = ws.err("run_command", json!({"command": connect, "network": true})).await;
+    assert!(declined.contains("declined"), "{declined}");
+    assert!(!accepted(&l), "a declined command connected");
+    // `network = true` in setup(): no question.
+    let ws = sandboxed(&[], None, Settings { network: true, ..Settings::default() });
+    let out = ws.run("run_command", json!({"command": connect})).await;
+    assert!(out.content.contains("connected"), "{}", out.content);
+    assert!(accepted(&l));
+    assert!(ws.script.asked().is_empty());
+    let rec = out.sandbox.unwrap();
+    assert!(rec.sandboxed && rec.network && rec.allowed.is_empty(), "{rec:?}");
+}
+
+#[tokio::test]
+async fn leaving_the_sandbox_is_asked_every_time_and_no_runs_nothing() {
+    full_support();
+    let ws = sandboxed(&[Approval::No, Approval::Always, Approval::Yes], None, Settings::default());
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("x");
+    let cmd = format!("touch {}", target.display());
+    // No reason: refused before anything is asked.
+    let e = ws.err("run_command", json!({"command": cmd, "sandbox": false})).await;
+    assert!(e.starts_with("`sandbox: false` needs a `reason`"), "{e}");
+    let args = json!({"command": cmd, "sandbox": false, "reason": "it writes to a folder outside the workspace"});
+    let out = ws.run("run_command", args.clone()).await;
+    assert!(out.is_error && out.content.contains("declined"), "{}", out.content);
+    assert!(!target.exists(), "No ran the command");
+    let rec = out.sandbox.unwrap();
+    assert!(rec.allowed.is_empty() && rec.reason.as_deref() == Some("it writes to a folder outside the workspace"));
+    // Always is a plain yes here: the next one is asked again.
+    let out = ws.run("run_command", args.clone()).await;
+    assert!(!out.is_error && target.exists(), "{}", out.content);
+    let rec = out.sandbox.unwrap();
+    assert!(!rec.sandboxed && rec.allowed == ["no_sandbox"], "{rec:?}");
+    fs::remove_file(&target).unwrap();
+    ws.ok("run_command", args).await;
+    assert!(target.exists());
+    let asked = ws.script.asked();
+    assert_eq!(asked.len(), 3, "each one asked, auto-approve or not");
+    for a in &asked {
+        assert_eq!(a.lifted, ["the sandbox (the model's reason: it writes to a folder outside the workspace)"]);
+        assert!(!a.always);
+    }
+    // And a plain command after all that still runs confined, without a question.
+    let out = ws.run("run_command", json!({"command": format!("touch {}/y", outside.path().display())})).await;
+    assert!(out.content.contains("blocked by the sandbox"), "{}", out.content);
+    assert!(!outside.path().join("y").exists());
+    assert_eq!(ws.script.asked().len(), 3);
+}
+
+#[tokio::test]
+async fn without_a_sandbox_every_command_asks_and_says_so() {
+    let none = Support::unavailable("simulated");
+    let ws = sandboxed(&[Approval::Always, Approval::No], Some(none), Settings::default());
+    ws.ok("run_command", json!({"command": "touch a"})).await;
+    assert!(ws.path("a").exists());
+    let out = ws.run("run_command", json!({"command": "touch b"})).await;
+    assert!(out.is_error && !ws.path("b").exists(), "{}", out.content);
+    let asked = ws.script.asked();
+    assert_eq!(asked.len(), 2, "auto-approve and Always do not apply without a sandbox");
+    for a in &asked {
+        let w = a.warning.as_deref().unwrap_or_default();
+        assert!(w.starts_with("no sandbox on this system (simulated)"), "{w}");
+        assert!(!a.always && a.lifted.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn landlock_alone_confines_writes_and_network_but_says_the_repository_is_unprotected() {
+    let abi = full_support().landlock_abi;
+    let ws = sandboxed(&[Approval::Yes], Some(Support::landlock_only(abi, "simulated")), Settings::default());
+    ws.write(".git/HEAD", "x\n");
+    let (l, connect) = listener();
+    let udp = "python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print('udp')\"";
+    let outside = tempfile::tempdir().unwrap();
+    let cmd = format!("touch {}/x; rm -rf .git; {connect}; {udp}", outside.path().display());
+    let out = ws.run("run_command", json!({"command": cmd})).await;
+    assert!(!outside.path().join("x").exists() && !accepted(&l), "{}", out.content);
+    assert!(!out.content.contains("connected") && !out.content.contains("udp\n"), "{}", out.content);
+    // Landlock grants the whole workspace: .git is gone, and the approval would have said so.
+    assert!(!ws.path(".git").exists());
+    assert_eq!(out.sandbox.unwrap().mechanism, "landlock");
+    ws.tools.run(&ToolCall::new("c", "run_command", json!({"command": "true", "network": true}))).await;
+    let w = ws.script.asked()[0].warning.clone().unwrap();
+    assert!(w.contains("cannot keep commands from changing .git/ and .PseudoClaude/"), "{w}");
+}
+
+#[tokio::test]
+async fn writable_folders_and_a_disabled_sandbox() {
+    full_support();
+    let extra = tempfile::tempdir().unwrap();
+    let settings = Settings { writable: vec![extra.path().to_path_buf()], ..Settings::default() };
+    let ws = sandboxed(&[], None, settings);
+    ws.ok("run_command", json!({"command": format!("touch {}/ok", extra.path().display())})).await;
+    assert!(extra.path().join("ok").exists());
+    let ws = sandboxed(&[], None, Settings { enabled: false, ..Settings::default() });
+    ws.ok("run_command", json!({"command": format!("touch {}/free", extra.path().display())})).await;
+    assert!(extra.path().join("free").exists());
+    assert!(ws.script.asked().is_empty());
 }

@@ -32,6 +32,8 @@ pub struct HostConfig {
     pub workspaces_file: Option<PathBuf>,
     /// The user's own instructions file (`stdpath("config")/pseudoclaude/AGENTS.md`), read before the workspace's.
     pub user_instructions: Option<PathBuf>,
+    /// How `run_command` is confined (`sandbox = { enabled, network, writable }`).
+    pub sandbox: crate::sandbox::Settings,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -54,6 +56,7 @@ impl Default for HostConfig {
             pricing: Pricing::default(),
             workspaces_file: None,
             user_instructions: None,
+            sandbox: crate::sandbox::Settings::default(),
         }
     }
 }
@@ -97,6 +100,7 @@ pub(super) fn agent_config(config: &HostConfig) -> AgentConfig {
     c.spill_threshold = config.spill_threshold;
     c.pricing = config.pricing.clone();
     c.user_instructions = config.user_instructions.clone();
+    c.sandbox = config.sandbox.clone();
     c.compact.spill_threshold = config.spill_threshold;
     c.auto_approve = AutoApprove {
         write_file: config.approve.write_file,

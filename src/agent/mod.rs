@@ -51,6 +51,8 @@ pub struct AgentConfig {
     pub pricing: Pricing,
     /// The user's own instructions file, read before the workspace's ([`crate::instructions`]).
     pub user_instructions: Option<PathBuf>,
+    /// How `run_command` is confined (the `sandbox` table of `setup()`).
+    pub sandbox: crate::sandbox::Settings,
 }
 
 impl AgentConfig {
@@ -64,6 +66,7 @@ impl AgentConfig {
             checkpoint_every: checkpoint::every_from_env(),
             pricing: Pricing::default(),
             user_instructions: None,
+            sandbox: crate::sandbox::Settings::default(),
         }
     }
 
@@ -223,7 +226,12 @@ impl Agent {
         log: Arc<SessionLog>,
         pending: Vec<Message>,
     ) -> Agent {
-        let tools = Arc::new(Tools::new(&config.workspace, approver, config.auto_approve));
+        let mut tools = Tools::new(&config.workspace, approver, config.auto_approve);
+        tools.set_sandbox(config.sandbox.clone());
+        // The commands' $TMPDIR lives in the session's folder, so it goes when the session is deleted.
+        let session = log.clone();
+        tools.set_session_dir(Box::new(move || session.context().map(|c| c.dir)));
+        let tools = Arc::new(tools);
         let compact = tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
         let instructions = instructions::load(&config.instruction_sources());
         let system = system_prompt_with(&config.workspace, &instructions);

@@ -72,6 +72,12 @@ pub struct ApprovalAsk {
     /// For a write or an edit of a text file: the file's text, the proposal and the change blocks,
     /// for the review (answer some of them with [`Host::approve_hunks`]).
     pub change: Option<ProposedChange>,
+    /// What of the command sandbox this lifts (see [`ApprovalRequest::lifted`]); empty otherwise.
+    pub lifted: Vec<String>,
+    /// One sentence on what the sandbox cannot do on this system, if anything.
+    pub warning: Option<String>,
+    /// Whether "Always" may be offered.
+    pub always: bool,
 }
 
 /// The queue between the host's threads and the editor's loop.
@@ -111,6 +117,9 @@ impl Approver for OutboxApprover {
             summary: req.summary,
             detail: req.detail,
             change: req.change,
+            lifted: req.lifted,
+            warning: req.warning,
+            always: req.always,
         }));
         // An unanswered prompt (the turn was cancelled, the editor closed) counts as a no.
         Box::pin(async move { rx.await.unwrap_or(Approval::No) })

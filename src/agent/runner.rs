@@ -313,11 +313,11 @@ impl Agent {
             };
             let Some(output) = output else {
                 for c in &calls[i..] {
-                    self.record_result(c, CANCELLED_RESULT.to_string(), true, events)?;
+                    self.record_result(c, CANCELLED_RESULT.to_string(), true, None, events)?;
                 }
                 return Err(Stop::Cancelled);
             };
-            self.record_result(call, output.content, output.is_error, events)?;
+            self.record_result(call, output.content, output.is_error, output.sandbox, events)?;
         }
         Ok(())
     }
@@ -327,9 +327,10 @@ impl Agent {
         call: &ToolCall,
         content: String,
         is_error: bool,
+        sandbox: Option<crate::message::CommandSandbox>,
         events: &mpsc::UnboundedSender<Event>,
     ) -> Result<(), Stop> {
-        let result = ToolResult { tool_call_id: call.id.clone(), content, is_error, spill: None };
+        let result = ToolResult { tool_call_id: call.id.clone(), content, is_error, spill: None, sandbox };
         // Layer 1 at once: the model sees a preview of a large output, the full one stays on disk.
         let result = match self.log.context() {
             Some(ctx) => spill::spill_if_large(&ctx, &result, self.config.spill_threshold)

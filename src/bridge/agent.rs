@@ -77,6 +77,10 @@ fn config_from(a: &Args, index: usize) -> BridgeResult<HostConfig> {
 fn setup(a: &Args) -> BridgeResult<()> {
     let handler: Function<(), ()> = a.get(0)?;
     let config = config_from(a, 1)?;
+    // The sandbox's probe runs commands: never on the editor's loop, and before the first one needs it.
+    std::thread::spawn(|| {
+        let _ = crate::sandbox::support();
+    });
     HANDLER.with(|h| *h.borrow_mut() = Some(handler));
     HOST.with(|h| -> BridgeResult<()> {
         let mut slot = h.borrow_mut();
@@ -112,6 +116,9 @@ fn setup(a: &Args) -> BridgeResult<()> {
 pub(super) fn exports() -> Vec<(&'static str, Object)> {
     vec![
         export("agent_setup", setup),
+        // How commands are confined here (`:checkhealth`): probed once per process, a few milliseconds
+        // the first time; `agent_setup` has it probed on a thread of its own, so it is usually ready.
+        export("sandbox_support", |_| Ok(crate::sandbox::support().clone())),
         export("agent_configure", |a| {
             let c = config_from(a, 0)?;
             with_host(|h| {

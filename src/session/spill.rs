@@ -51,6 +51,7 @@ pub fn spill_if_large_on(disk: &dyn Disk, ctx: &Context, result: &ToolResult, th
         content: preview(&result.content, &spill),
         is_error: result.is_error,
         spill: Some(spill),
+        sandbox: result.sandbox.clone(),
     })
 }
 

@@ -18,6 +18,14 @@ pub struct ApprovalRequest {
     pub detail: String,
     /// For `write_file` and `edit_file` on a text file: the whole change, for a review hunk by hunk.
     pub change: Option<ProposedChange>,
+    /// For `run_command`: the restrictions of the sandbox this approval lifts, each named ("the sandbox
+    /// (the model's reason: …)", "the network ban"). Such a question is always asked, whatever
+    /// `approve` says, and [`Approval::Always`] counts as a plain yes.
+    pub lifted: Vec<String>,
+    /// One plain sentence on what the sandbox cannot do here ("no sandbox on this system …").
+    pub warning: Option<String>,
+    /// Whether "Always" may be offered (not when something is lifted, nor without a sandbox).
+    pub always: bool,
 }
 
 /// A write or an edit as the review shows it: the file's text now, the text proposed, and the change

@@ -36,6 +36,16 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// An optional boolean; also accepts `"true"` and `"false"`, which models sometimes send.
+    pub fn bool_opt(&self, key: &str) -> Result<Option<bool>, String> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(Value::String(s)) if s == "true" || s == "false" => Ok(Some(s == "true")),
+            Some(other) => Err(format!("argument `{key}` must be a boolean, got {}", kind(other))),
+        }
+    }
+
     /// An optional non-negative integer; also accepts `12.0` and `"12"`, which models sometimes send.
     pub fn uint_opt(&self, key: &str) -> Result<Option<u64>, String> {
         let bad = |v: &Value| format!("argument `{key}` must be a non-negative integer, got {}", v);
@@ -86,6 +96,9 @@ mod tests {
         assert_eq!(a.uint_opt("x").unwrap(), None);
         assert!(a.uint_opt("neg").is_err());
         assert!(a.uint_opt("b").is_err());
+        assert_eq!(a.bool_opt("b").unwrap(), Some(true));
+        assert_eq!(a.bool_opt("x").unwrap(), None);
+        assert_eq!(a.bool_opt("n").unwrap_err(), "argument `n` must be a boolean, got a number");
     }
 
     #[test]

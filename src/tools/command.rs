@@ -122,8 +122,21 @@ async fn pump(mut r: impl AsyncRead + Unpin, into: &mut Capture) {
     }
 }
 
-/// Runs the command; `cap` bounds the captured output (half for stdout, half for stderr).
-pub(crate) async fn run(dir: &Path, command: &str, timeout: Duration, cap: usize) -> ToolOutput {
+/// A command's confinement: the plan its child applies before `exec`, and its private `$TMPDIR`.
+pub(crate) struct Sandboxed {
+    pub plan: crate::sandbox::Plan,
+    pub temp: std::path::PathBuf,
+}
+
+/// Runs the command; `cap` bounds the captured output (half for stdout, half for stderr). `sandboxed`:
+/// confined (see `crate::sandbox`), with `$TMPDIR` (and `TMP`, `TEMP`) its private folder.
+pub(crate) async fn run(
+    dir: &Path,
+    command: &str,
+    timeout: Duration,
+    cap: usize,
+    sandboxed: Option<Sandboxed>,
+) -> ToolOutput {
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(command)
@@ -138,9 +151,13 @@ pub(crate) async fn run(dir: &Path, command: &str, timeout: Duration, cap: usize
         .env("GIT_TERMINAL_PROMPT", "0");
     #[cfg(unix)]
     cmd.process_group(0);
+    if let Some(s) = sandboxed {
+        cmd.env("TMPDIR", &s.temp).env("TMP", &s.temp).env("TEMP", &s.temp);
+        s.plan.install(cmd.as_std_mut());
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return ToolOutput::error(format!("cannot start the command (sh -c): {e}")),
+        Err(e) => return ToolOutput::error(format!("cannot start the command (sh -c, or its sandbox): {e}")),
     };
     // Declared after `child`, so dropped before it: the group dies while `sh` is still unreaped and
     // its pid (the group id) cannot have been reused.

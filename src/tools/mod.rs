@@ -30,6 +30,7 @@ mod fs;
 mod grep;
 mod path;
 mod specs;
+mod sandboxed;
 
 pub use approval::{
     Approval, ApprovalRequest, Approver, AutoApprove, BufferState, DEFAULT_EDITOR_TIMEOUT, HunkLines, ProposedChange,
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 use crate::message::ToolCall;
 use crate::provider::ToolSpec;
+use crate::sandbox::{self, CommandSandbox, Settings, Support};
 
 use args::Args;
 use path::Root;
@@ -53,15 +55,17 @@ use path::Root;
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// For `run_command`: how it ran (sandboxed or not, what the user allowed), for the log.
+    pub sandbox: Option<CommandSandbox>,
 }
 
 impl ToolOutput {
     fn ok(content: String) -> ToolOutput {
-        ToolOutput { content, is_error: false }
+        ToolOutput { content, is_error: false, sandbox: None }
     }
 
     fn error(content: String) -> ToolOutput {
-        ToolOutput { content, is_error: true }
+        ToolOutput { content, is_error: true, sandbox: None }
     }
 }
 
@@ -89,7 +93,19 @@ pub struct Tools {
     always: [AtomicBool; 3],
     output_cap: usize,
     editor_timeout: Duration,
+    /// The `sandbox` table of `setup()`.
+    sandbox: Settings,
+    /// What this system can do; `None`: [`sandbox::support`], probed once.
+    support: Option<Support>,
+    /// The session's folder, once it exists: commands get `<it>/tmp` as `$TMPDIR`.
+    session_dir: Option<SessionDir>,
 }
+
+/// Where the current session lives (its folder), once it exists.
+pub type SessionDir = Box<dyn Fn() -> Option<PathBuf> + Send + Sync>;
+
+/// The private temporary folder of a session's commands, inside its folder (removed with it).
+pub const SESSION_TMP_DIR: &str = "tmp";
 
 /// The tools that ask first, indexing [`Tools::always`].
 #[derive(Debug, Clone, Copy)]
@@ -119,7 +135,30 @@ impl Tools {
             always: Default::default(),
             output_cap: DEFAULT_OUTPUT_CAP,
             editor_timeout: DEFAULT_EDITOR_TIMEOUT,
+            sandbox: Settings::default(),
+            support: None,
+            session_dir: None,
         }
+    }
+
+    /// How commands are confined (default: [`Settings::default`], on, no network).
+    pub fn set_sandbox(&mut self, settings: Settings) {
+        self.sandbox = settings;
+    }
+
+    /// Stands in for the system's probed [`sandbox::support`] (tests simulate a system without one).
+    pub fn set_sandbox_support(&mut self, support: Support) {
+        self.support = Some(support);
+    }
+
+    /// Tells the tools where the session's folder is, for the commands' `$TMPDIR`. Without it (tools used
+    /// without a session) commands share `.PseudoClaude/tmp`.
+    pub fn set_session_dir(&mut self, dir: SessionDir) {
+        self.session_dir = Some(dir);
+    }
+
+    fn support(&self) -> &Support {
+        self.support.as_ref().unwrap_or_else(|| sandbox::support())
     }
 
     /// How long the editor may take to answer [`Approver::buffer_state`] (default
@@ -339,28 +378,6 @@ impl Tools {
         out
     }
 
-    async fn run_command(&self, args: &Args<'_>) -> ToolOutput {
-        let run = || -> Result<(String, u64), String> {
-            let command = args.str("command")?;
-            if command.trim().is_empty() {
-                return Err("`command` is empty".to_string());
-            }
-            let timeout = args.uint_opt("timeout")?.unwrap_or(DEFAULT_COMMAND_TIMEOUT_SECS);
-            if timeout == 0 {
-                return Err("`timeout` must be at least 1 second".to_string());
-            }
-            Ok((command.to_string(), timeout.min(MAX_COMMAND_TIMEOUT_SECS)))
-        };
-        let (command, timeout) = match run() {
-            Ok(x) => x,
-            Err(e) => return ToolOutput::error(e),
-        };
-        if let Err(out) = self.approve(Gated::RunCommand, command_summary(&command), command.clone(), None).await {
-            return out;
-        }
-        command::run(self.root.canon(), &command, Duration::from_secs(timeout), self.output_cap).await
-    }
-
     /// Asks the user unless auto-approved or approved with Always: `Ok(None)` to go ahead whole,
     /// `Ok(Some(accepted))` for only some change blocks (one flag per block, at least one set), `Err`
     /// the answer to give the model when the user declines.
@@ -371,18 +388,39 @@ impl Tools {
         detail: String,
         change: Option<ProposedChange>,
     ) -> Result<Option<Vec<bool>>, ToolOutput> {
+        self.approve_gated(tool, summary, detail, change, Gate::default()).await
+    }
+
+    /// [`Tools::approve`], with what a command's question lifts: a forced question is asked even when
+    /// auto-approved or approved with Always, and its Always is a plain yes.
+    async fn approve_gated(
+        &self,
+        tool: Gated,
+        summary: String,
+        detail: String,
+        change: Option<ProposedChange>,
+        gate: Gate,
+    ) -> Result<Option<Vec<bool>>, ToolOutput> {
         let auto = match tool {
             Gated::WriteFile => self.auto.write_file,
             Gated::EditFile => self.auto.edit_file,
             Gated::RunCommand => self.auto.run_command,
         };
         let always = &self.always[tool as usize];
-        if auto || always.load(Ordering::Relaxed) {
+        if !gate.forced && (auto || always.load(Ordering::Relaxed)) {
             return Ok(None);
         }
         let what = summary.clone();
         let blocks = change.as_ref().map_or(0, |c| c.hunks.len());
-        let req = ApprovalRequest { tool: tool.name().to_string(), summary, detail, change };
+        let req = ApprovalRequest {
+            tool: tool.name().to_string(),
+            summary,
+            detail,
+            change,
+            lifted: gate.lifted,
+            warning: gate.warning,
+            always: !gate.forced,
+        };
         let declined = || {
             let nothing = match tool {
                 Gated::WriteFile | Gated::EditFile => "the file was not changed",
@@ -396,7 +434,9 @@ impl Tools {
         match self.approver.ask(req).await {
             Approval::Yes => Ok(None),
             Approval::Always => {
-                always.store(true, Ordering::Relaxed);
+                if !gate.forced {
+                    always.store(true, Ordering::Relaxed);
+                }
                 Ok(None)
             }
             Approval::No => Err(declined()),
@@ -415,6 +455,14 @@ impl Tools {
             }
         }
     }
+}
+
+/// What a question must say and whether it must be asked whatever `approve` says.
+#[derive(Debug, Default)]
+struct Gate {
+    lifted: Vec<String>,
+    warning: Option<String>,
+    forced: bool,
 }
 
 /// The review's view of a change from `old` to `new`.
@@ -467,17 +515,6 @@ fn partial(old: &str, new: &str, accepted: &[bool]) -> (String, String) {
         }
     }
     (text, note)
-}
-
-/// The command's first line, shortened, for the one-line approval summary.
-fn command_summary(command: &str) -> String {
-    let trimmed = command.trim();
-    let first = trimmed.lines().next().unwrap_or("");
-    let mut s = fs::cut_str(first, 200).to_string();
-    if s.len() < trimmed.len() {
-        s.push_str(" …");
-    }
-    s
 }
 
 /// Cuts an output longer than `cap` bytes (at a character boundary) and says so.
@@ -541,11 +578,5 @@ mod tests {
         let out = cap_output(ToolOutput::ok("é".repeat(1000)), 1001);
         assert!(out.content.starts_with(&"é".repeat(500)));
         assert!(out.content.ends_with("[output cut: 2000 bytes in all, only the first 1000 are shown]"));
-    }
-
-    #[test]
-    fn summary_is_one_line() {
-        assert_eq!(command_summary("make\nmake test"), "make …");
-        assert_eq!(command_summary("  ls -la  "), "ls -la");
     }
 }

@@ -1,0 +1,262 @@
+//! The sandbox `run_command` runs in: a command may write only inside the workspace (never its `.git/`
+//! nor `.PseudoClaude/`), its session's private `$TMPDIR` and the folders `writable` names, and has no
+//! network, unless the user lifts it for one command. Reading stays open.
+//!
+//! Two mechanisms, the stronger first, chosen once per process by [`support`]:
+//!
+//! - **namespaces**: in the child, before `exec`, a new user, mount and (network off) network namespace.
+//!   `.git` and `.PseudoClaude` are bind-mounted read-only over themselves (the private `$TMPDIR` beneath
+//!   `.PseudoClaude` stays writable: a bind of its own, made first), and a fresh network namespace has no
+//!   interface up: no TCP, no UDP, no bind, while Unix sockets on the file system still work. Then Landlock
+//!   allows writes only beneath the workspace, `$TMPDIR` and `writable`; it also forbids `mount`/`umount`,
+//!   so the command cannot lift the read-only binds it was given, although it holds capabilities in its
+//!   user namespace.
+//! - **landlock** (no user namespace allowed, as under AppArmor's user-namespace limit): Landlock alone,
+//!   with its TCP rules (ABI 4) and a seccomp filter refusing sockets other than Unix ones (UDP and the rest).
+//!   Landlock grants rights to a whole hierarchy, so the workspace's `.git` and `.PseudoClaude` cannot be
+//!   excepted from it: they are not protected, and the approval and `:checkhealth` say so.
+//!
+//! Without Landlock there is no sandbox: every command asks, whatever `approve.run_command` says
+//! (fails closed). `PSEUDOCLAUDE_SANDBOX_SIMULATE=none|landlock` makes the probe report that, for tests.
+//!
+//! Everything that allocates (the Landlock ruleset, paths as C strings, the seccomp program) is built in
+//! the parent ([`Plan::new`]); the child only makes raw system calls ([`spawn`]), as `fork` requires.
+
+mod blocked;
+mod seccomp;
+mod spawn;
+
+pub use blocked::blocked_report;
+pub use crate::message::CommandSandbox;
+pub use spawn::{Plan, landlock_abi};
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+/// The `sandbox` table of `setup()`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub enabled: bool,
+    /// Network for every command (TCP, UDP, binds).
+    pub network: bool,
+    /// More folders commands may write in (absolute paths).
+    pub writable: Vec<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { enabled: true, network: false, writable: Vec::new() }
+    }
+}
+
+/// How commands can be confined on this system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// User, mount and network namespaces, then Landlock.
+    Namespaces,
+    /// Landlock (and seccomp) only: `.git` and `.PseudoClaude` not protected.
+    Landlock,
+    /// No sandbox at all.
+    Unavailable,
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Namespaces => "namespaces+landlock",
+            Mechanism::Landlock => "landlock",
+            Mechanism::Unavailable => "none",
+        }
+    }
+}
+
+/// What the probe found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Support {
+    pub mechanism: Mechanism,
+    /// The kernel's Landlock ABI version; 0 without Landlock.
+    pub landlock_abi: i32,
+    /// Why the stronger mechanisms are not available (empty when namespaces work).
+    pub why: String,
+}
+
+/// The sentence the approval and `:checkhealth` show when `.git` and `.PseudoClaude` are not protected.
+pub const UNPROTECTED: &str = "this system allows no user namespace, so the sandbox cannot keep commands from \
+                               changing .git/ and .PseudoClaude/ (the rest of it holds)";
+/// The words of the approval on a system without any sandbox.
+pub const NO_SANDBOX: &str = "no sandbox on this system";
+
+impl Support {
+    /// A system without a sandbox (for tests, and what the probe reports when nothing works).
+    pub fn unavailable(why: impl Into<String>) -> Support {
+        Support { mechanism: Mechanism::Unavailable, landlock_abi: 0, why: why.into() }
+    }
+
+    /// Landlock without namespaces (for tests, and what the probe reports without a user namespace).
+    pub fn landlock_only(abi: i32, why: impl Into<String>) -> Support {
+        Support { mechanism: Mechanism::Landlock, landlock_abi: abi, why: why.into() }
+    }
+
+    pub fn available(&self) -> bool {
+        self.mechanism != Mechanism::Unavailable
+    }
+
+    /// Whether `.git/` and `.PseudoClaude/` are kept read-only.
+    pub fn protects_repository(&self) -> bool {
+        self.mechanism == Mechanism::Namespaces
+    }
+
+    /// One plain sentence for the approval prompt when the sandbox is weaker than promised, or absent.
+    pub fn warning(&self) -> Option<String> {
+        match self.mechanism {
+            Mechanism::Namespaces => None,
+            Mechanism::Landlock => Some(UNPROTECTED.to_string()),
+            Mechanism::Unavailable => Some(format!("{NO_SANDBOX} ({}): the command runs with all your rights", self.why)),
+        }
+    }
+}
+
+/// The environment variable that makes [`support`] report a weaker system (tests).
+pub const SIMULATE_ENV: &str = "PSEUDOCLAUDE_SANDBOX_SIMULATE";
+
+/// How commands can be confined here, probed once per process (a command run in each mechanism, the
+/// stronger first). Takes a few milliseconds the first time: call it off the editor's main loop.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| match std::env::var(SIMULATE_ENV).as_deref() {
+        Ok("none") => Support::unavailable(format!("simulated by ${SIMULATE_ENV}")),
+        Ok("landlock") => Support::landlock_only(landlock_abi(), format!("simulated by ${SIMULATE_ENV}")),
+        _ => probe(),
+    })
+}
+
+/// Runs `true` under each mechanism in a scratch folder; the first that works is the one in use.
+pub fn probe() -> Support {
+    if cfg!(not(target_os = "linux")) {
+        return Support::unavailable("the sandbox needs Linux (Landlock)");
+    }
+    let abi = landlock_abi();
+    if abi < 1 {
+        return Support::unavailable("the kernel has no Landlock (Linux 5.13 or later, with lsm=landlock)");
+    }
+    let scratch = match tempfile_dir() {
+        Ok(d) => d,
+        Err(e) => return Support::unavailable(format!("cannot make a scratch folder to test it in: {e}")),
+    };
+    let run = |mechanism: Mechanism| -> Result<(), String> {
+        let limits = Limits {
+            workspace: scratch.clone(),
+            temp: scratch.join(".PseudoClaude/tmp"),
+            writable: Vec::new(),
+            network: false,
+        };
+        let plan = Plan::new(&limits, mechanism)?;
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", "exit 0"]).current_dir(&scratch).stdin(std::process::Stdio::null());
+        plan.install(&mut cmd);
+        match cmd.status() {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(format!("the test command ended with {s}")),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    let _ = std::fs::create_dir_all(scratch.join(".git"));
+    let _ = std::fs::create_dir_all(scratch.join(".PseudoClaude/tmp"));
+    let result = match run(Mechanism::Namespaces) {
+        Ok(()) => Support { mechanism: Mechanism::Namespaces, landlock_abi: abi, why: String::new() },
+        Err(ns) => match run(Mechanism::Landlock) {
+            Ok(()) => Support::landlock_only(abi, format!("no user namespace ({ns})")),
+            Err(ll) => Support { landlock_abi: abi, ..Support::unavailable(format!("Landlock could not be applied: {ll}")) },
+        },
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+fn tempfile_dir() -> std::io::Result<PathBuf> {
+    let base = std::env::temp_dir();
+    for n in 0..100u32 {
+        let d = base.join(format!("pseudoclaude-sandbox-probe-{}-{n}", std::process::id()));
+        match std::fs::create_dir(&d) {
+            Ok(()) => return d.canonicalize(),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no free name"))
+}
+
+/// What one sandboxed command may touch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// The workspace (canonical).
+    pub workspace: PathBuf,
+    /// The private `$TMPDIR` (created before the command runs).
+    pub temp: PathBuf,
+    /// More writable folders (those that exist).
+    pub writable: Vec<PathBuf>,
+    pub network: bool,
+}
+
+/// The folders beneath the workspace a command may not change (with namespaces).
+pub const PROTECTED: [&str; 2] = [".git", ".PseudoClaude"];
+
+impl Limits {
+    /// Whether a write to `path` (absolute) is one the sandbox allows.
+    pub fn allows_write(&self, path: &Path, mechanism: Mechanism) -> bool {
+        if path.starts_with(&self.temp) || self.writable.iter().any(|w| path.starts_with(w)) {
+            return true;
+        }
+        if ["/dev/null", "/dev/zero", "/dev/full"].iter().any(|d| path == Path::new(d)) {
+            return true;
+        }
+        if !path.starts_with(&self.workspace) {
+            return false;
+        }
+        mechanism != Mechanism::Namespaces || !PROTECTED.iter().any(|p| path.starts_with(self.workspace.join(p)))
+    }
+
+    /// One sentence for the model: what the command could do.
+    pub fn describe(&self, mechanism: Mechanism) -> String {
+        let mut places = vec![format!("in the workspace {}", self.workspace.display())];
+        if mechanism == Mechanism::Namespaces {
+            places[0].push_str(" (but not in its .git/ or .PseudoClaude/)");
+        }
+        places.push(format!("in $TMPDIR ({})", self.temp.display()));
+        for w in &self.writable {
+            places.push(format!("in {}", w.display()));
+        }
+        format!(
+            "it could write only {}; the network was {}",
+            places.join(", "),
+            if self.network { "open" } else { "off (no TCP or UDP connection, no bind)" }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_allowed_beneath_the_workspace_but_not_its_protected_folders() {
+        let l = Limits {
+            workspace: "/w".into(),
+            temp: "/w/.PseudoClaude/sessions/s/tmp".into(),
+            writable: vec!["/opt/x".into()],
+            network: false,
+        };
+        assert!(l.allows_write(Path::new("/w/src/a.rs"), Mechanism::Namespaces));
+        assert!(!l.allows_write(Path::new("/w/.git/HEAD"), Mechanism::Namespaces));
+        assert!(l.allows_write(Path::new("/w/.git/HEAD"), Mechanism::Landlock));
+        assert!(!l.allows_write(Path::new("/w/.PseudoClaude/sessions/s/conversation.jsonl"), Mechanism::Namespaces));
+        assert!(l.allows_write(Path::new("/w/.PseudoClaude/sessions/s/tmp/x"), Mechanism::Namespaces));
+        assert!(l.allows_write(Path::new("/opt/x/y"), Mechanism::Namespaces));
+        assert!(!l.allows_write(Path::new("/tmp/y"), Mechanism::Namespaces));
+        assert!(!l.allows_write(Path::new("/w2/y"), Mechanism::Namespaces));
+    }
+}
