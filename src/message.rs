@@ -159,7 +159,7 @@ pub struct ToolResult {
     /// For `run_command`: whether it ran in the sandbox and what the user allowed (absent in older logs
     /// and for the other tools).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<CommandSandbox>,
+    pub sandbox: Option<Box<CommandSandbox>>,
 }
 
 /// What the log records of a command: whether it ran in the sandbox, and what the user allowed
@@ -182,7 +182,6 @@ pub struct CommandSandbox {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
-
 
 /// Where a large tool result was spilled, and how to know it is still the same bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

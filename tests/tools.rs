@@ -838,7 +838,10 @@ async fn rm_rf_of_the_session_store_and_the_repository_leaves_both_whole() {
     ws.write(".git/HEAD", "ref: refs/heads/main\n");
     let log = ws.read(".PseudoClaude/sessions/s1/conversation.jsonl");
     let out = ws
-        .run("run_command", json!({"command": "rm -rf .PseudoClaude .git; echo x >> .git/HEAD; git status >/dev/null 2>&1; echo done"}))
+        .run(
+            "run_command",
+            json!({"command": "rm -rf .PseudoClaude .git; echo x >> .git/HEAD; git status >/dev/null 2>&1; echo done"}),
+        )
         .await;
     assert_eq!(ws.read(".git/HEAD"), "ref: refs/heads/main\n");
     assert_eq!(ws.read(".PseudoClaude/sessions/s1/conversation.jsonl"), log);
@@ -846,7 +849,9 @@ async fn rm_rf_of_the_session_store_and_the_repository_leaves_both_whole() {
     let git = ws.dir.path().canonicalize().unwrap().join(".git");
     assert!(out.content.contains(&format!("blocked by the sandbox: write to {}", git.display())), "{}", out.content);
     // The session's $TMPDIR beneath the read-only .PseudoClaude stays writable.
-    let out = ws.ok("run_command", json!({"command": "echo kept > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo $TMPDIR"})).await;
+    let out = ws
+        .ok("run_command", json!({"command": "echo kept > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo $TMPDIR"}))
+        .await;
     let tmp = ws.dir.path().canonicalize().unwrap().join(".PseudoClaude/sessions/s1/tmp");
     assert_eq!(out, format!("exit code: 0\n[stdout]\nkept\n{}\n", tmp.display()));
     assert_eq!(ws.read(".PseudoClaude/sessions/s1/tmp/t"), "kept\n");

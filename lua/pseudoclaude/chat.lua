@@ -307,6 +307,18 @@ function H.config()
     pricing = next(cfg.pricing or {}) and cfg.pricing or nil,
     workspaces_file = require("pseudoclaude.sessions").workspaces_file(),
     user_instructions = M.user_instructions(),
+    sandbox = {
+      enabled = cfg.sandbox.enabled ~= false,
+      network = cfg.sandbox.network == true,
+      -- left out when empty, like pricing (the core's default is empty)
+      writable = #(cfg.sandbox.writable or {}) > 0 and vim.tbl_map(function(dir)
+        dir = vim.fn.expand(dir)
+        if dir:sub(1, 1) ~= "/" then
+          dir = S.workspace() .. "/" .. dir
+        end
+        return vim.fs.normalize(dir)
+      end, cfg.sandbox.writable) or nil,
+    },
     approve = {
       write_file = cfg.approve.write_file == true,
       edit_file = cfg.approve.edit_file == true,

@@ -21,6 +21,11 @@
 ---@field edit_file boolean Run the edit_file tool without asking first.
 ---@field run_command boolean Run the run_command tool without asking first.
 
+---@class pseudoclaude.SandboxConfig How run_command is confined (Linux: namespaces and Landlock).
+---@field enabled boolean Commands run in the sandbox: writes only in the workspace (not its .git/ nor .PseudoClaude/), the session's $TMPDIR and `writable`; false = with all your rights.
+---@field network boolean Commands may use the network (TCP, UDP, binds); false = only when you allow it for one command.
+---@field writable string[] More folders commands may write in (`~` expanded).
+
 ---@class pseudoclaude.KeysConfig Keys of the agent buffer; false disables one.
 ---@field send string|false Send the message (Normal mode, input window).
 ---@field send_insert string|false Send the message (Insert mode, input window).
@@ -46,6 +51,7 @@
 ---@field retention_days number Sessions older than this many days are removed by cleanup; 0 = keep forever.
 ---@field spill_threshold integer Tool outputs larger than this many bytes are stored beside the log, not in it.
 ---@field approve pseudoclaude.ApproveConfig
+---@field sandbox pseudoclaude.SandboxConfig
 ---@field keys pseudoclaude.KeysConfig
 ---@field workspace string? Directory whose `.PseudoClaude/` holds the sessions; nil = the current directory.
 ---@field pricing table<string, pseudoclaude.Price> Prices by model name, for the sessions' cost; {} = no cost shown.
@@ -57,6 +63,7 @@
 ---@field retention_days? number
 ---@field spill_threshold? integer
 ---@field approve? pseudoclaude.ApproveConfig|{}
+---@field sandbox? pseudoclaude.SandboxConfig|{}
 ---@field keys? pseudoclaude.KeysConfig|{}
 ---@field workspace? string
 ---@field pricing? table<string, pseudoclaude.Price>
@@ -85,6 +92,11 @@ M.defaults = {
     edit_file = false,
     run_command = false,
   },
+  sandbox = {
+    enabled = true,
+    network = false,
+    writable = {},
+  },
   keys = {
     send = "<CR>",
     send_insert = "<C-s>",
@@ -110,6 +122,7 @@ local known = {
     retention_days = true,
     spill_threshold = true,
     approve = true,
+    sandbox = true,
     keys = true,
     workspace = true,
     -- its keys are model names: checked by `validate`, not here
@@ -128,6 +141,7 @@ local known = {
   },
   picker = { max_items = true, backend = true, external = true },
   approve = { write_file = true, edit_file = true, run_command = true },
+  sandbox = { enabled = true, network = true, writable = true },
   keys = {
     send = true,
     send_insert = true,
@@ -224,6 +238,26 @@ function M.validate(cfg)
   check("approve.write_file", cfg.approve.write_file, "boolean")
   check("approve.edit_file", cfg.approve.edit_file, "boolean")
   check("approve.run_command", cfg.approve.run_command, "boolean")
+  check("sandbox", cfg.sandbox, "table")
+  -- Refused, not ignored: the sandbox is a safety setting, a misspelled key must not pass unnoticed.
+  for key in pairs(cfg.sandbox) do
+    if not known.sandbox[key] then
+      error(("sandbox.%s: unknown option (known: enabled, network, writable)"):format(tostring(key)), 0)
+    end
+  end
+  check("sandbox.enabled", cfg.sandbox.enabled, "boolean")
+  check("sandbox.network", cfg.sandbox.network, "boolean")
+  check("sandbox.writable", cfg.sandbox.writable, function(v)
+    if type(v) ~= "table" then
+      return false
+    end
+    for k, dir in pairs(v) do
+      if type(k) ~= "number" or type(dir) ~= "string" or dir == "" then
+        return false
+      end
+    end
+    return true
+  end, false, "a list of folder paths (strings)")
   check("keys", cfg.keys, "table")
   local names = vim.tbl_keys(known.keys)
   table.sort(names)

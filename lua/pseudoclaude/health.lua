@@ -150,6 +150,8 @@ function M.check()
     end
   end
 
+  M.check_sandbox(pc.get_config().sandbox, core.try_load())
+
   health.start("pseudoclaude: sessions held by other editors")
   lib = require("pseudoclaude.core").try_load()
   if not lib then
@@ -170,6 +172,57 @@ function M.check()
   end
   if held == 0 then
     health.ok(("no session of this workspace is open in another editor (%d sessions)"):format(#list))
+  end
+end
+
+--- The command sandbox: the mechanism, Landlock's ABI, the network, what is protected.
+---@param cfg pseudoclaude.SandboxConfig
+---@param lib table? the native library
+function M.check_sandbox(cfg, lib)
+  health.start("pseudoclaude: command sandbox")
+  if not cfg.enabled then
+    health.warn("the sandbox is off (sandbox.enabled = false): approved commands run with all your rights")
+    return
+  end
+  if not lib then
+    health.info("skipped: the native library is not available")
+    return
+  end
+  local ok, s = lib.sandbox_support()
+  if not ok then
+    health.error("cannot probe the sandbox: " .. tostring(s))
+    return
+  end
+  local abi = s.landlock_abi > 0 and ("Landlock ABI " .. s.landlock_abi) or "no Landlock"
+  if s.mechanism == "unavailable" then
+    health.error(("no sandbox on this system (%s): %s"):format(abi, s.why), {
+      "Every command asks before it runs, whatever approve.run_command says, and runs with all your rights.",
+      "Landlock needs Linux 5.13 or later with it enabled (lsm=landlock).",
+    })
+    return
+  end
+  health.ok(("commands run in the sandbox: %s (%s)"):format(
+    s.mechanism == "namespaces" and "user, mount and network namespaces, then Landlock" or "Landlock and seccomp",
+    abi
+  ))
+  local places = ("writes only in the workspace, the session's $TMPDIR and %d more folder(s) (sandbox.writable)"):format(
+    #cfg.writable
+  )
+  if s.mechanism == "namespaces" then
+    health.ok(places .. "; .git/ and .PseudoClaude/ are read-only")
+  else
+    health.warn(places .. "; " .. "this system allows no user namespace, so the sandbox cannot keep commands from "
+      .. "changing .git/ and .PseudoClaude/ (the rest of it holds)", { s.why })
+  end
+  for _, dir in ipairs(cfg.writable) do
+    if vim.fn.isdirectory(vim.fn.expand(dir)) == 0 then
+      health.warn(("sandbox.writable: %s is not a folder; commands get no access to it"):format(dir))
+    end
+  end
+  if cfg.network then
+    health.warn("network on for every command (sandbox.network = true)")
+  else
+    health.ok("network off: no TCP or UDP connection and no bind, unless you allow it for one command")
   end
 end
 

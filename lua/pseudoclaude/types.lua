@@ -46,6 +46,9 @@
 ---@field summary string? approval: one line of what it will do
 ---@field detail string? approval: the diff or the command
 ---@field change pseudoclaude.ProposedChange? approval of a write or an edit: the whole change, for the review
+---@field lifted string[]? approval of a command: what of the sandbox it lifts (then always asked, never "Always")
+---@field warning string? approval of a command: what the sandbox cannot do on this system, in one sentence
+---@field always boolean? approval: false when "Always" must not be offered
 ---@field path string? buffer_check, file_written: the file's real path
 ---@field rel string? buffer_check, file_written: the path relative to the workspace
 ---@field hold boolean? buffer_check: the write follows the answer; keep the buffer as it is until its file_written

@@ -327,7 +327,7 @@ impl Agent {
         call: &ToolCall,
         content: String,
         is_error: bool,
-        sandbox: Option<crate::message::CommandSandbox>,
+        sandbox: Option<Box<crate::message::CommandSandbox>>,
         events: &mpsc::UnboundedSender<Event>,
     ) -> Result<(), Stop> {
         let result = ToolResult { tool_call_id: call.id.clone(), content, is_error, spill: None, sandbox };

@@ -49,6 +49,19 @@ fn asks_for_an_edit(text: &str) -> bool {
     })
 }
 
+/// Whether the user asks to run something: the word "run" (run, running, runs).
+fn asks_to_run(text: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric()).any(|w| {
+        let w = w.to_lowercase();
+        w == "run" || w == "runs" || w == "running"
+    })
+}
+
+/// What the demo runs to show the sandbox: a write in `$TMPDIR` (allowed) and one in the home folder
+/// (refused in the sandbox; outside it, the file is removed at once).
+pub const DEMO_COMMAND: &str = "echo \"TMPDIR=$TMPDIR\"; echo demo > \"$TMPDIR/demo.txt\" && echo 'wrote in $TMPDIR'; \
+     f=\"$HOME/.pseudoclaude-demo-$$\"; touch \"$f\" && rm -f \"$f\" && echo \"wrote in $HOME: no sandbox\"";
+
 pub const INTRO: &str = "This is the offline demo provider of pseudoclaude (no API key is set), not a real model.";
 
 impl Provider for Demo {
@@ -87,6 +100,19 @@ impl Provider for Demo {
                     );
                     (text, vec![call])
                 }
+                None if last.is_some_and(|m| asks_to_run(typed(&m.content))) => {
+                    let text = format!(
+                        "{INTRO} You asked me to run something: I will run a small command that writes in its \
+                         $TMPDIR and tries to write in your home folder, so you can see the sandbox at work."
+                    );
+                    let n = req.messages.iter().filter(|m| !m.tool_calls.is_empty()).count();
+                    let call = ToolCall::new(
+                        format!("demo-{}", n + 1),
+                        "run_command",
+                        serde_json::json!({"command": DEMO_COMMAND}),
+                    );
+                    (text, vec![call])
+                }
                 None => {
                     let asked = last.map(|m| m.content.trim()).unwrap_or_default();
                     let text = format!(
@@ -105,6 +131,17 @@ impl Provider for Demo {
                         first_line(first)
                     );
                     (text, Vec::new())
+                }
+                Some(result) if result.content.contains("TMPDIR=") => {
+                    let text = if result.content.contains("blocked by the sandbox") {
+                        "The sandbox let the command write in its $TMPDIR and refused the write in your home \
+                         folder, and the result says so (\"blocked by the sandbox\"). A real model would ask you to \
+                         run such a command outside the sandbox (run_command's `sandbox = false`), and you decide."
+                    } else {
+                        "The command ran without the sandbox (it is off, or this system has none): it could write \
+                         in your home folder. See :checkhealth pseudoclaude."
+                    };
+                    (text.to_string(), Vec::new())
                 }
                 Some(result) => {
                     let count = result.content.lines().filter(|l| !l.trim().is_empty()).count();

@@ -26,8 +26,8 @@ mod blocked;
 mod seccomp;
 mod spawn;
 
-pub use blocked::blocked_report;
 pub use crate::message::CommandSandbox;
+pub use blocked::blocked_report;
 pub use spawn::{Plan, landlock_abi};
 
 use std::path::{Path, PathBuf};
@@ -115,7 +115,9 @@ impl Support {
         match self.mechanism {
             Mechanism::Namespaces => None,
             Mechanism::Landlock => Some(UNPROTECTED.to_string()),
-            Mechanism::Unavailable => Some(format!("{NO_SANDBOX} ({}): the command runs with all your rights", self.why)),
+            Mechanism::Unavailable => {
+                Some(format!("{NO_SANDBOX} ({}): the command runs with all your rights", self.why))
+            }
         }
     }
 }
@@ -170,7 +172,9 @@ pub fn probe() -> Support {
         Ok(()) => Support { mechanism: Mechanism::Namespaces, landlock_abi: abi, why: String::new() },
         Err(ns) => match run(Mechanism::Landlock) {
             Ok(()) => Support::landlock_only(abi, format!("no user namespace ({ns})")),
-            Err(ll) => Support { landlock_abi: abi, ..Support::unavailable(format!("Landlock could not be applied: {ll}")) },
+            Err(ll) => {
+                Support { landlock_abi: abi, ..Support::unavailable(format!("Landlock could not be applied: {ll}")) }
+            }
         },
     };
     let _ = std::fs::remove_dir_all(&scratch);

@@ -21,6 +21,9 @@
 //! line); `detail` is, for `write_file` and `edit_file`, a unified diff (`--- a/<path>`, `+++
 //! b/<path>`, `@@` hunks with 3 lines of context; `--- /dev/null` for a new file), and for
 //! `run_command` the full command text.
+//!
+//! `run_command` runs in the sandbox (`crate::sandbox`, `sandboxed.rs`): leaving it, or its network ban,
+//! is asked for that one command every time, whatever `approve` or an earlier Always says.
 
 mod approval;
 mod args;
@@ -29,8 +32,8 @@ mod diff;
 mod fs;
 mod grep;
 mod path;
-mod specs;
 mod sandboxed;
+mod specs;
 
 pub use approval::{
     Approval, ApprovalRequest, Approver, AutoApprove, BufferState, DEFAULT_EDITOR_TIMEOUT, HunkLines, ProposedChange,
@@ -56,7 +59,7 @@ pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
     /// For `run_command`: how it ran (sandboxed or not, what the user allowed), for the log.
-    pub sandbox: Option<CommandSandbox>,
+    pub sandbox: Option<Box<CommandSandbox>>,
 }
 
 impl ToolOutput {

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::args::Args;
 use super::{
-    DEFAULT_COMMAND_TIMEOUT_SECS, Gate, Gated, MAX_COMMAND_TIMEOUT_SECS, ToolOutput, Tools, blocking_res, command,
-    SESSION_TMP_DIR,
+    DEFAULT_COMMAND_TIMEOUT_SECS, Gate, Gated, MAX_COMMAND_TIMEOUT_SECS, SESSION_TMP_DIR, ToolOutput, Tools,
+    blocking_res, command,
 };
 use crate::sandbox::{self, CommandSandbox, Limits, Mechanism};
 
@@ -72,7 +72,11 @@ impl Tools {
         // A non-zero exit may be the sandbox's doing; a timeout or a lost child is not.
         let failed = out.content.starts_with("exit code: ") && !out.content.starts_with("exit code: 0\n");
         if failed || !blocked.is_empty() {
-            out.content.push_str(&format!("\n[this command ran in the sandbox ({}): {}.", mechanism.name(), limits.describe(mechanism)));
+            out.content.push_str(&format!(
+                "\n[this command ran in the sandbox ({}): {}.",
+                mechanism.name(),
+                limits.describe(mechanism)
+            ));
             for b in &blocked {
                 out.content.push_str(&format!("\n{b}"));
             }
@@ -136,7 +140,6 @@ impl Tools {
         });
         way
     }
-
 }
 
 /// `run_command`'s arguments.
@@ -185,14 +188,14 @@ struct CommandWay {
 
 impl CommandWay {
     /// What the log records; `ran`: the command was started (else nothing was allowed).
-    fn record(&self, ran: bool) -> CommandSandbox {
-        CommandSandbox {
+    fn record(&self, ran: bool) -> Box<CommandSandbox> {
+        Box::new(CommandSandbox {
             sandboxed: self.limits.is_some(),
             mechanism: self.mechanism.name().to_string(),
             network: self.network,
             allowed: if ran { self.allowed.clone() } else { Vec::new() },
             reason: self.reason.clone(),
-        }
+        })
     }
 }
 
@@ -210,7 +213,6 @@ fn make_private_dir(dir: &Path) -> Result<(), String> {
         .create(dir)
         .map_err(|e| format!("cannot create the commands' temporary folder {}: {e}", dir.display()))
 }
-
 
 /// The command's first line, shortened, for the one-line approval summary.
 fn command_summary(command: &str) -> String {

@@ -99,12 +99,19 @@ pub(super) fn specs() -> Vec<ToolSpec> {
              empty; interactive programs will not wait for you). The user is asked to approve it first. \
              Answers with the exit code, then the standard output and the standard error. The command \
              is killed with all its child processes when the timeout passes; background processes that \
-             keep the output open count as still running.",
+             keep the output open count as still running. It runs in a sandbox: it may write only in \
+             the workspace (not in .git/ or .PseudoClaude/) and in $TMPDIR (use it for temporary files, not \
+             /tmp), and has no network. A result saying \"blocked by the sandbox\" names what was refused: then, \
+             and only if the task needs it, run it again with `sandbox: false` and a `reason`, or with \
+             `network: true`; the user is asked each time and may say no.",
             json!({
                 "type": "object",
                 "properties": {
                     "command": {"type": "string", "description": "The shell command line."},
-                    "timeout": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Seconds before the command is killed. Default 120, at most 600."}
+                    "timeout": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Seconds before the command is killed. Default 120, at most 600."},
+                    "sandbox": {"type": "boolean", "description": "false: ask the user to run this command outside the sandbox (needs `reason`). Default true."},
+                    "reason": {"type": "string", "description": "With `sandbox: false`: one sentence for the user on why the command cannot run in the sandbox."},
+                    "network": {"type": "boolean", "description": "true: ask the user to let this command use the network. Default false."}
                 },
                 "required": ["command"],
                 "additionalProperties": false

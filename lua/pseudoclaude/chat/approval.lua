@@ -24,7 +24,8 @@ function M.ask_approval(m)
   -- the stock vim.ui.select (inputlist) blocks before the screen is redrawn: draw the diff first, so it is what the
   -- user sees while the question waits
   vim.cmd("redraw")
-  local choices = { "Yes", "No", "Always (this session)" }
+  -- Leaving the sandbox, and a command on a system without one, is decided each time: no "Always".
+  local choices = m.always == false and { "Yes", "No" } or { "Yes", "No", "Always (this session)" }
   local by_hunk = "Review hunk by hunk"
   if change and #change.hunks > 1 then
     choices[#choices + 1] = by_hunk
@@ -38,7 +39,7 @@ function M.ask_approval(m)
     S.state.phase = "running tools"
     V.redraw_winbar()
   end
-  vim.ui.select(choices, { prompt = ("Allow %s %s?"):format(m.tool, m.summary) }, function(choice)
+  vim.ui.select(choices, { prompt = M.prompt(m) }, function(choice)
     if float and vim.api.nvim_win_is_valid(float) then
       vim.api.nvim_win_close(float, true)
     end
@@ -60,6 +61,23 @@ function M.ask_approval(m)
     end
     answer("agent_approve", answers[choice] or "no")
   end)
+end
+
+--- The question: the tool and its summary, what it lifts of the command sandbox, and what the sandbox cannot do here.
+---@param m pseudoclaude.Event an "approval" event
+---@return string
+function M.prompt(m)
+  local lifted = T.nonnil(m.lifted) or {}
+  local prompt = ("Allow %s %s"):format(m.tool, m.summary)
+  if #lifted > 0 then
+    prompt = ("%s WITHOUT %s"):format(prompt, table.concat(lifted, " and "))
+  end
+  prompt = prompt .. "?"
+  local warning = T.nonnil(m.warning)
+  if warning then
+    prompt = ("%s [%s]"):format(prompt, warning)
+  end
+  return prompt
 end
 
 --- The floating window showing a command (or a diff that cannot be reviewed) while its approval is asked.
