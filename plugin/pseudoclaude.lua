@@ -23,6 +23,18 @@ vim.api.nvim_create_user_command("PseudoCancel", function()
   require("pseudoclaude.chat").cancel()
 end, { nargs = 0, desc = "pseudoclaude: cancel the running turn" })
 
+vim.api.nvim_create_user_command("PseudoModel", function(opts)
+  require("pseudoclaude.chat").set_model(opts.args)
+end, {
+  nargs = "?",
+  complete = function(arglead)
+    return vim.tbl_filter(function(m)
+      return vim.startswith(m, arglead)
+    end, require("pseudoclaude.chat").models())
+  end,
+  desc = "pseudoclaude: switch the model for the next turn",
+})
+
 vim.api.nvim_create_user_command("PseudoNew", function()
   require("pseudoclaude.chat").new_chat()
 end, { nargs = 0, desc = "pseudoclaude: start a new chat (the current session stays on disk)" })

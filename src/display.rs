@@ -72,6 +72,7 @@ pub fn shown(m: &Message, max: usize) -> Shown {
             })
             .collect(),
         thinking_ms: m.thinking_ms,
+        model: m.model.clone(),
     };
     Shown { message, cut_bytes }
 }

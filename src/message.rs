@@ -100,6 +100,10 @@ pub struct Message {
     /// How long the model thought before it answered, in milliseconds (0: unknown, or no thinking).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub thinking_ms: u64,
+    /// On an assistant message: the model that wrote it (`:PseudoModel` may switch between turns). Empty when
+    /// unknown (logs that predate it): the session's model.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model: String,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -275,6 +275,61 @@ function M.winbar()
   return table.concat(parts, " │ ") .. " │ " .. saved .. "%*"
 end
 
+--- Switches the model of the next turn (a turn running keeps its own) and of new chats, as `:PseudoModel {name}`;
+--- without a name, offers the configured models (`vim.ui.select`). Returns the model switched to.
+---@param name string?
+---@return string?
+function M.set_model(name)
+  H.ensure_host()
+  if not name or vim.trim(name) == "" then
+    local models = M.models()
+    local current = require("pseudoclaude.core").call("agent_status").model
+    if #models == 0 then
+      vim.notify("pseudoclaude: the model is " .. current .. " (`:PseudoModel {name}` switches it)")
+      return
+    end
+    vim.ui.select(models, {
+      prompt = "Model for the next turn (now " .. current .. ")",
+    }, function(choice)
+      if choice then
+        M.set_model(choice)
+      end
+    end)
+    return
+  end
+  local ok, model = pcall(require("pseudoclaude.core").call, "agent_set_model", vim.trim(name))
+  if not ok then
+    require("pseudoclaude.errors").report(model)
+    return
+  end
+  S.refresh_status()
+  vim.notify("pseudoclaude: the next turn uses " .. model)
+  return model
+end
+
+--- The models `:PseudoModel` completes: `provider.models`, `provider.model` and the names `pricing` prices, sorted,
+--- once each.
+---@return string[]
+function M.models()
+  local cfg = require("pseudoclaude").get_config()
+  local seen, out = {}, {}
+  local function add(m)
+    if type(m) == "string" and m ~= "" and not seen[m] then
+      seen[m] = true
+      out[#out + 1] = m
+    end
+  end
+  for _, m in ipairs(cfg.provider.models or {}) do
+    add(m)
+  end
+  add(cfg.provider.model)
+  for m in pairs(cfg.pricing or {}) do
+    add(m)
+  end
+  table.sort(out)
+  return out
+end
+
 --- The user's own instructions file, read before the workspace's `AGENTS.md`, `CLAUDE.md` and `PSEUDOCLAUDE.md`.
 ---@return string
 function M.user_instructions()

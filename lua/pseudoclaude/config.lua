@@ -10,6 +10,7 @@
 ---@field max_retries integer? Retries of 429, 5xx and connection failures (default 3).
 ---@field thinking {budget_tokens: integer}|false? Anthropic's extended thinking: tokens the model may think (>= 1024); nil/false = off.
 ---@field reasoning_effort "low"|"medium"|"high"? OpenAI-compatible reasoning effort, passed through; nil = not sent.
+---@field models string[]? Models `:PseudoModel` offers and completes (with `model` and the `pricing` names).
 
 ---@class pseudoclaude.PickerConfig
 ---@field max_items integer Most sessions shown by the session picker.
@@ -138,6 +139,7 @@ local known = {
     max_retries = true,
     thinking = true,
     reasoning_effort = true,
+    models = true,
   },
   picker = { max_items = true, backend = true, external = true },
   approve = { write_file = true, edit_file = true, run_command = true },
@@ -218,6 +220,20 @@ function M.validate(cfg)
   check("provider.reasoning_effort", cfg.provider.reasoning_effort, function(v)
     return v == nil or v == "low" or v == "medium" or v == "high"
   end, false, '"low", "medium" or "high"')
+  check("provider.models", cfg.provider.models, function(v)
+    if v == nil then
+      return true
+    end
+    if type(v) ~= "table" then
+      return false
+    end
+    for k, m in pairs(v) do
+      if type(k) ~= "number" or type(m) ~= "string" or m == "" then
+        return false
+      end
+    end
+    return true
+  end, false, "a list of model names")
   check("stale_after_hours", cfg.stale_after_hours, "number")
   check("stale_after_hours", cfg.stale_after_hours, positive_number, false, "a positive number of hours")
   check("picker", cfg.picker, "table")

@@ -110,6 +110,25 @@ impl Host {
         Ok(Host { rt, outbox, state: Arc::new(Mutex::new(state)) })
     }
 
+    /// Switches the model: the current chat's next turn and every new chat use it (a turn running keeps its
+    /// own). Returns the model now in effect.
+    pub fn set_model(&self, model: &str) -> HostResult<String> {
+        let model = model.trim();
+        if model.is_empty() {
+            return Err(provider::ProviderError::Config { message: "no model named".into() }.into());
+        }
+        let mut st = lock(&self.state);
+        let mut config = st.config.clone();
+        config.provider = resolve_provider(&config);
+        config.provider.model = model.to_string();
+        let provider = make_provider(&config)?;
+        if let Some(agent) = &st.agent {
+            agent.set_provider(provider);
+        }
+        st.config = config;
+        Ok(model.to_string())
+    }
+
     /// Applies a new configuration; the next new chat uses it (a running one keeps its provider).
     pub fn configure(&self, config: HostConfig) {
         lock(&self.state).config = config;
@@ -324,7 +343,10 @@ impl Host {
     pub fn status(&self) -> Status {
         let st = lock(&self.state);
         let (provider, model) = match &st.agent {
-            Some(a) => (a.provider.name().to_string(), a.provider.model().to_string()),
+            Some(a) => {
+                let p = a.provider();
+                (p.name().to_string(), p.model().to_string())
+            }
             None => {
                 let p = resolve_provider(&st.config);
                 (p.name, p.model)

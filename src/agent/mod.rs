@@ -163,7 +163,8 @@ pub struct Resumed {
 
 pub struct Agent {
     pub config: AgentConfig,
-    pub provider: Arc<dyn Provider>,
+    /// The provider of the next turn (`:PseudoModel` switches it between turns).
+    provider: Mutex<Arc<dyn Provider>>,
     pub tools: Arc<Tools>,
     pub conversation: Arc<Conversation>,
     pub log: Arc<SessionLog>,
@@ -237,7 +238,7 @@ impl Agent {
         let system = system_prompt_with(&config.workspace, &instructions);
         Agent {
             config,
-            provider,
+            provider: Mutex::new(provider),
             tools,
             conversation,
             log,
@@ -248,6 +249,16 @@ impl Agent {
             usage: Mutex::default(),
             git: Mutex::default(),
         }
+    }
+
+    /// The provider the next turn uses.
+    pub fn provider(&self) -> Arc<dyn Provider> {
+        self.provider.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Switches the provider (a model) from the next turn on; a turn running keeps its own.
+    pub fn set_provider(&self, provider: Arc<dyn Provider>) {
+        *self.provider.lock().unwrap_or_else(|p| p.into_inner()) = provider;
     }
 
     /// The system prompt the next request carries.

@@ -218,6 +218,8 @@ impl Agent {
         }
         let _ = events.send(Event::UserRecorded { text: text.to_string() });
         self.record_git().await;
+        // The whole turn with one provider: a model switched meanwhile applies from the next turn.
+        let provider = self.provider();
         loop {
             self.maybe_compact(events).await?;
             let req = Request {
@@ -234,7 +236,7 @@ impl Agent {
                 t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 t
             });
-            let stream = self.provider.stream(&req, tx);
+            let stream = provider.stream(&req, tx);
             tokio::pin!(stream);
             let response = loop {
                 tokio::select! {
@@ -269,7 +271,7 @@ impl Agent {
             checkpoints.settle().await;
             let response = match response {
                 Ok(r) => {
-                    self.record_usage(&r.usage, events);
+                    self.record_usage(provider.model(), &r.usage, events);
                     r
                 }
                 Err(e) => {
@@ -284,6 +286,7 @@ impl Agent {
             let answer = Message {
                 thinking: response.thinking,
                 thinking_ms,
+                model: provider.model().to_string(),
                 ..Message::assistant_tool_calls(response.text.clone(), response.tool_calls.clone())
             };
             if response.tool_calls.is_empty() {
@@ -363,11 +366,11 @@ impl Agent {
 
     /// Records what a request cost (a `usage` entry) and tells the editor the session's new totals.
     /// Nothing when the provider reported nothing.
-    fn record_usage(&self, usage: &Usage, events: &mpsc::UnboundedSender<Event>) {
+    fn record_usage(&self, model: &str, usage: &Usage, events: &mpsc::UnboundedSender<Event>) {
         if usage.is_zero() {
             return;
         }
-        let model = self.provider.model().to_string();
+        let model = model.to_string();
         let _ = self.log.append_meta(Entry::usage(&model, *usage, now()));
         let all = {
             let mut all = self.usage.lock().unwrap_or_else(|p| p.into_inner());
@@ -378,6 +381,7 @@ impl Agent {
     }
 
     async fn maybe_compact(&self, events: &mpsc::UnboundedSender<Event>) -> Result<(), Stop> {
+        let provider = self.provider();
         let mut rt = self.compact.lock().await;
         if let Some(ctx) = self.log.context() {
             let messages = self.conversation.snapshot();
@@ -388,11 +392,11 @@ impl Agent {
         let system = self.system();
         if rt.needs_compaction(&self.conversation.snapshot(), &system) {
             let compacted = rt
-                .compact(&self.conversation, self.provider.as_ref(), &system)
+                .compact(&self.conversation, provider.as_ref(), &system)
                 .await
                 .map_err(|e| Stop::Failed(e.to_string()))?;
             if let Some(usage) = compacted {
-                self.record_usage(&usage, events);
+                self.record_usage(provider.model(), &usage, events);
                 let _ = events.send(Event::Compacted);
             }
         }

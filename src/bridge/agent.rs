@@ -62,7 +62,7 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
                 "message {index} is out of range: the chat has {len} message(s), numbered 1 to {len}"
             )));
         }
-        let model = agent.provider.model().to_string();
+        let model = agent.provider().model().to_string();
         Ok(fork::create(&agent.config.workspace, &source, &history, index, &model)?)
     })
 }
@@ -157,6 +157,10 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             with_host(|h| super::bulk(&h.history_slice(to, max_messages, budget)))
         }),
         export("agent_fork_async", fork_async),
+        export("agent_set_model", |a| {
+            let model = a.get::<String>(0)?;
+            with_host(|h| Ok(h.set_model(&model)?))
+        }),
         export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),
         export("agent_current", |_| with_host(|h| Ok(h.current()))),
         // the whole history: bulk data, as JSON text (bridge/mod.rs, "How values cross")

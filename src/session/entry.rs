@@ -24,6 +24,8 @@
 //!   whenever a later turn found them changed ([`crate::git`]).
 //! - `usage` entries, with `model` and `usage`: the tokens one request cost, as its provider reported
 //!   them ([`crate::usage`]).
+//! - `model` on an assistant message: the model that wrote it (the seed wrote `model` on a log's first entry
+//!   only; both stay).
 //! - `thinking` and `thinking_ms` on an assistant message: the model's thinking blocks as the provider
 //!   sent them (signatures included, sent back as they are) and how long it thought. Written only when
 //!   there is thinking, so every other message keeps its bytes; readers that predate them skip them.
@@ -200,6 +202,7 @@ impl Entry {
             interrupted: m.interrupted,
             thinking: m.thinking,
             thinking_ms: m.thinking_ms,
+            model: m.model,
             ..Default::default()
         }
     }
@@ -277,7 +280,7 @@ impl Entry {
     /// The message this entry carries; `None` for replaces, unknown types and entries without a role
     /// (the seed skipped those too).
     pub fn into_message(self) -> Option<Message> {
-        self.message_role()?;
+        let assistant = *self.message_role()? == Role::Assistant;
         Some(Message {
             role: self.role?,
             content: self.content,
@@ -287,6 +290,8 @@ impl Entry {
             interrupted: self.interrupted,
             thinking: self.thinking,
             thinking_ms: self.thinking_ms,
+            // `model` on another entry is the writer's (its first line) or a usage entry's, not the message's
+            model: if assistant { self.model } else { String::new() },
         })
     }
 }

@@ -47,7 +47,7 @@ use crate::usage::UsageByModel;
 pub struct State {
     /// First line of the first typed user message, at most [`TITLE_MAX_CHARS`] characters.
     pub title: String,
-    /// The first model named in the log.
+    /// The model of the last assistant message that names one, else the first model named in the log.
     pub model: String,
     /// Messages committed to the history (a held-back exchange is not counted until complete).
     pub messages: usize,
@@ -263,7 +263,9 @@ impl Replay {
 
     pub fn feed_entry(&mut self, entry: Entry) {
         self.state.entries += 1;
-        if self.state.model.is_empty() && !entry.model.is_empty() {
+        if !entry.model.is_empty()
+            && (self.state.model.is_empty() || (entry.is_message() && entry.role == Some(Role::Assistant)))
+        {
             self.state.model = entry.model.clone();
         }
         if entry.is_checkpoint() {

@@ -156,12 +156,13 @@ impl Writer {
             interrupted: msg.interrupted,
             thinking: msg.thinking.clone(),
             thinking_ms: msg.thinking_ms,
+            model: msg.model.clone(),
         })
     }
 
     fn write_entry(&self, mut entry: Entry) -> Result<()> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if !inner.wrote_entry && !self.opts.model.is_empty() {
+        if !inner.wrote_entry && !self.opts.model.is_empty() && entry.model.is_empty() {
             entry.model = self.opts.model.clone();
         }
         let mut line = serde_json::to_vec(&entry).map_err(|e| Error::Io {
