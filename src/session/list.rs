@@ -28,7 +28,7 @@ pub struct SessionInfo {
     /// The session's name (its last `title` entry) when it has one, else the first line of the first
     /// typed user message.
     pub title: String,
-    /// First model named in the log.
+    /// The model of the last answer that names one, else the first model named in the log.
     pub model: String,
     /// Messages a resume restores (after the last replace, after repairs).
     pub messages: usize,
@@ -359,9 +359,9 @@ fn to_info(
         torn_tail_bytes,
         id: ctx.id.clone(),
         title: s.shown_title().to_string(),
+        model: s.shown_model().to_string(),
         pinned: s.pinned,
         forked_from: s.forked_from,
-        model: s.model,
         messages: s.messages,
         entries: s.entries,
         bytes,

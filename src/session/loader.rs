@@ -153,7 +153,7 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         title: done.state.shown_title().to_string(),
         pinned: done.state.pinned,
         forked_from: done.state.forked_from.clone(),
-        model: done.state.model,
+        model: done.state.shown_model().to_string(),
         entries: done.state.entries,
         last_message: done.state.last_message,
         interrupted: done.state.interrupted,

@@ -47,8 +47,12 @@ use crate::usage::UsageByModel;
 pub struct State {
     /// First line of the first typed user message, at most [`TITLE_MAX_CHARS`] characters.
     pub title: String,
-    /// The model of the last assistant message that names one, else the first model named in the log.
+    /// The first model named in the log (the seed's meaning).
     pub model: String,
+    /// The model of the last assistant message that names one (`:PseudoModel` switches it); empty when none
+    /// does. A summary cached before it existed reads as empty, and its logs have no such message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_model: String,
     /// Messages committed to the history (a held-back exchange is not counted until complete).
     pub messages: usize,
     /// Valid entry lines of any type: the physical length of the log.
@@ -91,6 +95,11 @@ pub struct State {
 }
 
 impl State {
+    /// The session's model as the list and a load show it: the last answer's, else the first one named.
+    pub fn shown_model(&self) -> &str {
+        if self.last_model.is_empty() { &self.model } else { &self.last_model }
+    }
+
     /// What a list shows as the title: the name when there is one, else the automatic title.
     pub fn shown_title(&self) -> &str {
         if self.name.is_empty() { &self.title } else { &self.name }
@@ -263,10 +272,11 @@ impl Replay {
 
     pub fn feed_entry(&mut self, entry: Entry) {
         self.state.entries += 1;
-        if !entry.model.is_empty()
-            && (self.state.model.is_empty() || (entry.is_message() && entry.role == Some(Role::Assistant)))
-        {
+        if self.state.model.is_empty() && !entry.model.is_empty() {
             self.state.model = entry.model.clone();
+        }
+        if !entry.model.is_empty() && entry.message_role() == Some(&Role::Assistant) {
+            self.state.last_model.clone_from(&entry.model);
         }
         if entry.is_checkpoint() {
             self.feed_checkpoint(entry);

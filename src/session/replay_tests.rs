@@ -267,4 +267,5 @@ fn the_model_is_the_first_one_the_log_names_as_the_seed_lists_it() {
         named("later-model", Message::assistant("c")),
     ]);
     assert_eq!(f.state.model, "first-model");
+    assert_eq!(f.state.last_model, "later-model", "what the list shows");
 }
