@@ -41,6 +41,7 @@ const FULL_SEEDS: u64 = 10_000;
 
 /// One line the workload asked the writer for.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // a test's list of a few hundred items: boxing would only add noise
 enum Item {
     Append(Message),
     Replace(&'static str, Vec<Message>),
