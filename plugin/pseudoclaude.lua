@@ -39,6 +39,10 @@ vim.api.nvim_create_user_command("PseudoNew", function()
   require("pseudoclaude.chat").new_chat()
 end, { nargs = 0, desc = "pseudoclaude: start a new chat (the current session stays on disk)" })
 
+vim.api.nvim_create_user_command("PseudoMcp", function()
+  require("pseudoclaude.mcp").show()
+end, { nargs = 0, desc = "pseudoclaude: the MCP servers, their state, tools and last error" })
+
 vim.keymap.set("n", "<Plug>(PseudoChat)", "<Cmd>PseudoChat<CR>", { desc = "pseudoclaude: open the agent buffer" })
 vim.keymap.set(
   "x",

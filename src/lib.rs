@@ -12,6 +12,7 @@ pub mod display;
 pub mod git;
 pub mod import;
 pub mod instructions;
+pub mod mcp;
 pub mod message;
 pub mod pairing;
 pub mod provider;

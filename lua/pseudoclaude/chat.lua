@@ -206,6 +206,13 @@ function M.current()
   return require("pseudoclaude.core").call("agent_current")
 end
 
+--- Each configured MCP server: `{ name, state, tools, error }` (`state` "stopped" before the first chat).
+---@return pseudoclaude.McpStatus[]
+function M.mcp_status()
+  H.ensure_host()
+  return require("pseudoclaude.core").call("agent_mcp_status")
+end
+
 --- The history the model sees next, in the log's own shape.
 ---@return table[]
 function M.messages()
@@ -378,8 +385,42 @@ function H.config()
       write_file = cfg.approve.write_file == true,
       edit_file = cfg.approve.edit_file == true,
       run_command = cfg.approve.run_command == true,
+      mcp = H.approve_mcp(cfg.approve.mcp),
     },
+    mcp = H.mcp_config(cfg.mcp),
   }
+end
+
+--- A table, or nil when empty: an empty Lua table cannot tell a map from a list (the core's default is empty).
+---@param t table?
+---@return table?
+function H.nonempty(t)
+  return t and next(t) ~= nil and t or nil
+end
+
+--- `approve.mcp` as the core reads it: an empty list of tools is `false`; nil when empty.
+---@param approve table<string, boolean|string[]>?
+---@return table?
+function H.approve_mcp(approve)
+  local out = {}
+  for name, v in pairs(approve or {}) do
+    out[name] = (type(v) == "table" and next(v) == nil) and false or v
+  end
+  return H.nonempty(out)
+end
+
+--- The `mcp` table as the core reads it; nil without servers.
+---@param mcp pseudoclaude.McpConfig?
+---@return table?
+function H.mcp_config(mcp)
+  if not mcp or next(mcp.servers or {}) == nil then
+    return nil
+  end
+  local servers = {}
+  for name, s in pairs(mcp.servers) do
+    servers[name] = { command = s.command, args = H.nonempty(s.args), env = H.nonempty(s.env), cwd = s.cwd }
+  end
+  return { servers = servers, timeout = mcp.timeout }
 end
 
 function H.ensure_host()

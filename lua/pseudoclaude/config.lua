@@ -21,6 +21,17 @@
 ---@field write_file boolean Run the write_file tool without asking first.
 ---@field edit_file boolean Run the edit_file tool without asking first.
 ---@field run_command boolean Run the run_command tool without asking first.
+---@field mcp table<string, boolean|string[]> MCP tools run without asking: by server name, `true` for all its tools or a list of tool names.
+
+---@class pseudoclaude.McpServer A stdio MCP server: the command the editor starts at the first chat.
+---@field command string The program (looked up in $PATH).
+---@field args string[]? Its arguments.
+---@field env table<string, string>? Variables added to its environment.
+---@field cwd string? Its working directory, relative to the workspace (default: the workspace).
+
+---@class pseudoclaude.McpConfig
+---@field servers table<string, pseudoclaude.McpServer> By name (letters, digits, `_`, `-`): their tools reach the model as `mcp__NAME__TOOL`.
+---@field timeout number Seconds one call (or a server's start) may take (default 60).
 
 ---@class pseudoclaude.SandboxConfig How run_command is confined (Linux: namespaces and Landlock).
 ---@field enabled boolean Commands run in the sandbox: writes only in the workspace (not its .git/ nor .PseudoClaude/), the session's $TMPDIR and `writable`; false = with all your rights.
@@ -56,6 +67,7 @@
 ---@field keys pseudoclaude.KeysConfig
 ---@field workspace string? Directory whose `.PseudoClaude/` holds the sessions; nil = the current directory.
 ---@field pricing table<string, pseudoclaude.Price> Prices by model name, for the sessions' cost; {} = no cost shown.
+---@field mcp pseudoclaude.McpConfig The user's MCP servers.
 
 ---@class pseudoclaude.UserConfig Options for setup(); every key is optional and merged over the defaults.
 ---@field provider? pseudoclaude.ProviderConfig|{}
@@ -68,6 +80,7 @@
 ---@field keys? pseudoclaude.KeysConfig|{}
 ---@field workspace? string
 ---@field pricing? table<string, pseudoclaude.Price>
+---@field mcp? pseudoclaude.McpConfig|{}
 
 local M = {}
 
@@ -92,6 +105,7 @@ M.defaults = {
     write_file = false,
     edit_file = false,
     run_command = false,
+    mcp = {},
   },
   sandbox = {
     enabled = true,
@@ -112,6 +126,8 @@ M.defaults = {
   },
   workspace = nil,
   pricing = {},
+  -- as the core's mcp::DEFAULT_TIMEOUT_SECS
+  mcp = { servers = {}, timeout = 60 },
 }
 
 --- Known keys per table, to report misspelled options.
@@ -128,7 +144,9 @@ local known = {
     workspace = true,
     -- its keys are model names: checked by `validate`, not here
     pricing = true,
+    mcp = true,
   },
+  mcp = { servers = true, timeout = true },
   provider = {
     name = true,
     model = true,
@@ -142,7 +160,7 @@ local known = {
     models = true,
   },
   picker = { max_items = true, backend = true, external = true },
-  approve = { write_file = true, edit_file = true, run_command = true },
+  approve = { write_file = true, edit_file = true, run_command = true, mcp = true },
   sandbox = { enabled = true, network = true, writable = true },
   keys = {
     send = true,
@@ -284,6 +302,74 @@ function M.validate(cfg)
   end
   check("workspace", cfg.workspace, "string", true)
   M.validate_pricing(cfg.pricing)
+  M.validate_mcp(cfg.mcp, cfg.approve.mcp)
+end
+
+local SERVER_KEYS = { command = true, args = true, env = true, cwd = true }
+
+--- `mcp` and `approve.mcp`. Raises an error naming the first bad entry, e.g. `mcp.servers.git.args: ...`.
+---@param mcp any
+---@param approve any
+function M.validate_mcp(mcp, approve)
+  if type(mcp) ~= "table" then
+    error(("mcp: expected a table { servers = ..., timeout = ... }, got %s"):format(type(mcp)), 0)
+  end
+  local t = mcp.timeout
+  if type(t) ~= "number" or t <= 0 or t ~= t or t == math.huge then
+    error(("mcp.timeout: expected a positive number of seconds, got %s"):format(vim.inspect(t)), 0)
+  end
+  if type(mcp.servers) ~= "table" then
+    error(("mcp.servers: expected a table of servers by name, got %s"):format(type(mcp.servers)), 0)
+  end
+  for name, server in pairs(mcp.servers) do
+    local at = ("mcp.servers[%s]"):format(vim.inspect(name))
+    if type(name) ~= "string" or not name:match("^[%w_-]+$") or name:find("__", 1, true) then
+      error(("%s: a server's name is letters, digits, `_` and `-` (no `__`): its tools are mcp__NAME__TOOL"):format(at), 0)
+    end
+    if type(server) ~= "table" then
+      error(("%s: expected a table { command = ..., args = {...} }, got %s"):format(at, type(server)), 0)
+    end
+    for key in pairs(server) do
+      if not SERVER_KEYS[key] then
+        error(("%s.%s: unknown key (known: command, args, env, cwd)"):format(at, tostring(key)), 0)
+      end
+    end
+    if type(server.command) ~= "string" or server.command == "" then
+      error(("%s.command: expected the program to run (a non-empty string), got %s"):format(at, vim.inspect(server.command)), 0)
+    end
+    if server.args ~= nil and not (type(server.args) == "table" and vim.iter(server.args):all(function(a)
+      return type(a) == "string"
+    end) and #server.args == vim.tbl_count(server.args)) then
+      error(("%s.args: expected a list of strings, got %s"):format(at, vim.inspect(server.args)), 0)
+    end
+    if server.env ~= nil then
+      local ok = type(server.env) == "table"
+      for k, v in pairs(ok and server.env or {}) do
+        ok = ok and type(k) == "string" and type(v) == "string"
+      end
+      if not ok then
+        error(("%s.env: expected a table of strings by variable name, got %s"):format(at, vim.inspect(server.env)), 0)
+      end
+    end
+    if server.cwd ~= nil and type(server.cwd) ~= "string" then
+      error(("%s.cwd: expected a directory (string), got %s"):format(at, vim.inspect(server.cwd)), 0)
+    end
+  end
+  if type(approve) ~= "table" then
+    error(("approve.mcp: expected a table by server name, got %s"):format(type(approve)), 0)
+  end
+  for name, v in pairs(approve) do
+    local ok = type(name) == "string"
+      and (type(v) == "boolean" or (type(v) == "table" and vim.iter(v):all(function(x)
+        return type(x) == "string"
+      end)))
+    if not ok then
+      error(
+        ("approve.mcp[%s]: expected true, false or a list of tool names, got %s"):format(vim.inspect(name), vim.inspect(v)),
+        0
+      )
+    end
+  end
 end
 
 local PRICE_KEYS = { input = true, output = true, cache_read = true, cache_write = true }

@@ -96,6 +96,13 @@ M.chat = setmetatable({}, {
   end,
 })
 
+--- The MCP servers: `mcp.status()`, `mcp.show()` (`:help pseudoclaude-mcp`).
+M.mcp = setmetatable({}, {
+  __index = function(_, key)
+    return require("pseudoclaude.mcp")[key]
+  end,
+})
+
 --- The history the model sees next, in the log's own shape (`role`, `content`, `tool_calls`, `tool_result`, `ts`).
 ---@return table[]
 function M.messages()

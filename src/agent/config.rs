@@ -1,6 +1,7 @@
 //! The editor's configuration of the agent, as `setup()` validated it, and what is built from it: the
 //! provider in effect and the agent's own settings.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{AgentConfig, DEFAULT_STALE_AFTER};
+use crate::mcp::{ApproveTools, McpConfig, Servers};
 use crate::provider::{self, Provider, ProviderConfig, ProviderError};
 use crate::session;
 use crate::tools::AutoApprove;
@@ -34,14 +36,18 @@ pub struct HostConfig {
     pub user_instructions: Option<PathBuf>,
     /// How `run_command` is confined (`sandbox = { enabled, network, writable }`).
     pub sandbox: crate::sandbox::Settings,
+    /// The user's MCP servers and the per-call timeout (`crate::mcp`).
+    pub mcp: McpConfig,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AutoApproveConfig {
     pub write_file: bool,
     pub edit_file: bool,
     pub run_command: bool,
+    /// `approve.mcp.SERVER`: `true` for all its tools, or a list of tool names.
+    pub mcp: BTreeMap<String, ApproveTools>,
 }
 
 impl Default for HostConfig {
@@ -57,6 +63,7 @@ impl Default for HostConfig {
             workspaces_file: None,
             user_instructions: None,
             sandbox: crate::sandbox::Settings::default(),
+            mcp: McpConfig::default(),
         }
     }
 }
@@ -94,8 +101,10 @@ pub fn make_provider(config: &HostConfig) -> Result<Arc<dyn Provider>, ProviderE
     Ok(Arc::from(provider::from_config(&p)?))
 }
 
-pub(super) fn agent_config(config: &HostConfig) -> AgentConfig {
+/// The agent's settings; `mcp`: the editor's MCP servers, shared by every agent.
+pub(super) fn agent_config(config: &HostConfig, mcp: Option<Arc<Servers>>) -> AgentConfig {
     let mut c = AgentConfig::new(&config.workspace);
+    c.mcp = mcp;
     c.stale_after = Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0));
     c.spill_threshold = config.spill_threshold;
     c.pricing = config.pricing.clone();
@@ -108,4 +117,12 @@ pub(super) fn agent_config(config: &HostConfig) -> AgentConfig {
         run_command: config.approve.run_command,
     };
     c
+}
+
+/// The MCP servers of `config`, not started: none when it names none.
+pub(super) fn make_servers(config: &HostConfig, rt: tokio::runtime::Handle) -> Option<Arc<Servers>> {
+    if config.mcp.servers.is_empty() {
+        return None;
+    }
+    Some(Arc::new(Servers::new(&config.mcp, config.approve.mcp.clone(), &config.workspace, rt)))
 }

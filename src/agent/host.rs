@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::config::agent_config;
 pub use super::config::{AutoApproveConfig, HostConfig, make_provider, resolve_provider};
+use super::config::{agent_config, make_servers};
 use super::outbox::OutboxApprover;
 pub use super::outbox::{ApprovalAsk, BufferAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport};
 use super::{Agent, Cancel, Event, Resumed, lock};
@@ -65,6 +65,9 @@ struct State {
     generation: u64,
     /// A resume is being read on the host's threads.
     resuming: Option<u64>,
+    /// The MCP servers, made at the first chat and kept for the editor's life (made again when `setup()`
+    /// changes them), with the configuration they were made from.
+    mcp: Option<(Arc<crate::mcp::Servers>, crate::mcp::McpConfig, AutoApproveConfig)>,
 }
 
 /// Why the host did not do what the editor asked. The session's and the provider's errors keep their
@@ -106,6 +109,7 @@ impl Host {
             busy: Arc::default(),
             generation: 0,
             resuming: None,
+            mcp: None,
         };
         Ok(Host { rt, outbox, state: Arc::new(Mutex::new(state)) })
     }
@@ -159,7 +163,8 @@ impl Host {
         let agent = match &st.agent {
             Some(a) => a.clone(),
             None => {
-                let a = Arc::new(self.new_agent(&st.config)?);
+                let mcp = self.mcp_servers(&mut st);
+                let a = Arc::new(self.new_agent(&st.config, mcp)?);
                 st.agent = Some(a.clone());
                 let config = st.config.clone();
                 self.rt.spawn_blocking(move || note_workspace(&config));
@@ -265,14 +270,16 @@ impl Host {
     /// any error the current session stays as it was.
     pub fn resume_async(&self, id: &str) -> HostResult<u64> {
         let (config, generation) = self.resume_check(id)?;
+        let mcp = self.mcp_servers(&mut lock(&self.state));
         let ticket = self.outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
         lock(&self.state).resuming = Some(ticket);
         let outbox = self.outbox.clone();
         let state = self.state.clone();
         let id = id.to_string();
         self.rt.spawn_blocking(move || {
-            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build_resumed(&config, &outbox, &id)))
-                .unwrap_or_else(|_| Err(HostError::Refused(format!("internal error while reading session {id}"))));
+            let built =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build_resumed(&config, mcp, &outbox, &id)))
+                    .unwrap_or_else(|_| Err(HostError::Refused(format!("internal error while reading session {id}"))));
             let outcome = {
                 let mut st = lock(&state);
                 st.resuming = None;
@@ -372,18 +379,56 @@ impl Host {
         st.generation += 1;
     }
 
-    fn new_agent(&self, config: &HostConfig) -> HostResult<Agent> {
+    fn new_agent(&self, config: &HostConfig, mcp: Option<Arc<crate::mcp::Servers>>) -> HostResult<Agent> {
         let provider = make_provider(config)?;
         let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(self.outbox.clone()));
-        Ok(Agent::new(agent_config(config), provider, approver))
+        Ok(Agent::new(agent_config(config, mcp), provider, approver))
+    }
+
+    /// The MCP servers of the current configuration (made, not yet started, the first time).
+    fn mcp_servers(&self, st: &mut State) -> Option<Arc<crate::mcp::Servers>> {
+        if let Some((s, cfg, approve)) = &st.mcp
+            && *cfg == st.config.mcp
+            && *approve == st.config.approve
+        {
+            return Some(s.clone());
+        }
+        let made = make_servers(&st.config, self.rt.handle().clone());
+        st.mcp = made.clone().map(|s| (s, st.config.mcp.clone(), st.config.approve.clone()));
+        made
+    }
+
+    /// Each configured MCP server's state, tools and last error (`stopped` before the first chat).
+    pub fn mcp_status(&self) -> Vec<crate::mcp::Status> {
+        let st = lock(&self.state);
+        match &st.mcp {
+            Some((s, cfg, _)) if *cfg == st.config.mcp => s.status(),
+            _ => st
+                .config
+                .mcp
+                .servers
+                .keys()
+                .map(|name| crate::mcp::Status {
+                    name: name.clone(),
+                    state: crate::mcp::State::Stopped,
+                    tools: Vec::new(),
+                    error: None,
+                })
+                .collect(),
+        }
     }
 }
 
 /// Builds the agent of session `id` (the slow part of a resume: lock, repair, replay).
-fn build_resumed(config: &HostConfig, outbox: &Arc<Outbox>, id: &str) -> HostResult<(Agent, ResumeReport)> {
+fn build_resumed(
+    config: &HostConfig,
+    mcp: Option<Arc<crate::mcp::Servers>>,
+    outbox: &Arc<Outbox>,
+    id: &str,
+) -> HostResult<(Agent, ResumeReport)> {
     let provider = make_provider(config)?;
     let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(outbox.clone()));
-    let (agent, resumed) = Agent::resume(agent_config(config), provider, approver, id)?;
+    let (agent, resumed) = Agent::resume(agent_config(config, mcp), provider, approver, id)?;
     let report = report(id, &agent, &resumed);
     note_workspace(config);
     Ok((agent, report))

@@ -53,6 +53,8 @@ pub struct AgentConfig {
     pub user_instructions: Option<PathBuf>,
     /// How `run_command` is confined (the `sandbox` table of `setup()`).
     pub sandbox: crate::sandbox::Settings,
+    /// The editor's MCP servers, their tools offered next to ours.
+    pub mcp: Option<Arc<crate::mcp::Servers>>,
 }
 
 impl AgentConfig {
@@ -67,6 +69,7 @@ impl AgentConfig {
             pricing: Pricing::default(),
             user_instructions: None,
             sandbox: crate::sandbox::Settings::default(),
+            mcp: None,
         }
     }
 
@@ -232,6 +235,9 @@ impl Agent {
         // The commands' $TMPDIR lives in the session's folder, so it goes when the session is deleted.
         let session = log.clone();
         tools.set_session_dir(Box::new(move || session.context().map(|c| c.dir)));
+        if let Some(m) = &config.mcp {
+            tools.set_mcp(m.clone());
+        }
         let tools = Arc::new(tools);
         let compact = tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
         let instructions = instructions::load(&config.instruction_sources());

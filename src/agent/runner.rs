@@ -218,6 +218,13 @@ impl Agent {
         }
         let _ = events.send(Event::UserRecorded { text: text.to_string() });
         self.record_git().await;
+        // A first chat waits for the MCP servers still starting (each bounded by `mcp.timeout`), so the
+        // model is offered their tools; a cancel does not wait for them.
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(Stop::Cancelled),
+            _ = self.tools.mcp_settled() => {}
+        }
         // The whole turn with one provider: a model switched meanwhile applies from the next turn.
         let provider = self.provider();
         loop {
@@ -320,9 +327,26 @@ impl Agent {
                 }
                 return Err(Stop::Cancelled);
             };
-            self.record_result(call, output.content, output.is_error, output.sandbox, events)?;
+            let content = self.keep_blobs(output.content, output.blobs)?;
+            self.record_result(call, content, output.is_error, output.sandbox, events)?;
         }
         Ok(())
+    }
+
+    /// An MCP tool's images and audio, each kept as a spilled file and named by a line in the text.
+    fn keep_blobs(&self, mut content: String, blobs: Vec<crate::mcp::Blob>) -> Result<String, Stop> {
+        if blobs.is_empty() {
+            return Ok(content);
+        }
+        let ctx = self.log.ensure().map_err(|e| Stop::Failed(format!("cannot keep a tool's image: {e}")))?;
+        for (n, blob) in blobs.iter().enumerate() {
+            let line = match spill::write(&ctx, &blob.bytes) {
+                Ok(r) => format!("[{} {}, {} bytes, kept in {}]", kind_of(&blob.mime), blob.mime, r.bytes, r.path),
+                Err(e) => format!("[{} {}, {} bytes, not kept: {e}]", kind_of(&blob.mime), blob.mime, blob.bytes.len()),
+            };
+            content = content.replacen(&crate::mcp::blob_mark(n), &line, 1);
+        }
+        Ok(content)
     }
 
     fn record_result(
@@ -455,4 +479,13 @@ fn forward(ev: StreamEvent, seen: &mut Seen, events: &mpsc::UnboundedSender<Even
         }
     };
     let _ = events.send(out);
+}
+
+/// "image", "audio" or "file", from a MIME type.
+fn kind_of(mime: &str) -> &'static str {
+    match mime.split('/').next() {
+        Some("image") => "image",
+        Some("audio") => "audio",
+        _ => "file",
+    }
 }

@@ -166,6 +166,8 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         // the whole history: bulk data, as JSON text (bridge/mod.rs, "How values cross")
         export("agent_messages", |_| with_host(|h| super::bulk(&h.messages()))),
         export("agent_status", |_| with_host(|h| Ok(h.status()))),
+        // `mcp.status()`: each MCP server's state, tools and last error
+        export("agent_mcp_status", |_| with_host(|h| Ok(h.mcp_status()))),
         export("agent_drain", |_| with_host(|h| Ok(h.drain()))),
         export("agent_close", |_| {
             HOST.with(|h| {

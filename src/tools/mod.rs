@@ -60,15 +60,18 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// For `run_command`: how it ran (sandboxed or not, what the user allowed), for the log.
     pub sandbox: Option<Box<CommandSandbox>>,
+    /// An MCP tool's images and audio, whose lines stand in `content` as placeholders (`mcp::blob_mark`)
+    /// until the runner keeps them as spilled files.
+    pub blobs: Vec<crate::mcp::Blob>,
 }
 
 impl ToolOutput {
     fn ok(content: String) -> ToolOutput {
-        ToolOutput { content, is_error: false, sandbox: None }
+        ToolOutput { content, is_error: false, sandbox: None, blobs: Vec::new() }
     }
 
     fn error(content: String) -> ToolOutput {
-        ToolOutput { content, is_error: true, sandbox: None }
+        ToolOutput { content, is_error: true, sandbox: None, blobs: Vec::new() }
     }
 }
 
@@ -102,6 +105,10 @@ pub struct Tools {
     support: Option<Support>,
     /// The session's folder, once it exists: commands get `<it>/tmp` as `$TMPDIR`.
     session_dir: Option<SessionDir>,
+    /// The user's MCP servers, shared by every agent of the editor's life.
+    mcp: Option<Arc<crate::mcp::Servers>>,
+    /// MCP tools (`mcp__SERVER__TOOL`) the user answered [`Approval::Always`] for.
+    mcp_always: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// Where the current session lives (its folder), once it exists.
@@ -141,6 +148,22 @@ impl Tools {
             sandbox: Settings::default(),
             support: None,
             session_dir: None,
+            mcp: None,
+            mcp_always: Default::default(),
+        }
+    }
+
+    /// Offers the tools of these MCP servers too (and starts the servers not started yet).
+    pub fn set_mcp(&mut self, servers: Arc<crate::mcp::Servers>) {
+        servers.start();
+        self.mcp = Some(servers);
+    }
+
+    /// Waits until no MCP server is still starting, so the first request offers their tools (each start
+    /// is bounded by `mcp.timeout`).
+    pub async fn mcp_settled(&self) {
+        if let Some(m) = &self.mcp {
+            m.settled().await;
         }
     }
 
@@ -192,13 +215,21 @@ impl Tools {
         Ok((res.rel, text))
     }
 
+    /// Our tools, then the running MCP servers' (`mcp__SERVER__TOOL`).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        specs()
+        let mut all = specs();
+        if let Some(m) = &self.mcp {
+            all.extend(m.specs());
+        }
+        all
     }
 
     /// Runs one call. Never fails: errors become `is_error` outputs the model sees. Cancel by
     /// dropping the future (a running command is killed).
     pub async fn run(&self, call: &ToolCall) -> ToolOutput {
+        if let Some((server, tool)) = self.mcp.as_ref().and_then(|m| m.resolve(&call.name)) {
+            return cap_output(self.mcp_call(call, &server, &tool).await, self.output_cap);
+        }
         let out = match Args::new(&call.name, &call.arguments) {
             Err(e) => ToolOutput::error(e),
             Ok(args) => match call.name.as_str() {
@@ -379,6 +410,31 @@ impl Tools {
         };
         self.approver.written(&res.abs, &res.rel, outcome);
         out
+    }
+
+    /// An MCP tool's call, asked first unless `approve.mcp` or an earlier Always says not to.
+    async fn mcp_call(&self, call: &ToolCall, server: &str, tool: &str) -> ToolOutput {
+        let Some(m) = &self.mcp else { return ToolOutput::error("no MCP servers are configured".into()) };
+        let always = self.mcp_always.lock().unwrap_or_else(|p| p.into_inner()).contains(&call.name);
+        if !always && !m.auto_approved(server, tool) {
+            let detail = serde_json::to_string_pretty(&call.arguments).unwrap_or_default();
+            let req =
+                ApprovalRequest { tool: call.name.clone(), summary: format!("{server}: {tool}"), detail, change: None };
+            match self.approver.ask(req).await {
+                Approval::Yes | Approval::Only(_) => {}
+                Approval::Always => {
+                    self.mcp_always.lock().unwrap_or_else(|p| p.into_inner()).insert(call.name.clone());
+                }
+                Approval::No => {
+                    return ToolOutput::error(format!(
+                        "the user declined this call of {tool} on the MCP server {server}; it was not run. Do not \
+                         retry it as is: ask the user how to proceed."
+                    ));
+                }
+            }
+        }
+        let out = m.call(server, tool, call.arguments.clone()).await;
+        ToolOutput { content: out.content, is_error: out.is_error, sandbox: None, blobs: out.blobs }
     }
 
     /// Asks the user unless auto-approved or approved with Always: `Ok(None)` to go ahead whole,

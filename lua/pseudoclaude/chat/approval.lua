@@ -89,7 +89,7 @@ function M.detail_float(m)
   end
   local b = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_lines(b, 0, -1, false, detail)
-  vim.bo[b].filetype = m.tool == "run_command" and "sh" or "diff"
+  vim.bo[b].filetype = m.tool == "run_command" and "sh" or (vim.startswith(m.tool, "mcp__") and "json" or "diff")
   local width = math.min(vim.o.columns - 4, 100)
   local height = math.min(#detail, math.max(3, vim.o.lines - 10))
   return vim.api.nvim_open_win(b, false, {

@@ -1,0 +1,139 @@
+//! The MCP client against real servers nobody here wrote (installed by scripts/ensure-mcp into .deps/mcp):
+//! `@modelcontextprotocol/server-everything` and `mcp-server-time`; and against commands that are no server
+//! at all (one that exits at once, one that never answers).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pseudoclaude::mcp::{McpConfig, ServerConfig, Servers, State};
+use serde_json::json;
+
+fn deps() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(root.join("scripts/ensure-mcp")).output().expect("run scripts/ensure-mcp");
+    assert!(out.status.success(), "scripts/ensure-mcp failed: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn everything(deps: &std::path::Path) -> ServerConfig {
+    ServerConfig {
+        command: deps.join("npm/node_modules/.bin/mcp-server-everything").display().to_string(),
+        args: vec![],
+        env: BTreeMap::new(),
+        cwd: None,
+    }
+}
+
+fn time_server(deps: &std::path::Path) -> ServerConfig {
+    ServerConfig {
+        command: "python3".into(),
+        args: vec!["-m".into(), "mcp_server_time".into(), "--local-timezone".into(), "UTC".into()],
+        env: BTreeMap::from([("PYTHONPATH".to_string(), deps.join("python").display().to_string())]),
+        cwd: None,
+    }
+}
+
+fn sh(script: &str) -> ServerConfig {
+    ServerConfig { command: "sh".into(), args: vec!["-c".into(), script.into()], env: BTreeMap::new(), cwd: None }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+fn servers(rt: &tokio::runtime::Runtime, list: Vec<(&str, ServerConfig)>, timeout: f64) -> Servers {
+    let config = McpConfig { servers: list.into_iter().map(|(n, c)| (n.to_string(), c)).collect(), timeout };
+    let ws = std::env::temp_dir();
+    Servers::new(&config, BTreeMap::new(), &ws, rt.handle().clone())
+}
+
+#[test]
+fn the_real_servers_list_their_tools_and_answer_calls() {
+    let deps = deps();
+    let rt = runtime();
+    let s = servers(&rt, vec![("everything", everything(&deps)), ("time", time_server(&deps))], 60.0);
+    s.start();
+    rt.block_on(s.settled());
+    let status = s.status();
+    assert!(status.iter().all(|x| x.state == State::Running), "{status:?}");
+    let names: Vec<String> = s.specs().into_iter().map(|t| t.name).collect();
+    assert!(names.contains(&"mcp__everything__echo".to_string()), "{names:?}");
+    assert!(names.contains(&"mcp__time__get_current_time".to_string()), "{names:?}");
+    let echo = s.specs().into_iter().find(|t| t.name == "mcp__everything__echo").unwrap();
+    assert_eq!(echo.input_schema["properties"]["message"]["type"], "string", "{}", echo.input_schema);
+
+    assert_eq!(s.resolve("mcp__everything__echo"), Some(("everything".into(), "echo".into())));
+    let out = rt.block_on(s.call("everything", "echo", json!({"message": "hello from the test"})));
+    assert!(!out.is_error, "{out:?}");
+    assert!(out.content.contains("hello from the test"), "{out:?}");
+
+    let image = rt.block_on(s.call("everything", "get-tiny-image", json!({})));
+    assert!(!image.is_error, "{image:?}");
+    assert_eq!(image.blobs.len(), 1, "{image:?}");
+    assert_eq!(image.blobs[0].mime, "image/png");
+    assert!(image.blobs[0].bytes.starts_with(b"\x89PNG"), "not a PNG");
+    assert!(image.content.contains("{{blob:0}}"), "{}", image.content);
+
+    let structured = rt.block_on(s.call("everything", "get-structured-content", json!({"location": "New York"})));
+    assert!(structured.content.contains("[structured content]"), "{}", structured.content);
+
+    let now = rt.block_on(s.call("time", "get_current_time", json!({"timezone": "UTC"})));
+    assert!(!now.is_error, "{now:?}");
+    assert!(now.content.contains("UTC"), "{}", now.content);
+
+    let bad = rt.block_on(s.call("everything", "no-such-tool", json!({})));
+    assert!(bad.is_error && bad.content.contains("no tool"), "{bad:?}");
+}
+
+#[test]
+fn a_server_that_exits_at_once_is_failed_with_its_stderr_and_restarted_at_most_three_times() {
+    let rt = runtime();
+    let marker = tempfile::tempdir().unwrap();
+    let count = marker.path().join("starts");
+    let script = format!("echo started >> {}; echo 'no such database' >&2; exit 3", count.display());
+    let s = servers(&rt, vec![("broken", sh(&script))], 10.0);
+    s.start();
+    rt.block_on(s.settled());
+    let st = &s.status()[0];
+    assert_eq!(st.state, State::Failed, "{st:?}");
+    assert!(st.error.as_deref().unwrap_or("").contains("no such database"), "{st:?}");
+    assert!(s.specs().is_empty());
+    for _ in 0..5 {
+        let out = rt.block_on(s.call("broken", "anything", json!({})));
+        assert!(out.is_error, "{out:?}");
+        assert!(out.content.contains("broken"), "{}", out.content);
+    }
+    let starts = std::fs::read_to_string(&count).unwrap().lines().count();
+    assert_eq!(starts, 4, "one start and three restarts");
+    let last = rt.block_on(s.call("broken", "anything", json!({})));
+    assert!(last.content.contains("restarted 3 times"), "{}", last.content);
+}
+
+#[test]
+fn a_server_that_never_answers_fails_its_start_within_the_timeout() {
+    let rt = runtime();
+    let s = servers(&rt, vec![("mute", sh("exec sleep 600"))], 1.0);
+    let t = std::time::Instant::now();
+    s.start();
+    rt.block_on(s.settled());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let st = &s.status()[0];
+    assert_eq!(st.state, State::Failed);
+    assert!(st.error.as_deref().unwrap_or("").contains("within 1 s"), "{st:?}");
+}
+
+#[test]
+fn a_call_longer_than_the_timeout_is_cancelled_and_the_server_stays_up() {
+    let deps = deps();
+    let rt = runtime();
+    let s = servers(&rt, vec![("everything", everything(&deps))], 2.0);
+    s.start();
+    rt.block_on(s.settled());
+    let t = std::time::Instant::now();
+    let out = rt.block_on(s.call("everything", "trigger-long-running-operation", json!({"duration": 30, "steps": 3})));
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(out.is_error && out.content.contains("did not answer"), "{out:?}");
+    let echo = rt.block_on(s.call("everything", "echo", json!({"message": "still here"})));
+    assert!(echo.content.contains("still here"), "{echo:?}");
+}
