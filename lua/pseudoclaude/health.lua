@@ -152,6 +152,9 @@ function M.check()
 
   M.check_sandbox(pc.get_config().sandbox, core.try_load())
 
+  health.start("pseudoclaude: MCP servers")
+  M.check_mcp()
+
   health.start("pseudoclaude: sessions held by other editors")
   lib = require("pseudoclaude.core").try_load()
   if not lib then
@@ -223,6 +226,37 @@ function M.check_sandbox(cfg, lib)
     health.warn("network on for every command (sandbox.network = true)")
   else
     health.ok("network off: no TCP or UDP connection and no bind, unless you allow it for one command")
+  end
+end
+
+--- Each MCP server's state, tools and last error (they start at the first chat: "stopped" before it).
+function M.check_mcp()
+  local pc = require("pseudoclaude")
+  if next(pc.get_config().mcp.servers) == nil then
+    health.info("none configured (|pseudoclaude-config-mcp|)")
+    return
+  end
+  local ok, rows = pcall(pc.mcp.status)
+  if not ok then
+    health.warn("cannot ask the native library: " .. tostring(rows))
+    return
+  end
+  for _, r in ipairs(rows) do
+    local line = ("%s: %s, %d tools%s"):format(
+      r.name,
+      r.state,
+      #r.tools,
+      #r.tools > 0 and (" (" .. table.concat(r.tools, ", ") .. ")") or ""
+    )
+    if r.state == "failed" then
+      health.error(line .. ": " .. (r.error or "no error given"))
+    elseif r.state == "stopped" and r.error then
+      health.warn(line .. ": " .. r.error)
+    elseif r.state == "stopped" then
+      health.info(line .. " (servers start at the first chat)")
+    else
+      health.ok(line)
+    end
   end
 end
 

@@ -12,6 +12,10 @@ REQUIRED_TAGS = [
     "pseudoclaude-config",
     "pseudoclaude-health",
     ":PseudoClaudeVersion",
+    ":PseudoMcp",
+    "pseudoclaude-mcp",
+    "pseudoclaude-config-mcp",
+    "pseudoclaude.mcp.status()",
     "pseudoclaude-troubleshooting",
 ]
 
@@ -63,11 +67,12 @@ def test_the_lua_defaults_are_the_cores(nvim):
         / 3600,
         "retention_days": const("src/session/retention.rs", r"DEFAULT_DAYS: u32 = ([0-9 *]+);"),
         "spill_threshold": const("src/session/spill.rs", r"DEFAULT_THRESHOLD: usize = ([0-9 *]+);"),
+        "mcp_timeout": const("src/mcp/mod.rs", r"DEFAULT_TIMEOUT_SECS: f64 = ([0-9.]+);"),
     }
     lua = nvim.lua(
         "local d = require('pseudoclaude.config').defaults "
         "return { stale_after_hours = d.stale_after_hours, retention_days = d.retention_days, "
-        "spill_threshold = d.spill_threshold }"
+        "spill_threshold = d.spill_threshold, mcp_timeout = d.mcp.timeout }"
     )
     assert {k: float(v) for k, v in lua.items()} == core
 

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import ROOT, Neovim, transcript, type_message
 from fake_llm import FakeOpenAI
-from test_chat import answer_approvals, log_lines, openai, setup, wait, wait_turns
+from test_chat import answer_approvals, log_lines, openai, setup, wait_turns
+from test_health import health_report as checkhealth
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,8 @@ def test_a_server_that_exits_or_hangs_is_failed_and_the_chat_goes_on(
     st = statuses(nvim)
     assert st[0]["state"] == "failed" and why in st[0]["error"], st
     assert why in nvim.command_output("PseudoMcp")
+    health = checkhealth(nvim)
+    assert "pseudoclaude: MCP servers" in health and "broken: failed" in health and why in health, health
 
 
 def test_a_bad_mcp_config_is_refused_with_its_name(nvim: Neovim) -> None:
