@@ -324,7 +324,10 @@ function M.validate_mcp(mcp, approve)
   for name, server in pairs(mcp.servers) do
     local at = ("mcp.servers[%s]"):format(vim.inspect(name))
     if type(name) ~= "string" or not name:match("^[%w_-]+$") or name:find("__", 1, true) then
-      error(("%s: a server's name is letters, digits, `_` and `-` (no `__`): its tools are mcp__NAME__TOOL"):format(at), 0)
+      error(
+        ("%s: a server's name is letters, digits, `_` and `-` (no `__`): its tools are mcp__NAME__TOOL"):format(at),
+        0
+      )
     end
     if type(server) ~= "table" then
       error(("%s: expected a table { command = ..., args = {...} }, got %s"):format(at, type(server)), 0)
@@ -335,11 +338,21 @@ function M.validate_mcp(mcp, approve)
       end
     end
     if type(server.command) ~= "string" or server.command == "" then
-      error(("%s.command: expected the program to run (a non-empty string), got %s"):format(at, vim.inspect(server.command)), 0)
+      error(
+        ("%s.command: expected the program to run (a non-empty string), got %s"):format(at, vim.inspect(server.command)),
+        0
+      )
     end
-    if server.args ~= nil and not (type(server.args) == "table" and vim.iter(server.args):all(function(a)
-      return type(a) == "string"
-    end) and #server.args == vim.tbl_count(server.args)) then
+    if
+      server.args ~= nil
+      and not (
+        type(server.args) == "table"
+        and vim.iter(server.args):all(function(a)
+          return type(a) == "string"
+        end)
+        and #server.args == vim.tbl_count(server.args)
+      )
+    then
       error(("%s.args: expected a list of strings, got %s"):format(at, vim.inspect(server.args)), 0)
     end
     if server.env ~= nil then
@@ -360,12 +373,18 @@ function M.validate_mcp(mcp, approve)
   end
   for name, v in pairs(approve) do
     local ok = type(name) == "string"
-      and (type(v) == "boolean" or (type(v) == "table" and vim.iter(v):all(function(x)
-        return type(x) == "string"
-      end)))
+      and (
+        type(v) == "boolean"
+        or (type(v) == "table" and vim.iter(v):all(function(x)
+          return type(x) == "string"
+        end))
+      )
     if not ok then
       error(
-        ("approve.mcp[%s]: expected true, false or a list of tool names, got %s"):format(vim.inspect(name), vim.inspect(v)),
+        ("approve.mcp[%s]: expected true, false or a list of tool names, got %s"):format(
+          vim.inspect(name),
+          vim.inspect(v)
+        ),
         0
       )
     end

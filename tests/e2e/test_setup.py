@@ -16,7 +16,9 @@ def test_defaults(nvim):
     assert cfg["picker"] == {"max_items": 9, "backend": "float", "external": False}
     assert cfg["retention_days"] == 30
     assert cfg["spill_threshold"] == 65536
-    assert cfg["approve"] == {"write_file": False, "edit_file": False, "run_command": False}
+    # an empty Lua table crosses RPC as a list
+    assert cfg["approve"] == {"write_file": False, "edit_file": False, "run_command": False, "mcp": []}
+    assert cfg["mcp"] == {"servers": [], "timeout": 60}
     assert "workspace" not in cfg
 
 
@@ -27,7 +29,7 @@ def test_options_are_merged_over_defaults(nvim):
     )
     assert cfg["provider"] == {"name": "auto", "model": "m1"}
     assert cfg["picker"] == {"max_items": 3, "backend": "float", "external": False}
-    assert cfg["approve"] == {"write_file": False, "edit_file": True, "run_command": False}
+    assert cfg["approve"] == {"write_file": False, "edit_file": True, "run_command": False, "mcp": []}
 
 
 def test_setup_does_not_load_the_library(nvim):
@@ -53,6 +55,12 @@ def test_wrong_type_is_a_clear_error(nvim):
         ("{ spill_threshold = 0 }", "spill_threshold: expected an integer number of bytes >= 1"),
         ("{ approve = { run_command = 'yes' } }", "approve.run_command: expected boolean, got string"),
         ("{ workspace = 1 }", "workspace: expected string, got number"),
+        ("{ mcp = { timeout = 0 } }", "mcp.timeout: expected a positive number of seconds, got 0"),
+        ("{ mcp = { servers = { ['a b'] = { command = 'x' } } } }", 'mcp.servers["a b"]: a server\'s name is letters'),
+        ("{ mcp = { servers = { git = { args = {} } } } }", 'mcp.servers["git"].command: expected the program to run'),
+        ("{ mcp = { servers = { git = { command = 'g', args = { 1 } } } } }", 'mcp.servers["git"].args: expected a list of strings'),
+        ("{ mcp = { servers = { git = { command = 'g', env = { A = 1 } } } } }", 'mcp.servers["git"].env: expected a table of strings'),
+        ("{ approve = { mcp = { git = 'yes' } } }", 'approve.mcp["git"]: expected true, false or a list of tool names'),
     ],
 )
 def test_invalid_options(nvim, opts, expected):
