@@ -418,8 +418,15 @@ impl Tools {
         let always = self.mcp_always.lock().unwrap_or_else(|p| p.into_inner()).contains(&call.name);
         if !always && !m.auto_approved(server, tool) {
             let detail = serde_json::to_string_pretty(&call.arguments).unwrap_or_default();
-            let req =
-                ApprovalRequest { tool: call.name.clone(), summary: format!("{server}: {tool}"), detail, change: None };
+            let req = ApprovalRequest {
+                tool: call.name.clone(),
+                summary: format!("{server}: {tool}"),
+                detail,
+                change: None,
+                lifted: Vec::new(),
+                warning: None,
+                always: true,
+            };
             match self.approver.ask(req).await {
                 Approval::Yes | Approval::Only(_) => {}
                 Approval::Always => {
