@@ -9,11 +9,16 @@ use std::time::Duration;
 use pseudoclaude::mcp::{McpConfig, ServerConfig, Servers, State};
 use serde_json::json;
 
+/// Installed once per run: the tests run on parallel threads, and two installs into one folder would race.
 fn deps() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(root.join("scripts/ensure-mcp")).output().expect("run scripts/ensure-mcp");
-    assert!(out.status.success(), "scripts/ensure-mcp failed: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    static DEPS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DEPS.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new(root.join("scripts/ensure-mcp")).output().expect("run scripts/ensure-mcp");
+        assert!(out.status.success(), "scripts/ensure-mcp failed: {}", String::from_utf8_lossy(&out.stderr));
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
 }
 
 fn everything(deps: &std::path::Path) -> ServerConfig {
