@@ -84,9 +84,19 @@ vim.api.nvim_create_user_command("PseudoRename", function(opts)
   require("pseudoclaude.library").rename(opts.args)
 end, { nargs = "?", desc = "pseudoclaude: name the current session (no title: back to the automatic one)" })
 
-vim.api.nvim_create_user_command("PseudoFork", function()
-  require("pseudoclaude.library").fork()
-end, { nargs = 0, desc = "pseudoclaude: fork the current session at the message under the cursor, and switch to it" })
+vim.api.nvim_create_user_command("PseudoFork", function(opts)
+  require("pseudoclaude.library").fork({ files = opts.args == "files" })
+end, {
+  nargs = "?",
+  complete = function()
+    return { "files" }
+  end,
+  desc = "pseudoclaude: fork the current session at the message under the cursor (`files`: and its files), switch to it",
+})
+
+vim.api.nvim_create_user_command("PseudoRewind", function()
+  require("pseudoclaude.rewind").pick()
+end, { nargs = 0, desc = "pseudoclaude: rewind the current session's code and/or conversation to before a message" })
 
 vim.api.nvim_create_user_command("PseudoExport", function(opts)
   require("pseudoclaude.library").export(opts.args)

@@ -73,6 +73,7 @@ pub fn shown(m: &Message, max: usize) -> Shown {
             .collect(),
         thinking_ms: m.thinking_ms,
         model: m.model.clone(),
+        turn: m.turn,
     };
     Shown { message, cut_bytes }
 }

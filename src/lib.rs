@@ -16,6 +16,7 @@ pub mod mcp;
 pub mod message;
 pub mod pairing;
 pub mod provider;
+pub mod rewind;
 pub mod sandbox;
 pub mod session;
 pub mod tools;

@@ -104,6 +104,11 @@ pub struct Message {
     /// unknown (logs that predate it): the session's model.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub model: String,
+    /// On a user message: the `seq` of the `files` checkpoint taken just before it was sent (see
+    /// [`crate::session::files`]), which a rewind to this message returns the files to. 0 (not written):
+    /// none was taken.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub turn: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

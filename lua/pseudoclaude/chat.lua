@@ -263,6 +263,19 @@ function M.message_at(row)
   return #vim.api.nvim_buf_get_extmarks(S.buf, S.msg_ns, 0, { row - 1, 0 }, {}), total
 end
 
+--- After a rewind of the conversation: the history drawn again, the rewound message's text in the input window to
+--- edit and send again.
+---@param text string?
+function M.after_rewind(text)
+  S.state.saved, S.state.save_error = true, nil
+  if V.valid_buf(S.buf) then
+    require("pseudoclaude.chat.restore").restore()
+  end
+  if text and text ~= "" and V.valid_buf(S.input_buf) then
+    vim.api.nvim_buf_set_lines(S.input_buf, 0, -1, false, vim.split(text, "\n", { plain = true }))
+  end
+end
+
 --- The winbar of the transcript window: session, model, turn state, the session's tokens and cost (when the
 --- provider reported any), whether the log is saved.
 ---@return string
@@ -381,6 +394,7 @@ function H.config()
         return vim.fs.normalize(dir)
       end, cfg.sandbox.writable) or nil,
     },
+    rewind = { enabled = cfg.rewind.enabled, max_file_bytes = cfg.rewind.max_file_bytes },
     approve = {
       write_file = cfg.approve.write_file == true,
       edit_file = cfg.approve.edit_file == true,

@@ -68,6 +68,11 @@
 ---@field workspace string? Directory whose `.PseudoClaude/` holds the sessions; nil = the current directory.
 ---@field pricing table<string, pseudoclaude.Price> Prices by model name, for the sessions' cost; {} = no cost shown.
 ---@field mcp pseudoclaude.McpConfig The user's MCP servers.
+---@field rewind pseudoclaude.RewindConfig
+
+---@class pseudoclaude.RewindConfig
+---@field enabled boolean Checkpoint the workspace's files before each message and after each write, edit and command, so `:PseudoRewind` can put them back.
+---@field max_file_bytes integer Files larger than this are recorded as changed but not kept ("not restorable").
 
 ---@class pseudoclaude.UserConfig Options for setup(); every key is optional and merged over the defaults.
 ---@field provider? pseudoclaude.ProviderConfig|{}
@@ -81,6 +86,7 @@
 ---@field workspace? string
 ---@field pricing? table<string, pseudoclaude.Price>
 ---@field mcp? pseudoclaude.McpConfig|{}
+---@field rewind? pseudoclaude.RewindConfig|{}
 
 local M = {}
 
@@ -128,6 +134,10 @@ M.defaults = {
   pricing = {},
   -- as the core's mcp::DEFAULT_TIMEOUT_SECS
   mcp = { servers = {}, timeout = 60 },
+  rewind = {
+    enabled = true,
+    max_file_bytes = 16 * 1024 * 1024,
+  },
 }
 
 --- Known keys per table, to report misspelled options.
@@ -145,8 +155,10 @@ local known = {
     -- its keys are model names: checked by `validate`, not here
     pricing = true,
     mcp = true,
+    rewind = true,
   },
   mcp = { servers = true, timeout = true },
+  rewind = { enabled = true, max_file_bytes = true },
   provider = {
     name = true,
     model = true,
@@ -301,6 +313,11 @@ function M.validate(cfg)
     end, false, "a key (string) or false")
   end
   check("workspace", cfg.workspace, "string", true)
+  check("rewind", cfg.rewind, "table")
+  check("rewind.enabled", cfg.rewind.enabled, "boolean")
+  check("rewind.max_file_bytes", cfg.rewind.max_file_bytes, function(v)
+    return is_integer(v) and v >= 0
+  end, false, "an integer number of bytes >= 0")
   M.validate_pricing(cfg.pricing)
   M.validate_mcp(cfg.mcp, cfg.approve.mcp)
 end

@@ -102,6 +102,26 @@ function M.reload(b, path)
   H.sync_mtime(b)
 end
 
+--- Workspace-relative paths of the buffers with unsaved changes: a rewind or a fork never writes them.
+---@return string[]
+function M.modified_paths()
+  local ws = vim.fs.normalize(require("pseudoclaude").workspace())
+  local real = vim.uv.fs_realpath(ws) or ws
+  local out = {}
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(b) and vim.bo[b].buftype == "" and vim.bo[b].modified then
+      local name = vim.api.nvim_buf_get_name(b)
+      for _, root in ipairs({ real, ws }) do
+        if name:sub(1, #root + 1) == root .. "/" then
+          table.insert(out, name:sub(#root + 2))
+          break
+        end
+      end
+    end
+  end
+  return out
+end
+
 --- Checks every buffer against its file, as `:checktime` does (after a command that may have changed files).
 function M.checktime()
   pcall(vim.cmd, "checktime")

@@ -204,18 +204,25 @@ function M.check_sandbox(cfg, lib)
     })
     return
   end
-  health.ok(("commands run in the sandbox: %s (%s)"):format(
-    s.mechanism == "namespaces" and "user, mount and network namespaces, then Landlock" or "Landlock and seccomp",
-    abi
-  ))
+  health.ok(
+    ("commands run in the sandbox: %s (%s)"):format(
+      s.mechanism == "namespaces" and "user, mount and network namespaces, then Landlock" or "Landlock and seccomp",
+      abi
+    )
+  )
   local places = ("writes only in the workspace, the session's $TMPDIR and %d more folder(s) (sandbox.writable)"):format(
     #cfg.writable
   )
   if s.mechanism == "namespaces" then
     health.ok(places .. "; .git/ and .PseudoClaude/ are read-only")
   else
-    health.warn(places .. "; " .. "this system allows no user namespace, so the sandbox cannot keep commands from "
-      .. "changing .git/ and .PseudoClaude/ (the rest of it holds)", { s.why })
+    health.warn(
+      places
+        .. "; "
+        .. "this system allows no user namespace, so the sandbox cannot keep commands from "
+        .. "changing .git/ and .PseudoClaude/ (the rest of it holds)",
+      { s.why }
+    )
   end
   for _, dir in ipairs(cfg.writable) do
     if vim.fn.isdirectory(vim.fn.expand(dir)) == 0 then

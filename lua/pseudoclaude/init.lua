@@ -102,6 +102,20 @@ M.mcp = setmetatable({}, {
     return require("pseudoclaude.mcp")[key]
   end,
 })
+--- Rewinds the current session to just before user message `index` (1-based, as in `messages()`): its files
+--- (`opts.code`, default true) and its history (`opts.conversation`, default true). Returns at once;
+--- `opts.on_done(report)` gets `{ok, restored, removed, conflicts, error, text}` (`:help pseudoclaude-rewind`).
+---@param index integer
+---@param opts pseudoclaude.RewindOpts?
+function M.rewind(index, opts)
+  require("pseudoclaude.rewind").rewind(index, opts)
+end
+
+--- Undoes the last rewind (until the next message), with the same rule for your edits.
+---@param opts {on_done: fun(report: pseudoclaude.RewindReport)?}?
+function M.undo_rewind(opts)
+  require("pseudoclaude.rewind").undo(opts)
+end
 
 --- The history the model sees next, in the log's own shape (`role`, `content`, `tool_calls`, `tool_result`, `ts`).
 ---@return table[]

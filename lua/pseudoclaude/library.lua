@@ -24,8 +24,10 @@ function M.rename(title)
 end
 
 --- `:PseudoFork`: in the agent buffer, forks the current session at the message under the cursor and switches to the
---- fork. `opts.on_done(report)` is the resume's report (for tests and scripts).
----@param opts {on_done: fun(report: table)?}?
+--- fork. `opts.on_done(report)` is the resume's report (for tests and scripts). With `opts.files` (`:PseudoFork files`)
+--- the workspace's files also return to their state at that message (rewind's rule: your later edits are kept and
+--- named); the report's `files` says what was restored.
+---@param opts {on_done: fun(report: table)?, files: boolean?}?
 function M.fork(opts)
   opts = opts or {}
   H.guard(function()
@@ -43,28 +45,63 @@ function M.fork(opts)
     if index == 0 then
       index = 1 -- above the first message: the fork starts with it
     end
+    local modified = opts.files and require("pseudoclaude.editor").modified_paths()
     core.call("agent_fork_async", index, function(ok, forked)
       if not ok then
         return require("pseudoclaude.errors").report(forked)
       end
-      require("pseudoclaude").resume(forked.id, {
-        on_done = function(report)
-          if report.ok then
-            vim.notify(
-              ("pseudoclaude: forked session %s at message %d: now in %s (the original is unchanged)"):format(
-                source,
-                forked.forked_from.index,
-                forked.id
-              )
-            )
+      if opts.files then
+        local ws = require("pseudoclaude").workspace()
+        return core.call(
+          "sessions_fork_files_async",
+          ws,
+          source,
+          forked.forked_from.index,
+          modified,
+          function(fok, files)
+            H.resume_fork(source, forked, opts, fok and files or { ok = false, error = core.plain(files) })
           end
-          if opts.on_done then
-            opts.on_done(report)
-          end
-        end,
-      })
+        )
+      end
+      H.resume_fork(source, forked, opts, nil)
     end)
   end)
+end
+
+--- Switches to the fork just made; `files` is what the fork did to the files, when asked.
+---@param source string
+---@param forked table
+---@param opts {on_done: fun(report: table)?}
+---@param files pseudoclaude.RewindReport?
+function H.resume_fork(source, forked, opts, files)
+  require("pseudoclaude").resume(forked.id, {
+    on_done = function(report)
+      if report.ok then
+        vim.notify(
+          ("pseudoclaude: forked session %s at message %d: now in %s (the original is unchanged)"):format(
+            source,
+            forked.forked_from.index,
+            forked.id
+          )
+        )
+      end
+      if files then
+        report.files = files
+        if files.ok == false or (files.conflicts and #files.conflicts > 0) then
+          vim.notify(
+            ("pseudoclaude: the fork's files: %s"):format(
+              files.error ~= nil and files.error ~= vim.NIL and files.error
+                or (#files.conflicts .. " file(s) left as they are (changed since)")
+            ),
+            vim.log.levels.WARN
+          )
+        end
+      end
+      if opts.on_done then
+        opts.on_done(report)
+      end
+    end,
+  })
 end
 
 --- `:PseudoExport [path]`: the current session as Markdown (JSON when `path` ends in `.json`), written to `path`, or

@@ -310,8 +310,36 @@ function M.pin(id, pinned, on_done)
 end
 
 ---@class pseudoclaude.ForkOpts
----@field on_done fun(err: string?, forked: {id: string, messages: integer, forked_from: pseudoclaude.ForkedFrom}?)?
+---@field on_done fun(err: string?, forked: {id: string, messages: integer, forked_from: pseudoclaude.ForkedFrom, files: pseudoclaude.RewindReport?}?)?
 --- Fork on a worker thread and call this with the result; without it, `fork()` waits for the disk and returns the id.
+---@field files boolean? Also return the workspace's files to their state at that message (the end of its turn), with
+--- rewind's rule: files you changed since are left as they are (`files.conflicts`), open modified buffers never written.
+
+---@class pseudoclaude.FileChange
+---@field path string
+---@field status "added"|"modified"|"deleted"
+---@field added integer Lines added.
+---@field removed integer Lines removed.
+---@field restorable boolean False when the file was over the size limit before the turn.
+
+---@class pseudoclaude.TurnChanges
+---@field index integer The turn's user message, 1-based as in `load(id).messages`.
+---@field files pseudoclaude.FileChange[]
+
+--- The files the agent changed in each turn of session `id`, oldest turn first. With `on_done`, read on a worker
+--- thread and returns at once (`on_done(err, turns)`); without it, returns the list.
+---@param id string
+---@param on_done fun(err: string?, turns: pseudoclaude.TurnChanges[]?)?
+---@return pseudoclaude.TurnChanges[]?
+function M.changes(id, on_done)
+  H.check_type("changes", "id", id, "string")
+  if on_done then
+    H.check_type("changes", "on_done", on_done, "function")
+    H.call("changes", "sessions_changes_async", M.workspace(), id, H.done("changes", on_done))
+    return nil
+  end
+  return require("pseudoclaude.core").decode(H.call("changes", "sessions_changes", M.workspace(), id))
+end
 
 --- Forks session `id` at message `index` (1-based, as in `load(id).messages`; nil: at its end): a new session whose
 --- history is messages 1..index, extended to the end of a tool exchange (a call keeps its results). Its log records
@@ -327,12 +355,27 @@ function M.fork(id, index, opts)
   if index ~= nil and (type(index) ~= "number" or index < 1 or index ~= math.floor(index)) then
     error(("pseudoclaude.sessions.fork: index: expected an integer >= 1 or nil, got %s"):format(vim.inspect(index)), 0)
   end
+  local modified = opts.files and require("pseudoclaude.editor").modified_paths() or nil
   if opts.on_done then
     H.check_type("fork", "opts.on_done", opts.on_done, "function")
-    H.call("fork", "sessions_fork_async", M.workspace(), id, index, H.done("fork", opts.on_done))
+    local done = H.done("fork", opts.on_done)
+    H.call("fork", "sessions_fork_async", M.workspace(), id, index, function(ok, forked)
+      if not ok or not opts.files then
+        return done(ok, forked)
+      end
+      local at = forked.forked_from and forked.forked_from.index or index
+      H.call("fork", "sessions_fork_files_async", M.workspace(), id, at, modified, function(fok, files)
+        forked.files = fok and files or { ok = false, error = require("pseudoclaude.core").plain(files) }
+        done(true, forked)
+      end)
+    end)
     return nil
   end
-  return H.call("fork", "sessions_fork", M.workspace(), id, index).id
+  local forked = H.call("fork", "sessions_fork", M.workspace(), id, index)
+  if opts.files then
+    H.call("fork", "sessions_fork_files", M.workspace(), id, forked.forked_from.index, modified)
+  end
+  return forked.id
 end
 
 ---@class pseudoclaude.ExportOpts

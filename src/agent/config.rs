@@ -38,6 +38,22 @@ pub struct HostConfig {
     pub sandbox: crate::sandbox::Settings,
     /// The user's MCP servers and the per-call timeout (`crate::mcp`).
     pub mcp: McpConfig,
+    /// Checkpoints of the workspace's files, for rewind (the Lua config's `rewind`).
+    pub rewind: RewindConfig,
+}
+
+/// `rewind = { enabled = true, max_file_bytes = 16 MiB }`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RewindConfig {
+    pub enabled: bool,
+    pub max_file_bytes: u64,
+}
+
+impl Default for RewindConfig {
+    fn default() -> Self {
+        RewindConfig { enabled: true, max_file_bytes: crate::rewind::DEFAULT_MAX_FILE_BYTES }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -64,6 +80,7 @@ impl Default for HostConfig {
             user_instructions: None,
             sandbox: crate::sandbox::Settings::default(),
             mcp: McpConfig::default(),
+            rewind: RewindConfig::default(),
         }
     }
 }
@@ -110,6 +127,8 @@ pub(super) fn agent_config(config: &HostConfig, mcp: Option<Arc<Servers>>) -> Ag
     c.pricing = config.pricing.clone();
     c.user_instructions = config.user_instructions.clone();
     c.sandbox = config.sandbox.clone();
+    c.rewind = config.rewind.enabled;
+    c.rewind_max_file_bytes = config.rewind.max_file_bytes;
     c.compact.spill_threshold = config.spill_threshold;
     c.auto_approve = AutoApprove {
         write_file: config.approve.write_file,

@@ -15,6 +15,7 @@ pub mod checkpoint;
 mod config;
 pub mod host;
 mod outbox;
+pub mod rewind;
 pub mod runner;
 
 use std::path::{Path, PathBuf};
@@ -55,6 +56,10 @@ pub struct AgentConfig {
     pub sandbox: crate::sandbox::Settings,
     /// The editor's MCP servers, their tools offered next to ours.
     pub mcp: Option<Arc<crate::mcp::Servers>>,
+    /// Checkpoints of the workspace's files for rewind ([`crate::rewind`]); off: none are taken.
+    pub rewind: bool,
+    /// Files larger than this are recorded as changed but not kept.
+    pub rewind_max_file_bytes: u64,
 }
 
 impl AgentConfig {
@@ -70,6 +75,8 @@ impl AgentConfig {
             user_instructions: None,
             sandbox: crate::sandbox::Settings::default(),
             mcp: None,
+            rewind: true,
+            rewind_max_file_bytes: crate::rewind::DEFAULT_MAX_FILE_BYTES,
         }
     }
 
@@ -162,6 +169,10 @@ pub struct Resumed {
     pub stale_hours: Option<u64>,
     /// The same in seconds.
     pub stale_seconds: Option<u64>,
+    /// Files changed since the session's last checkpoint, by anyone.
+    pub changed_since: Vec<crate::session::files::FileChange>,
+    /// A rewind the editor died in, finished now.
+    pub recovered_rewind: Option<crate::rewind::Report>,
 }
 
 pub struct Agent {
@@ -182,6 +193,10 @@ pub struct Agent {
     usage: Mutex<UsageByModel>,
     /// The git state the log last recorded; a turn records it again only when it changed.
     git: Mutex<Option<GitHead>>,
+    /// The session's checkpoints of the workspace's files; `None` when rewind is off.
+    files: Option<Arc<Mutex<crate::rewind::Tracker>>>,
+    /// What undoes the last rewind, until the next message.
+    undo: Mutex<Option<rewind::Undo>>,
 }
 
 impl Agent {
@@ -189,7 +204,8 @@ impl Agent {
     pub fn new(config: AgentConfig, provider: Arc<dyn Provider>, approver: Arc<dyn Approver>) -> Agent {
         let log = SessionLog::lazy(&config.workspace, writer_options(&config, provider.as_ref()));
         let conversation = Conversation::new(log.hooks());
-        Agent::assemble(config, provider, approver, conversation, log, Vec::new())
+        let files = config.rewind.then(|| crate::rewind::Tracker::new(&config.workspace, config.rewind_max_file_bytes));
+        Agent::assemble(config, provider, approver, conversation, log, Vec::new(), files)
     }
 
     /// Reopens session `id`. Nothing of the caller's current agent is touched: on error it stays.
@@ -215,7 +231,29 @@ impl Agent {
             resumed.stale_hours = Some(idle / 3600);
             resumed.stale_seconds = Some(idle);
         }
-        let mut agent = Agent::assemble(config, provider, approver, conversation, log, pending);
+        let files = config.rewind.then(|| {
+            let last_turn = conversation.with_messages(|m| m.iter().map(|m| m.turn).max().unwrap_or(0));
+            crate::rewind::Tracker::resume(
+                &config.workspace,
+                config.rewind_max_file_bytes,
+                std::mem::take(&mut loaded.files),
+                last_turn,
+            )
+        });
+        let unfinished = crate::rewind::unfinished(&loaded.rewinds).cloned();
+        let mut agent = Agent::assemble(config, provider, approver, conversation, log, pending, files);
+        if let Some(begin) = unfinished {
+            resumed.recovered_rewind = Some(agent.recover_rewind(&begin));
+        }
+        resumed.changed_since = agent.changed_since_last();
+        if !resumed.changed_since.is_empty() {
+            let note = changed_note(loaded.last_message, now(), &resumed.changed_since);
+            let pending = agent.pending.get_mut().unwrap_or_else(|p| p.into_inner());
+            match pending.first_mut() {
+                Some(reminder) => reminder.content.push_str(&format!("\n\n{note}")),
+                None => pending.push(Message::user(format!("{STALE_REMINDER_PREFIX} {note}"))),
+            }
+        }
         *agent.usage.get_mut().unwrap_or_else(|p| p.into_inner()) = loaded.usage_by_model.clone();
         *agent.git.get_mut().unwrap_or_else(|p| p.into_inner()) = loaded.git.clone();
         resumed.loaded = loaded;
@@ -229,6 +267,7 @@ impl Agent {
         conversation: Arc<Conversation>,
         log: Arc<SessionLog>,
         pending: Vec<Message>,
+        files: Option<crate::rewind::Tracker>,
     ) -> Agent {
         let mut tools = Tools::new(&config.workspace, approver, config.auto_approve);
         tools.set_sandbox(config.sandbox.clone());
@@ -254,6 +293,8 @@ impl Agent {
             pending: Mutex::new(pending),
             usage: Mutex::default(),
             git: Mutex::default(),
+            files: files.map(rewind::tracker),
+            undo: Mutex::default(),
         }
     }
 
@@ -376,6 +417,22 @@ pub fn stale_reminder_after(idle: u64) -> String {
         "{STALE_REMINDER_PREFIX} This conversation was resumed {pause} after its last message. Files in the \
          workspace and any external state (processes, branches, services) may have changed since: re-read files and \
          re-check state before acting on what the earlier messages say about them."
+    )
+}
+
+/// "Since this session's last message (7 hours ago): src/a.rs modified, notes.txt deleted."
+pub fn changed_note(last: i64, now: i64, changes: &[crate::session::files::FileChange]) -> String {
+    let ago = now.saturating_sub(last).max(0) as u64;
+    let ago = match ago {
+        a if a < 60 => "moments ago".to_string(),
+        a if a < 3600 => format!("{} ago", plural(a / 60, "minute")),
+        a if a < 2 * 86400 => format!("{} ago", plural(a / 3600, "hour")),
+        a => format!("{} ago", plural(a / 86400, "day")),
+    };
+    format!(
+        "Since this session's last message ({ago}): {}. Re-read these files before relying on what the earlier \
+         messages say about them.",
+        crate::rewind::describe(changes, 20)
     )
 }
 

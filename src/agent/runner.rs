@@ -212,7 +212,15 @@ impl Agent {
             None => text.to_string(),
         };
         let text = text.as_str();
-        self.conversation.add_user(text)?;
+        // The files as they are before the message: a rewind to it returns them here. The message is logged
+        // first (a log starts with what the user said), then the checkpoint it names.
+        let taken = self.checkpoint_before_message().await;
+        self.forget_undo();
+        let turn = taken.as_ref().map_or(0, |r| r.seq);
+        self.conversation.add(Message { turn, ..Message::user(text) })?;
+        if let Some(record) = taken {
+            self.log_checkpoint(record);
+        }
         if was_unsaved {
             let _ = events.send(Event::Saved { ok: true, error: None });
         }
@@ -328,6 +336,8 @@ impl Agent {
                 return Err(Stop::Cancelled);
             };
             let content = self.keep_blobs(output.content, output.blobs)?;
+            // What the call did to the files, before its result: a crash between the two loses neither.
+            self.checkpoint_after_tool(call).await;
             self.record_result(call, content, output.is_error, output.sandbox, events)?;
         }
         Ok(())

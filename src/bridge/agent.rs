@@ -69,6 +69,78 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
 
 /// The configuration, a table like every other argument (its empty maps left out: a Lua table cannot tell one
 /// from an empty list; every key has a default).
+/// The options of a rewind, a table: `code`, `conversation` (both default true), `modified` (paths open with
+/// unsaved changes), `force` (conflicts to overwrite), `dry_run`.
+#[derive(serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RewindArgs {
+    code: bool,
+    conversation: bool,
+    modified: Vec<String>,
+    force: Vec<String>,
+    dry_run: bool,
+}
+
+impl Default for RewindArgs {
+    fn default() -> Self {
+        RewindArgs { code: true, conversation: true, modified: Vec::new(), force: Vec::new(), dry_run: false }
+    }
+}
+
+fn rewind_options(a: &Args, index: usize) -> BridgeResult<crate::rewind::RewindOptions> {
+    let r: RewindArgs = super::table_arg(a, index).map_err(|e| BridgeError::msg(format!("bad rewind options: {e}")))?;
+    Ok(crate::rewind::RewindOptions {
+        code: r.code,
+        conversation: r.conversation,
+        modified: r.modified,
+        force: r.force,
+        dry_run: r.dry_run,
+    })
+}
+
+/// The current agent, when no turn runs: a rewind must not race one.
+fn idle_agent(what: &str) -> BridgeResult<Arc<Agent>> {
+    with_host(|h| {
+        if h.status().busy {
+            return Err(BridgeError::msg(format!(
+                "cannot {what} while the agent is answering: cancel the turn first (<C-c>)"
+            )));
+        }
+        h.agent().ok_or_else(|| BridgeError::msg(format!("there is nothing to {what}: send a message first")))
+    })
+}
+
+/// `agent_rewind_async(index, opts, callback)`: [`Agent::rewind`] on a worker thread; `callback(true, report)`.
+fn rewind_async(a: &Args) -> BridgeResult<u64> {
+    let index: usize = a.get(0)?;
+    let opts = rewind_options(a, 1)?;
+    let callback: super::jobs::Callback = a.get(2)?;
+    let agent = idle_agent("rewind")?;
+    super::jobs::spawn("agent_rewind_async", None, callback, move || Ok(agent.rewind(index, &opts)))
+}
+
+/// `agent_undo_rewind_async(opts, callback)`: [`Agent::undo_rewind`] on a worker thread.
+fn undo_rewind_async(a: &Args) -> BridgeResult<u64> {
+    let opts = rewind_options(a, 0)?;
+    let callback: super::jobs::Callback = a.get(1)?;
+    let agent = idle_agent("undo the rewind")?;
+    super::jobs::spawn("agent_undo_rewind_async", None, callback, move || Ok(agent.undo_rewind(&opts)))
+}
+
+/// What `:PseudoRewind` lists: the current session's changes per turn and the undo of the last rewind.
+#[derive(serde::Serialize)]
+struct RewindPoints {
+    turns: Vec<crate::rewind::TurnChanges>,
+    /// The last rewind (its id and unix time), undoable until the next message.
+    undo: Option<UndoPoint>,
+}
+
+#[derive(serde::Serialize)]
+struct UndoPoint {
+    id: String,
+    at: i64,
+}
+
 fn config_from(a: &Args, index: usize) -> BridgeResult<HostConfig> {
     super::table_arg::<HostConfig>(a, index).map_err(|e| BridgeError::msg(format!("bad configuration: {e}")))
 }
@@ -160,6 +232,18 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         export("agent_set_model", |a| {
             let model = a.get::<String>(0)?;
             with_host(|h| Ok(h.set_model(&model)?))
+        }),
+        export("agent_rewind_async", rewind_async),
+        export("agent_undo_rewind_async", undo_rewind_async),
+        export("agent_rewind_points", |_| {
+            let agent = with_host(|h| Ok(h.agent()))?;
+            let points = match agent {
+                Some(a) => {
+                    RewindPoints { turns: a.changes(), undo: a.undo_info().map(|(id, at)| UndoPoint { id, at }) }
+                }
+                None => RewindPoints { turns: Vec::new(), undo: None },
+            };
+            super::bulk(&points)
         }),
         export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),
         export("agent_current", |_| with_host(|h| Ok(h.current()))),

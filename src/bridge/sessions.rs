@@ -63,6 +63,32 @@ pub fn exports() -> Vec<(&'static str, Object)> {
             Ok(fork::fork(&workspace(a)?, &a.get::<String>(1)?, index_arg(a.get::<Option<i64>>(2)?)?)?)
         }),
         export("sessions_fork_async", fork_async),
+        export("sessions_changes", |a| super::bulk(&crate::rewind::changes_of(&workspace(a)?, &a.get::<String>(1)?)?)),
+        export("sessions_fork_files", |a| {
+            let modified: Vec<String> = super::table_arg(a, 3)?;
+            Ok(crate::rewind::fork_files(
+                &workspace(a)?,
+                &a.get::<String>(1)?,
+                a.get::<usize>(2)?,
+                crate::rewind::DEFAULT_MAX_FILE_BYTES,
+                &modified,
+            )?)
+        }),
+        export("sessions_changes_async", |a| {
+            let (ws, id, callback): (std::path::PathBuf, String, super::jobs::Callback) =
+                (workspace(a)?, a.get(1)?, a.get(2)?);
+            super::jobs::spawn("sessions_changes_async", None, callback, move || {
+                Ok(crate::rewind::changes_of(&ws, &id)?)
+            })
+        }),
+        export("sessions_fork_files_async", |a| {
+            let (ws, id, index): (std::path::PathBuf, String, usize) = (workspace(a)?, a.get(1)?, a.get(2)?);
+            let modified: Vec<String> = super::table_arg(a, 3)?;
+            let callback: super::jobs::Callback = a.get(4)?;
+            super::jobs::spawn("sessions_fork_files_async", None, callback, move || {
+                Ok(crate::rewind::fork_files(&ws, &id, index, crate::rewind::DEFAULT_MAX_FILE_BYTES, &modified)?)
+            })
+        }),
         export("sessions_export", |a| {
             let format = Format::parse(a.get::<Option<String>>(2)?.as_deref().unwrap_or("markdown"))?;
             Ok(export_doc::export(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?, format)?)
@@ -165,7 +191,10 @@ pub fn load(workspace: &Path, id: &str) -> BridgeResult<LoadedView> {
 pub fn cleanup(workspace: &Path, days: f64, keep: Option<String>) -> BridgeResult<Vec<String>> {
     let Some(mut opts) = RetentionOptions::for_days(days).map_err(BridgeError::msg)? else { return Ok(Vec::new()) };
     opts.keep = keep;
-    Ok(session::cleanup(workspace, &opts)?)
+    let removed = session::cleanup(workspace, &opts)?;
+    // The files' copies no session names any more go with them (a session that cannot be read keeps them all).
+    crate::rewind::collect_garbage(workspace)?;
+    Ok(removed)
 }
 
 /// Deletes a session's directory, under its lock so that no editor opens it halfway through;

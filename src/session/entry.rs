@@ -30,12 +30,17 @@
 //!   sent them (signatures included, sent back as they are) and how long it thought. Written only when
 //!   there is thinking, so every other message keeps its bytes; readers that predate them skip them.
 //!
+//! - `files` entries ([`super::files`]): what happened to the workspace's files, checkpointed before each
+//!   user message and after each tool call that can change files; `rewind` entries: a rewind's plan and
+//!   its end. A user message carries `turn`, the `seq` of the checkpoint taken just before it.
+//!
 //! Neither of the last two is a message, and neither is undone by a `replace`: they tell where the
 //! session ran and what it spent, not what the model reads. Readers that predate them ignore them as
 //! unknown types.
 
 use serde::{Deserialize, Serialize};
 
+use super::files::{FilesRecord, RewindRecord};
 use crate::git::GitHead;
 use crate::message::{Message, Role, Thinking, ToolCall, ToolResult};
 use crate::usage::Usage;
@@ -51,6 +56,8 @@ pub enum Kind {
     Usage,
     Title,
     Pin,
+    Files,
+    Rewind,
     Other(String),
 }
 
@@ -64,6 +71,8 @@ impl Kind {
             Kind::Usage => "usage",
             Kind::Title => "title",
             Kind::Pin => "pin",
+            Kind::Files => "files",
+            Kind::Rewind => "rewind",
             Kind::Other(name) => name,
         }
     }
@@ -79,6 +88,8 @@ impl From<String> for Kind {
             "usage" => Kind::Usage,
             "title" => Kind::Title,
             "pin" => Kind::Pin,
+            "files" => Kind::Files,
+            "rewind" => Kind::Rewind,
             _ => Kind::Other(name),
         }
     }
@@ -160,6 +171,9 @@ pub struct Entry {
     /// On a message: see [`Message::interrupted`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// On a user message: see [`Message::turn`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub turn: u64,
     /// On a `meta` entry: the git branch and short commit of the workspace at a turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitHead>,
@@ -184,6 +198,12 @@ pub struct Entry {
     /// On an assistant message: see [`Message::thinking_ms`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub thinking_ms: u64,
+    /// On a `files` entry: a checkpoint of the workspace's files ([`super::files`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<FilesRecord>,
+    /// On a `rewind` entry: one step of a rewind ([`super::files`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewind: Option<RewindRecord>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -203,6 +223,7 @@ impl Entry {
             thinking: m.thinking,
             thinking_ms: m.thinking_ms,
             model: m.model,
+            turn: m.turn,
             ..Default::default()
         }
     }
@@ -250,6 +271,16 @@ impl Entry {
         Entry { kind: Some(Kind::Pin), pinned: Some(pinned), ts, ..Default::default() }
     }
 
+    /// `{"type":"files","files":{..}}`: a checkpoint of the workspace's files.
+    pub fn files(record: FilesRecord, ts: i64) -> Entry {
+        Entry { kind: Some(Kind::Files), files: Some(record), ts, ..Default::default() }
+    }
+
+    /// `{"type":"rewind","rewind":{..}}`: a step of a rewind.
+    pub fn rewind(record: RewindRecord, ts: i64) -> Entry {
+        Entry { kind: Some(Kind::Rewind), rewind: Some(record), ts, ..Default::default() }
+    }
+
     /// The snapshot a fork starts with: a `replace` (reason `fork`) naming its source.
     pub fn fork(messages: Vec<Message>, from: ForkedFrom, ts: i64) -> Entry {
         Entry { forked_from: Some(from), ..Entry::replace(REASON_FORK, messages, ts) }
@@ -292,6 +323,7 @@ impl Entry {
             thinking_ms: self.thinking_ms,
             // `model` on another entry is the writer's (its first line) or a usage entry's, not the message's
             model: if assistant { self.model } else { String::new() },
+            turn: self.turn,
         })
     }
 }

@@ -63,6 +63,11 @@ pub struct Loaded {
     pub pinned: bool,
     /// The session this one was forked from.
     pub forked_from: Option<super::entry::ForkedFrom>,
+    /// The `files` checkpoints and `rewind` steps, in order ([`super::files`]); not sent to the editor.
+    #[serde(skip)]
+    pub files: Vec<super::files::FilesRecord>,
+    #[serde(skip)]
+    pub rewinds: Vec<super::files::RewindRecord>,
 }
 
 impl Loaded {
@@ -160,6 +165,8 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         git_start: done.state.git_start,
         git: done.state.git,
         usage_by_model: done.state.usage,
+        files: done.files,
+        rewinds: done.rewinds,
     };
     check_spills(ctx, &mut loaded);
     Ok(loaded)

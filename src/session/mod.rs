@@ -25,6 +25,7 @@ pub(crate) mod contain;
 pub mod disk;
 pub mod entry;
 pub mod export;
+pub mod files;
 pub mod fork;
 pub mod list;
 pub mod loader;

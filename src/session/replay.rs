@@ -37,6 +37,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::entry::{Entry, ForkedFrom, Kind};
+use super::files::{FilesRecord, RewindRecord};
 use crate::git::GitHead;
 use crate::message::{Message, Role};
 use crate::pairing::Exchange;
@@ -149,6 +150,9 @@ struct Kept {
     pending: Vec<Message>,
     /// The text of [`State::streaming`].
     streaming: String,
+    /// The `files` and `rewind` entries, in order (a `replace` leaves them be).
+    files: Vec<FilesRecord>,
+    rewinds: Vec<RewindRecord>,
 }
 
 /// Where a message of the history came from (see [`Replay::tracking`]): the search finds text in
@@ -215,6 +219,9 @@ pub struct Finished {
     /// With [`Replay::tracking`]: the origin of each message of the history, in order (`origins[i]`
     /// is where message `i + 1` of `load().messages` came from).
     pub origins: Vec<Origin>,
+    /// With [`Replay::keeping`]: the `files` and `rewind` entries, in order.
+    pub files: Vec<FilesRecord>,
+    pub rewinds: Vec<RewindRecord>,
 }
 
 impl Replay {
@@ -304,6 +311,14 @@ impl Replay {
         }
         if entry.is(Kind::Pin) {
             self.state.pinned = entry.pinned.unwrap_or(false);
+            return;
+        }
+        // What happened to the files: kept for a load (rewind, changes), never a message.
+        if entry.is(Kind::Files) || entry.is(Kind::Rewind) {
+            if let Some(k) = &mut self.kept {
+                k.files.extend(entry.files);
+                k.rewinds.extend(entry.rewind);
+            }
             return;
         }
         if let Some(from) = &entry.forked_from {
@@ -450,9 +465,12 @@ impl Replay {
     pub fn finish(mut self) -> Finished {
         self.end_streaming(false);
         let trimmed = self.state.pending.take().is_some();
+        let kept = self.kept.unwrap_or_default();
         Finished {
             state: self.state,
-            messages: self.kept.map(|k| k.committed).unwrap_or_default(),
+            messages: kept.committed,
+            files: kept.files,
+            rewinds: kept.rewinds,
             trimmed,
             bad_line_numbers: self.bad_line_numbers,
             repaired_line_numbers: self.repaired_line_numbers,

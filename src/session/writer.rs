@@ -157,6 +157,7 @@ impl Writer {
             thinking: msg.thinking.clone(),
             thinking_ms: msg.thinking_ms,
             model: msg.model.clone(),
+            turn: msg.turn,
         })
     }
 

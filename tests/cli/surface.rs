@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use pseudoclaude::message::{Message, Thinking};
-use pseudoclaude::session::{Context, Writer, WriterOptions};
+use pseudoclaude::session::files::{FileChange, FilesRecord};
+use pseudoclaude::session::{Context, Entry, Writer, WriterOptions};
 use serde_json::Value;
 
 use super::{cli, session, session_with_tools, session_with_usage};
@@ -77,8 +78,10 @@ fn an_output_error_other_than_a_closed_pipe_is_one_plain_line() {
     );
 }
 
-const VERBS: [&str; 11] =
-    ["list", "show", "check", "search", "open", "rename", "pin", "fork", "export", "import", "cleanup"];
+const VERBS: [&str; 13] = [
+    "list", "show", "check", "search", "open", "rename", "pin", "fork", "changes", "rewind", "export", "import",
+    "cleanup",
+];
 
 #[test]
 fn every_verb_has_a_help_with_its_options_and_an_example_and_there_is_a_version() {
@@ -276,7 +279,33 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     };
     answer.thinking = vec![block("thinking", "hmm", "sig", ""), block("redacted_thinking", "", "", "enc")];
     answer.thinking_ms = 1200;
-    w.append(&Message::user("and then?")).unwrap();
+    w.append(&Message { turn: 1, ..Message::user("and then?") }).unwrap();
+    // What the agent did to the files in that turn (the `files` entries a checkpoint writes).
+    let change = |path: &str, before: Option<&str>, after: Option<&str>| FileChange {
+        path: path.into(),
+        before: before.map(str::to_string),
+        after: after.map(str::to_string),
+        added: 2,
+        removed: 1,
+    };
+    let record = |seq: u64, by: &str, changes: Vec<FileChange>| FilesRecord {
+        seq,
+        turn: 1,
+        by: by.into(),
+        changes,
+        ..Default::default()
+    };
+    w.append_entry(Entry::files(record(1, "user", vec![]), 1)).unwrap();
+    let big = format!("big:{}:1", 20 << 20);
+    w.append_entry(Entry::files(
+        record(
+            2,
+            "agent",
+            vec![change("a.rs", Some(&"a".repeat(64)), Some(&"b".repeat(64))), change("big.bin", Some(&big), None)],
+        ),
+        2,
+    ))
+    .unwrap();
     w.append(&answer).unwrap();
     drop(w);
     let prices = files.path().join("prices.json");
@@ -301,6 +330,16 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     }
     // Nothing sets git_start's branch alone, nor a spill problem's text, in these sessions.
     all_seen(verb, &seen, &["spill_problems[]"]);
+
+    let verb = "sessions changes ID --json";
+    let mut seen = Vec::new();
+    let (code, out, _) = cli(ws.path(), &["sessions", "changes", &thinker.id, "--json"]);
+    assert_eq!(code, 0);
+    let v = parse_checked(verb, &out, &mut seen);
+    assert_eq!(v[0]["files"].as_array().map(Vec::len), Some(2), "{v}");
+    all_seen(verb, &seen, &[]);
+    let (_, text, _) = cli(ws.path(), &["sessions", "changes", &thinker.id]);
+    assert_eq!(text, "3 modified a.rs +2 -1\n3 deleted big.bin +2 -1 [not restorable]\n");
 
     let verb = "sessions check ID --json";
     let mut seen = Vec::new();

@@ -423,9 +423,11 @@ def test_a_silent_provider_times_out_with_a_clear_error(nvim: Neovim, workspace:
     assert nvim.lua("return vim.g.pc_last_stop") == "error"
     assert any("no answer from the provider" in l for l in transcript(nvim)), transcript(nvim)
     assert any("no answer from the provider" in m for m in nvim.lua("return _G.pc_notes"))
-    # What the user typed is safe in the log; nothing half-made follows it.
+    # What the user typed is safe in the log; nothing half-made follows it (the files' checkpoint taken before the
+    # message is no part of the answer).
     entries = log_lines(nvim.lua("return require('pseudoclaude').current().jsonl"))
-    assert [e["content"] for e in entries] == ["hello?"]
+    assert [e["content"] for e in entries if e.get("type") != "files"] == ["hello?"]
+    assert [e["type"] for e in entries] == ["message", "files"]
 
 
 def test_a_refused_request_shows_the_servers_reason(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:

@@ -180,6 +180,43 @@ pub enum Verb {
         #[arg(value_name = "INDEX", value_parser = Index)]
         index: usize,
     },
+    /// The files the agent changed in each turn, oldest first
+    ///
+    /// One line a file: INDEX STATUS PATH +ADDED -REMOVED, INDEX the turn's message (numbered from 1 as
+    /// `show` does), STATUS added, modified or deleted ([not restorable] when its earlier state was over
+    /// the size limit).
+    #[command(after_help = "Examples:\n  pseudoclaude sessions changes 20261205-101500-a1b2\n  pseudoclaude sessions \
+                            changes 20261205-101500-a1b2 --json | jq '.[-1].files'")]
+    Changes {
+        /// A session id (as `list` prints it; <Tab> completes it)
+        #[arg(value_name = "ID", add = ArgValueCandidates::new(candidates::session_ids))]
+        id: String,
+        /// Print a JSON array instead (its fields: doc/cli.md)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put the files and the history back to just before message INDEX (a message you sent)
+    ///
+    /// Only what the agent's turns changed is put back; a file changed after the agent did is left as it
+    /// is and named (exit status 1). Refused while the session is open in an editor.
+    #[command(
+        after_help = "Examples:\n  pseudoclaude sessions rewind 20261205-101500-a1b2 5\n  pseudoclaude sessions \
+                            rewind 20261205-101500-a1b2 5 --code-only"
+    )]
+    Rewind {
+        /// A session id (as `list` prints it; <Tab> completes it)
+        #[arg(value_name = "ID", add = ArgValueCandidates::new(candidates::session_ids))]
+        id: String,
+        /// The message to rewind to, numbered from 1 as `show` does
+        #[arg(value_name = "INDEX", value_parser = Index)]
+        index: usize,
+        /// Put back the files only; the history stays
+        #[arg(long, conflicts_with = "conversation_only")]
+        code_only: bool,
+        /// Cut the history only; the files stay
+        #[arg(long)]
+        conversation_only: bool,
+    },
     /// The session as Markdown (default) or JSON, on standard output
     #[command(after_help = "Example:\n  pseudoclaude sessions export 20261205-101500-a1b2 > session.md")]
     Export {

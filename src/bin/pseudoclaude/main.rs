@@ -78,6 +78,10 @@ fn run(command: Top, ws: &std::path::Path, out: &mut Out) -> verbs::CmdResult {
         Verb::Rename { id, title } => verbs::rename(ws, out, &id, &title),
         Verb::Pin { id, state } => verbs::pin(ws, out, &id, state.unwrap_or(true)),
         Verb::Fork { id, index } => verbs::fork(ws, out, &id, index),
+        Verb::Changes { id, json } => verbs::changes(ws, out, &id, json),
+        Verb::Rewind { id, index, code_only, conversation_only } => {
+            verbs::rewind(ws, out, &id, index, !conversation_only, !code_only)
+        }
         Verb::Export { id, format } => verbs::export(ws, out, &id, &format),
         Verb::Import { path } => verbs::import(ws, out, &path),
         Verb::Cleanup { days } => verbs::cleanup(ws, out, days),

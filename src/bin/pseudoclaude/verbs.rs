@@ -260,6 +260,60 @@ pub fn fork(ws: &Path, out: &mut Out, id: &str, index: usize) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
+pub fn changes(ws: &Path, out: &mut Out, id: &str, json_out: bool) -> CmdResult {
+    let turns = pseudoclaude::rewind::changes_of(ws, id)?;
+    if json_out {
+        json(out, &turns)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for t in &turns {
+        for f in &t.files {
+            let lost = if f.restorable { "" } else { " [not restorable]" };
+            writeln!(out, "{} {} {} +{} -{}{lost}", t.index, f.status, f.path, f.added, f.removed)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Rewinds session `id` as the editor's `rewind()` does, through the same agent: its lock (refused while an
+/// editor has it open), its recovery of an unfinished rewind, its log.
+pub fn rewind(ws: &Path, out: &mut Out, id: &str, index: usize, code: bool, conversation: bool) -> CmdResult {
+    use pseudoclaude::agent::{Agent, AgentConfig};
+    use pseudoclaude::rewind::RewindOptions;
+    let provider = std::sync::Arc::new(pseudoclaude::provider::demo::Demo::new(std::time::Duration::ZERO));
+    let (agent, _) = Agent::resume(AgentConfig::new(ws), provider, std::sync::Arc::new(NoQuestions), id)?;
+    let report = agent.rewind(index, &RewindOptions { code, conversation, ..Default::default() });
+    if let Some(e) = &report.error {
+        return Err(e.clone().into());
+    }
+    for p in &report.restored {
+        writeln!(out, "restored {p}")?;
+    }
+    for p in &report.removed {
+        writeln!(out, "removed {p}")?;
+    }
+    for c in &report.conflicts {
+        writeln!(out, "kept {} ({})", c.path, c.why)?;
+    }
+    out.flush()?;
+    if conversation {
+        note!("the history of {id} now ends before message {index}");
+    }
+    Ok(if report.conflicts.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The CLI asks nothing: a rewind runs no tool.
+struct NoQuestions;
+
+impl pseudoclaude::tools::Approver for NoQuestions {
+    fn ask(
+        &self,
+        _req: pseudoclaude::tools::ApprovalRequest,
+    ) -> pseudoclaude::provider::BoxFuture<'static, pseudoclaude::tools::Approval> {
+        Box::pin(async { pseudoclaude::tools::Approval::No })
+    }
+}
+
 pub fn export(ws: &Path, out: &mut Out, id: &str, format: &str) -> CmdResult {
     let format = Format::parse(format)?;
     write!(out, "{}", session::export::export(&Context::open(ws, id)?, format)?)?;

@@ -1,0 +1,349 @@
+//! The agent's side of [`crate::rewind`]: checkpoints around a turn, the rewind itself (and its undo),
+//! and the recovery of a rewind the editor died in. Everything here runs on the host's threads; the
+//! scans on blocking ones.
+
+use std::sync::{Arc, Mutex};
+
+use super::Agent;
+use crate::message::{Message, ToolCall, now};
+use crate::rewind::{Report, RewindOptions, Tracker, restore};
+use crate::session::Entry;
+use crate::session::files::{BY_AGENT, BY_REWIND, BY_USER, FileChange, FilesRecord, RewindItem, RewindRecord};
+
+/// What undoes the last rewind, until the next message.
+#[derive(Debug, Clone)]
+pub struct Undo {
+    pub id: String,
+    /// Unix seconds of the rewind.
+    pub at: i64,
+    messages: Vec<Message>,
+    /// The files the rewind changed, from what they were to what it made them.
+    applied: Vec<RewindItem>,
+    conversation: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Agent {
+    /// Runs `f` on the tracker on a blocking thread; `None` when checkpoints are off.
+    async fn with_tracker<T: Send + 'static>(&self, f: impl FnOnce(&mut Tracker) -> T + Send + 'static) -> Option<T> {
+        let tracker = self.files.clone()?;
+        tokio::task::spawn_blocking(move || f(&mut lock(&tracker))).await.ok()
+    }
+
+    /// Logs `record` and makes it the tracker's last state; on a failed write the tracker forgets it.
+    fn log_files(&self, tracker: &mut Tracker, record: FilesRecord) -> Result<(), String> {
+        match self.log.append_meta(Entry::files(record.clone(), now())) {
+            Ok(()) => {
+                tracker.commit(record);
+                Ok(())
+            }
+            Err(e) => {
+                tracker.forget();
+                Err(e)
+            }
+        }
+    }
+
+    /// The checkpoint before a user message, taken (its objects durable) but not logged: the message goes first,
+    /// carrying the record's `seq` as its `turn`, then [`Agent::log_checkpoint`] logs the record. `None`: none taken.
+    pub(crate) async fn checkpoint_before_message(&self) -> Option<FilesRecord> {
+        if self.files.is_none() || self.log.ensure().is_err() {
+            return None;
+        }
+        let taken = self.with_tracker(move |t| t.take(BY_USER, "", None).map_err(|e| e.to_string())).await;
+        taken.and_then(Result::ok)
+    }
+
+    /// Logs a checkpoint taken by [`Agent::checkpoint_before_message`].
+    pub(crate) fn log_checkpoint(&self, record: FilesRecord) {
+        if let Some(tracker) = &self.files {
+            let _ = self.log_files(&mut lock(tracker), record);
+        }
+    }
+
+    /// The checkpoint after a tool call that can change files: the one path a write or an edit named,
+    /// everything after a command. Logged only when something changed.
+    pub(crate) async fn checkpoint_after_tool(&self, call: &ToolCall) {
+        let only = match call.name.as_str() {
+            "write_file" | "edit_file" => match call.arguments.get("path").and_then(|p| p.as_str()) {
+                Some(p) => {
+                    let p = std::path::Path::new(p);
+                    let rel = p.strip_prefix(&self.config.workspace).unwrap_or(p);
+                    Some(vec![normalize(&rel.to_string_lossy())])
+                }
+                None => return,
+            },
+            "run_command" => None,
+            _ => return,
+        };
+        let id = call.id.clone();
+        let taken = self
+            .with_tracker(move |t| {
+                if let Some(paths) = &only {
+                    paths.iter().for_each(|p| t.note_written(p));
+                }
+                t.take(BY_AGENT, &id, only.as_deref()).map_err(|e| e.to_string())
+            })
+            .await;
+        let Some(Ok(record)) = taken else { return };
+        let tracker = self.files.clone().expect("taken");
+        let mut t = lock(&tracker);
+        if record.changes.is_empty() {
+            t.forget();
+            return;
+        }
+        let _ = self.log_files(&mut t, record);
+    }
+
+    /// The files changed since the session's last checkpoint, by anyone (nothing is logged).
+    pub fn changed_since_last(&self) -> Vec<FileChange> {
+        let Some(tracker) = &self.files else { return Vec::new() };
+        let mut t = lock(tracker);
+        if t.manifest().is_none() {
+            return Vec::new();
+        }
+        let found = t.take(BY_USER, "", None).map(|r| r.changes).unwrap_or_default();
+        t.forget();
+        found
+    }
+
+    /// The pending undo of the last rewind, if no message came since.
+    pub fn undo_info(&self) -> Option<(String, i64)> {
+        lock(&self.undo).as_ref().map(|u| (u.id.clone(), u.at))
+    }
+
+    /// A new message ends the undo of the last rewind.
+    pub(crate) fn forget_undo(&self) {
+        *lock(&self.undo) = None;
+    }
+
+    /// Rewinds to just before user message `index` (1-based in [`Agent::messages`]). Blocking: call it on a
+    /// blocking thread, with no turn running.
+    pub fn rewind(&self, index: usize, opts: &RewindOptions) -> Report {
+        let history = self.conversation.snapshot();
+        let target = match index.checked_sub(1).and_then(|i| history.get(i)) {
+            Some(m) if m.is_user_text() => m.clone(),
+            Some(_) => return failed(format!("message {index} is not a message you sent")),
+            None => return failed(format!("no message {index}: the session has {} messages", history.len())),
+        };
+        if !opts.code && !opts.conversation {
+            return failed("nothing to rewind: both code and conversation are off".into());
+        }
+        let code = opts.code;
+        if code && (self.files.is_none() || target.turn == 0) {
+            return failed(format!(
+                "message {index} has no checkpoint of the files (checkpoints were off, or it was sent by an older \
+                 version): rewind the conversation only"
+            ));
+        }
+        let id = format!("{:016x}", rand::random::<u64>());
+        let mut report = Report { id: id.clone(), ..Default::default() };
+        let mut items = Vec::new();
+        let mut tracker_guard = self.files.as_ref().map(|t| lock(t));
+        if code {
+            let t = tracker_guard.as_mut().expect("checked above");
+            // The disk as it is now: changes since the last checkpoint are someone else's.
+            match t.take(BY_USER, "", None) {
+                Ok(mut r) if !r.changes.is_empty() => {
+                    r.turn = t.current_turn();
+                    if let Err(e) = self.log_files(t, r) {
+                        return failed(format!("cannot record the files before rewinding: {e}"));
+                    }
+                }
+                Ok(_) => t.forget(),
+                Err(e) => return failed(format!("cannot read the workspace's files: {e}")),
+            }
+            let now_state = t.manifest().cloned().unwrap_or_default();
+            let (plan, conflicts) =
+                restore::plan(t.store(), t.records(), target.turn, &now_state, &opts.modified, &opts.force);
+            items = plan;
+            report.conflicts = conflicts;
+        }
+        if opts.dry_run {
+            for item in &items {
+                if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path.clone());
+            }
+            report.ok = true;
+            return report;
+        }
+        let begin = RewindRecord {
+            id: id.clone(),
+            state: "begin".into(),
+            index,
+            turn: target.turn,
+            code,
+            conversation: opts.conversation,
+            plan: items.clone(),
+            conflicts: report.conflicts.clone(),
+            ..Default::default()
+        };
+        if let Err(e) = self.log.append_meta(Entry::rewind(begin, now())) {
+            return failed(format!("cannot record the rewind: {e}"));
+        }
+        let mut applied = Vec::new();
+        if let Some(t) = tracker_guard.as_mut() {
+            let (done, conflicts) = restore::apply(t.workspace(), t.store(), &items, t.max_file_bytes());
+            report.conflicts.extend(conflicts);
+            applied = done;
+            if let Err(e) = self.log_rewound_files(t, &applied) {
+                report.error = Some(e);
+            }
+        }
+        for item in &applied {
+            if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path.clone());
+        }
+        if opts.conversation {
+            if let Err(e) = self.conversation.replace("rewind", history[..index - 1].to_vec()) {
+                report.error = Some(e.to_string());
+            }
+            report.text = target.content.clone();
+            lock(&self.pending).clear();
+        }
+        let done = RewindRecord {
+            id: id.clone(),
+            state: "done".into(),
+            conflicts: report.conflicts.clone(),
+            ..Default::default()
+        };
+        if let Err(e) = self.log.append_meta(Entry::rewind(done, now())) {
+            report.error.get_or_insert(e);
+        }
+        *lock(&self.undo) = Some(Undo { id, at: now(), messages: history, applied, conversation: opts.conversation });
+        report.ok = report.error.is_none();
+        report
+    }
+
+    /// Undoes the last rewind (files and conversation), with the same conflict rule. Blocking.
+    pub fn undo_rewind(&self, opts: &RewindOptions) -> Report {
+        let Some(undo) = lock(&self.undo).take() else {
+            return failed("there is no rewind to undo (a message was sent since, or none was made)".into());
+        };
+        let id = format!("{:016x}", rand::random::<u64>());
+        let mut report = Report { id: id.clone(), ..Default::default() };
+        let inverse: Vec<RewindItem> = undo
+            .applied
+            .iter()
+            .map(|i| RewindItem { path: i.path.clone(), from: i.to.clone(), to: i.from.clone() })
+            .filter(|i| !opts.modified.contains(&i.path))
+            .collect();
+        for p in undo.applied.iter().filter(|i| opts.modified.contains(&i.path)) {
+            report
+                .conflicts
+                .push(crate::session::files::Conflict { path: p.path.clone(), why: restore::WHY_BUFFER.into() });
+        }
+        let begin = RewindRecord {
+            id: id.clone(),
+            state: "begin".into(),
+            code: !inverse.is_empty(),
+            conversation: undo.conversation,
+            undo_of: Some(undo.id.clone()),
+            plan: inverse.clone(),
+            ..Default::default()
+        };
+        if let Err(e) = self.log.append_meta(Entry::rewind(begin, now())) {
+            return failed(format!("cannot record the undo: {e}"));
+        }
+        if let Some(tracker) = &self.files {
+            let mut t = lock(tracker);
+            let (done, conflicts) = restore::apply(t.workspace(), t.store(), &inverse, t.max_file_bytes());
+            report.conflicts.extend(conflicts);
+            for item in &done {
+                if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path.clone());
+            }
+            if let Err(e) = self.log_rewound_files(&mut t, &done) {
+                report.error = Some(e);
+            }
+        }
+        if undo.conversation
+            && let Err(e) = self.conversation.replace("rewind", undo.messages)
+        {
+            report.error = Some(e.to_string());
+        }
+        let done = RewindRecord { id, state: "done".into(), conflicts: report.conflicts.clone(), ..Default::default() };
+        if let Err(e) = self.log.append_meta(Entry::rewind(done, now())) {
+            report.error.get_or_insert(e);
+        }
+        report.ok = report.error.is_none();
+        report
+    }
+
+    /// The `files` entry of what a rewind wrote.
+    fn log_rewound_files(&self, t: &mut Tracker, applied: &[RewindItem]) -> Result<(), String> {
+        if applied.is_empty() {
+            return Ok(());
+        }
+        let record = t.rewound(applied);
+        self.log_files(t, record)
+    }
+
+    /// Finishes a rewind the editor died in (its `begin` logged, its `done` not): files still at their
+    /// `from` are written, the history is cut if its `replace` never landed. Returns what it did.
+    pub(crate) fn recover_rewind(&self, begin: &RewindRecord) -> Report {
+        let mut report = Report { id: begin.id.clone(), ..Default::default() };
+        if let Some(tracker) = &self.files {
+            let mut t = lock(tracker);
+            let (done, conflicts) = restore::apply(t.workspace(), t.store(), &begin.plan, t.max_file_bytes());
+            report.conflicts = conflicts;
+            for item in &done {
+                if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path.clone());
+            }
+            // What the files are now, against the last state the log knows (the `files` entry of the
+            // rewind may or may not have landed).
+            match t.take(BY_REWIND, "", None) {
+                Ok(mut r) if !r.changes.is_empty() => {
+                    r.turn = t.current_turn();
+                    if let Err(e) = self.log_files(&mut t, r) {
+                        report.error = Some(e);
+                    }
+                }
+                Ok(_) => t.forget(),
+                Err(e) => report.error = Some(e.to_string()),
+            }
+        }
+        if begin.conversation {
+            let history = self.conversation.snapshot();
+            let cut = begin.index.saturating_sub(1);
+            let still_there = history.get(cut).is_some_and(|m| m.is_user_text() && m.turn == begin.turn);
+            if still_there && let Err(e) = self.conversation.replace("rewind", history[..cut].to_vec()) {
+                report.error = Some(e.to_string());
+            }
+        }
+        let done = RewindRecord {
+            id: begin.id.clone(),
+            state: "done".into(),
+            conflicts: report.conflicts.clone(),
+            recovered: true,
+            ..Default::default()
+        };
+        if let Err(e) = self.log.append_meta(Entry::rewind(done, now())) {
+            report.error.get_or_insert(e);
+        }
+        report.ok = report.error.is_none();
+        report
+    }
+
+    /// The agent's changes per turn of this session.
+    pub fn changes(&self) -> Vec<crate::rewind::TurnChanges> {
+        let Some(tracker) = &self.files else { return Vec::new() };
+        let records = lock(tracker).records().to_vec();
+        self.conversation.with_messages(|m| crate::rewind::changes(&records, m))
+    }
+}
+
+fn failed(error: String) -> Report {
+    Report { ok: false, error: Some(error), ..Default::default() }
+}
+
+/// A tool's path argument as a checkpoint names it: relative, `/`-separated, without `./`.
+fn normalize(p: &str) -> String {
+    let p = p.trim_start_matches("./");
+    p.split('/').filter(|s| !s.is_empty() && *s != ".").collect::<Vec<_>>().join("/")
+}
+
+/// The shared tracker of a new or resumed agent.
+pub(crate) fn tracker(t: Tracker) -> Arc<Mutex<Tracker>> {
+    Arc::new(Mutex::new(t))
+}

@@ -1,0 +1,241 @@
+//! The state of the workspace's files: a walk that honours the workspace's ignore rules (`.gitignore`,
+//! `.ignore`, in a repository or not), never enters `.git/` or `.PseudoClaude/`, and skips links.
+//!
+//! Hashing every file at every checkpoint would cost a 200 MB workspace 200 MB of reading per tool call.
+//! So, as git's index does, a stat cache keeps each file's size, modification and change times and inode
+//! with its content id: a file whose stat is unchanged is not read again. A file modified within the
+//! last two seconds is never cached (its next change could keep the same times: git's "racy clean"). The
+//! cache is derived (`.PseudoClaude/objects/stat-cache.json`, written atomically, shared by the
+//! workspace's sessions); missing or damaged, the files are hashed again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::store::{Store, hash_bytes};
+use crate::session::ROOT_DIR_NAME;
+
+/// Path (workspace-relative, `/`-separated) to content id (see [`crate::session::files`]).
+pub type Manifest = BTreeMap<String, String>;
+
+pub const STAT_CACHE_FILE_NAME: &str = "stat-cache.json";
+
+/// Files over this size are recorded as changed, not kept (the `rewind.max_file_bytes` default).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct StatKey {
+    size: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+    ino: u64,
+    mode: u32,
+}
+
+impl StatKey {
+    fn of(m: &fs::Metadata) -> StatKey {
+        StatKey {
+            size: m.size(),
+            mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
+            ctime_ns: m.ctime().saturating_mul(1_000_000_000).saturating_add(m.ctime_nsec()),
+            ino: m.ino(),
+            mode: m.mode(),
+        }
+    }
+}
+
+/// The stat cache: what each file's content id was at a stat.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct StatCache {
+    files: HashMap<String, (StatKey, String)>,
+    #[serde(skip)]
+    changed: bool,
+}
+
+impl StatCache {
+    fn path(workspace: &Path) -> PathBuf {
+        workspace.join(ROOT_DIR_NAME).join(super::store::OBJECTS_DIR_NAME).join(STAT_CACHE_FILE_NAME)
+    }
+
+    pub fn load(workspace: &Path) -> StatCache {
+        fs::read(Self::path(workspace)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    /// Writes the cache when it changed (temporary file, then rename; not synced: it is derived).
+    pub fn save(&mut self, workspace: &Path) {
+        if !self.changed {
+            return;
+        }
+        let path = Self::path(workspace);
+        let Some(dir) = path.parent() else { return };
+        if fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let tmp = dir.join(format!(".{STAT_CACHE_FILE_NAME}.{:08x}.tmp", rand::random::<u32>()));
+        let ok = serde_json::to_vec(self)
+            .map_err(io::Error::other)
+            .and_then(|b| File::create(&tmp)?.write_all(&b))
+            .and_then(|()| fs::rename(&tmp, &path));
+        if ok.is_err() {
+            let _ = fs::remove_file(&tmp);
+        } else {
+            self.changed = false;
+        }
+    }
+
+    /// Forgets everything (cleanup removed objects the cache may name).
+    pub fn remove(workspace: &Path) {
+        let _ = fs::remove_file(Self::path(workspace));
+    }
+}
+
+/// What a scan needs besides the paths.
+pub struct Scanner<'a> {
+    pub workspace: &'a Path,
+    pub store: &'a Store,
+    pub cache: &'a mut StatCache,
+    pub max_file_bytes: u64,
+    /// Set by the scan when it stored an object (the checkpoint must [`Store::sync`] before logging).
+    pub stored: bool,
+    /// Check that every object a cached id names is in the store (a session's first checkpoint: its base
+    /// must be restorable whatever a cleanup removed).
+    pub verify_store: bool,
+}
+
+impl Scanner<'_> {
+    /// The whole workspace, plus `extra` paths (files the agent's tools wrote, kept even when ignored).
+    pub fn scan<'p>(&mut self, extra: impl IntoIterator<Item = &'p String>) -> io::Result<Manifest> {
+        let mut out = Manifest::new();
+        let now_ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+        for rel in walk(self.workspace) {
+            if let Some(id) = self.state_of(&rel, now_ns)? {
+                out.insert(rel, id);
+            }
+        }
+        for rel in extra {
+            if !out.contains_key(rel)
+                && let Some(id) = self.state_of(rel, now_ns)?
+            {
+                out.insert(rel.clone(), id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Only `paths`: `manifest` updated with their state now.
+    pub fn rescan<'p>(
+        &mut self,
+        manifest: &Manifest,
+        paths: impl IntoIterator<Item = &'p String>,
+    ) -> io::Result<Manifest> {
+        let now_ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+        let mut out = manifest.clone();
+        for rel in paths {
+            match self.state_of(rel, now_ns)? {
+                Some(id) => out.insert(rel.clone(), id),
+                None => out.remove(rel),
+            };
+        }
+        Ok(out)
+    }
+
+    /// The content id of one file; `None` when it is not a regular file (gone, a link, a folder).
+    fn state_of(&mut self, rel: &str, now_ns: i64) -> io::Result<Option<String>> {
+        if !is_tracked_path(rel) {
+            return Ok(None);
+        }
+        let path = self.workspace.join(rel);
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => return Ok(None),
+            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let key = StatKey::of(&meta);
+        if let Some((k, id)) = self.cache.files.get(rel)
+            && *k == key
+            && (!self.verify_store || id.starts_with("big:") || self.store.has(content_hash(id)))
+        {
+            return Ok(Some(id.clone()));
+        }
+        let exec = meta.mode() & 0o111 != 0;
+        let id = if key.size > self.max_file_bytes {
+            format!("big:{}:{}", key.size, key.mtime_ns)
+        } else {
+            let mut data = Vec::with_capacity(key.size as usize);
+            match File::open(&path).and_then(|mut f| f.read_to_end(&mut data)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            let hash = hash_bytes(&data);
+            if self.store.put(&hash, &data).map_err(io::Error::other)? {
+                self.stored = true;
+            }
+            if exec { format!("{hash}:x") } else { hash }
+        };
+        // Racy clean: a file written in the last two seconds could change again within its time stamp's step.
+        if key.mtime_ns < now_ns - 2_000_000_000 && key.ctime_ns < now_ns - 2_000_000_000 {
+            self.cache.files.insert(rel.to_string(), (key, id.clone()));
+            self.cache.changed = true;
+        }
+        Ok(Some(id))
+    }
+}
+
+/// The object a content id names (`<hash>` of `<hash>:x`); a `big:` id names none.
+pub fn content_hash(id: &str) -> &str {
+    id.split(':').next().unwrap_or("")
+}
+
+/// Whether a content id's file is executable.
+pub fn is_exec(id: &str) -> bool {
+    id.ends_with(":x")
+}
+
+/// Whether a content id's bytes were kept.
+pub fn is_restorable(id: &str) -> bool {
+    !id.starts_with("big:")
+}
+
+/// A relative path a checkpoint may hold: no `..`, not absolute, not in `.git/` or `.PseudoClaude/`.
+pub fn is_tracked_path(rel: &str) -> bool {
+    let mut first = true;
+    for part in rel.split('/') {
+        if part.is_empty() || part == "." || part == ".." || part == ".git" || (first && part == ROOT_DIR_NAME) {
+            return false;
+        }
+        first = false;
+    }
+    !rel.is_empty()
+}
+
+/// Every regular file the ignore rules leave in, workspace-relative.
+fn walk(workspace: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let walker = ignore::WalkBuilder::new(workspace)
+        .hidden(false)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| {
+            let name = e.file_name();
+            name != ".git" && !(e.depth() == 1 && name == ROOT_DIR_NAME)
+        })
+        .build();
+    for entry in walker.flatten() {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        if let Ok(rel) = entry.path().strip_prefix(workspace)
+            && let Some(rel) = rel.to_str()
+        {
+            out.push(rel.to_string());
+        }
+    }
+    out
+}

@@ -1,0 +1,276 @@
+//! One session's checkpoints: the files' state at the last one (its manifest), the session's `files`
+//! records so far, and the paths the agent's file tools wrote (tracked even when ignored).
+//!
+//! A session's first checkpoint stores the whole tree once (its `base`, an object holding the
+//! manifest); every later one records only what changed. On resume the manifest is rebuilt from the
+//! base and the changes, so "what changed since" compares the disk with the session's own last state.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::scan::{Manifest, Scanner, StatCache, content_hash, is_restorable};
+use super::store::{Store, hash_bytes};
+use crate::session::files::{BY_AGENT, BY_REWIND, BY_USER, FileChange, FilesRecord, RewindItem};
+
+pub struct Tracker {
+    workspace: PathBuf,
+    store: Store,
+    cache: StatCache,
+    max_file_bytes: u64,
+    /// The files' state at the last checkpoint; `None` before the session's first.
+    manifest: Option<Manifest>,
+    /// The session's records, in order.
+    records: Vec<FilesRecord>,
+    /// Paths the agent's file tools wrote: tracked even when the ignore rules leave them out.
+    written: BTreeSet<String>,
+    /// The state a checkpoint taken but not yet committed found.
+    pending: Option<Manifest>,
+    /// The highest seq handed out: a user message may carry one whose record never reached the log.
+    issued: u64,
+}
+
+impl Tracker {
+    pub fn new(workspace: &Path, max_file_bytes: u64) -> Tracker {
+        Tracker {
+            workspace: workspace.to_path_buf(),
+            store: Store::new(workspace),
+            cache: StatCache::load(workspace),
+            max_file_bytes,
+            manifest: None,
+            records: Vec::new(),
+            written: BTreeSet::new(),
+            pending: None,
+            issued: 0,
+        }
+    }
+
+    /// The tracker of a resumed session: its manifest rebuilt from the log's records. `last_turn`: the
+    /// highest `turn` a message of the history carries (its record may have been lost).
+    pub fn resume(workspace: &Path, max_file_bytes: u64, records: Vec<FilesRecord>, last_turn: u64) -> Tracker {
+        let mut t = Tracker::new(workspace, max_file_bytes);
+        t.issued = last_turn;
+        t.manifest = rebuild(&t.store, &records);
+        for r in &records {
+            for c in &r.changes {
+                if r.by == BY_AGENT {
+                    t.written.insert(c.path.clone());
+                }
+            }
+        }
+        t.records = records;
+        t
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn records(&self) -> &[FilesRecord] {
+        &self.records
+    }
+
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// The seq the next checkpoint gets.
+    fn next_seq(&self) -> u64 {
+        self.records.last().map_or(0, |r| r.seq).max(self.issued) + 1
+    }
+
+    /// The turn the next agent checkpoint belongs to: the seq of the last checkpoint taken before a message.
+    pub fn current_turn(&self) -> u64 {
+        self.records.iter().rev().find(|r| r.by == BY_USER && r.turn == r.seq).map_or(0, |r| r.seq)
+    }
+
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
+    /// The record of what a rewind wrote (`from` → `to` of each item now at its `to`); commit it once logged.
+    pub fn rewound(&mut self, applied: &[RewindItem]) -> FilesRecord {
+        let mut m = self.manifest.clone().unwrap_or_default();
+        let mut changes = Vec::new();
+        for i in applied {
+            match &i.to {
+                Some(id) => m.insert(i.path.clone(), id.clone()),
+                None => m.remove(&i.path),
+            };
+            changes.push(FileChange {
+                path: i.path.clone(),
+                before: i.from.clone(),
+                after: i.to.clone(),
+                added: 0,
+                removed: 0,
+            });
+        }
+        self.pending = Some(m);
+        FilesRecord {
+            seq: self.next_seq(),
+            turn: self.current_turn(),
+            by: BY_REWIND.into(),
+            changes,
+            ..Default::default()
+        }
+    }
+
+    /// Notes a path a file tool of the agent wrote (so it is tracked even when ignored).
+    pub fn note_written(&mut self, rel: &str) {
+        if super::scan::is_tracked_path(rel) {
+            self.written.insert(rel.to_string());
+        }
+    }
+
+    /// A checkpoint of the whole workspace, `by` whom the changes since the last one were made. The
+    /// objects it names are durable when it returns; the caller logs the record, then [`Tracker::commit`]s it.
+    pub fn take(&mut self, by: &str, call: &str, only: Option<&[String]>) -> crate::session::Result<FilesRecord> {
+        let extra: Vec<String> = self
+            .written
+            .iter()
+            .chain(self.manifest.iter().flat_map(|m| m.keys()))
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let first = self.manifest.is_none();
+        let mut scanner = Scanner {
+            workspace: &self.workspace,
+            store: &self.store,
+            cache: &mut self.cache,
+            max_file_bytes: self.max_file_bytes,
+            stored: false,
+            verify_store: first,
+        };
+        let io = |e: std::io::Error| crate::session::Error::Io {
+            action: "cannot checkpoint the workspace's files in".into(),
+            path: self.workspace.clone(),
+            source: e,
+        };
+        let now = match (only, &self.manifest) {
+            (Some(paths), Some(m)) => scanner.rescan(m, paths.iter()),
+            _ => scanner.scan(extra.iter()),
+        }
+        .map_err(io)?;
+        let mut stored = scanner.stored;
+        let seq = self.next_seq();
+        if by == BY_USER {
+            self.issued = seq;
+        }
+        let mut record = FilesRecord {
+            seq,
+            turn: if by == BY_USER { seq } else { self.current_turn() },
+            by: by.to_string(),
+            call: call.to_string(),
+            ..Default::default()
+        };
+        match &self.manifest {
+            None => {
+                let bytes = serde_json::to_vec(&now).map_err(|e| crate::session::Error::Invalid(e.to_string()))?;
+                let hash = hash_bytes(&bytes);
+                stored |= self.store.put(&hash, &bytes)?;
+                record.base = Some(hash);
+            }
+            Some(before) => record.changes = diff(&self.store, before, &now),
+        }
+        if stored {
+            self.store.sync()?;
+        }
+        self.cache.save(&self.workspace);
+        self.pending = Some(now);
+        Ok(record)
+    }
+}
+
+impl Tracker {
+    /// The record was logged: its state is the session's last.
+    pub fn commit(&mut self, record: FilesRecord) {
+        if let Some(m) = self.pending.take() {
+            self.manifest = Some(m);
+        }
+        self.records.push(record);
+    }
+
+    /// The record could not be logged: the next checkpoint compares with the last logged state again.
+    pub fn forget(&mut self) {
+        self.pending = None;
+    }
+}
+
+/// The changes from `before` to `after`, each with its lines added and removed.
+pub fn diff(store: &Store, before: &Manifest, after: &Manifest) -> Vec<FileChange> {
+    let mut out = Vec::new();
+    for (path, id) in after {
+        match before.get(path) {
+            Some(old) if old == id => {}
+            old => out.push(change(store, path, old.cloned(), Some(id.clone()))),
+        }
+    }
+    for (path, id) in before {
+        if !after.contains_key(path) {
+            out.push(change(store, path, Some(id.clone()), None));
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// Texts over this size are not diffed for their line counts (a change to them counts as 0 and 0).
+const LINE_COUNT_LIMIT: usize = 4 << 20;
+
+fn change(store: &Store, path: &str, before: Option<String>, after: Option<String>) -> FileChange {
+    let text = |id: &Option<String>| -> Option<String> {
+        match id {
+            None => Some(String::new()),
+            Some(id) if !is_restorable(id) => None,
+            Some(id) => {
+                let data = store.get(content_hash(id)).ok()?;
+                if data.len() > LINE_COUNT_LIMIT || data.contains(&0) {
+                    return None;
+                }
+                String::from_utf8(data).ok()
+            }
+        }
+    };
+    let (added, removed) = match (text(&before), text(&after)) {
+        (Some(a), Some(b)) => line_counts(&a, &b),
+        _ => (0, 0),
+    };
+    FileChange { path: path.to_string(), before, after, added, removed }
+}
+
+/// Lines added and removed from `a` to `b`.
+pub fn line_counts(a: &str, b: &str) -> (u64, u64) {
+    let diff = similar::TextDiff::from_lines(a, b);
+    let (mut added, mut removed) = (0, 0);
+    for c in diff.iter_all_changes() {
+        match c.tag() {
+            similar::ChangeTag::Insert => added += 1,
+            similar::ChangeTag::Delete => removed += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    (added, removed)
+}
+
+/// The state at the last of `records`: the first base, then every change applied in order. `None`
+/// without a base (no checkpoint, or its object lost: the next checkpoint starts a new base).
+pub fn rebuild(store: &Store, records: &[FilesRecord]) -> Option<Manifest> {
+    let mut manifest: Option<Manifest> = None;
+    for r in records {
+        if let Some(base) = &r.base {
+            manifest = store.get(base).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        }
+        let Some(m) = &mut manifest else { continue };
+        for c in &r.changes {
+            match &c.after {
+                Some(id) => m.insert(c.path.clone(), id.clone()),
+                None => m.remove(&c.path),
+            };
+        }
+    }
+    manifest
+}
