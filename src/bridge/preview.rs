@@ -43,6 +43,9 @@ pub struct Preview {
     pub tail: display::Slice,
     /// Files the agent wrote or edited in the session (see [`session::touched`]).
     pub files_touched: Vec<String>,
+    /// What the agent's tool calls changed in the files, per turn (commands included; [`crate::rewind`]):
+    /// the turns that changed any, oldest first.
+    pub changes: Vec<crate::rewind::TurnChanges>,
     pub pinned: bool,
     pub forked_from: Option<ForkedFrom>,
     /// The git branch and short commit at the latest recorded turn, as in the list (`None` outside a
@@ -69,6 +72,10 @@ impl Preview {
             usage: loaded.usage_by_model.total(),
             cost: loaded.usage_by_model.cost(pricing),
             files_touched: session::touched::files_touched(&loaded.messages),
+            changes: crate::rewind::changes(&loaded.files, &loaded.messages)
+                .into_iter()
+                .filter(|t| !t.files.is_empty())
+                .collect(),
             damage_report: loaded.damage_report(),
             messages: loaded.messages.len(),
             pinned: loaded.pinned,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import Neovim, transcript, type_message, wait_for
+from conftest import Neovim, main_loop_watch, transcript, type_message, wait_for
 from fake_llm import FakeOpenAI
 
 
@@ -274,6 +274,21 @@ def test_a_resume_tells_the_model_which_files_changed_since_and_a_fork_takes_the
     reminder = [m["content"] for m in sent if m["role"] == "user" and "Since this session's last message" in m["content"]]
     assert reminder and "extra.txt created, notes.txt deleted" in reminder[0], sent
 
+    # The picker's preview of the session shows what each turn changed.
+    second.api.command("PseudoNew")
+    second.api.command("set columns=160 lines=48")
+    second.api.input("<Esc>:PseudoResume<CR>")
+    preview = wait_for(
+        lambda: second.lua(
+            "local p = require('pseudoclaude.picker') local s = p.get_state() "
+            "if not (s and s.preview_id and s.preview_id == (p.selected() or {}).id) then return false end "
+            "return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)"
+        ),
+        what="the preview",
+    )
+    assert "message 1 changed: src/a.rs +1 −1" in preview and "message 5 changed: src/a.rs +1 −1" in preview, preview
+    second.api.input("<Esc>")
+
     changes = second.lua("return require('pseudoclaude').sessions.changes(...)", sid)
     assert [(t["index"], [f["path"] for f in t["files"]]) for t in changes][:2] == [(1, ["src/a.rs"]), (5, ["src/a.rs"])]
     # A fork at the first answer takes the file as the first turn left it.
@@ -285,4 +300,25 @@ def test_a_resume_tells_the_model_which_files_changed_since_and_a_fork_takes_the
     forked = wait_for(lambda: second.lua("return vim.g.pc_forked"), what="forked")
     assert forked["files"]["restored"] == ["src/a.rs"], forked
     assert (workspace / "src" / "a.rs").read_text() == "first\n"
+    assert fake.errors == []
+
+
+def test_checkpoints_and_a_rewind_of_a_10000_file_workspace_never_hold_up_the_main_loop(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI
+) -> None:
+    for d in range(100):
+        folder = workspace / f"d{d:02}"
+        folder.mkdir()
+        for i in range(100):
+            (folder / f"f{i}.txt").write_text(f"file {d} {i}\n" * 200)
+    fake.push_tools("Working.", [("call_1", "run_command", {"command": "echo changed >> d07/f7.txt && rm d08/f8.txt"}), ("call_2", "write_file", {"path": "d09/new.txt", "content": "new\n"})])
+    fake.push_text("Done.")
+    setup(nvim, fake)
+    with main_loop_watch(nvim, "a turn with checkpoints of 10,000 files, then its rewind"):
+        type_message(nvim, "change three files")
+        wait_turns(nvim, 1)
+        report = rewind(nvim, 1)
+    assert report["ok"] is True, report
+    assert sorted(report["restored"]) == ["d07/f7.txt", "d08/f8.txt"] and report["removed"] == ["d09/new.txt"]
+    assert (workspace / "d07" / "f7.txt").read_text() == "file 7 7\n" * 200
     assert fake.errors == []

@@ -460,7 +460,7 @@ end
 --- tokens and their cost, the files the agent changed. The preview's own values once it is read (it is newer than
 --- the list's), the list item's while it loads.
 ---@param add fun(line: string, group: string?)
----@param p {id: string?, pinned: boolean?, forked_from: table?, files_touched: string[]?, branch: string?, commit: string?, git_start: table?, usage: pseudoclaude.Usage?, cost: number?}
+---@param p {id: string?, pinned: boolean?, forked_from: table?, files_touched: string[]?, changes: pseudoclaude.TurnChanges[]?, branch: string?, commit: string?, git_start: table?, usage: pseudoclaude.Usage?, cost: number?}
 ---@param item pseudoclaude.SessionInfo
 function H.library_header(add, p, item)
   -- a field the preview has false or not at all: the list item's (nil is nil: the core leaves null fields out)
@@ -495,6 +495,16 @@ function H.library_header(add, p, item)
   local files = value(p.files_touched)
   if files and #files > 0 then
     add("files touched: " .. table.concat(files, ", "), "PseudoClaudePickerPreviewMeta")
+  end
+  -- The files each turn changed (commands included), the last few turns: what a rewind would put back.
+  local turns = value(p.changes) or {}
+  for i = math.max(1, #turns - 4), #turns do
+    local t = turns[i]
+    local parts = {}
+    for _, f in ipairs(t.files) do
+      table.insert(parts, ("%s +%d −%d"):format(f.path, f.added, f.removed))
+    end
+    add(("message %d changed: %s"):format(t.index, table.concat(parts, ", ")), "PseudoClaudePickerPreviewMeta")
   end
 end
 
