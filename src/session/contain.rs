@@ -243,6 +243,12 @@ impl Dir {
         self.stat_nofollow(rel).map(|st| st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec))
     }
 
+    /// Size and modification time (ns) of `rel`, a link not followed: whether a file changed.
+    pub(crate) fn size_mtime_ns(&self, rel: &str) -> Option<(u64, i64)> {
+        self.stat_nofollow(rel)
+            .map(|st| (st.st_size as u64, st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec)))
+    }
+
     fn stat_nofollow(&self, rel: &str) -> Option<libc::stat> {
         let c = cstring_io(rel).ok()?;
         // SAFETY: `st` is plain data filled by the call; valid descriptor and name.

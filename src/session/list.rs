@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::contain::{Access, Dir};
 use super::entry::ForkedFrom;
+use super::index::Row;
 use super::loader::feed_lines;
 use super::replay::{Replay, State};
 use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir};
@@ -106,6 +107,9 @@ pub struct ListOptions {
 /// Every valid session of the workspace, newest first (by log modification time, then id).
 pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
     let dir = sessions_dir(workspace);
+    if opts.limit.is_none() {
+        return list_indexed(workspace, &dir, opts);
+    }
     let rd = match fs::read_dir(&dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -156,6 +160,107 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
     match opts.limit {
         Some(limit) if opts.include_pinned => with_pins(workspace, &root, opts, limit, out),
         _ => Ok(out),
+    }
+}
+
+/// The full list, through the workspace's index ([`super::index`]): a session it cannot vouch for is
+/// summarised from its log as a list without it would.
+fn list_indexed(workspace: &Path, dir: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("cannot read sessions directory", dir)(e)),
+        Ok(m) if !m.is_dir() => {
+            let e = std::io::Error::from(std::io::ErrorKind::NotADirectory);
+            return Err(io_err("cannot read sessions directory", dir)(e));
+        }
+        Ok(_) => {}
+    }
+    let root = Dir::sessions(workspace)?;
+    let summarise = |id: &str| {
+        let ctx = Context::for_id(workspace, id).ok()?;
+        // A session we cannot read or must refuse is left on disk untouched, as in the scan below.
+        info_in(&ctx, &root.subdir(id).ok()?, None, &opts.pricing).ok().map(|s| row_of(&s))
+    };
+    let mut out: Vec<SessionInfo> = super::index::entries(workspace, &root, summarise)
+        .into_iter()
+        .map(|row| info_of(row, &opts.pricing))
+        .filter(|s| opts.exclude.as_deref() != Some(s.id.as_str()) && shown(s, opts))
+        .collect();
+    if opts.check_locks {
+        for info in &mut out {
+            info.held_by = root.subdir(&info.id).ok().and_then(|d| lock::holder_in(&d));
+        }
+    }
+    sort_newest_first(&mut out);
+    Ok(out)
+}
+
+/// A session's row of the index ([`super::index`]).
+fn row_of(s: &SessionInfo) -> Row {
+    Row(
+        s.id.clone(),
+        s.bytes,
+        s.modified_ns,
+        s.title.clone(),
+        s.model.clone(),
+        s.messages,
+        s.entries,
+        s.last_message,
+        s.bad_lines,
+        s.repaired,
+        s.torn_tail_bytes,
+        s.branch.clone(),
+        s.commit.clone(),
+        s.usage_by_model.clone(),
+        s.pinned,
+        s.forked_from.clone(),
+    )
+}
+
+/// The list entry of an index row.
+fn info_of(row: Row, pricing: &Pricing) -> SessionInfo {
+    let Row(
+        id,
+        bytes,
+        modified_ns,
+        title,
+        model,
+        messages,
+        entries,
+        last_message,
+        bad_lines,
+        repaired,
+        torn,
+        branch,
+        commit,
+        usage,
+        pinned,
+        forked_from,
+    ) = row;
+    SessionInfo {
+        id,
+        title,
+        model,
+        messages,
+        entries,
+        bytes,
+        modified: modified_ns.div_euclid(1_000_000_000),
+        modified_ns,
+        last_message,
+        bad_lines,
+        partial: false,
+        held_by: None,
+        repaired,
+        torn_tail_bytes: torn,
+        damaged: bad_lines > 0 || repaired > 0 || torn > 0,
+        branch,
+        commit,
+        usage: usage.total(),
+        cost: usage.cost(pricing),
+        usage_by_model: usage,
+        pinned,
+        forked_from,
+        workspace: None,
     }
 }
 

@@ -185,3 +185,134 @@ fn the_cache_is_written_once_per_change_of_the_log() {
     assert_eq!(info(&ctx).expect("info").messages, 2);
     assert_ne!(ino(&ctx), first, "grown: rewritten");
 }
+
+/// The list as it is read without the index: a scan of every log's summary (a limit no workspace reaches).
+fn without_index(ws: &Path) -> Vec<SessionInfo> {
+    list(ws, &ListOptions { limit: Some(usize::MAX), ..Default::default() }).expect("list")
+}
+
+fn index_path(ws: &Path) -> PathBuf {
+    ws.join(".PseudoClaude").join(super::super::index::INDEX_FILE_NAME)
+}
+
+/// The index with session `id`'s title replaced by `title`: what the list shows when it trusts the row.
+fn forge_title(ws: &Path, id: &str, title: &str) {
+    let text = fs::read_to_string(index_path(ws)).expect("read the index");
+    let forged: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with(&format!("[\"{id}\"")) {
+                let mut row: serde_json::Value = serde_json::from_str(l).expect("a row");
+                row[3] = title.into();
+                format!("{row}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    fs::write(index_path(ws), forged).expect("write the index");
+}
+
+fn titles(list: &[SessionInfo]) -> Vec<(&str, &str, usize)> {
+    list.iter().map(|s| (s.id.as_str(), s.title.as_str(), s.messages)).collect()
+}
+
+#[test]
+fn the_index_is_built_when_missing_and_read_after_giving_the_same_list() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let s = sessions(ws.path(), 4);
+    meta::append(&s[1], meta::title_entry("named").expect("title")).expect("name one");
+    let reference = without_index(ws.path());
+    assert_eq!(reference.len(), 4);
+    assert!(!index_path(ws.path()).exists());
+    assert_eq!(list(ws.path(), &ListOptions::default()).expect("list"), reference, "built from the logs");
+    assert!(index_path(ws.path()).exists());
+    // read from the index: a row it vouches for is what the list shows (proved by forging one)
+    assert_eq!(list(ws.path(), &ListOptions::default()).expect("list"), reference, "read from the index");
+    forge_title(ws.path(), &s[2].id, "from the index");
+    let listed = list(ws.path(), &ListOptions::default()).expect("list");
+    assert_eq!(listed.iter().find(|x| x.id == s[2].id).map(|x| x.title.as_str()), Some("from the index"));
+    // the options still apply: excluded, the same order
+    let opts = ListOptions { exclude: Some(s[3].id.clone()), ..Default::default() };
+    let rest: Vec<&str> = ids_of(&reference).into_iter().filter(|id| *id != s[3].id).collect();
+    assert_eq!(ids_of(&list(ws.path(), &opts).expect("list")), rest);
+    // deleted: rebuilt from the logs, the forged row gone
+    fs::remove_file(index_path(ws.path())).expect("delete the index");
+    assert_eq!(list(ws.path(), &ListOptions::default()).expect("list"), reference);
+}
+
+#[test]
+fn a_damaged_index_is_rebuilt_from_the_logs() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    sessions(ws.path(), 3);
+    let reference = without_index(ws.path());
+    list(ws.path(), &ListOptions::default()).expect("list");
+    let whole = fs::read(index_path(ws.path())).expect("read the index");
+    let damages: [Vec<u8>; 4] = [
+        b"not json at all\n".to_vec(),
+        whole[..whole.len() - 7].to_vec(),                                 // cut
+        whole.iter().map(|&b| if b == b',' { b';' } else { b }).collect(), // a bad row
+        Vec::new(),
+    ];
+    for damaged in damages {
+        fs::write(index_path(ws.path()), &damaged).expect("damage the index");
+        assert_eq!(list(ws.path(), &ListOptions::default()).expect("list"), reference);
+        assert_eq!(fs::read(index_path(ws.path())).expect("rewritten").len(), whole.len(), "rewritten whole");
+    }
+}
+
+#[test]
+fn the_index_is_never_trusted_for_a_session_whose_log_changed_since() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let s = sessions(ws.path(), 4);
+    list(ws.path(), &ListOptions::default()).expect("build the index");
+    // every row forged: only the sessions that changed may lose their forged title
+    for c in &s {
+        forge_title(ws.path(), &c.id, "forged");
+    }
+    // another editor appends to s[1] through its writer (which notes it in the activity file)
+    let w = Writer::open(&s[1], WriterOptions::default()).expect("writer");
+    w.append(&Message::assistant("an answer from elsewhere")).expect("append");
+    drop(w);
+    // s[0] removed, a new session added
+    fs::remove_dir_all(&s[0].dir).expect("remove a session");
+    let added = session(ws.path(), 10);
+    let listed = list(ws.path(), &ListOptions::default()).expect("list");
+    // (s[1], written now, is older than the others' modification times, set in 2027)
+    assert_eq!(
+        titles(&listed),
+        [
+            (added.id.as_str(), "session 10", 1),
+            (s[3].id.as_str(), "forged", 1),
+            (s[2].id.as_str(), "forged", 1),
+            (s[1].id.as_str(), "session 1", 2),
+        ]
+    );
+    // with the index deleted: the same sessions in the same order
+    fs::remove_file(index_path(ws.path())).expect("delete the index");
+    assert_eq!(ids_of(&list(ws.path(), &ListOptions::default()).expect("list")), ids_of(&listed));
+    assert_eq!(list(ws.path(), &ListOptions::default()).expect("list"), without_index(ws.path()));
+}
+
+#[test]
+fn when_the_activity_file_was_replaced_every_row_is_checked_against_its_log() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let s = sessions(ws.path(), 3);
+    list(ws.path(), &ListOptions::default()).expect("build the index");
+    for c in &s {
+        forge_title(ws.path(), &c.id, "forged");
+    }
+    // a log changed by something that does not write the hint, and the hint compacted (a new file)
+    let mut f = File::options().append(true).open(&s[0].jsonl_path).expect("open");
+    std::io::Write::write_all(&mut f, b"{\"type\":\"nonsense\"}\n").expect("append");
+    drop(f);
+    let activity = ws.path().join(".PseudoClaude/sessions/activity");
+    let compacted: String = s.iter().map(|c| format!("{} 1800000000\n", c.id)).collect();
+    assert_ne!(fs::read_to_string(&activity).expect("read the hint"), compacted);
+    fs::remove_file(&activity).expect("remove");
+    fs::write(&activity, compacted).expect("rewrite the hint");
+    let listed = list(ws.path(), &ListOptions::default()).expect("list");
+    let changed = listed.iter().find(|x| x.id == s[0].id).expect("listed");
+    assert_eq!((changed.title.as_str(), changed.entries), ("session 0", without_index(ws.path())[2].entries));
+    assert!(listed.iter().filter(|x| x.id != s[0].id).all(|x| x.title == "forged"), "unchanged logs: the index's rows");
+}

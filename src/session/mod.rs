@@ -27,6 +27,7 @@ pub mod entry;
 pub mod export;
 pub mod files;
 pub mod fork;
+pub mod index;
 pub mod list;
 pub mod loader;
 pub mod lock;

@@ -1,0 +1,240 @@
+//! The workspace's index of its sessions' list entries, `.PseudoClaude/sessions-index.jsonl`: what
+//! the full list reads instead of one `summary.json` per session (10,000 sessions: 300 ms without
+//! it, a few milliseconds with it).
+//!
+//! It is derived, never a source of truth: any session it cannot vouch for is summarised from its
+//! log as before ([`super::list`]'s `summary.json` and its staleness rules), and a missing, damaged
+//! or older-version index is rebuilt that way. It is replaced atomically (a temporary file renamed
+//! over it), so a reader sees a whole index, old or new; with two editors, the last writer wins,
+//! and either index is checked as below before use.
+//!
+//! The format: JSON lines. The first is the [`Header`]; each other line one session, a JSON array
+//! ([`Row`]). It lives in `.PseudoClaude`, not in `sessions/`, so writing it does not change the
+//! `sessions` folder's modification time, which is half of how staleness is detected:
+//! - sessions added or removed (a new session, a fork, an import, a copied folder, a delete, the
+//!   retention) change the `sessions` folder's modification time: the index's set of ids is used
+//!   only while that time is the one seen before the index was built; otherwise the folder is read;
+//! - a log written by anyone through the writer (this editor, another one, the CLI) appends a line
+//!   to `sessions/activity` ([`super::activity`]): the lines appended since the index was built
+//!   name the sessions whose logs may have changed, and those are checked against their log's size
+//!   and modification time (the row's), and summarised again when either differs. When the
+//!   activity file was replaced or cut (compacted) since, every session is checked that way.
+//!
+//! A log changed by something that neither writes the activity file nor adds or removes a folder
+//! (an editor of the JSONL by hand) is seen at the next full check: when the activity file is
+//! compacted, or the index rebuilt.
+//!
+//! Tested through the list, in `list_tests.rs` (`the_index_*`).
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::activity::ACTIVITY_FILE_NAME;
+use super::contain::{Access, Dir};
+use super::entry::ForkedFrom;
+use super::{CONVERSATION_FILE_NAME, ROOT_DIR_NAME, SESSIONS_DIR_NAME, is_valid_id};
+use crate::usage::UsageByModel;
+
+pub const INDEX_FILE_NAME: &str = "sessions-index.jsonl";
+/// 1: the first.
+const INDEX_VERSION: u32 = 1;
+/// Activity lines read past the index's offset above which the index is rewritten even when no
+/// row changed (so the next list does not read them again).
+const REWRITE_AFTER_ACTIVITY_BYTES: u64 = 64 * 1024;
+
+/// The index's first line: what it was built against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Header {
+    version: u32,
+    /// Modification time of the `sessions` folder (ns) seen before the folder was read.
+    sessions_mtime_ns: i64,
+    /// The activity file's inode (0: none) and how much of it the index has taken into account
+    /// (the end of its last complete line seen before the logs were read).
+    activity_ino: u64,
+    activity_offset: u64,
+    /// The activity file's bytes before `activity_offset` (up to 64): a file replaced since (compacted,
+    /// rewritten), even under a reused inode number, differs there.
+    activity_tail: Vec<u8>,
+}
+
+/// One session: its list entry as of the log's `bytes` and `modified_ns`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Row(
+    pub String,             // id
+    pub u64,                // bytes
+    pub i64,                // modified_ns
+    pub String,             // title (the shown one)
+    pub String,             // model
+    pub usize,              // messages
+    pub usize,              // entries
+    pub i64,                // last_message
+    pub usize,              // bad_lines
+    pub usize,              // repaired
+    pub u64,                // torn_tail_bytes
+    pub Option<String>,     // branch
+    pub Option<String>,     // commit
+    pub UsageByModel,       // usage per model
+    pub bool,               // pinned
+    pub Option<ForkedFrom>, // forked_from
+);
+
+/// Every listable session of the workspace (unfiltered, unsorted), through the index: rows it can
+/// vouch for as they are, the others from `summarise` (a session's row from its log; `None` when
+/// it is not listable). Writes the index back when it was missing, damaged or out of date.
+pub(crate) fn entries(workspace: &Path, root: &Dir, summarise: impl Fn(&str) -> Option<Row>) -> Vec<Row> {
+    let Ok(home) = Dir::workspace(workspace).and_then(|w| w.subdir(ROOT_DIR_NAME)) else {
+        return Vec::new();
+    };
+    // What the index will be built against, seen before anything is read.
+    let sessions_mtime_ns = home.mtime_ns(SESSIONS_DIR_NAME).unwrap_or(0);
+    let (activity_ino, activity_len) = root
+        .open_stat(ACTIVITY_FILE_NAME, Access::Read)
+        .map(|(f, m)| (m.ino(), m.len(), f))
+        .map_or((0, 0), |(ino, len, _)| (ino, len));
+    let old = read(&home);
+    let (mut rows, old_header): (HashMap<String, Row>, Option<Header>) = match old {
+        Some((h, rows)) => (rows.into_iter().map(|r| (r.0.clone(), r)).collect(), Some(h)),
+        None => (HashMap::new(), None),
+    };
+    // Which ids are there: the index's, while the folder has not changed since.
+    let ids: Vec<String> = match &old_header {
+        Some(h) if h.sessions_mtime_ns == sessions_mtime_ns && sessions_mtime_ns != 0 => rows.keys().cloned().collect(),
+        _ => folder_ids(root),
+    };
+    // Whose logs may have changed: those the activity names since, or all.
+    let (suspects, activity_offset) = match &old_header {
+        Some(h)
+            if h.activity_ino == activity_ino
+                && h.activity_offset <= activity_len
+                && activity_bytes(root, tail_start(h.activity_offset), h.activity_offset).as_ref()
+                    == Some(&h.activity_tail) =>
+        {
+            let (named, end) = named_since(root, h.activity_offset, activity_len);
+            (Some(named), end)
+        }
+        _ => (None, complete_end(root, activity_len)),
+    };
+    let checked_all = suspects.is_none();
+    let mut changed = old_header.is_none();
+    let mut kept: HashMap<String, Row> = HashMap::with_capacity(ids.len());
+    for id in ids {
+        let row = rows.remove(&id);
+        let trusted = match (&row, &suspects) {
+            (Some(_), Some(s)) if !s.contains(&id) => true,
+            (Some(r), _) => log_stat(root, &id) == Some((r.1, r.2)),
+            (None, _) => false,
+        };
+        let row = if trusted {
+            row
+        } else {
+            changed = true;
+            summarise(&id)
+        };
+        if let Some(row) = row {
+            kept.insert(id, row);
+        }
+    }
+    changed |= !rows.is_empty(); // rows of sessions no longer there
+    let activity_tail = activity_bytes(root, tail_start(activity_offset), activity_offset).unwrap_or_default();
+    let header = Header { version: INDEX_VERSION, sessions_mtime_ns, activity_ino, activity_offset, activity_tail };
+    let moved = old_header.as_ref().is_some_and(|h| {
+        h.sessions_mtime_ns != header.sessions_mtime_ns
+            || h.activity_ino != header.activity_ino
+            || checked_all
+            || header.activity_offset.saturating_sub(h.activity_offset) > REWRITE_AFTER_ACTIVITY_BYTES
+    });
+    if changed || moved {
+        // The index only saves time: failing to write it (a read-only checkout) is not an error.
+        let _ = write(&home, &header, kept.values());
+    }
+    kept.into_values().collect()
+}
+
+/// The valid session ids of the `sessions` folder (folders only, links left out).
+fn folder_ids(root: &Dir) -> Vec<String> {
+    let Ok(rd) = fs::read_dir(root.path()) else { return Vec::new() };
+    rd.flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().filter(|n| is_valid_id(n)).map(str::to_string))
+        .collect()
+}
+
+/// The log's size and modification time (ns), without following a link.
+fn log_stat(root: &Dir, id: &str) -> Option<(u64, i64)> {
+    root.size_mtime_ns(&format!("{id}/{CONVERSATION_FILE_NAME}"))
+}
+
+/// The ids the activity file's complete lines name between `from` and `len`, and the end of the
+/// last complete line (where the next look starts: a line being written is read whole next time).
+fn named_since(root: &Dir, from: u64, len: u64) -> (HashSet<String>, u64) {
+    let mut named = HashSet::new();
+    if len == from {
+        return (named, from);
+    }
+    let Some(buf) = activity_bytes(root, from, len) else { return (named, from) };
+    let end = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
+    for line in buf[..end].split(|&b| b == b'\n') {
+        let id = line.split(|&b| b == b' ').next().unwrap_or_default();
+        if let Ok(id) = std::str::from_utf8(id)
+            && is_valid_id(id)
+        {
+            named.insert(id.to_string());
+        }
+    }
+    (named, from + end as u64)
+}
+
+/// The end of the activity file's last complete line within its first `len` bytes.
+fn complete_end(root: &Dir, len: u64) -> u64 {
+    let from = len.saturating_sub(4096);
+    activity_bytes(root, from, len)
+        .and_then(|buf| memchr::memrchr(b'\n', &buf).map(|i| from + i as u64 + 1))
+        .unwrap_or(from.min(len))
+}
+
+fn tail_start(offset: u64) -> u64 {
+    offset.saturating_sub(64)
+}
+
+fn activity_bytes(root: &Dir, from: u64, len: u64) -> Option<Vec<u8>> {
+    if from >= len {
+        return Some(Vec::new());
+    }
+    let mut f = root.open(ACTIVITY_FILE_NAME, Access::Read).ok()?;
+    f.seek(SeekFrom::Start(from)).ok()?;
+    let mut buf = Vec::with_capacity((len - from) as usize);
+    f.take(len - from).read_to_end(&mut buf).ok()?;
+    Some(buf)
+}
+
+/// The index, when it is there, whole, and of this version.
+fn read(home: &Dir) -> Option<(Header, Vec<Row>)> {
+    let mut data = Vec::new();
+    home.open(INDEX_FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
+    let mut lines = data.split(|&b| b == b'\n');
+    let header: Header = serde_json::from_slice(lines.next()?).ok()?;
+    if header.version != INDEX_VERSION {
+        return None;
+    }
+    // The file ends with a newline; a missing one means it was cut (by hand: it is renamed into place).
+    if data.last() != Some(&b'\n') {
+        return None;
+    }
+    let rows: Option<Vec<Row>> = lines.filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).ok()).collect();
+    rows.map(|rows| (header, rows))
+}
+
+fn write<'a>(home: &Dir, header: &Header, rows: impl Iterator<Item = &'a Row>) -> std::io::Result<()> {
+    let mut data = serde_json::to_vec(header).map_err(std::io::Error::other)?;
+    data.push(b'\n');
+    for row in rows {
+        serde_json::to_writer(&mut data, row).map_err(std::io::Error::other)?;
+        data.push(b'\n');
+    }
+    home.replace_file(INDEX_FILE_NAME, &data)
+}
