@@ -66,6 +66,12 @@ fn main() {
     let machine = machine_note(&root);
     println!("session benchmarks ({machine})\n");
 
+    // `PSEUDOCLAUDE_BENCH_ONLY=index`: the sessions index's rows only, printed, the doc left alone.
+    if std::env::var("PSEUDOCLAUDE_BENCH_ONLY").as_deref() == Ok("index") {
+        println!("{}", render_table(&bench_index(&root)));
+        let _ = fs::remove_dir_all(&root);
+        return;
+    }
     let t = Instant::now();
     rows.extend(bench_append(&root));
     println!("  [append took {:.1} s]\n", t.elapsed().as_secs_f64());
@@ -81,6 +87,10 @@ fn main() {
     let t = Instant::now();
     rows.extend(bench_list(&root));
     println!("  [list took {:.1} s]\n", t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    rows.extend(bench_index(&root));
+    println!("  [index took {:.1} s]\n", t.elapsed().as_secs_f64());
 
     let _ = fs::remove_dir_all(&root);
     let total = started.elapsed();
@@ -1005,6 +1015,130 @@ fn bench_list(root: &Path) -> Vec<Row> {
             Verdict::Info,
         ),
     ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. The full list through the sessions index, at 10,000 and 100,000 sessions.
+
+const INDEX_SIZES: [usize; 2] = [10_000, 100_000];
+const INDEX_WARM_ROUNDS: usize = 5;
+const INDEX_GOALS_MS: [f64; 2] = [15.0, 100.0];
+
+/// `n` sessions of one ~4 KiB log each (hard links of one file), their summaries cached.
+fn make_index_set(root: &Path, n: usize) -> ListSet {
+    let ws = root.join(format!("index-{n}"));
+    fs::create_dir_all(session::sessions_dir(&ws)).expect("create sessions dir");
+    let master = root.join(format!("index-{n}-master.jsonl"));
+    append_turns(&master, &mut Conv::new(9), 4 << 10);
+    let log_bytes = fs::metadata(&master).expect("stat").len();
+    let ids: Vec<String> = (0..n).map(|i| format!("20260101-{:06}-{:04x}", i / 0x10000, i % 0x10000)).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let ctx = Context::for_id(&ws, id).expect("valid id");
+        fs::create_dir(&ctx.dir).expect("create session dir");
+        // A file takes at most 65,000 links on ext4: a copy of the log per 50,000 sessions.
+        let copy = master.with_extension(format!("{}.jsonl", i / 50_000));
+        if i % 50_000 == 0 {
+            fs::copy(&master, &copy).expect("copy the log");
+        }
+        fs::hard_link(&copy, &ctx.jsonl_path).expect("hard link log");
+    }
+    ListSet { ws, ids, log_bytes }
+}
+
+fn index_file(set: &ListSet) -> PathBuf {
+    set.ws.join(".PseudoClaude").join(session::index::INDEX_FILE_NAME)
+}
+
+/// The full list as it is read without the index (a limit no workspace reaches: a scan of every summary).
+fn timed_scan(set: &ListSet) -> Duration {
+    let t = Instant::now();
+    let v = session::list(&set.ws, &ListOptions { limit: Some(usize::MAX), ..Default::default() }).expect("list");
+    let d = t.elapsed();
+    assert_eq!(v.len(), set.ids.len(), "every session is listed");
+    d
+}
+
+fn timed_indexed(set: &ListSet) -> (Duration, Vec<session::list::SessionInfo>) {
+    let t = Instant::now();
+    let v = session::list(&set.ws, &ListOptions::default()).expect("list");
+    (t.elapsed(), v)
+}
+
+fn bench_index(root: &Path) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (n, goal_ms) in INDEX_SIZES.into_iter().zip(INDEX_GOALS_MS) {
+        let t = Instant::now();
+        let set = make_index_set(root, n);
+        println!(
+            "4. index: {n} sessions of {:.1} KiB made in {:.1} s",
+            set.log_bytes as f64 / 1024.0,
+            t.elapsed().as_secs_f64()
+        );
+        // Cold: no summary, no index; then the same without the index, its summaries removed again.
+        let (cold, reference) = timed_indexed(&set);
+        drop_caches(&set);
+        let _ = fs::remove_file(index_file(&set));
+        let cold_scan = timed_scan(&set);
+        assert_eq!(session::list(&set.ws, &ListOptions::default()).expect("list"), reference, "same list");
+        // Warm, alternating with the scan.
+        let (mut warm, mut scan) = (Vec::new(), Vec::new());
+        for _ in 0..INDEX_WARM_ROUNDS {
+            warm.push(timed_indexed(&set).0);
+            scan.push(timed_scan(&set));
+        }
+        let (warm, scan) = (median(&warm), median(&scan));
+        let _ = fs::remove_file(index_file(&set));
+        let (deleted, v) = timed_indexed(&set);
+        assert_eq!(v, reference, "rebuilt when deleted");
+        fs::write(index_file(&set), b"{\"version\":1,\"damaged").expect("damage the index");
+        let (damaged, v) = timed_indexed(&set);
+        assert_eq!(v, reference, "rebuilt when damaged");
+        // Stale: 10 sessions written by another writer, one removed, one added.
+        for id in &set.ids[..10] {
+            let ctx = Context::for_id(&set.ws, id).expect("valid id");
+            fs::remove_file(&ctx.jsonl_path).expect("unlink the shared log");
+            fs::copy(root.join(format!("index-{n}-master.jsonl")), &ctx.jsonl_path).expect("copy");
+            let w = Writer::open(&ctx, writer_options()).expect("writer");
+            w.append(&Message::user("one more")).expect("append");
+        }
+        fs::remove_dir_all(Context::for_id(&set.ws, &set.ids[n - 1]).expect("id").dir).expect("remove one");
+        let added = Context::for_id(&set.ws, "20270101-000000-0000").expect("id");
+        fs::create_dir(&added.dir).expect("add one");
+        fs::copy(root.join(format!("index-{n}-master.jsonl")), &added.jsonl_path).expect("copy");
+        let (stale, v) = timed_indexed(&set);
+        let scanned = session::list(&set.ws, &ListOptions { limit: Some(usize::MAX), ..Default::default() });
+        assert_eq!(v, scanned.expect("list"), "stale: the same list as the scan");
+        let (after, _) = timed_indexed(&set);
+        let index_mib = fs::metadata(index_file(&set)).map_or(0, |m| m.len()) as f64 / (1 << 20) as f64;
+        println!(
+            "   warm {} vs scan {} (index {index_mib:.1} MiB); cold {} vs {}; deleted {}, damaged {}, stale {}, then {}",
+            fmt_d(warm),
+            fmt_d(scan),
+            fmt_d(cold),
+            fmt_d(cold_scan),
+            fmt_d(deleted),
+            fmt_d(damaged),
+            fmt_d(stale),
+            fmt_d(after)
+        );
+        let r = |name: &str, d: Duration, base: Duration, goal: &str, v: Verdict| {
+            row(&format!("Full list, {n} sessions: {name}"), fmt_d(d), fmt_d(base), ratio(d, base), goal, v)
+        };
+        let met = warm.as_secs_f64() * 1e3 <= goal_ms;
+        rows.push(r(
+            "warm, index vs scan of the summaries",
+            warm,
+            scan,
+            &format!("<= {goal_ms} ms"),
+            if met { Verdict::Pass } else { Verdict::Miss },
+        ));
+        rows.push(r("cold (no summary, no index) vs cold scan", cold, cold_scan, "~1x", Verdict::Info));
+        rows.push(r("index deleted vs warm scan", deleted, scan, "-", Verdict::Info));
+        rows.push(r("index damaged vs warm scan", damaged, scan, "-", Verdict::Info));
+        rows.push(r("index stale (10 written, 1 removed, 1 added) vs warm scan", stale, scan, "-", Verdict::Info));
+        let _ = fs::remove_dir_all(&set.ws);
+    }
+    rows
 }
 
 /// The sections of an existing `doc/benchmarks.md` that this bench does not write.

@@ -13,7 +13,7 @@
 ---@field models string[]? Models `:PseudoModel` offers and completes (with `model` and the `pricing` names).
 
 ---@class pseudoclaude.PickerConfig
----@field max_items integer Most sessions shown by the session picker.
+---@field max_items integer? Most sessions shown by the session picker before typing (nil: as many as fit).
 ---@field backend "float"|"select" "float" = built-in floating window, "select" = `vim.ui.select()`.
 ---@field external boolean List this workspace's Claude Code and Codex sessions too, without <C-o> ("other agents").
 
@@ -101,7 +101,8 @@ M.defaults = {
   -- as the core's DEFAULT_STALE_AFTER, DEFAULT_DAYS and DEFAULT_THRESHOLD (test_doc.py holds them equal)
   stale_after_hours = 6,
   picker = {
-    max_items = 9,
+    -- nil: as many sessions as the results window holds
+    max_items = nil,
     backend = "float",
     external = false,
   },
@@ -268,7 +269,7 @@ function M.validate(cfg)
   check("stale_after_hours", cfg.stale_after_hours, positive_number, false, "a positive number of hours")
   check("picker", cfg.picker, "table")
   check("picker.max_items", cfg.picker.max_items, function(v)
-    return is_integer(v) and v >= 1
+    return v == nil or is_integer(v) and v >= 1
   end, false, "an integer >= 1")
   check("picker.backend", cfg.picker.backend, function(v)
     return PICKER_BACKENDS[v] == true

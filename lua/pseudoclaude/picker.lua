@@ -163,7 +163,8 @@ local PREFIX_MARK = 2
 function M.open(opts)
   opts = opts or {}
   local cfg = require("pseudoclaude").get_config().picker
-  local max_items = opts.max_items or cfg.max_items
+  -- Without a limit set: as many rows as the results window holds (it fills the window).
+  local max_items = opts.max_items or cfg.max_items or H.fitting_rows()
   local backend = opts.backend or cfg.backend
   local opened_at = vim.uv.hrtime()
   M.close()
@@ -515,6 +516,12 @@ function H.attach(s)
       H.relayout(s)
     end,
   })
+end
+
+--- Rows the results window holds in the current layout.
+---@return integer
+function H.fitting_rows()
+  return math.max(H.layout().results.height or 1, 1)
 end
 
 ---@param s pseudoclaude.picker.State

@@ -97,14 +97,9 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, summarise: impl Fn(&str) -> 
         .map(|(f, m)| (m.ino(), m.len(), f))
         .map_or((0, 0), |(ino, len, _)| (ino, len));
     let old = read(&home);
-    let (mut rows, old_header): (HashMap<String, Row>, Option<Header>) = match old {
-        Some((h, rows)) => (rows.into_iter().map(|r| (r.0.clone(), r)).collect(), Some(h)),
-        None => (HashMap::new(), None),
-    };
-    // Which ids are there: the index's, while the folder has not changed since.
-    let ids: Vec<String> = match &old_header {
-        Some(h) if h.sessions_mtime_ns == sessions_mtime_ns && sessions_mtime_ns != 0 => rows.keys().cloned().collect(),
-        _ => folder_ids(root),
+    let (rows, old_header) = match old {
+        Some((h, rows)) => (rows, Some(h)),
+        None => (Vec::new(), None),
     };
     // Whose logs may have changed: those the activity names since, or all.
     let (suspects, activity_offset) = match &old_header {
@@ -121,25 +116,37 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, summarise: impl Fn(&str) -> 
     };
     let checked_all = suspects.is_none();
     let mut changed = old_header.is_none();
-    let mut kept: HashMap<String, Row> = HashMap::with_capacity(ids.len());
-    for id in ids {
-        let row = rows.remove(&id);
-        let trusted = match (&row, &suspects) {
-            (Some(_), Some(s)) if !s.contains(&id) => true,
-            (Some(r), _) => log_stat(root, &id) == Some((r.1, r.2)),
-            (None, _) => false,
-        };
-        let row = if trusted {
-            row
-        } else {
-            changed = true;
-            summarise(&id)
-        };
-        if let Some(row) = row {
-            kept.insert(id, row);
+    // A row is kept when no activity line names its session since, or its log's size and time are the row's.
+    let vouched = |row: &Row| {
+        suspects.as_ref().is_some_and(|s| !s.contains(&row.0)) || log_stat(root, &row.0) == Some((row.1, row.2))
+    };
+    let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
+    let same_folder =
+        old_header.as_ref().is_some_and(|h| h.sessions_mtime_ns == sessions_mtime_ns && sessions_mtime_ns != 0);
+    if same_folder {
+        // The same sessions as when the index was built: its rows, in place.
+        for row in rows {
+            if vouched(&row) {
+                kept.push(row);
+            } else {
+                changed = true;
+                kept.extend(summarise(&row.0));
+            }
         }
+    } else {
+        // Sessions added or removed since: the folder says which are there.
+        let mut rows: HashMap<String, Row> = rows.into_iter().map(|r| (r.0.clone(), r)).collect();
+        for id in folder_ids(root) {
+            match rows.remove(&id) {
+                Some(row) if vouched(&row) => kept.push(row),
+                _ => {
+                    changed = true;
+                    kept.extend(summarise(&id));
+                }
+            }
+        }
+        changed |= !rows.is_empty(); // rows of sessions no longer there
     }
-    changed |= !rows.is_empty(); // rows of sessions no longer there
     let activity_tail = activity_bytes(root, tail_start(activity_offset), activity_offset).unwrap_or_default();
     let header = Header { version: INDEX_VERSION, sessions_mtime_ns, activity_ino, activity_offset, activity_tail };
     let moved = old_header.as_ref().is_some_and(|h| {
@@ -150,9 +157,9 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, summarise: impl Fn(&str) -> 
     });
     if changed || moved {
         // The index only saves time: failing to write it (a read-only checkout) is not an error.
-        let _ = write(&home, &header, kept.values());
+        let _ = write(&home, &header, kept.iter());
     }
-    kept.into_values().collect()
+    kept
 }
 
 /// The valid session ids of the `sessions` folder (folders only, links left out).

@@ -98,6 +98,8 @@ def ws12(workspace):
 def nv(nvim, ws12):
     nvim.api.command("set columns=160 lines=48")
     nvim.lua(STUB_CHAT)
+    # The tests here count nine first rows; by default the rows fill the window (see the test of that).
+    nvim.lua("require('pseudoclaude').setup({ picker = { max_items = 9 } })")
     return nvim
 
 
@@ -115,6 +117,23 @@ def test_opens_three_floats_listing_the_nine_newest(nv, ws12):
     # the full list is read right after the first draw, for filtering
     s = wait_for(lambda: (x := state(nv)) and x["full"] and x, what="the full list")
     assert s["items"] == 12 and s["results"]["lines"] == lines
+
+
+def test_without_max_items_the_rows_fill_the_results_window(nv, ws12):
+    nv.lua("require('pseudoclaude').setup({})")  # max_items left unset, as by default
+    # 22 lines: the results window holds 11 rows, one fewer than the sessions
+    nv.api.command("set lines=22")
+    s = open_picker(nv)
+    height = nv.api.api.win_get_height(s["results"]["win"])
+    assert height == 11
+    assert titles(s["results"]["lines"]) == [f"task {i}" for i in range(11, 0, -1)]
+    assert s["top_items"] == 11  # the first rows came from list({ limit = 11 })
+    nv.api.input("<Esc>")
+    wait_for(lambda: state(nv) is None, what="the picker to close")
+    # taller: every session, the window still filled from the top
+    nv.api.command("set lines=40")
+    s = open_picker(nv)
+    assert len(titles(s["results"]["lines"])) == 12
 
 
 def test_max_items_comes_from_the_config(nv, ws12):
@@ -510,7 +529,10 @@ def test_highlight_groups_are_default_links(nv):
     assert nv.lua("return vim.api.nvim_get_hl(0, { name = 'PseudoClaudePickerSelection' }).link") == "Visual"
 
 
-def test_the_picker_is_loaded_lazily(nv):
+def test_the_picker_is_loaded_lazily(nvim, ws12):
+    nv = nvim  # without the `nv` fixture's setup(), which loads the plugin
+    nv.api.command("set columns=160 lines=48")
+    nv.lua(STUB_CHAT)
     assert nv.loaded_modules() == ["pseudoclaude.chat"]  # the stub only
     assert nv.api.call("exists", ":PseudoResume") == 2
     open_picker(nv)
@@ -653,7 +675,7 @@ def test_smoke_in_a_real_terminal_with_tmux(workspace, ws12, terminal):
         s = t.wait_screen(lambda s: "Resume session" in s and "task 11" in s, "the picker")
     assert "Sessions" in s and "Preview" in s and "╭" in s
     rows = [line for line in s.splitlines() if "msgs" in line]
-    assert len(rows) == 9 and "task 11" in rows[0] and "1h ago" in rows[0] and "2 msgs" in rows[0]
+    assert len(rows) == 12 and "task 11" in rows[0]  # the window fills: all twelve fit; and "1h ago" in rows[0] and "2 msgs" in rows[0]
     assert "! task 10" in rows[1]  # held by "another editor" (this test) when listed
     s = t.wait_screen(lambda s: "answer 1 to task 11" in s, "the preview (read in the background)")
     assert "## You" in s

@@ -13,7 +13,8 @@ def test_defaults(nvim):
     cfg = nvim.lua("require('pseudoclaude').setup() return require('pseudoclaude').get_config()")
     assert cfg["provider"] == {"name": "auto"}  # model, base_url, api_key_env are nil
     assert cfg["stale_after_hours"] == 6
-    assert cfg["picker"] == {"max_items": 9, "backend": "float", "external": False}
+    # max_items unset: the picker shows as many sessions as its results window holds
+    assert cfg["picker"] == {"backend": "float", "external": False}
     assert cfg["retention_days"] == 30
     assert cfg["spill_threshold"] == 65536
     # an empty Lua table crosses RPC as a list
