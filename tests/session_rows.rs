@@ -136,11 +136,14 @@ async fn usage_and_cost_add_up_across_turns_and_resumes_and_survive_a_cache_rebu
     let with_b = list(ws.path(), &both)[0].cost.unwrap();
     assert!(close(with_b, want_cost + (7.0 + 6.0) / 1e6), "{with_b}");
 
-    // The cache holds the totals; deleting it rebuilds the same.
+    // The cache holds the totals; deleting it (and the workspace's index, which the list reads first) rebuilds the same.
+    let index = ws.path().join(".PseudoClaude").join(session::index::INDEX_FILE_NAME);
+    assert!(index.exists());
     let summary = ctx.summary_path();
     let cached: Value = serde_json::from_slice(&fs::read(&summary).unwrap()).unwrap();
     assert_eq!(cached["state"]["usage"]["model-b"]["input_tokens"], 7);
     fs::remove_file(&summary).unwrap();
+    fs::remove_file(&index).unwrap();
     assert_eq!(list(ws.path(), &both)[0].usage, u(1037, 88, 8050, 4025));
     assert!(summary.exists(), "rebuilt");
 
@@ -150,6 +153,7 @@ async fn usage_and_cost_add_up_across_turns_and_resumes_and_survive_a_cache_rebu
     old["version"] = json!(3);
     old["state"].as_object_mut().unwrap().remove("usage");
     fs::write(&summary, serde_json::to_vec(&old).unwrap()).unwrap();
+    fs::remove_file(&index).unwrap();
     assert_eq!(list(ws.path(), &both)[0].usage, u(1037, 88, 8050, 4025));
     let rebuilt: Value = serde_json::from_slice(&fs::read(&summary).unwrap()).unwrap();
     assert_eq!(rebuilt["version"], 4);

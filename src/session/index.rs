@@ -51,6 +51,9 @@ const REWRITE_AFTER_ACTIVITY_BYTES: u64 = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Header {
     version: u32,
+    /// The version of the fold the rows were made with (the list's summary version): a newer fold
+    /// counts what an older one skipped, so its rows are not reused.
+    fold: u32,
     /// Modification time of the `sessions` folder (ns) seen before the folder was read.
     sessions_mtime_ns: i64,
     /// The activity file's inode (0: none) and how much of it the index has taken into account
@@ -86,7 +89,7 @@ pub(crate) struct Row(
 /// Every listable session of the workspace (unfiltered, unsorted), through the index: rows it can
 /// vouch for as they are, the others from `summarise` (a session's row from its log; `None` when
 /// it is not listable). Writes the index back when it was missing, damaged or out of date.
-pub(crate) fn entries(workspace: &Path, root: &Dir, summarise: impl Fn(&str) -> Option<Row>) -> Vec<Row> {
+pub(crate) fn entries(workspace: &Path, root: &Dir, fold: u32, summarise: impl Fn(&str) -> Option<Row>) -> Vec<Row> {
     let Ok(home) = Dir::workspace(workspace).and_then(|w| w.subdir(ROOT_DIR_NAME)) else {
         return Vec::new();
     };
@@ -96,7 +99,7 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, summarise: impl Fn(&str) -> 
         .open_stat(ACTIVITY_FILE_NAME, Access::Read)
         .map(|(f, m)| (m.ino(), m.len(), f))
         .map_or((0, 0), |(ino, len, _)| (ino, len));
-    let old = read(&home);
+    let old = read(&home).filter(|(h, _)| h.fold == fold);
     let (rows, old_header) = match old {
         Some((h, rows)) => (rows, Some(h)),
         None => (Vec::new(), None),
@@ -148,7 +151,8 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, summarise: impl Fn(&str) -> 
         changed |= !rows.is_empty(); // rows of sessions no longer there
     }
     let activity_tail = activity_bytes(root, tail_start(activity_offset), activity_offset).unwrap_or_default();
-    let header = Header { version: INDEX_VERSION, sessions_mtime_ns, activity_ino, activity_offset, activity_tail };
+    let header =
+        Header { version: INDEX_VERSION, fold, sessions_mtime_ns, activity_ino, activity_offset, activity_tail };
     let moved = old_header.as_ref().is_some_and(|h| {
         h.sessions_mtime_ns != header.sessions_mtime_ns
             || h.activity_ino != header.activity_ino

@@ -181,7 +181,7 @@ fn list_indexed(workspace: &Path, dir: &Path, opts: &ListOptions) -> Result<Vec<
         // A session we cannot read or must refuse is left on disk untouched, as in the scan below.
         info_in(&ctx, &root.subdir(id).ok()?, None, &opts.pricing).ok().map(|s| row_of(&s))
     };
-    let mut out: Vec<SessionInfo> = super::index::entries(workspace, &root, summarise)
+    let mut out: Vec<SessionInfo> = super::index::entries(workspace, &root, SUMMARY_VERSION, summarise)
         .into_iter()
         .map(|row| info_of(row, &opts.pricing))
         .filter(|s| opts.exclude.as_deref() != Some(s.id.as_str()) && shown(s, opts))
