@@ -339,9 +339,14 @@ pub fn cleanup(ws: &Path, out: &mut Out, days: u32) -> CmdResult {
     for id in &removed {
         writeln!(out, "removed {id}")?;
     }
+    // The files' copies (rewind) no session names any more go too, as the editor's cleanup does.
+    let objects = pseudoclaude::rewind::collect_garbage(ws)?;
     out.flush()?;
     if removed.is_empty() {
         note!("nothing idle for more than {days} days");
+    }
+    if objects > 0 {
+        note!("removed {objects} stored copies of files no session refers to");
     }
     Ok(ExitCode::SUCCESS)
 }
