@@ -163,9 +163,7 @@ impl Agent {
             report.conflicts = conflicts;
         }
         if opts.dry_run {
-            for item in &items {
-                if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path.clone());
-            }
+            report.note_applied(&items);
             report.ok = true;
             return report;
         }
@@ -192,9 +190,7 @@ impl Agent {
                 report.error = Some(e);
             }
         }
-        for item in &applied {
-            if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path.clone());
-        }
+        report.note_applied(&applied);
         if opts.conversation {
             if let Err(e) = self.conversation.replace("rewind", history[..index - 1].to_vec()) {
                 report.error = Some(e.to_string());
@@ -250,9 +246,7 @@ impl Agent {
             let mut t = lock(tracker);
             let (done, conflicts) = restore::apply(t.workspace(), t.store(), &inverse, t.max_file_bytes());
             report.conflicts.extend(conflicts);
-            for item in &done {
-                if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path.clone());
-            }
+            report.note_applied(&done);
             if let Err(e) = self.log_rewound_files(&mut t, &done) {
                 report.error = Some(e);
             }
@@ -287,9 +281,7 @@ impl Agent {
             let mut t = lock(tracker);
             let (done, conflicts) = restore::apply(t.workspace(), t.store(), &begin.plan, t.max_file_bytes());
             report.conflicts = conflicts;
-            for item in &done {
-                if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path.clone());
-            }
+            report.note_applied(&done);
             // What the files are now, against the last state the log knows (the `files` entry of the
             // rewind may or may not have landed).
             match t.take(BY_REWIND, "", None) {

@@ -62,6 +62,15 @@ pub struct Report {
     pub id: String,
 }
 
+impl Report {
+    /// Files `items` (now at their `to`) under `restored` or, for a file the agent had created, `removed`.
+    pub fn note_applied<'a>(&mut self, items: impl IntoIterator<Item = &'a crate::session::files::RewindItem>) {
+        for item in items {
+            if item.to.is_some() { &mut self.restored } else { &mut self.removed }.push(item.path.clone());
+        }
+    }
+}
+
 /// One file of a turn's changes, as `sessions.changes()` gives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FileSummary {
@@ -181,9 +190,7 @@ pub fn fork_files(
     let (done, more) = restore::apply(workspace, tracker.store(), &items, max_file_bytes);
     report.conflicts = conflicts;
     report.conflicts.extend(more);
-    for item in done {
-        if item.to.is_some() { &mut report.restored } else { &mut report.removed }.push(item.path);
-    }
+    report.note_applied(&done);
     Ok(report)
 }
 

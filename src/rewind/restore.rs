@@ -9,12 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use super::scan::{Manifest, content_hash, is_exec, is_restorable, is_tracked_path};
-use super::store::{Store, hash_bytes};
+use super::scan::{Manifest, content_hash, content_id, is_exec, is_restorable, is_tracked_path};
+use super::store::Store;
 use crate::session::files::{BY_AGENT, BY_USER, Conflict, FilesRecord, RewindItem};
 
 pub const WHY_USER: &str = "changed by you after the agent";
@@ -80,14 +80,7 @@ pub fn state_now(workspace: &Path, rel: &str, max_file_bytes: u64) -> io::Result
         Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => return Ok(None),
         Err(e) => return Err(e),
     };
-    if meta.size() > max_file_bytes {
-        let mtime_ns = meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec());
-        return Ok(Some(format!("big:{}:{mtime_ns}", meta.size())));
-    }
-    let mut data = Vec::new();
-    File::open(&path)?.read_to_end(&mut data)?;
-    let hash = hash_bytes(&data);
-    Ok(Some(if meta.mode() & 0o111 != 0 { format!("{hash}:x") } else { hash }))
+    Ok(content_id(&path, &meta, max_file_bytes, None)?.map(|(id, _)| id))
 }
 
 /// Applies `items`: each file whose state is still its `from` becomes its `to`; one already at its `to`

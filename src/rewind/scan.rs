@@ -162,22 +162,10 @@ impl Scanner<'_> {
         {
             return Ok(Some(id.clone()));
         }
-        let exec = meta.mode() & 0o111 != 0;
-        let id = if key.size > self.max_file_bytes {
-            format!("big:{}:{}", key.size, key.mtime_ns)
-        } else {
-            let mut data = Vec::with_capacity(key.size as usize);
-            match File::open(&path).and_then(|mut f| f.read_to_end(&mut data)) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(e),
-            }
-            let hash = hash_bytes(&data);
-            if self.store.put(&hash, &data).map_err(io::Error::other)? {
-                self.stored = true;
-            }
-            if exec { format!("{hash}:x") } else { hash }
+        let Some((id, stored)) = content_id(&path, &meta, self.max_file_bytes, Some(self.store))? else {
+            return Ok(None);
         };
+        self.stored |= stored;
         // Racy clean: a file written in the last two seconds could change again within its time stamp's step.
         if key.mtime_ns < now_ns - 2_000_000_000 && key.ctime_ns < now_ns - 2_000_000_000 {
             self.cache.files.insert(rel.to_string(), (key, id.clone()));
@@ -185,6 +173,33 @@ impl Scanner<'_> {
         }
         Ok(Some(id))
     }
+}
+
+/// The content id of the regular file `path` whose metadata is `meta` (`None`: it went away meanwhile), its bytes
+/// put in `store` when one is given (`true`: they were new there). The one place an id is made: a checkpoint's
+/// scan and a rewind's check of a file before it writes agree by construction.
+pub fn content_id(
+    path: &Path,
+    meta: &fs::Metadata,
+    max_file_bytes: u64,
+    store: Option<&Store>,
+) -> io::Result<Option<(String, bool)>> {
+    let key = StatKey::of(meta);
+    if key.size > max_file_bytes {
+        return Ok(Some((format!("big:{}:{}", key.size, key.mtime_ns), false)));
+    }
+    let mut data = Vec::with_capacity(key.size as usize);
+    match File::open(path).and_then(|mut f| f.read_to_end(&mut data)) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let hash = hash_bytes(&data);
+    let stored = match store {
+        Some(store) => store.put(&hash, &data).map_err(io::Error::other)?,
+        None => false,
+    };
+    Ok(Some((if meta.mode() & 0o111 != 0 { format!("{hash}:x") } else { hash }, stored)))
 }
 
 /// The object a content id names (`<hash>` of `<hash>:x`); a `big:` id names none.

@@ -24,17 +24,7 @@ pub struct Store {
 
 /// SHA-256 of `data`, in hex.
 pub fn hash_bytes(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
-    s
+    crate::session::spill::hex(&Sha256::digest(data))
 }
 
 /// Whether `hash` is 64 lower-case hex digits: nothing else reaches a path.
