@@ -14,7 +14,7 @@
 
 ---@class pseudoclaude.PickerConfig
 ---@field max_items integer? Most sessions shown by the session picker before typing (nil: as many as fit).
----@field backend "float"|"select" "float" = built-in floating window, "select" = `vim.ui.select()`.
+---@field backend "float"|"select"|"telescope"|"fzf-lua"|"snacks"|"mini"|"auto" "float" = built-in floating window, "select" = `vim.ui.select()`, or that picker plugin's own picker ("auto": the first installed of telescope, fzf-lua, snacks, mini; else the float).
 ---@field external boolean List this workspace's Claude Code and Codex sessions too, without <C-o> ("other agents").
 
 ---@class pseudoclaude.ApproveConfig
@@ -189,7 +189,8 @@ local known = {
   },
 }
 
-local PICKER_BACKENDS = { float = true, select = true }
+local PICKER_BACKENDS =
+  { float = true, select = true, telescope = true, ["fzf-lua"] = true, snacks = true, mini = true, auto = true }
 
 ---@param v any
 ---@return boolean
@@ -273,7 +274,7 @@ function M.validate(cfg)
   end, false, "an integer >= 1")
   check("picker.backend", cfg.picker.backend, function(v)
     return PICKER_BACKENDS[v] == true
-  end, false, '"float" or "select"')
+  end, false, '"float", "select", "telescope", "fzf-lua", "snacks", "mini" or "auto"')
   check("picker.external", cfg.picker.external, "boolean")
   check("retention_days", cfg.retention_days, function(v)
     return type(v) == "number" and v >= 0 and v < math.huge

@@ -21,6 +21,8 @@ function M.setup(opts)
   local cfg, unknown = require("pseudoclaude.config").resolve(opts)
   config = cfg
   H.unknown = unknown
+  -- our sources in snacks.picker and mini.pick: now if loaded, else when first required (pickers/init.lua)
+  require("pseudoclaude.pickers").register()
   if #unknown > 0 then
     vim.notify(
       ("pseudoclaude.setup: unknown option(s) ignored: %s"):format(table.concat(unknown, ", ")),

@@ -19,7 +19,7 @@ local H = {}
 
 ---@class pseudoclaude.picker.Opts
 ---@field max_items integer? Sessions listed before typing (default: config `picker.max_items`).
----@field backend "float"|"select"? Default: config `picker.backend`.
+---@field backend "float"|"select"|"telescope"|"fzf-lua"|"snacks"|"mini"|"auto"? Default: config `picker.backend`.
 ---@field search string? Open in "search inside messages" mode with this query (`:PseudoSearch`).
 ---@field all boolean? The sessions of every workspace this editor has used (`:PseudoResume all`), each row marked with
 --- its workspace.
@@ -155,7 +155,8 @@ local ns = api.nvim_create_namespace("pseudoclaude.picker")
 --- The prompt's "> " extmark (picker/rows.lua owns the counter's, id 1).
 local PREFIX_MARK = 2
 
---- Opens the picker (or, with `backend = "select"`, `vim.ui.select()`) over the workspace's sessions, the current
+--- Opens the picker (or, with `backend = "select"`, `vim.ui.select()`; with a picker plugin's name or "auto", that
+--- picker: pickers/init.lua) over the workspace's sessions, the current
 --- one left out. The windows open at once, with the prompt ready for keys; the first rows are listed on the core's
 --- threads and drawn when they arrive (about a millisecond later), then the preview and the full list follow. When
 --- there is no session, or the sessions cannot be listed, the picker closes again with a message.
@@ -171,6 +172,18 @@ function M.open(opts)
   local external = opts.external
   if external == nil then
     external = cfg.external == true
+  end
+  if backend ~= "float" and backend ~= "select" then
+    -- the user's own picker (telescope, fzf-lua, snacks, mini.pick): pickers/init.lua
+    local pickers = require("pseudoclaude.pickers")
+    local resolved, why = pickers.resolve(backend)
+    if why then
+      H.notify(why, vim.log.levels.WARN)
+    end
+    if resolved ~= "float" and resolved ~= "select" then
+      return pickers.open(resolved, { all = opts.all, external = external, search = opts.search })
+    end
+    backend = resolved
   end
   if backend == "select" and not opts.search then
     return require("pseudoclaude.picker.actions").select(opts.all, external)

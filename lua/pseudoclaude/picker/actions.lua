@@ -411,20 +411,29 @@ function M.select_from(items)
       return table.concat(parts, " · ")
     end,
   }, function(item)
-    if item and item.source then
-      M.import_and_resume(item)
-    elseif item and M.elsewhere(item) then
-      local ok, err = pcall(M.resume_elsewhere, item)
-      if not ok then
-        require("pseudoclaude.errors").report(err)
-      end
-    elseif item then
-      local ok, err = pcall(M.resume, item.id)
-      if not ok then
-        require("pseudoclaude.errors").report(err)
-      end
+    if item then
+      M.resume_item(item)
     end
   end)
+end
+
+--- Resumes a list item picked outside the float (`vim.ui.select()`, the native pickers): another agent's session is
+--- imported first, a session of another workspace asks before the chat moves there, one open in another editor is
+--- refused with a message. Errors are reported, never raised.
+---@param item pseudoclaude.SessionInfo|pseudoclaude.ExternalSession
+function M.resume_item(item)
+  if item.source then
+    return M.import_and_resume(item)
+  end
+  local ok, err = pcall(function()
+    if M.elsewhere(item) then
+      return M.resume_elsewhere(item)
+    end
+    M.resume(item.id)
+  end)
+  if not ok then
+    require("pseudoclaude.errors").report(err)
+  end
 end
 
 return M

@@ -104,23 +104,23 @@ end
 --- One line per item, fitting `width` cells: marker (`HELD_MARKER`, `DAMAGED_MARKER`), title, age, message count
 --- (with the unreadable lines of a damaged log), cost (when known), git branch, model. The columns are aligned
 --- over the items given (the visible ones); on a narrow window the model goes first, then the branch, then the cost.
+--- `columns` (from `columns()` over a longer list) widens the columns to those widths, so that rows drawn one at a
+--- time (a native picker's rows) align with each other.
 ---@param items pseudoclaude.SessionInfo[]
 ---@param width integer
 ---@param now integer unix seconds
+---@param columns pseudoclaude.picker.Columns?
 ---@return string[] lines
 ---@return pseudoclaude.picker.Row[] rows
-function M.rows(items, width, now)
-  local model_w, count_w, cost_w, branch_w = 0, 0, 0, 0
+function M.rows(items, width, now, columns)
   local counts, costs = {}, {}
-  local money = require("pseudoclaude.usage").cost
-  for k, item in ipairs(items) do
-    counts[k] = item.partial and "… msgs" or H.row_count(item)
-    count_w = math.max(count_w, #counts[k])
-    model_w = math.max(model_w, H.width(item.model or ""))
-    costs[k] = type(item.cost) == "number" and money(item.cost) or ""
-    cost_w = math.max(cost_w, #costs[k])
-    branch_w = math.max(branch_w, H.width(H.branch(item)))
+  local widths = H.columns(items, counts, costs)
+  if columns then
+    for k, w in pairs(columns) do
+      widths[k] = math.max(widths[k], w)
+    end
   end
+  local model_w, count_w, cost_w, branch_w = widths.model, widths.count, widths.cost, widths.branch
   model_w = math.min(model_w, M.MODEL_MAX_WIDTH, math.floor(width / 4))
   branch_w = math.min(branch_w, M.BRANCH_MAX_WIDTH, math.floor(width / 5))
   local marker_w = #M.HELD_MARKER
@@ -222,6 +222,38 @@ function M.rows(items, width, now)
     rows[k] = row
   end
   return lines, rows
+end
+
+---@class pseudoclaude.picker.Columns Widths (cells) of a row's optional columns over some items.
+---@field model integer
+---@field count integer
+---@field cost integer
+---@field branch integer
+
+--- The widths `rows()` gives its columns over `items` (for rows of a longer list drawn a few at a time).
+---@param items pseudoclaude.SessionInfo[]
+---@return pseudoclaude.picker.Columns
+function M.columns(items)
+  return H.columns(items, {}, {})
+end
+
+--- The columns' widths over `items`; fills `counts` and `costs` with each item's text of those columns.
+---@param items pseudoclaude.SessionInfo[]
+---@param counts string[]
+---@param costs string[]
+---@return pseudoclaude.picker.Columns
+function H.columns(items, counts, costs)
+  local w = { model = 0, count = 0, cost = 0, branch = 0 }
+  local money = require("pseudoclaude.usage").cost
+  for k, item in ipairs(items) do
+    counts[k] = item.partial and "… msgs" or H.row_count(item)
+    w.count = math.max(w.count, #counts[k])
+    w.model = math.max(w.model, H.width(item.model or ""))
+    costs[k] = type(item.cost) == "number" and money(item.cost) or ""
+    w.cost = math.max(w.cost, #costs[k])
+    w.branch = math.max(w.branch, H.width(H.branch(item)))
+  end
+  return w
 end
 
 --- The name of a `:PseudoResume all` row's workspace: the last part of its path ("" for a row of this workspace's

@@ -1,0 +1,147 @@
+"""The native pickers: our sessions and search as telescope.nvim, fzf-lua, snacks.picker and mini.pick pickers, driven by
+typed keys in a real headless Neovim with the real plugins at their pinned revisions, read at run time from
+`/work/shared/peers/` (put on 'runtimepath' by each test, never copied into the project). Each: open, filter, the
+preview drawn by our renderer, resume into the real chat (the highlighted session is the one resumed), delete, and
+the search mode's jump to the message; a workspace of 3,000 sessions with a copied folder; `picker.backend = "auto"`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import TRACK, question_asked, transcript, wait_for, watch_questions
+from session_files import chat, entry, session_dir, session_id, write_session
+
+PEERS = Path(os.environ.get("PSEUDOCLAUDE_PEERS", Path(__file__).resolve().parents[3] / "shared" / "peers"))
+PLUGINS = {
+    "telescope": ["plenary.nvim", "telescope.nvim"],
+    "fzf-lua": ["fzf-lua"],
+    "snacks": ["snacks.nvim"],
+    "mini": ["mini.nvim"],
+}
+SETUP = {
+    "telescope": "",
+    "fzf-lua": "require('fzf-lua').setup({})",
+    "snacks": "require('snacks').setup({ picker = { enabled = true } })",
+    "mini": "require('mini.pick').setup()",
+}
+
+
+def add_peers(n, backend: str) -> None:
+    """Puts the real plugin(s) of `backend` on 'runtimepath', as a plugin manager would, and sources their plugin/
+    files."""
+    for name in PLUGINS[backend]:
+        root = PEERS / name
+        assert root.is_dir(), f"the pinned copy of {name} is missing at {root} (see /work/shared/peers/README.md)"
+        n.api.command(f"set rtp+={root}")
+        for f in sorted((root / "plugin").glob("*.lua")) + sorted((root / "plugin").glob("*.vim")):
+            n.api.command(f"source {f}")
+
+
+def start(nvim, backend: str, setup_first: bool = True) -> Any:
+    nvim.api.command("set columns=160 lines=48")
+    add_peers(nvim, backend)
+    if setup_first and SETUP[backend]:
+        nvim.lua(SETUP[backend])
+    nvim.lua(f'require("pseudoclaude").setup({{ provider = {{ name = "demo" }}, picker = {{ backend = "{backend}" }} }})')
+    nvim.lua(TRACK)
+    return nvim
+
+
+@pytest.fixture
+def ws6(workspace: Path) -> list[str]:
+    """Six sessions an hour apart, "task 5" the newest ("zebra parser" the oldest); ids newest first. Session 2 has a
+    message with "needle in the haystack" as its third message."""
+    now = int(time.time())
+    ids = []
+    for i in range(6):
+        sid = session_id(i)
+        t = now - 3600 * (6 - i)
+        title = "zebra parser overhaul" if i == 0 else f"task {i}"
+        entries = chat(title, ts=t - 10, replies=2)
+        if i == 2:
+            entries += [entry("user", "where is the needle in the haystack", ts=t - 3),
+                        entry("assistant", "the needle is found", ts=t - 2)]
+        write_session(workspace, sid, entries, mtime=t)
+        ids.append(sid)
+    return list(reversed(ids))
+
+
+def resumed(n) -> dict[str, Any]:
+    report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["ok"], report
+    return report
+
+
+def buffers_text(n) -> str:
+    """The text of every window's buffer (the pickers' prompt, list and preview)."""
+    return n.lua(
+        "local out = {} for _, w in ipairs(vim.api.nvim_list_wins()) do "
+        "local b = vim.api.nvim_win_get_buf(w) "
+        "table.insert(out, table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\\n')) end "
+        "return table.concat(out, '\\n----\\n')"
+    )
+
+
+def float_lines(n) -> list[list[str]]:
+    return n.lua(
+        "local out = {} for _, w in ipairs(vim.api.nvim_list_wins()) do "
+        "if vim.api.nvim_win_get_config(w).relative ~= '' then "
+        "table.insert(out, vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)) end end return out"
+    )
+
+
+# -- telescope --------------------------------------------------------------------------------------------------
+
+TELESCOPE_STATE = """
+local ok, st = pcall(require, "telescope.actions.state")
+if not ok then return vim.NIL end
+local buf = vim.api.nvim_get_current_buf()
+if vim.bo[buf].filetype ~= "TelescopePrompt" then return vim.NIL end
+local picker = st.get_current_picker(buf)
+local entry = st.get_selected_entry()
+local out = { prompt = st.get_current_line(), selected = entry and (entry.value.id or vim.NIL) or vim.NIL }
+out.results = vim.api.nvim_buf_get_lines(picker.results_bufnr, 0, -1, false)
+local pw = picker.preview_win
+out.preview = pw and vim.api.nvim_win_is_valid(pw) and vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(pw), 0, -1, false) or {}
+out.count = picker.manager and picker.manager:num_results() or 0
+return out
+"""
+
+
+def telescope_state(n) -> dict[str, Any] | None:
+    return n.lua(TELESCOPE_STATE)
+
+
+def test_telescope_lists_filters_previews_and_resumes_the_highlighted_session(nvim, ws6):
+    n = start(nvim, "telescope")
+    n.api.input(":PseudoResume<CR>")
+    s = wait_for(lambda: (x := telescope_state(n)) and x["count"] == 6 and x, what="telescope with six sessions")
+    assert s["selected"] == ws6[0]
+    rows = [r for r in s["results"] if r.strip()]
+    assert any(r.lstrip("> ").startswith("task 5") for r in rows), rows
+    # our row text: the float's renderer (title, age, count)
+    assert any("3 msgs" in r or "4 msgs" in r for r in rows), rows
+    s = wait_for(lambda: (x := telescope_state(n)) and "task 5" in x["preview"] and "answer 1 to task 5" in x["preview"]
+                 and x, what="our preview of the newest session")
+    assert s["preview"][0] == "task 5"
+    n.api.input("zebra")
+    s = wait_for(lambda: (x := telescope_state(n)) and x["prompt"] == "zebra" and x["count"] == 1 and x, what="filter")
+    assert s["selected"] == ws6[5]
+    wait_for(lambda: "answer 1 to zebra parser overhaul" in telescope_state(n)["preview"], what="its preview")
+    n.api.input("<C-w>task")
+    s = wait_for(lambda: (x := telescope_state(n)) and x["prompt"] == "task" and x["count"] == 5 and x, what="task")
+    first = s["selected"]
+    n.api.input("<Down>")
+    s = wait_for(lambda: (x := telescope_state(n)) and x["selected"] != first and x, what="the second match highlighted")
+    picked = s["selected"]
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert report["id"] == picked
+    assert n.lua("return require('pseudoclaude').current().id") == picked
+    assert telescope_state(n) is None
