@@ -145,3 +145,53 @@ def test_telescope_lists_filters_previews_and_resumes_the_highlighted_session(nv
     assert report["id"] == picked
     assert n.lua("return require('pseudoclaude').current().id") == picked
     assert telescope_state(n) is None
+
+
+# -- fzf-lua ----------------------------------------------------------------------------------------------------
+
+FZF_STATE = """
+local out = { term = {}, preview = {} }
+for _, w in ipairs(vim.api.nvim_list_wins()) do
+  local b = vim.api.nvim_win_get_buf(w)
+  if vim.api.nvim_win_get_config(w).relative ~= "" then
+    local lines = vim.api.nvim_buf_get_lines(b, 0, -1, false)
+    if vim.bo[b].buftype == "terminal" then out.term = lines else out.preview = lines end
+  end
+end
+return out
+"""
+
+
+def fzf_state(n) -> dict[str, Any]:
+    return n.lua(FZF_STATE)
+
+
+def fzf_pointed(s: dict[str, Any]) -> str | None:
+    """The row fzf's pointer is on (its title column), or None."""
+    for line in s["term"]:
+        if line.startswith((">", "▌")):
+            row = line[1:].strip()
+            if row and not row.startswith(("Sessions", "Search")):
+                return row
+    return None
+
+
+def test_fzf_lua_lists_filters_previews_and_resumes_the_highlighted_session(nvim, ws6):
+    assert shutil.which("fzf"), "fzf-lua needs the fzf binary: install it (Debian: apt-get install fzf; scripts/ensure-debs)"
+    n = start(nvim, "fzf-lua")
+    n.api.input(":PseudoResume<CR>")
+    s = wait_for(lambda: (x := fzf_state(n)) and any("task 5" in l for l in x["term"]) and
+                 any("6/6" in l for l in x["term"]) and x, what="fzf with six sessions")
+    s = wait_for(lambda: (x := fzf_state(n)) and "answer 1 to task 5" in x["preview"] and x, what="our preview")
+    assert s["preview"][0] == "task 5"
+    n.api.input("task")
+    s = wait_for(lambda: (x := fzf_state(n)) and any("5/6" in l for l in x["term"]) and x, what="the filter")
+    n.api.input("<C-n>")
+    s = wait_for(lambda: (x := fzf_state(n)) and (p := fzf_pointed(x)) and not p.startswith("task 5") and x,
+                 what="the second row pointed")
+    title = fzf_pointed(s).split("  ")[0]
+    wait_for(lambda: f"answer 1 to {title}" in fzf_state(n)["preview"], what="the pointed session's preview")
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert title in transcript(n)
+    assert report["id"] == ws6[5 - int(title.split()[-1])]  # "task k" is the (5 - k)th newest
