@@ -195,3 +195,41 @@ def test_fzf_lua_lists_filters_previews_and_resumes_the_highlighted_session(nvim
     report = resumed(n)
     assert title in transcript(n)
     assert report["id"] == ws6[5 - int(title.split()[-1])]  # "task k" is the (5 - k)th newest
+
+
+# -- snacks.picker ----------------------------------------------------------------------------------------------
+
+SNACKS_STATE = """
+local ok, snacks = pcall(require, "snacks")
+if not ok then return vim.NIL end
+local picker = snacks.picker.get()[1]
+if not picker or picker.closed then return vim.NIL end
+local cur = picker:current()
+local out = { count = picker.list:count(), total = picker:count(), pattern = picker.input.filter.pattern, search = picker.input.filter.search }
+out.selected = cur and (cur.session and cur.session.id or cur.hit and (cur.hit.id .. ":" .. cur.hit.index)) or vim.NIL
+out.list = vim.api.nvim_buf_get_lines(picker.list.win.buf, 0, -1, false)
+out.preview = picker.preview.win:valid() and vim.api.nvim_buf_get_lines(picker.preview.win.buf, 0, -1, false) or {}
+return out
+"""
+
+
+def snacks_state(n) -> dict[str, Any] | None:
+    return n.lua(SNACKS_STATE)
+
+
+def test_snacks_lists_filters_previews_and_resumes_the_highlighted_session(nvim, ws6):
+    n = start(nvim, "snacks")
+    n.api.input(":PseudoResume<CR>")
+    s = wait_for(lambda: (x := snacks_state(n)) and x["count"] == 6 and x, what="snacks with six sessions")
+    assert s["selected"] == ws6[0]
+    assert any("task 5" in l for l in s["list"]), s["list"]
+    s = wait_for(lambda: (x := snacks_state(n)) and "answer 1 to task 5" in x["preview"] and x, what="our preview")
+    assert s["preview"][0] == "task 5"
+    n.api.input("task")
+    s = wait_for(lambda: (x := snacks_state(n)) and x["pattern"] == "task" and x["count"] == 5 and x, what="the filter")
+    n.api.input("<C-n>")
+    s = wait_for(lambda: (x := snacks_state(n)) and x["selected"] != ws6[0] and x, what="the second row")
+    picked = s["selected"]
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert report["id"] == picked
