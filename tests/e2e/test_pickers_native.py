@@ -233,3 +233,42 @@ def test_snacks_lists_filters_previews_and_resumes_the_highlighted_session(nvim,
     n.api.input("<CR>")
     report = resumed(n)
     assert report["id"] == picked
+
+
+# -- mini.pick --------------------------------------------------------------------------------------------------
+
+MINI_STATE = """
+if not (MiniPick and MiniPick.is_picker_active()) then return vim.NIL end
+local m = MiniPick.get_picker_matches() or {}
+local st = MiniPick.get_picker_state()
+local cur = m.current
+local out = { count = #(m.all or {}), query = table.concat(MiniPick.get_picker_query() or {}) }
+out.selected = cur and (cur.item and cur.item.id or cur.hit and (cur.hit.id .. ":" .. cur.hit.index)) or vim.NIL
+out.view = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(st.windows.main), 0, -1, false)
+return out
+"""
+
+
+def mini_state(n) -> dict[str, Any] | None:
+    return n.lua(MINI_STATE)
+
+
+def test_mini_pick_lists_filters_previews_and_resumes_the_highlighted_session(nvim, ws6):
+    n = start(nvim, "mini")
+    n.api.input(":PseudoResume<CR>")
+    s = wait_for(lambda: (x := mini_state(n)) and x["count"] == 6 and any("task 5" in l for l in x["view"]) and x,
+                 what="mini.pick with six sessions")
+    assert s["selected"] == ws6[0]
+    assert any("4 msgs" in l for l in s["view"])  # our row text
+    n.api.input("<Tab>")  # mini.pick's preview
+    s = wait_for(lambda: (x := mini_state(n)) and "answer 1 to task 5" in x["view"] and x, what="our preview")
+    assert s["view"][0] == "task 5"
+    n.api.input("<Tab>task")
+    s = wait_for(lambda: (x := mini_state(n)) and x["query"] == "task" and x["count"] == 5 and x, what="the filter")
+    n.api.input("<C-n>")
+    s = wait_for(lambda: (x := mini_state(n)) and x["selected"] != ws6[0] and x, what="the second row")
+    picked = s["selected"]
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert report["id"] == picked
+    assert mini_state(n) is None
