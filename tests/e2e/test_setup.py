@@ -51,7 +51,7 @@ def test_wrong_type_is_a_clear_error(nvim):
         ("{ provider = { name = 42 } }", "provider.name: expected one of \"auto\", \"anthropic\", \"openai\", \"demo\", got 42"),
         ("{ stale_after_hours = -1 }", "stale_after_hours: expected a positive number of hours"),
         ("{ picker = { max_items = 2.5 } }", "picker.max_items: expected an integer >= 1"),
-        ("{ picker = { backend = 'telescope' } }", 'picker.backend: expected "float" or "select"'),
+        ("{ picker = { backend = 'fzf' } }", 'picker.backend: expected "float", "select", "telescope", "fzf-lua", "snacks", "mini" or "auto"'),
         ("{ retention_days = 'forever' }", "retention_days: expected a number of days >= 0"),
         ("{ spill_threshold = 0 }", "spill_threshold: expected an integer number of bytes >= 1"),
         ("{ approve = { run_command = 'yes' } }", "approve.run_command: expected boolean, got string"),
