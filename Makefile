@@ -30,9 +30,9 @@ debs:
 cargo-test: debs
 	$(CARGO) test --release
 
-# The session log's crash simulation, 10,000 seeds (tests/session_sim.rs); `cargo test` runs 300.
+# The session log's crash simulation, 10,000 seeds (tests/it/session_sim.rs); `cargo test` runs 300.
 sim:
-	$(CARGO) test --release --test session_sim -- --ignored --nocapture
+	$(CARGO) test --release --test it -- --ignored --nocapture session_sim::
 
 # builds first: the tests refuse a library built from other sources (its build id, tests/e2e/conftest.py)
 e2e: build debs
@@ -60,7 +60,7 @@ fmt-check: $(STYLUA)
 # seconds), one job at a time building into target/mutants (so the dependencies are built once). A test run
 # that outlives 120 s is a timeout (the mutant hangs). Narrow it with MUTANTS_FILES, and with `-C` (a cargo
 # argument given to the build and the test run alike) to the test targets that exercise those files, e.g.
-#   make mutants MUTANTS_FILES=src/tools/path.rs MUTANTS_ARGS="-C --lib -C --test=tools"
+#   make mutants MUTANTS_FILES=src/tools/path.rs MUTANTS_ARGS="-C --lib -C --test=it"
 MUTANTS_FILES ?= src/session/*.rs src/session/search/*.rs src/agent/runner.rs src/conversation.rs src/tools/path.rs
 MUTANTS_ARGS ?=
 

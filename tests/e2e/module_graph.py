@@ -5,7 +5,9 @@ the same paths written inline in code) and Lua `require("pseudoclaude…")`, res
 (issue 29: a part never imports the whole it was cut from; `H` stays private to its file). Run it alone to print
 the graph: `python3 tests/e2e/module_graph.py`.
 
-A folder's root file (Rust's `mod.rs` and `lib.rs`, Lua's `init.lua`) declares its folder's files, re-exports them
+Each Rust crate under `src/` is read on its own: the library, and each binary under `src/bin/` (whose `crate::` is
+the binary; its `pseudoclaude::` paths are the library's public face, not a file's). A folder's root file (Rust's
+`mod.rs`, `lib.rs` and a binary's `main.rs`, Lua's `init.lua`) declares its folder's files, re-exports them
 and assembles them into one public face; its edges into its own folder are not counted, so the files in it may use
 what the root holds for them (`super::Context`). Every other edge counts: a Lua `chat.lua` beside a `chat/` folder is
 a file like any other, so `chat/view.lua` never requires it back.
@@ -105,23 +107,46 @@ def _expand_use(tree: str) -> list[str]:
     return out
 
 
-def rust_modules() -> dict[tuple[str, ...], Path]:
-    """Module path -> the file that defines it (the library crate; `src/bin` is a crate of its own)."""
-    mods = {}
+def rust_crates() -> list[tuple[Path, str]]:
+    """Each crate under src/ as (its folder, its root file's name): the library, and each binary (`src/bin/NAME/`
+    with its `main.rs`, or a lone `src/bin/NAME.rs`), a crate of its own whose `crate::` is itself."""
     src = ROOT / "src"
-    for p in src.rglob("*.rs"):
-        rel = p.relative_to(src)
-        if rel.parts[0] == "bin" or p.name.endswith("_tests.rs"):
+    crates = [(src, "lib.rs")]
+    bins = src / "bin"
+    if bins.is_dir():
+        for p in sorted(bins.iterdir()):
+            if p.is_dir() and (p / "main.rs").exists():
+                crates.append((p, "main.rs"))
+            elif p.suffix == ".rs":
+                crates.append((p, ""))
+    return crates
+
+
+def rust_modules(folder: Path, root: str) -> dict[tuple[str, ...], Path]:
+    """Module path -> the file that defines it, in the crate whose root is `folder`/`root` (a lone file when `root`
+    is empty; the library's folder without `src/bin`, which holds crates of their own)."""
+    if not root:
+        return {("crate",): folder}
+    mods = {}
+    for p in folder.rglob("*.rs"):
+        rel = p.relative_to(folder)
+        if (root == "lib.rs" and rel.parts[0] == "bin") or p.name.endswith("_tests.rs"):
             continue
         parts = list(rel.with_suffix("").parts)
-        if parts[-1] in ("mod", "lib"):
+        if parts[-1] == "mod" or rel == Path(root):
             parts = parts[:-1]
         mods[("crate", *parts)] = p
     return mods
 
 
 def rust_edges() -> dict[Path, set[Path]]:
-    mods = rust_modules()
+    edges: dict[Path, set[Path]] = {}
+    for folder, root in rust_crates():
+        edges.update(_crate_edges(rust_modules(folder, root)))
+    return edges
+
+
+def _crate_edges(mods: dict[tuple[str, ...], Path]) -> dict[Path, set[Path]]:
     by_file = {f: m for m, f in mods.items()}
     children = {m: {c[-1] for c in mods if len(c) == len(m) + 1 and c[: len(m)] == m} for m in mods}
     edges: dict[Path, set[Path]] = {}
@@ -179,7 +204,8 @@ def lua_edges() -> dict[Path, set[Path]]:
 
 
 def is_root(f: Path) -> bool:
-    return f.name in ("mod.rs", "lib.rs", "init.lua")
+    """A folder's root: a module's `mod.rs`, the library's `lib.rs`, a binary's `src/bin/NAME/main.rs`, `init.lua`."""
+    return f.name in ("mod.rs", "lib.rs", "init.lua") or (f.name == "main.rs" and f.parent.parent.name == "bin")
 
 
 def counted(edges: dict[Path, set[Path]]) -> dict[Path, set[Path]]:

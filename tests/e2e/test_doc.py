@@ -110,8 +110,9 @@ def test_no_import_circle_between_files():
 
 
 def test_the_import_check_sees_a_circle(tmp_path, monkeypatch):
-    """The check above can fail: a child that imports its sibling back, a Lua part that requires its controller, and
-    a `_H` reached from another file are each found (in a copy of a small tree)."""
+    """The check above can fail: a child that imports its sibling back (in the library and in a binary under
+    src/bin/, a crate of its own), a Lua part that requires its controller, and a `_H` reached from another file are
+    each found (in a copy of a small tree)."""
     import module_graph
 
     (tmp_path / "src" / "a").mkdir(parents=True)
@@ -119,13 +120,17 @@ def test_the_import_check_sees_a_circle(tmp_path, monkeypatch):
     (tmp_path / "src" / "a" / "mod.rs").write_text("mod x;\nmod y;\npub use x::X;\n")
     (tmp_path / "src" / "a" / "x.rs").write_text("use super::y::Y;\npub struct X;\n")
     (tmp_path / "src" / "a" / "y.rs").write_text("pub struct Y;\nfn f() { let _ = super::x::X; }\n")
+    (tmp_path / "src" / "bin" / "tool").mkdir(parents=True)
+    (tmp_path / "src" / "bin" / "tool" / "main.rs").write_text("mod p;\nmod q;\nfn main() { p::P; }\n")
+    (tmp_path / "src" / "bin" / "tool" / "p.rs").write_text("use crate::q::Q;\npub struct P;\n")
+    (tmp_path / "src" / "bin" / "tool" / "q.rs").write_text("pub struct Q;\nfn f() { let _ = crate::p::P; }\n")
     (tmp_path / "lua" / "pseudoclaude" / "p").mkdir(parents=True)
     (tmp_path / "lua" / "pseudoclaude" / "p.lua").write_text('local M = {}\nrequire("pseudoclaude.p.part")\nM._H = H\n')
     (tmp_path / "lua" / "pseudoclaude" / "p" / "part.lua").write_text('return require("pseudoclaude.p")._H\n')
     monkeypatch.setattr(module_graph, "ROOT", tmp_path)
     rust = module_graph.circles(module_graph.counted(module_graph.rust_edges()))
     lua = module_graph.circles(module_graph.counted(module_graph.lua_edges()))
-    assert [sorted(p.name for p in c) for c in rust] == [["x.rs", "y.rs"]]
+    assert sorted(sorted(p.name for p in c) for c in rust) == [["p.rs", "q.rs"], ["x.rs", "y.rs"]]
     assert [sorted(p.name for p in c) for c in lua] == [["p.lua", "part.lua"]]
     assert [line.split(":")[0] for line in module_graph.private_tables_reached()] == ["lua/pseudoclaude/p/part.lua"]
 

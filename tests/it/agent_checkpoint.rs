@@ -2,19 +2,17 @@
 //! text of an answer killed mid-stream is restored, marked interrupted, and told to the model in a
 //! request both APIs accept; a completed answer leaves the log it left before checkpoints existed.
 
-mod support;
-
 use std::fs;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::client::agent_turn as turn;
+use crate::support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse, truncate_before};
 use pseudoclaude::agent::{Agent, AgentConfig, Event};
 use pseudoclaude::provider::{self, BoxFuture, ProviderConfig};
 use pseudoclaude::session;
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use serde_json::{Value, json};
-use support::client::agent_turn as turn;
-use support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse, truncate_before};
 
 struct Never;
 impl Approver for Never {

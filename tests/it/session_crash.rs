@@ -19,7 +19,7 @@ const CHILD_ENV: &str = "PSEUDO_CHILD";
 
 fn spawn_child(mode: &str, ws: &Path, id: &str) -> (Child, impl Iterator<Item = String>) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_process_entry", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "session_crash::child_process_entry", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{mode}|{}|{id}", ws.display()))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -264,7 +264,7 @@ fn every_acknowledged_entry_and_every_new_name_is_synced_on_the_real_disk() {
         .args(["-f", "-qq", "-y", "-e", "trace=write,fsync,fdatasync,renameat,renameat2,rename", "-o"])
         .arg(&trace)
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "child_process_entry", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "session_crash::child_process_entry", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("synced|{}|-", ws.path().display()))
         .stdout(Stdio::null())
         .stderr(Stdio::null())

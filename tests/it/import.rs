@@ -2,13 +2,13 @@
 //! their formats, imported through the core's API and the CLI, then resumed and continued against the fake
 //! Anthropic and OpenAI servers, which refuse any request that breaks their protocol.
 
-mod support;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::support::client::agent_turn as turn;
+use crate::support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse};
 use pseudoclaude::agent::{Agent, AgentConfig, Event};
 use pseudoclaude::import::{self, Homes};
 use pseudoclaude::message::Message;
@@ -16,8 +16,6 @@ use pseudoclaude::provider::{self, BoxFuture, ProviderConfig};
 use pseudoclaude::session::{self, Context};
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use serde_json::{Value, json};
-use support::client::agent_turn as turn;
-use support::{FakeServer, Kind, Reply, anthropic_sse, openai_sse};
 
 struct Never;
 impl Approver for Never {

@@ -6,7 +6,6 @@ use std::process::Command;
 use pseudoclaude::message::Message;
 use pseudoclaude::session::{Context, Writer, WriterOptions};
 
-#[path = "cli/surface.rs"]
 mod surface;
 
 fn cli(ws: &std::path::Path, args: &[&str]) -> (i32, String, String) {

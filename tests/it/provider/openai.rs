@@ -8,9 +8,9 @@ use pseudoclaude::provider::openai::OpenAi;
 use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, StreamEvent, Usage};
 use serde_json::{Value, json};
 
+use super::wire::{Format, chunk};
 use crate::support::client::{ask, assert_all_valid, run, set_key};
 use crate::support::{FakeServer, Kind, Reply, openai_sse, truncate_before};
-use crate::wire::{Format, chunk};
 
 fn config(base_url: String) -> ProviderConfig {
     Format::OpenAi.config(base_url)

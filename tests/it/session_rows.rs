@@ -2,14 +2,13 @@
 //! reported, summed across turns and resumes and kept through a rebuild of the list's cache, and the
 //! git branch and commit of a real repository (made with `git`: without it these tests fail).
 
-mod support;
-
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
+use crate::support::client::agent_turn as turn;
 use pseudoclaude::agent::{Agent, AgentConfig, Event};
 use pseudoclaude::message::ToolCall;
 use pseudoclaude::provider::{BoxFuture, Provider, ProviderError, Request, Response, StreamEvent, Usage};
@@ -17,7 +16,6 @@ use pseudoclaude::session::{self, Context, ListOptions, SessionInfo};
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use pseudoclaude::usage::{Price, Pricing};
 use serde_json::{Value, json};
-use support::client::agent_turn as turn;
 use tokio::sync::mpsc;
 
 /// Answers in order, each with the usage it reports; "ok" with no usage once the script is spent.

@@ -1,20 +1,18 @@
 //! A full turn with two parallel tool calls through each real provider, against a fake server that
 //! validates the protocol: persisted, reloaded in a new agent, and sent again.
 
-mod support;
-
 use std::fs;
 use std::sync::Arc;
 
+use crate::support::client::agent_turn as turn;
+use crate::support::{
+    FakeServer, Kind, Reply, anthropic_sse, anthropic_thinking_sse, fake_redacted, fake_signature, openai_sse,
+};
 use pseudoclaude::agent::{Agent, AgentConfig, Event};
 use pseudoclaude::provider::{self, BoxFuture, ProviderConfig, ThinkingConfig};
 use pseudoclaude::session;
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use serde_json::json;
-use support::client::agent_turn as turn;
-use support::{
-    FakeServer, Kind, Reply, anthropic_sse, anthropic_thinking_sse, fake_redacted, fake_signature, openai_sse,
-};
 
 struct Never;
 impl Approver for Never {

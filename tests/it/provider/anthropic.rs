@@ -7,9 +7,9 @@ use pseudoclaude::provider::anthropic::Anthropic;
 use pseudoclaude::provider::{ProviderConfig, ProviderError, Request, StreamEvent, ThinkingConfig, Usage};
 use serde_json::{Value, json};
 
+use super::wire::{Format, ev};
 use crate::support::client::{ask, assert_all_valid, run};
 use crate::support::{FakeServer, Kind, Reply, anthropic_sse, anthropic_thinking_sse, fake_redacted, fake_signature};
-use crate::wire::{Format, ev};
 
 fn config(base_url: String) -> ProviderConfig {
     Format::Anthropic.config(base_url)

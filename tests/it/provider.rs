@@ -6,20 +6,17 @@
 //! provider, the scripted bytes of each answer, where the key goes). What only one format has (the
 //! bodies sent, prompt caching, usage details, the fakes' own rules) is in `anthropic.rs` and `openai.rs`.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod anthropic;
 mod openai;
 mod wire;
 
 use std::time::{Duration, Instant};
 
+use crate::support::client::{ask, assert_all_valid, deltas, retries, run, set_key};
+use crate::support::{FakeServer, Reply, SSE_INPUT_TOKENS, SSE_OUTPUT_TOKENS, crlf, refused_base_url, split_awkwardly};
 use pseudoclaude::message::{Message, ToolCall};
 use pseudoclaude::provider::{ProviderConfig, ProviderError, StreamEvent};
 use serde_json::json;
-use support::client::{ask, assert_all_valid, deltas, retries, run, set_key};
-use support::{FakeServer, Reply, SSE_INPUT_TOKENS, SSE_OUTPUT_TOKENS, crlf, refused_base_url, split_awkwardly};
 use wire::Format;
 
 /// For each scenario `name`, a module `name` with one test per format.

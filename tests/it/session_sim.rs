@@ -14,24 +14,21 @@
 //! come back with garbage in place of some of its characters (a torn sector inside a string): with no
 //! checksum in the format, nothing can tell; it is allowed for that line only, and counted.
 //!
-//! A failing seed prints itself; `PSEUDOCLAUDE_SIM_SEED=<seed> cargo test --test session_sim` replays
+//! A failing seed prints itself; `PSEUDOCLAUDE_SIM_SEED=<seed> cargo test --test it session_sim::` replays
 //! it alone. `make sim` (part of `make test`) runs 10,000 seeds in release mode and prints what was
 //! injected; `PSEUDOCLAUDE_SIM_SEEDS=<n>` changes the count, `PSEUDOCLAUDE_SIM_TRACE=1` prints every
 //! disk operation and line written, to follow a failing seed.
-
-#[path = "support/sim_disk.rs"]
-mod sim_disk;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::support::sim_disk::{Sabotage, SimDisk, Stats};
 use pseudoclaude::message::{Message, ToolCall};
 use pseudoclaude::session::{self, Context, Error, Writer, WriterOptions, spill};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use sim_disk::{Sabotage, SimDisk, Stats};
 
 const WORKSPACE: &str = "/ws";
 /// Small, so that spills are frequent and small.
@@ -663,7 +660,7 @@ fn run_seeds(count: u64) -> (Report, u64) {
                 total.stats.add(&r.stats);
             }
             Err(e) => panic!(
-                "simulation seed {seed} failed: {e}\nreplay it: PSEUDOCLAUDE_SIM_SEED={seed} cargo test --test session_sim"
+                "simulation seed {seed} failed: {e}\nreplay it: PSEUDOCLAUDE_SIM_SEED={seed} cargo test --test it session_sim::"
             ),
         }
     }
