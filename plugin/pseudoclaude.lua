@@ -39,9 +39,15 @@ vim.api.nvim_create_user_command("PseudoNew", function()
   require("pseudoclaude.chat").new_chat()
 end, { nargs = 0, desc = "pseudoclaude: start a new chat (the current session stays on disk)" })
 
-vim.api.nvim_create_user_command("PseudoMcp", function()
-  require("pseudoclaude.mcp").show()
-end, { nargs = 0, desc = "pseudoclaude: the MCP servers, their state, tools and last error" })
+vim.api.nvim_create_user_command("PseudoMcp", function(o)
+  require("pseudoclaude.mcp").command(o.fargs)
+end, {
+  nargs = "*",
+  complete = function(arglead, line)
+    return require("pseudoclaude.mcp").complete(arglead, line)
+  end,
+  desc = "pseudoclaude: the MCP servers, their state, tools and last error; `consent [NAME]` asks again",
+})
 
 vim.keymap.set("n", "<Plug>(PseudoChat)", "<Cmd>PseudoChat<CR>", { desc = "pseudoclaude: open the agent buffer" })
 vim.keymap.set(

@@ -213,6 +213,22 @@ function M.mcp_status()
   return require("pseudoclaude.core").call("agent_mcp_status")
 end
 
+--- Asks again about a server of the workspace's `.mcp.json` (`name`), or about each one declined or not answered.
+---@param name string?
+---@return integer asked
+function M.mcp_ask_again(name)
+  H.ensure_host()
+  return require("pseudoclaude.core").call("agent_mcp_ask_again", name)
+end
+
+--- The user's answer about a server of `.mcp.json`: "yes", "no" or "later".
+---@param name string
+---@param answer "yes"|"no"|"later"
+function M.mcp_consent(name, answer)
+  H.ensure_host()
+  require("pseudoclaude.core").call("agent_mcp_consent", name, answer)
+end
+
 --- The history the model sees next, in the log's own shape.
 ---@return table[]
 function M.messages()
@@ -423,18 +439,22 @@ function H.approve_mcp(approve)
   return H.nonempty(out)
 end
 
---- The `mcp` table as the core reads it; nil without servers.
+--- The `mcp` table as the core reads it (always: the workspace's `.mcp.json` may name servers). Servers' standard
+--- error goes to the plugin's log file; the answers about `.mcp.json`'s servers are keyed with a secret of the user's.
 ---@param mcp pseudoclaude.McpConfig?
----@return table?
+---@return table
 function H.mcp_config(mcp)
-  if not mcp or next(mcp.servers or {}) == nil then
-    return nil
-  end
+  mcp = mcp or {}
   local servers = {}
-  for name, s in pairs(mcp.servers) do
+  for name, s in pairs(mcp.servers or {}) do
     servers[name] = { command = s.command, args = H.nonempty(s.args), env = H.nonempty(s.env), cwd = s.cwd }
   end
-  return { servers = servers, timeout = mcp.timeout }
+  return {
+    servers = H.nonempty(servers),
+    timeout = mcp.timeout,
+    log_file = require("pseudoclaude.errors").log_path(),
+    consent_key = vim.fs.joinpath(vim.fn.stdpath("state"), "pseudoclaude", "mcp-consent.key"),
+  }
 end
 
 function H.ensure_host()

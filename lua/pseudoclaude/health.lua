@@ -236,11 +236,12 @@ function M.check_sandbox(cfg, lib)
   end
 end
 
---- Each MCP server's state, tools and last error (they start at the first chat: "stopped" before it).
+--- Each MCP server's state, tools and last error (they start at the first chat: "stopped" before it), `setup()`'s and
+--- the workspace's `.mcp.json`'s.
 function M.check_mcp()
   local pc = require("pseudoclaude")
-  if next(pc.get_config().mcp.servers) == nil then
-    health.info("none configured (|pseudoclaude-config-mcp|)")
+  if next(pc.get_config().mcp.servers) == nil and not vim.uv.fs_stat(vim.fs.joinpath(pc.workspace(), ".mcp.json")) then
+    health.info("none configured (|pseudoclaude-config-mcp|, or the workspace's .mcp.json)")
     return
   end
   local ok, rows = pcall(pc.mcp.status)
@@ -248,15 +249,22 @@ function M.check_mcp()
     health.warn("cannot ask the native library: " .. tostring(rows))
     return
   end
+  if #rows == 0 then
+    health.info("none configured (|pseudoclaude-config-mcp|, or the workspace's .mcp.json)")
+    return
+  end
   for _, r in ipairs(rows) do
-    local line = ("%s: %s, %d tools%s"):format(
+    local line = ("%s%s: %s, %d tools%s"):format(
       r.name,
+      r.source == "workspace" and " (.mcp.json)" or "",
       r.state,
       #r.tools,
       #r.tools > 0 and (" (" .. table.concat(r.tools, ", ") .. ")") or ""
     )
     if r.state == "failed" then
       health.error(line .. ": " .. (r.error or "no error given"))
+    elseif r.state == "awaiting consent" then
+      health.warn(line .. ": not started before you agree", { ":PseudoMcp consent " .. r.name })
     elseif r.state == "stopped" and r.error then
       health.warn(line .. ": " .. r.error)
     elseif r.state == "stopped" then

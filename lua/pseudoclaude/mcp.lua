@@ -1,14 +1,18 @@
---- The user's MCP servers as the editor shows them: `status()` and `:PseudoMcp`. See `:help pseudoclaude-mcp`.
+--- The user's MCP servers as the editor shows them: `status()`, `:PseudoMcp`, and the question before a server of the
+--- workspace's `.mcp.json` first runs. See `:help pseudoclaude-mcp`.
 
 ---@class pseudoclaude.McpStatus
----@field name string The server's name in `mcp.servers`.
+---@field name string The server's name in `mcp.servers` or in the workspace's `.mcp.json`.
 ---@field state "running"|"starting"|"failed"|"stopped"|"awaiting consent"
 ---@field tools string[] Its tools' names as it listed them (the model reads them as `mcp__NAME__TOOL`).
 ---@field error string? Why it failed or stopped last.
+---@field source "setup"|"workspace" From `setup()`, or from the workspace's `.mcp.json`.
 
 local M = {}
+local H = {}
 
---- Each configured server, sorted by name. The servers start at the first chat; before it each is "stopped".
+--- Each configured server, sorted by name (`setup()`'s first, then `.mcp.json`'s). The servers start at the first
+--- chat; before it each is "stopped", and a server of `.mcp.json` not agreed to is "awaiting consent".
 ---@return pseudoclaude.McpStatus[]
 function M.status()
   local rows = require("pseudoclaude.chat").mcp_status()
@@ -27,13 +31,19 @@ end
 ---@return string[]
 function M.lines(rows)
   if #rows == 0 then
-    return { "No MCP servers configured (setup({ mcp = { servers = { NAME = { command = ... } } } }))." }
+    return {
+      "No MCP servers configured (setup({ mcp = { servers = { NAME = { command = ... } } } }), or the workspace's .mcp.json).",
+    }
   end
   local out = {}
   for _, r in ipairs(rows) do
-    table.insert(out, ("%s: %s, %d tool%s"):format(r.name, r.state, #r.tools, #r.tools == 1 and "" or "s"))
+    local from = r.source == "workspace" and " (.mcp.json)" or ""
+    table.insert(out, ("%s%s: %s, %d tool%s"):format(r.name, from, r.state, #r.tools, #r.tools == 1 and "" or "s"))
     if #r.tools > 0 then
       table.insert(out, "  tools: " .. table.concat(r.tools, ", "))
+    end
+    if r.state == "awaiting consent" then
+      table.insert(out, "  not started before you agree: :PseudoMcp consent " .. r.name)
     end
     if r.error then
       for i, l in ipairs(vim.split(r.error, "\n", { trimempty = true })) do
@@ -48,6 +58,107 @@ end
 function M.show()
   local lines = M.lines(M.status())
   vim.api.nvim_echo({ { table.concat(lines, "\n") } }, true, {})
+end
+
+--- Asks again about a server of the workspace's `.mcp.json`, or about each one declined or not answered yet: the
+--- question of the first chat, with the answer remembered again.
+---@param name string?
+function M.consent(name)
+  local ok, err = pcall(require("pseudoclaude.chat").mcp_ask_again, name)
+  if not ok then
+    require("pseudoclaude.errors").report(err, vim.log.levels.WARN)
+  end
+end
+
+--- `:PseudoMcp [consent [NAME]]`.
+---@param args string[]
+function M.command(args)
+  if #args == 0 then
+    return M.show()
+  end
+  if args[1] == "consent" and #args <= 2 then
+    return M.consent(args[2])
+  end
+  require("pseudoclaude.errors").report(
+    ("unknown :PseudoMcp arguments %q: use :PseudoMcp, or :PseudoMcp consent [NAME]"):format(table.concat(args, " ")),
+    vim.log.levels.WARN
+  )
+end
+
+--- Completion of `:PseudoMcp`: "consent", then the names of `.mcp.json`'s servers.
+---@param arglead string
+---@param line string
+---@return string[]
+function M.complete(arglead, line)
+  local words = vim.split(line, "%s+", { trimempty = true })
+  local n = #words + (line:match("%s$") and 1 or 0)
+  local items = {}
+  if n == 2 then
+    items = { "consent" }
+  elseif n == 3 and words[2] == "consent" then
+    local ok, rows = pcall(M.status)
+    for _, r in ipairs(ok and rows or {}) do
+      if r.source == "workspace" and r.name ~= ".mcp.json" then
+        items[#items + 1] = r.name
+      end
+    end
+  end
+  return vim.tbl_filter(function(i)
+    return vim.startswith(i, arglead)
+  end, items)
+end
+
+--- The question about a server of `.mcp.json`, asked with `vim.ui.select` one at a time (several may come at once).
+--- "Yes" and "No" are remembered in `.PseudoClaude/mcp-consent.json` for this definition; dismissed, it is "Not now".
+---@param m pseudoclaude.McpConsentAsk
+function M.ask(m)
+  table.insert(H.queue, m)
+  if not H.asking then
+    H.next()
+  end
+end
+
+-- Helpers ------------------------------------------------------------------------------------------------------------
+
+---@type pseudoclaude.McpConsentAsk[]
+H.queue = {}
+H.asking = false
+
+function H.next()
+  local m = table.remove(H.queue, 1)
+  H.asking = m ~= nil
+  if not m then
+    return
+  end
+  local answers = { Yes = "yes", No = "no", ["Not now"] = "later" }
+  vim.ui.select({ "Yes", "No", "Not now" }, { prompt = H.prompt(m) }, function(choice)
+    local ok, err = pcall(require("pseudoclaude.chat").mcp_consent, m.name, answers[choice] or "later")
+    if not ok then
+      require("pseudoclaude.errors").report(err, vim.log.levels.WARN)
+    end
+    H.next()
+  end)
+end
+
+--- What the question shows: the command as it would run, the variables it sets (by name), where it is defined.
+---@param m pseudoclaude.McpConsentAsk
+---@return string
+function H.prompt(m)
+  local cmd = vim.tbl_map(function(a)
+    return a:find("[%s'\"]") and vim.fn.shellescape(a) or a
+  end, vim.list_extend({ m.command }, m.args or {}))
+  local lines = {
+    ("The workspace's .mcp.json asks to start the MCP server %q:"):format(m.name),
+    "  " .. table.concat(cmd, " "),
+  }
+  if m.env and #m.env > 0 then
+    lines[#lines + 1] = "  with " .. table.concat(m.env, ", ") .. " set"
+  end
+  if m.cwd and m.cwd ~= vim.NIL then
+    lines[#lines + 1] = "  in " .. m.cwd
+  end
+  lines[#lines + 1] = "Start it? (the answer is remembered for this definition in .PseudoClaude/mcp-consent.json)"
+  return table.concat(lines, "\n")
 end
 
 return M

@@ -23,6 +23,8 @@
 ---| "buffer_check" A tool is about to write a file: is it loaded, with unsaved changes? (answered by editor.lua)
 ---| "file_written" A write asked about with `hold` is over.
 ---| "resumed" A resume asked with `agent_resume_async` finished.
+---| "notice" A line for the chat that is no message (`text`): an MCP server that failed to start.
+---| "mcp_consent" A server of the workspace's `.mcp.json` asks to run (`pseudoclaude.McpConsentAsk`).
 
 ---@class pseudoclaude.Event
 ---@field type pseudoclaude.EventType
@@ -55,6 +57,14 @@
 ---@field outcome "created"|"changed"|"failed"? file_written
 ---@field ticket integer? resumed: the number `agent_resume_async` returned
 ---@field report pseudoclaude.ResumeReport? resumed, when ok
+
+---@class pseudoclaude.McpConsentAsk A server of the workspace's `.mcp.json` asks to run (src/mcp/mod.rs `ConsentAsk`).
+---@field name string
+---@field command string
+---@field args string[]
+---@field env string[] The names of the variables it sets.
+---@field cwd string?
+---@field file string The `.mcp.json`.
 
 ---@class pseudoclaude.ProposedChange What a write or an edit would make of a file (src/tools/approval.rs).
 ---@field path string The file's real path.

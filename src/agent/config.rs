@@ -138,9 +138,9 @@ pub(super) fn agent_config(config: &HostConfig, mcp: Option<Arc<Servers>>) -> Ag
     c
 }
 
-/// The MCP servers of `config`, not started: none when it names none.
+/// The MCP servers of `config` and of the workspace's `.mcp.json`, not started: none when neither names any.
 pub(super) fn make_servers(config: &HostConfig, rt: tokio::runtime::Handle) -> Option<Arc<Servers>> {
-    if config.mcp.servers.is_empty() {
+    if config.mcp.servers.is_empty() && !config.workspace.join(crate::mcp::workspace::FILE).exists() {
         return None;
     }
     Some(Arc::new(Servers::new(&config.mcp, config.approve.mcp.clone(), &config.workspace, rt)))

@@ -394,27 +394,55 @@ impl Host {
             return Some(s.clone());
         }
         let made = make_servers(&st.config, self.rt.handle().clone());
+        if let Some(s) = &made {
+            let outbox = self.outbox.clone();
+            s.on_consent(move |ask| outbox.push(Outbound::McpConsent(ask)));
+        }
         st.mcp = made.clone().map(|s| (s, st.config.mcp.clone(), st.config.approve.clone()));
         made
     }
 
-    /// Each configured MCP server's state, tools and last error (`stopped` before the first chat).
+    /// Each configured MCP server's state, tools and last error (`stopped` before the first chat; a server of
+    /// the workspace's `.mcp.json` not agreed to: `awaiting_consent`).
     pub fn mcp_status(&self) -> Vec<crate::mcp::Status> {
-        let st = lock(&self.state);
-        match &st.mcp {
-            Some((s, cfg, _)) if *cfg == st.config.mcp => s.status(),
-            _ => st
-                .config
-                .mcp
-                .servers
-                .keys()
-                .map(|name| crate::mcp::Status {
-                    name: name.clone(),
-                    state: crate::mcp::State::Stopped,
-                    tools: Vec::new(),
-                    error: None,
-                })
-                .collect(),
+        let servers = self.mcp_servers(&mut lock(&self.state));
+        match servers {
+            Some(s) => {
+                s.load();
+                s.status()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// The user's answer about a server of the workspace's `.mcp.json`: `yes`, `no` (both remembered in
+    /// `.PseudoClaude/mcp-consent.json`) or `later`.
+    pub fn mcp_consent(&self, name: &str, answer: &str) -> HostResult<()> {
+        let servers = self.mcp_servers(&mut lock(&self.state));
+        let s = servers.ok_or_else(|| HostError::Refused("there is no MCP server to answer about".into()))?;
+        s.answer(name, answer).map_err(HostError::Refused)
+    }
+
+    /// Asks again about a server of `.mcp.json` (`name`), or about every one declined or not answered yet.
+    pub fn mcp_ask_again(&self, name: Option<&str>) -> HostResult<usize> {
+        let servers = self.mcp_servers(&mut lock(&self.state));
+        let s = servers.ok_or_else(|| {
+            HostError::Refused(format!(
+                "the workspace has no {} and setup() names no server",
+                crate::mcp::workspace::FILE
+            ))
+        })?;
+        s.ask_again(name).map_err(HostError::Refused)
+    }
+
+    /// At the editor's exit: the current session closed, every MCP server stopped with its process group.
+    pub fn shutdown(&self) {
+        // the agent's servers may be older ones than `st.mcp` (a setup() changed them since the chat began)
+        let agent_servers = lock(&self.state).agent.as_ref().and_then(|a| a.config.mcp.clone());
+        self.close();
+        let ours = lock(&self.state).mcp.as_ref().map(|(s, _, _)| s.clone());
+        for s in agent_servers.iter().chain(ours.iter()) {
+            s.stop();
         }
     }
 }

@@ -23,6 +23,8 @@ pub enum Outbound {
     Resumed(ResumeDone),
     Buffer(BufferAsk),
     Written(FileWritten),
+    /// A server of the workspace's `.mcp.json` asks to run: answer with [`super::host::Host::mcp_consent`].
+    McpConsent(crate::mcp::ConsentAsk),
 }
 
 /// A tool is about to write `path`: is it loaded in a buffer, and modified? Reply with

@@ -84,6 +84,10 @@ pub enum Event {
         message: String,
     },
     Cancelled,
+    /// A line for the chat that is no message: an MCP server that failed to start.
+    Notice {
+        text: String,
+    },
     /// The turn is over (after `Error` and `Cancelled` too).
     TurnDone {
         stop_reason: String,
@@ -232,6 +236,9 @@ impl Agent {
             biased;
             _ = cancel.cancelled() => return Err(Stop::Cancelled),
             _ = self.tools.mcp_settled() => {}
+        }
+        for text in self.tools.mcp_notices() {
+            let _ = events.send(Event::Notice { text });
         }
         // The whole turn with one provider: a model switched meanwhile applies from the next turn.
         let provider = self.provider();

@@ -253,10 +253,21 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         // `mcp.status()`: each MCP server's state, tools and last error
         export("agent_mcp_status", |_| with_host(|h| Ok(h.mcp_status()))),
         export("agent_drain", |_| with_host(|h| Ok(h.drain()))),
+        // `mcp.consent` answers: (name, "yes"|"no"|"later")
+        export("agent_mcp_consent", |a| {
+            let (name, answer): (String, String) = (a.get(0)?, a.get(1)?);
+            with_host(|h| Ok(h.mcp_consent(&name, &answer)?))
+        }),
+        // `:PseudoMcp consent [NAME]`: how many questions were asked
+        export("agent_mcp_ask_again", |a| {
+            let name: Option<String> = a.get(0)?;
+            with_host(|h| Ok(h.mcp_ask_again(name.as_deref())?))
+        }),
+        // at VimLeavePre: the session closed, the MCP servers stopped with their process groups
         export("agent_close", |_| {
             HOST.with(|h| {
                 if let Some(i) = h.borrow().as_ref() {
-                    i.host.close();
+                    i.host.shutdown();
                 }
             });
             Ok(())

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
 use tokio::io::AsyncBufReadExt;
 
 use super::{ServerConfig, ToolInfo};
@@ -16,52 +15,136 @@ use super::{ServerConfig, ToolInfo};
 /// The last lines of a server's standard error kept for its error message.
 const STDERR_LINES: usize = 20;
 
+/// How long a server whose standard output is not JSON-RPC gets to start answering in JSON-RPC after all.
+const GARBAGE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A running server: the SDK's session with it and its process group.
 pub(super) struct Client {
     service: RunningService<RoleClient, ()>,
     /// The server's process id, which is also its process group's (it is started as a group leader).
     pgid: Option<i32>,
     pub(super) stderr: Arc<Mutex<Vec<String>>>,
+    /// Reaped when the client goes (and killed, with its group).
+    _child: tokio::process::Child,
+}
+
+/// Each line of the server's standard error into the log file (one write per line, `O_APPEND`: lines of two
+/// servers, or of the editor, never interleave), its last [`STDERR_LINES`] kept for error messages.
+fn spawn_stderr_reader(
+    name: &str,
+    stderr: tokio::process::ChildStderr,
+    log: Option<&std::path::Path>,
+    lines: Arc<Mutex<Vec<String>>>,
+) {
+    let mut log = log.and_then(|p| {
+        let _ = p.parent().map(std::fs::create_dir_all);
+        std::fs::OpenOptions::new().create(true).append(true).open(p).ok()
+    });
+    let name = name.to_string();
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if let Some(f) = &mut log {
+                use std::io::Write;
+                let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S");
+                let _ = f.write_all(format!("{stamp} mcp {name}: {line}\n").as_bytes());
+            }
+            let mut l = lines.lock().unwrap_or_else(|p| p.into_inner());
+            if l.len() == STDERR_LINES {
+                l.remove(0);
+            }
+            l.push(line);
+        }
+    });
+}
+
+/// The server's standard output as the SDK reads it, each line passed on as it is; the first line that is not
+/// JSON is told to `garbage`.
+fn tap_stdout(
+    stdout: tokio::process::ChildStdout,
+    garbage: tokio::sync::watch::Sender<Option<String>>,
+) -> tokio::io::DuplexStream {
+    let (mut to_sdk, sdk_side) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let mut reader = tokio::io::BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let text = line.trim_ascii();
+            if !text.is_empty()
+                && garbage.borrow().is_none()
+                && serde_json::from_slice::<serde_json::Value>(text).is_err()
+            {
+                let shown: String = String::from_utf8_lossy(text).chars().take(200).collect();
+                garbage.send_replace(Some(shown));
+            }
+            if to_sdk.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        let _ = to_sdk.shutdown().await;
+    });
+    sdk_side
 }
 
 impl Client {
     /// Spawns the server in its own process group and does the MCP handshake (protocol version
-    /// negotiation is the SDK's).
-    pub(super) async fn start(cfg: &ServerConfig, workspace: &std::path::Path) -> Result<Client, String> {
+    /// negotiation is the SDK's). Each line of its standard error goes to `log` (the plugin's log file)
+    /// after `name`, as it comes. A server whose standard output is not JSON-RPC fails its start
+    /// [`GARBAGE_GRACE`] after the first such line, with that line in the error (the SDK would ignore it
+    /// and wait for the whole `mcp.timeout`).
+    pub(super) async fn start(
+        name: &str,
+        cfg: &ServerConfig,
+        workspace: &std::path::Path,
+        log: Option<&std::path::Path>,
+    ) -> Result<Client, String> {
         let mut cmd = tokio::process::Command::new(&cfg.command);
         cmd.args(&cfg.args).envs(&cfg.env).process_group(0).kill_on_drop(true);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd.current_dir(match &cfg.cwd {
             Some(d) if d.is_absolute() => d.clone(),
             Some(d) => workspace.join(d),
             None => workspace.to_path_buf(),
         });
-        let (proc, stderr) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start {:?}: {e}", cfg.command))?;
-        let pgid = proc.id().and_then(|p| i32::try_from(p).ok());
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", cfg.command))?;
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            kill_group(pgid);
+            return Err("cannot open the server's standard input and output".into());
+        };
         let lines = Arc::new(Mutex::new(Vec::new()));
-        if let Some(stderr) = stderr {
-            let lines = lines.clone();
-            tokio::spawn(async move {
-                let mut reader = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
-                    let mut l = lines.lock().unwrap_or_else(|p| p.into_inner());
-                    if l.len() == STDERR_LINES {
-                        l.remove(0);
-                    }
-                    l.push(line);
-                }
-            });
-        }
-        match ().serve(proc).await {
-            Ok(service) => Ok(Client { service, pgid, stderr: lines }),
+        spawn_stderr_reader(name, stderr, log, lines.clone());
+        let (garbage_tx, mut garbage) = tokio::sync::watch::channel(None::<String>);
+        let reader = tap_stdout(stdout, garbage_tx);
+        let handshake = ().serve((reader, stdin));
+        tokio::pin!(handshake);
+        let served = tokio::select! {
+            r = &mut handshake => r.map_err(|e| format!("the MCP handshake failed: {e}")),
+            line = async {
+                let _ = garbage.wait_for(Option::is_some).await;
+                tokio::time::sleep(GARBAGE_GRACE).await;
+                garbage.borrow().clone().unwrap_or_default()
+            } => Err(format!("it answered what is not MCP (JSON-RPC) on its standard output: {line:?}")),
+        };
+        match served {
+            Ok(service) => Ok(Client { service, pgid, stderr: lines, _child: child }),
             Err(e) => {
-                kill_group(pgid);
                 // The last words on its standard error say why, more often than the handshake's error does.
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                let e = match child.try_wait() {
+                    Ok(Some(status)) => format!("it exited ({status}) before answering the MCP handshake"),
+                    _ => e,
+                };
+                kill_group(pgid);
                 let tail = lines.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
-                Err(super::with_stderr(format!("the MCP handshake failed: {e}"), &tail))
+                Err(super::with_stderr(e, &tail))
             }
         }
     }
@@ -97,6 +180,11 @@ impl Client {
             }
             Err(e) => Err(CallError::Refused(e.to_string())),
         }
+    }
+
+    /// Kills the server and whatever it started, now (a call under way gets "the connection closed").
+    pub(super) fn kill(&self) {
+        kill_group(self.pgid);
     }
 
     pub(super) fn is_closed(&self) -> bool {

@@ -9,9 +9,11 @@
 
 mod client;
 mod result;
+pub mod workspace;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,11 +38,15 @@ pub struct McpConfig {
     pub servers: BTreeMap<String, ServerConfig>,
     /// Seconds.
     pub timeout: f64,
+    /// The plugin's log file: each server's standard error goes there, a line per line after the server's name.
+    pub log_file: Option<PathBuf>,
+    /// The user's secret the answers about the workspace's `.mcp.json` servers are keyed with (`workspace.rs`).
+    pub consent_key: Option<PathBuf>,
 }
 
 impl Default for McpConfig {
     fn default() -> Self {
-        McpConfig { servers: BTreeMap::new(), timeout: DEFAULT_TIMEOUT_SECS }
+        McpConfig { servers: BTreeMap::new(), timeout: DEFAULT_TIMEOUT_SECS, log_file: None, consent_key: None }
     }
 }
 
@@ -82,6 +88,8 @@ pub enum State {
     Running,
     Failed,
     Stopped,
+    /// A server of the workspace's `.mcp.json` the user has not said yes to (for this definition).
+    AwaitingConsent,
 }
 
 /// One row of `mcp.status()`.
@@ -92,6 +100,23 @@ pub struct Status {
     pub tools: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `workspace`: from the workspace's `.mcp.json`; `setup`: from `setup()`.
+    pub source: &'static str,
+}
+
+/// The question before a server of the workspace's `.mcp.json` first runs: answer with [`Servers::answer`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConsentAsk {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    /// The names of the variables it sets (their values may be secrets).
+    pub env: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// The `.mcp.json` it is defined in.
+    pub file: PathBuf,
 }
 
 struct Slot {
@@ -100,28 +125,55 @@ struct Slot {
     error: Option<String>,
     client: Option<Arc<Client>>,
     restarts: u32,
+    /// Awaiting consent with the question on screen: a first chat waits for the answer.
+    asking: bool,
+    /// The user said no (for this definition).
+    declined: bool,
+    /// The failure in `error` was said in the chat already.
+    reported: bool,
 }
 
 struct Server {
     name: String,
-    config: ServerConfig,
+    /// None for a `.mcp.json` entry that cannot be used (`slot.error` says why).
+    config: Option<ServerConfig>,
+    /// From the workspace's `.mcp.json`: started only with the user's consent.
+    entry: Option<workspace::Entry>,
     slot: Mutex<Slot>,
-    /// Bumped at each change of `slot.state`, so a waiter wakes when a start ends.
-    changed: watch::Sender<u64>,
+    /// Bumped at each change of any server's `slot.state`, so a waiter wakes when a start ends.
+    changed: Arc<watch::Sender<u64>>,
 }
 
-/// The configured servers. Cheap to share; every method is called from the core's threads.
-pub struct Servers {
-    servers: Vec<Arc<Server>>,
+/// What a start needs, cloned into the tasks that start servers.
+#[derive(Clone)]
+struct Ctx {
     timeout: Duration,
     workspace: PathBuf,
-    approve: BTreeMap<String, ApproveTools>,
+    log_file: Option<PathBuf>,
     rt: tokio::runtime::Handle,
+    changed: Arc<watch::Sender<u64>>,
+}
+
+type Asker = Arc<dyn Fn(ConsentAsk) + Send + Sync>;
+
+/// The configured servers. Cheap to share; every method is called from the core's threads (`status`,
+/// `answer` and `ask_again` also from the editor's: they read or write two small files, never wait on a server).
+pub struct Servers {
+    servers: Arc<Mutex<Vec<Arc<Server>>>>,
+    ctx: Ctx,
+    approve: BTreeMap<String, ApproveTools>,
+    consent_key: Option<PathBuf>,
+    /// `.mcp.json` was read (its servers are in `servers`).
+    loaded: Arc<std::sync::atomic::AtomicBool>,
+    /// Held while `.mcp.json` is read or an answer written: one reader, one writer.
+    files: Arc<Mutex<()>>,
+    started: std::sync::atomic::AtomicBool,
+    asker: Arc<Mutex<Option<Asker>>>,
 }
 
 impl std::fmt::Debug for Servers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Servers").field("servers", &self.servers.len()).finish()
+        f.debug_struct("Servers").field("servers", &lock(&self.servers).len()).finish()
     }
 }
 
@@ -129,91 +181,273 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn new_slot(state: State, error: Option<String>) -> Mutex<Slot> {
+    Mutex::new(Slot {
+        state,
+        tools: Vec::new(),
+        error,
+        client: None,
+        restarts: 0,
+        asking: false,
+        declined: false,
+        reported: false,
+    })
+}
+
+/// A server's name as `setup()` takes it: letters, digits, `_` and `-`, without `__` (its tools are
+/// `mcp__NAME__TOOL`).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains("__") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+const DECLINED: &str =
+    "not started: you declined this server of the workspace's .mcp.json (:PseudoMcp consent asks again)";
+
 impl Servers {
-    /// The servers of `config`, not started yet ([`Servers::start`]).
+    /// The servers of `config`, not started yet ([`Servers::start`]); those of the workspace's `.mcp.json` are
+    /// read at the start (or by [`Servers::status`]).
     pub fn new(
         config: &McpConfig,
         approve: BTreeMap<String, ApproveTools>,
         workspace: &Path,
         rt: tokio::runtime::Handle,
     ) -> Servers {
+        let changed = Arc::new(watch::channel(0).0);
         let servers = config
             .servers
             .iter()
             .map(|(name, cfg)| {
                 Arc::new(Server {
                     name: name.clone(),
-                    config: cfg.clone(),
-                    slot: Mutex::new(Slot {
-                        state: State::Stopped,
-                        tools: Vec::new(),
-                        error: None,
-                        client: None,
-                        restarts: 0,
-                    }),
-                    changed: watch::channel(0).0,
+                    config: Some(cfg.clone()),
+                    entry: None,
+                    slot: new_slot(State::Stopped, None),
+                    changed: changed.clone(),
                 })
             })
             .collect();
         let secs =
             if config.timeout.is_finite() && config.timeout > 0.0 { config.timeout } else { DEFAULT_TIMEOUT_SECS };
-        Servers { servers, timeout: Duration::from_secs_f64(secs), workspace: workspace.to_path_buf(), approve, rt }
+        Servers {
+            servers: Arc::new(Mutex::new(servers)),
+            ctx: Ctx {
+                timeout: Duration::from_secs_f64(secs),
+                workspace: workspace.to_path_buf(),
+                log_file: config.log_file.clone(),
+                rt,
+                changed,
+            },
+            approve,
+            consent_key: config.consent_key.clone(),
+            loaded: Arc::default(),
+            files: Arc::default(),
+            started: Default::default(),
+            asker: Arc::default(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
+        lock(&self.servers).is_empty() && self.loaded.load(Ordering::SeqCst)
     }
 
-    /// Starts every server not started yet, on the runtime's threads; returns at once.
+    /// Who asks the user about a server of `.mcp.json` (the editor's outbox). Without one, such a server stays
+    /// awaiting consent and nothing waits for it.
+    pub fn on_consent(&self, ask: impl Fn(ConsentAsk) + Send + Sync + 'static) {
+        *lock(&self.asker) = Some(Arc::new(ask));
+    }
+
+    fn all(&self) -> Vec<Arc<Server>> {
+        lock(&self.servers).clone()
+    }
+
+    /// Starts every server not started yet, on the runtime's threads; returns at once. The workspace's
+    /// `.mcp.json` is read there too: a server the user agreed to starts, one not answered about is asked about.
     pub fn start(&self) {
-        for s in &self.servers {
-            if lock(&s.slot).state == State::Stopped && lock(&s.slot).client.is_none() && lock(&s.slot).error.is_none()
-            {
-                self.spawn_start(s.clone());
+        if self.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for s in self.all() {
+            if s.entry.is_none() && lock(&s.slot).state == State::Stopped {
+                spawn_start(&self.ctx, s);
+            }
+        }
+        let load = self.loader();
+        let ctx = self.ctx.clone();
+        let asker = self.asker.clone();
+        let servers = self.servers.clone();
+        self.ctx.rt.spawn_blocking(move || {
+            load.load(); // or read before, by a status
+            let workspace_servers: Vec<_> = lock(&servers).iter().filter(|s| s.entry.is_some()).cloned().collect();
+            for s in workspace_servers {
+                let (state, declined) = {
+                    let slot = lock(&s.slot);
+                    (slot.state, slot.declined)
+                };
+                match state {
+                    State::Stopped if !declined && s.config.is_some() => spawn_start(&ctx, s),
+                    State::AwaitingConsent => ask(&asker, &ctx, &s),
+                    _ => {}
+                }
+            }
+        });
+    }
+
+    /// Reads `.mcp.json` (once) and adds its servers, each in the state the stored answers give it.
+    pub fn load(&self) {
+        self.loader().load();
+    }
+
+    fn loader(&self) -> Loader {
+        Loader {
+            servers: self.servers.clone(),
+            loaded: self.loaded.clone(),
+            files: self.files.clone(),
+            workspace: self.ctx.workspace.clone(),
+            key: self.consent_key.clone(),
+            changed: self.ctx.changed.clone(),
+        }
+    }
+
+    /// The user's answer about a server of `.mcp.json`: `yes` (remembered; it starts now if the servers were
+    /// started, else at the first chat), `no` (remembered; stopped if running) or `later` (asked again at the
+    /// next `ask_again`; nothing waits for it meanwhile).
+    pub fn answer(&self, name: &str, answer: &str) -> Result<(), String> {
+        self.load();
+        let s = self
+            .all()
+            .into_iter()
+            .find(|s| s.name == name && s.entry.is_some())
+            .ok_or_else(|| format!("there is no server {name:?} in the workspace's {}", workspace::FILE))?;
+        let entry = s.entry.clone().expect("a workspace server");
+        let remembered = match answer {
+            "yes" | "no" => {
+                let a = if answer == "yes" { workspace::Answer::Yes } else { workspace::Answer::No };
+                let _files = lock(&self.files);
+                workspace::remember(&self.ctx.workspace, &entry, a)
+                    .map_err(|e| format!("cannot remember the answer in {}: {e}", workspace::CONSENT_FILE))
+            }
+            "later" => Ok(()),
+            other => return Err(format!("unknown answer {other:?}: use \"yes\", \"no\" or \"later\"")),
+        };
+        match answer {
+            "yes" if s.config.is_some() => {
+                let start = self.started.load(Ordering::SeqCst) && lock(&s.slot).client.is_none();
+                // straight to `starting` when it starts now: a first chat waiting must not see it settled between
+                set_state(&s, |slot| {
+                    if slot.client.is_none() {
+                        slot.state = if start { State::Starting } else { State::Stopped };
+                    }
+                    slot.asking = false;
+                    slot.declined = false;
+                    slot.error = None;
+                });
+                if start {
+                    spawn_start(&self.ctx, s);
+                }
+            }
+            "no" => {
+                let client = lock(&s.slot).client.take();
+                if let Some(c) = client {
+                    c.kill();
+                }
+                set_state(&s, |slot| {
+                    slot.state = State::Stopped;
+                    slot.tools.clear();
+                    slot.asking = false;
+                    slot.declined = true;
+                    slot.error = Some(DECLINED.into());
+                });
+            }
+            _ => set_state(&s, |slot| slot.asking = false),
+        }
+        remembered
+    }
+
+    /// Asks again about `name` (any server of `.mcp.json`), or about every one declined or not answered yet.
+    /// Returns how many questions were asked; none is an error that says why.
+    pub fn ask_again(&self, name: Option<&str>) -> Result<usize, String> {
+        self.load();
+        let list: Vec<_> = self
+            .all()
+            .into_iter()
+            .filter(|s| s.entry.is_some() && s.config.is_some())
+            .filter(|s| match name {
+                Some(n) => s.name == n,
+                None => {
+                    let slot = lock(&s.slot);
+                    slot.declined || slot.state == State::AwaitingConsent
+                }
+            })
+            .collect();
+        if list.is_empty() {
+            return Err(match name {
+                Some(n) => {
+                    format!("there is no server {n:?} in the workspace's {} (or it cannot be used)", workspace::FILE)
+                }
+                None => {
+                    format!("no server of the workspace's {} was declined or is awaiting an answer", workspace::FILE)
+                }
+            });
+        }
+        if lock(&self.asker).is_none() {
+            return Err("nothing can ask: the editor's chat is not set up".into());
+        }
+        for s in &list {
+            set_state(s, |slot| {
+                if slot.client.is_none() {
+                    slot.state = State::AwaitingConsent;
+                }
+            });
+            ask(&self.asker, &self.ctx, s);
+        }
+        Ok(list.len())
+    }
+
+    /// Waits until no server is starting or asked about (each start is bounded by the timeout; a question by
+    /// the user).
+    pub async fn settled(&self) {
+        let mut rx = self.ctx.changed.subscribe();
+        loop {
+            let pending = (self.started.load(Ordering::SeqCst) && !self.loaded.load(Ordering::SeqCst))
+                || self.all().iter().any(|s| {
+                    let slot = lock(&s.slot);
+                    slot.state == State::Starting || (slot.state == State::AwaitingConsent && slot.asking)
+                });
+            if !pending || rx.changed().await.is_err() {
+                return;
             }
         }
     }
 
-    fn spawn_start(&self, s: Arc<Server>) {
-        set_state(&s, |slot| {
-            slot.state = State::Starting;
-            slot.error = None;
-        });
-        let workspace = self.workspace.clone();
-        let timeout = self.timeout;
-        self.rt.spawn(async move {
-            let started = tokio::time::timeout(timeout, async {
-                let client = Client::start(&s.config, &workspace).await?;
-                match client.list_tools().await {
-                    Ok(tools) => Ok((client, tools)),
-                    Err(e) => Err(with_stderr(e, &client.stderr_tail())),
-                }
-            })
-            .await
-            .unwrap_or_else(|_| Err(format!("did not finish starting within {} s", timeout.as_secs_f64())));
-            set_state(&s, |slot| match started {
-                Ok((client, tools)) => {
-                    slot.state = State::Running;
-                    slot.tools = tools;
-                    slot.client = Some(Arc::new(client));
-                }
-                Err(e) => {
-                    slot.state = State::Failed;
-                    slot.error = Some(e);
-                    slot.client = None;
-                }
-            });
-        });
+    /// The failures not said yet, a sentence each, for the chat (each is said once).
+    pub fn take_notices(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in self.all() {
+            let mut slot = lock(&s.slot);
+            if slot.state == State::Failed && !slot.reported {
+                slot.reported = true;
+                let why = one_line(slot.error.as_deref().unwrap_or("no error given"));
+                out.push(format!(
+                    "MCP server {:?} failed: {why}; the chat goes on without it (:PseudoMcp shows more)",
+                    s.name
+                ));
+            }
+        }
+        out
     }
 
-    /// Waits until no server is starting (each start is bounded by the timeout).
-    pub async fn settled(&self) {
-        for s in &self.servers {
-            let mut rx = s.changed.subscribe();
-            while lock(&s.slot).state == State::Starting {
-                if rx.changed().await.is_err() {
-                    break;
-                }
+    /// Stops every server and whatever it started (its process group), at the editor's exit.
+    pub fn stop(&self) {
+        for s in self.all() {
+            let client = lock(&s.slot).client.take();
+            if let Some(c) = client {
+                c.kill();
+                set_state(&s, |slot| {
+                    slot.state = State::Stopped;
+                    slot.error = Some("stopped with the editor".into());
+                    // no restart: the editor is leaving
+                    slot.restarts = MAX_RESTARTS;
+                });
             }
         }
     }
@@ -221,7 +455,7 @@ impl Servers {
     /// The tools of the running servers, as the model reads them.
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut out = Vec::new();
-        for s in &self.servers {
+        for s in self.all() {
             let slot = lock(&s.slot);
             for t in &slot.tools {
                 out.push(ToolSpec {
@@ -236,7 +470,7 @@ impl Servers {
 
     /// Each server's state, tools and last error.
     pub fn status(&self) -> Vec<Status> {
-        self.servers
+        self.all()
             .iter()
             .map(|s| {
                 let slot = lock(&s.slot);
@@ -245,6 +479,7 @@ impl Servers {
                     state: slot.state,
                     tools: slot.tools.iter().map(|t| t.name.clone()).collect(),
                     error: slot.error.clone(),
+                    source: if s.entry.is_some() { "workspace" } else { "setup" },
                 }
             })
             .collect()
@@ -253,7 +488,7 @@ impl Servers {
     /// The server and tool a model's tool name means, if it names a configured server.
     pub fn resolve(&self, name: &str) -> Option<(String, String)> {
         let rest = name.strip_prefix(PREFIX)?;
-        self.servers.iter().find_map(|s| {
+        self.all().iter().find_map(|s| {
             let tool = rest.strip_prefix(s.name.as_str())?.strip_prefix("__")?;
             Some((s.name.clone(), tool.to_string()))
         })
@@ -271,20 +506,21 @@ impl Servers {
     /// One call. Never fails: a dead, failed or slow server is an error output the model reads. Cancel by
     /// dropping the future (the server is told).
     pub async fn call(&self, server: &str, tool: &str, arguments: serde_json::Value) -> CallOutput {
-        let Some(s) = self.servers.iter().find(|s| s.name == server) else {
+        let Some(s) = self.all().into_iter().find(|s| s.name == server) else {
             return CallOutput::error(format!("there is no MCP server {server:?}"));
         };
-        let client = match self.client_for(s).await {
+        let client = match self.client_for(&s).await {
             Ok(c) => c,
             Err(e) => return CallOutput::error(e),
         };
         if !lock(&s.slot).tools.iter().any(|t| t.name == tool) {
             return CallOutput::error(format!("the MCP server {server:?} has no tool {tool:?}"));
         }
-        match tokio::time::timeout(self.timeout, client.call(tool, arguments)).await {
+        let timeout = self.ctx.timeout;
+        match tokio::time::timeout(timeout, client.call(tool, arguments)).await {
             Err(_) => CallOutput::error(format!(
                 "the MCP server {server:?} did not answer {tool} within {} s (mcp.timeout); the call was cancelled",
-                self.timeout.as_secs_f64()
+                timeout.as_secs_f64()
             )),
             Ok(Ok(value)) => result::decode(&value),
             Ok(Err(CallError::Refused(e))) => {
@@ -293,7 +529,7 @@ impl Servers {
             Ok(Err(CallError::Died(e))) => {
                 let tail = client.stderr_tail();
                 let msg = with_stderr(format!("the MCP server {server:?} stopped during the call ({e})"), &tail);
-                set_state(s, |slot| {
+                set_state(&s, |slot| {
                     if slot.client.as_ref().is_some_and(|c| Arc::ptr_eq(c, &client)) {
                         slot.state = State::Stopped;
                         slot.client = None;
@@ -307,7 +543,7 @@ impl Servers {
 
     /// The server's running client; one that died is started again (at most [`MAX_RESTARTS`] times).
     async fn client_for(&self, s: &Arc<Server>) -> Result<Arc<Client>, String> {
-        self.settled_one(s).await;
+        settled_one(s).await;
         let restart = {
             let mut slot = lock(&s.slot);
             if let Some(c) = slot.client.clone() {
@@ -317,6 +553,13 @@ impl Servers {
                 slot.client = None;
                 slot.state = State::Stopped;
                 slot.error = Some(with_stderr("the server exited".into(), &c.stderr_tail()));
+            }
+            if slot.state == State::AwaitingConsent || slot.declined || s.config.is_none() {
+                return Err(format!(
+                    "the MCP server {:?} is not running: {}",
+                    s.name,
+                    slot.error.clone().unwrap_or_else(|| "it awaits your consent (:PseudoMcp)".into())
+                ));
             }
             if slot.restarts >= MAX_RESTARTS {
                 return Err(format!(
@@ -329,21 +572,133 @@ impl Servers {
             true
         };
         if restart {
-            self.spawn_start(s.clone());
-            self.settled_one(s).await;
+            spawn_start(&self.ctx, s.clone());
+            settled_one(s).await;
         }
         let slot = lock(&s.slot);
         slot.client.clone().ok_or_else(|| {
             format!("the MCP server {:?} could not be started: {}", s.name, slot.error.clone().unwrap_or_default())
         })
     }
+}
 
-    async fn settled_one(&self, s: &Arc<Server>) {
-        let mut rx = s.changed.subscribe();
-        while lock(&s.slot).state == State::Starting {
-            if rx.changed().await.is_err() {
-                break;
+/// Reads `.mcp.json` once for a [`Servers`] (a piece of it the start's thread owns).
+struct Loader {
+    servers: Arc<Mutex<Vec<Arc<Server>>>>,
+    loaded: Arc<std::sync::atomic::AtomicBool>,
+    files: Arc<Mutex<()>>,
+    workspace: PathBuf,
+    key: Option<PathBuf>,
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl Loader {
+    /// Adds the servers of `.mcp.json`, the first time.
+    fn load(&self) {
+        let _files = lock(&self.files);
+        if self.loaded.load(Ordering::SeqCst) {
+            return;
+        }
+        let key = workspace::key(self.key.as_deref());
+        let added: Vec<Arc<Server>> = match workspace::read(&self.workspace, &key) {
+            Ok(entries) => {
+                let taken: Vec<String> = lock(&self.servers).iter().map(|s| s.name.clone()).collect();
+                entries
+                    .into_iter()
+                    // setup()'s own server of the same name is the one the user chose
+                    .filter(|e| !taken.contains(&e.name))
+                    .map(|e| {
+                        let (state, error, declined) = match &e.config {
+                            Err(why) => (State::Failed, Some(why.clone()), false),
+                            Ok(_) => match workspace::answer(&self.workspace, &e) {
+                                Some(workspace::Answer::Yes) => (State::Stopped, None, false),
+                                Some(workspace::Answer::No) => (State::Stopped, Some(DECLINED.to_string()), true),
+                                None => (State::AwaitingConsent, None, false),
+                            },
+                        };
+                        let slot = new_slot(state, error);
+                        lock(&slot).declined = declined;
+                        Arc::new(Server {
+                            name: e.name.clone(),
+                            config: e.config.clone().ok(),
+                            entry: Some(e),
+                            slot,
+                            changed: self.changed.clone(),
+                        })
+                    })
+                    .collect()
             }
+            Err(why) => vec![Arc::new(Server {
+                name: workspace::FILE.into(),
+                config: None,
+                entry: None,
+                slot: new_slot(State::Failed, Some(why)),
+                changed: self.changed.clone(),
+            })],
+        };
+        lock(&self.servers).extend(added);
+        self.loaded.store(true, Ordering::SeqCst);
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+/// Puts the question about `s` to the user (when something can ask): a first chat waits for the answer.
+fn ask(asker: &Mutex<Option<Asker>>, ctx: &Ctx, s: &Arc<Server>) {
+    let Some(asker) = lock(asker).clone() else { return };
+    let Some(cfg) = &s.config else { return };
+    set_state(s, |slot| slot.asking = true);
+    asker(ConsentAsk {
+        kind: "mcp_consent",
+        name: s.name.clone(),
+        command: cfg.command.clone(),
+        args: cfg.args.clone(),
+        env: cfg.env.keys().cloned().collect(),
+        cwd: cfg.cwd.clone(),
+        file: ctx.workspace.join(workspace::FILE),
+    });
+}
+
+fn spawn_start(ctx: &Ctx, s: Arc<Server>) {
+    let Some(config) = s.config.clone() else { return };
+    set_state(&s, |slot| {
+        slot.state = State::Starting;
+        slot.error = None;
+        slot.reported = false;
+    });
+    let ctx2 = ctx.clone();
+    ctx.rt.spawn(async move {
+        let timeout = ctx2.timeout;
+        let started = tokio::time::timeout(timeout, async {
+            let client = Client::start(&s.name, &config, &ctx2.workspace, ctx2.log_file.as_deref()).await?;
+            match client.list_tools().await {
+                Ok(tools) => Ok((client, tools)),
+                Err(e) => Err(with_stderr(e, &client.stderr_tail())),
+            }
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("did not finish starting within {} s", timeout.as_secs_f64())));
+        set_state(&s, |slot| match started {
+            // answered "no" while it started: it stays stopped
+            Ok(_) if slot.declined => slot.state = State::Stopped,
+            Ok((client, tools)) => {
+                slot.state = State::Running;
+                slot.tools = tools;
+                slot.client = Some(Arc::new(client));
+            }
+            Err(e) => {
+                slot.state = State::Failed;
+                slot.error = Some(e);
+                slot.client = None;
+            }
+        });
+    });
+}
+
+async fn settled_one(s: &Arc<Server>) {
+    let mut rx = s.changed.subscribe();
+    while lock(&s.slot).state == State::Starting {
+        if rx.changed().await.is_err() {
+            break;
         }
     }
 }
@@ -351,6 +706,16 @@ impl Servers {
 fn set_state(s: &Server, f: impl FnOnce(&mut Slot)) {
     f(&mut lock(&s.slot));
     s.changed.send_modify(|n| *n += 1);
+}
+
+/// An error in one line: its first, and the last line of the standard error it ends with (the server's last words).
+fn one_line(error: &str) -> String {
+    let mut lines = error.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default().to_string();
+    match lines.last() {
+        Some(last) => format!("{first} {last}"),
+        None => first.trim_end_matches(':').to_string(),
+    }
 }
 
 fn with_stderr(msg: String, tail: &str) -> String {

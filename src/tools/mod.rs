@@ -167,6 +167,11 @@ impl Tools {
         }
     }
 
+    /// The MCP servers' failures not said in the chat yet.
+    pub fn mcp_notices(&self) -> Vec<String> {
+        self.mcp.as_ref().map(|m| m.take_notices()).unwrap_or_default()
+    }
+
     /// How commands are confined (default: [`Settings::default`], on, no network).
     pub fn set_sandbox(&mut self, settings: Settings) {
         self.sandbox = settings;

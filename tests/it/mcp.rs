@@ -48,7 +48,11 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn servers(rt: &tokio::runtime::Runtime, list: Vec<(&str, ServerConfig)>, timeout: f64) -> Servers {
-    let config = McpConfig { servers: list.into_iter().map(|(n, c)| (n.to_string(), c)).collect(), timeout };
+    let config = McpConfig {
+        servers: list.into_iter().map(|(n, c)| (n.to_string(), c)).collect(),
+        timeout,
+        ..McpConfig::default()
+    };
     let ws = std::env::temp_dir();
     Servers::new(&config, BTreeMap::new(), &ws, rt.handle().clone())
 }

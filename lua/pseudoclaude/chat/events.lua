@@ -184,6 +184,12 @@ M.handlers = {
     S.streaming = false
     vim.notify("pseudoclaude: " .. m.message, vim.log.levels.ERROR)
   end,
+  notice = function(m)
+    V.append({ "⚠ " .. m.text }, "PseudoClaudeNotice")
+  end,
+  mcp_consent = function(m)
+    require("pseudoclaude.mcp").ask(m)
+  end,
   cancelled = function()
     M.close_block()
     V.append({ "", "[cancelled]" }, "PseudoClaudeNotice")
