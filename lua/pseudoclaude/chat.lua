@@ -221,14 +221,6 @@ function M.mcp_ask_again(name)
   return require("pseudoclaude.core").call("agent_mcp_ask_again", name)
 end
 
---- The user's answer about a server of `.mcp.json`: "yes", "no" or "later".
----@param name string
----@param answer "yes"|"no"|"later"
-function M.mcp_consent(name, answer)
-  H.ensure_host()
-  require("pseudoclaude.core").call("agent_mcp_consent", name, answer)
-end
-
 --- The history the model sees next, in the log's own shape.
 ---@return table[]
 function M.messages()

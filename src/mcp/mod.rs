@@ -712,7 +712,7 @@ fn set_state(s: &Server, f: impl FnOnce(&mut Slot)) {
 fn one_line(error: &str) -> String {
     let mut lines = error.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or_default().to_string();
-    match lines.last() {
+    match lines.next_back() {
         Some(last) => format!("{first} {last}"),
         None => first.trim_end_matches(':').to_string(),
     }

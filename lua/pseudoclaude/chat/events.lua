@@ -188,7 +188,7 @@ M.handlers = {
     V.append({ "⚠ " .. m.text }, "PseudoClaudeNotice")
   end,
   mcp_consent = function(m)
-    require("pseudoclaude.mcp").ask(m)
+    require("pseudoclaude.chat.consent").ask(m)
   end,
   cancelled = function()
     M.close_block()
