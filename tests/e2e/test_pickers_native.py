@@ -72,6 +72,11 @@ def ws6(workspace: Path) -> list[str]:
     return list(reversed(ids))
 
 
+def by_title(ws6: list[str]) -> dict[str, str]:
+    """The sessions of `ws6` by title."""
+    return {("zebra parser overhaul" if k == 5 else f"task {5 - k}"): sid for k, sid in enumerate(ws6)}
+
+
 def resumed(n) -> dict[str, Any]:
     report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), what="the resume")
     assert report["ok"], report
@@ -121,8 +126,8 @@ def telescope_state(n) -> dict[str, Any] | None:
 def test_telescope_lists_filters_previews_and_resumes_the_highlighted_session(nvim, ws6):
     n = start(nvim, "telescope")
     n.api.input(":PseudoResume<CR>")
-    s = wait_for(lambda: (x := telescope_state(n)) and x["count"] == 6 and x, what="telescope with six sessions")
-    assert s["selected"] == ws6[0]
+    s = wait_for(lambda: (x := telescope_state(n)) and x["count"] == 6 and x["selected"] == ws6[0] and x,
+                 what="telescope with six sessions, the newest highlighted")
     rows = [r for r in s["results"] if r.strip()]
     assert any(r.lstrip("> ").startswith("task 5") for r in rows), rows
     # our row text: the float's renderer (title, age, count)
@@ -131,11 +136,12 @@ def test_telescope_lists_filters_previews_and_resumes_the_highlighted_session(nv
                  and x, what="our preview of the newest session")
     assert s["preview"][0] == "task 5"
     n.api.input("zebra")
-    s = wait_for(lambda: (x := telescope_state(n)) and x["prompt"] == "zebra" and x["count"] == 1 and x, what="filter")
-    assert s["selected"] == ws6[5]
+    wait_for(lambda: (x := telescope_state(n)) and x["prompt"] == "zebra" and x["count"] == 1
+             and x["selected"] == ws6[5], what="the filter")
     wait_for(lambda: "answer 1 to zebra parser overhaul" in telescope_state(n)["preview"], what="its preview")
     n.api.input("<C-w>task")
-    s = wait_for(lambda: (x := telescope_state(n)) and x["prompt"] == "task" and x["count"] == 5 and x, what="task")
+    s = wait_for(lambda: (x := telescope_state(n)) and x["prompt"] == "task" and x["count"] == 5
+                 and x["selected"] in ws6[:5] and x, what="task")
     first = s["selected"]
     n.api.input("<Down>")
     s = wait_for(lambda: (x := telescope_state(n)) and x["selected"] != first and x, what="the second match highlighted")
@@ -272,3 +278,111 @@ def test_mini_pick_lists_filters_previews_and_resumes_the_highlighted_session(nv
     report = resumed(n)
     assert report["id"] == picked
     assert mini_state(n) is None
+
+
+# -- every picker: delete, the search's jump, 3,000 sessions ------------------------------------------------------
+
+# What each test reads of a picker: `count` (rows matching), `title` (the highlighted row's session title), `snippet`
+# (a highlighted hit's), `preview` (the lines of the preview window), `rows` (the list's text).
+READ = {
+    "telescope": """
+local ok, st = pcall(require, "telescope.actions.state")
+if not ok then return vim.NIL end
+local buf = vim.api.nvim_get_current_buf()
+if vim.bo[buf].filetype ~= "TelescopePrompt" then return vim.NIL end
+local picker = st.get_current_picker(buf)
+local e = st.get_selected_entry()
+local v = e and e.value or {}
+local pw = picker.preview_win
+return { count = picker.manager and picker.manager:num_results() or 0, title = v.title or vim.NIL,
+  snippet = v.snippet or vim.NIL, rows = vim.api.nvim_buf_get_lines(picker.results_bufnr, 0, -1, false),
+  preview = pw and vim.api.nvim_win_is_valid(pw) and vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(pw), 0, -1, false) or {} }
+""",
+    "snacks": """
+local ok, snacks = pcall(require, "snacks")
+if not ok then return vim.NIL end
+local picker = snacks.picker.get()[1]
+if not picker or picker.closed then return vim.NIL end
+local cur = picker:current() or {}
+local v = cur.session or cur.hit or {}
+return { count = picker.list:count(), title = v.title or vim.NIL, snippet = v.snippet or vim.NIL,
+  rows = vim.api.nvim_buf_get_lines(picker.list.win.buf, 0, -1, false),
+  preview = picker.preview.win:valid() and vim.api.nvim_buf_get_lines(picker.preview.win.buf, 0, -1, false) or {} }
+""",
+    "mini": """
+if not (MiniPick and MiniPick.is_picker_active()) then return vim.NIL end
+local m = MiniPick.get_picker_matches() or {}
+local cur = m.current or {}
+local v = cur.item or cur.hit or {}
+local st = MiniPick.get_picker_state()
+local view = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(st.windows.main), 0, -1, false)
+return { count = #(m.all or {}), title = v.title or vim.NIL, snippet = v.snippet or vim.NIL, rows = view, preview = view }
+""",
+    "fzf-lua": FZF_STATE,
+}
+NEXT = {"telescope": "<C-n>", "fzf-lua": "<C-n>", "snacks": "<C-n>", "mini": "<C-n>"}
+DELETE = {"telescope": "<M-d>", "fzf-lua": "<C-x>", "snacks": "<C-x>", "mini": "<M-d>"}
+BACKENDS = list(READ)
+
+
+def read(n, backend: str) -> dict[str, Any] | None:
+    s = n.lua(READ[backend])
+    if backend != "fzf-lua" or not s or not s["term"]:
+        return s
+    # fzf's screen: the counter ("5/6"), the row under its pointer
+    counts = [l.strip().split("/")[0] for l in s["term"] if "/" in l and l.strip().split("/")[0].isdigit()]
+    pointed = fzf_pointed(s)
+    return {"count": int(counts[0]) if counts else 0, "title": pointed.split("  ")[0] if pointed else None,
+            "snippet": pointed, "rows": s["term"], "preview": s["preview"]}
+
+
+def opened(n, backend: str, count: int) -> dict[str, Any]:
+    return wait_for(lambda: (x := read(n, backend)) and x["count"] == count and x["title"] and x,
+                    what=f"{backend} with {count} rows")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_delete_asks_then_removes_the_highlighted_session(nvim, workspace, ws6, backend):
+    n = start(nvim, backend)
+    n.api.input(":PseudoResume<CR>")
+    first = opened(n, backend, 6)["title"]
+    n.api.input(NEXT[backend])
+    s = wait_for(lambda: (x := read(n, backend)) and x["title"] != first and x, what="the second row")
+    title = s["title"]
+    sid = by_title(ws6)[title]
+    watch_questions(n)
+    n.api.input(DELETE[backend])
+    question_asked(n)
+    assert session_dir(workspace, sid).exists()  # nothing before the answer
+    n.api.input("y")
+    wait_for(lambda: not session_dir(workspace, sid).exists(), what="the deletion")
+    s = wait_for(lambda: (x := read(n, backend)) and x["count"] == 5 and x, what="the list without it")
+    assert not any(title + " " in r for r in s["rows"]), s["rows"]
+    assert sum(session_dir(workspace, i).exists() for i in ws6) == 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_search_mode_shows_hits_and_jumps_to_the_message(nvim, ws6, backend):
+    n = start(nvim, backend)
+    n.api.command("set columns=240")  # fzf-lua's list is 40% of 80%: room for the snippets
+    n.api.input(":PseudoSearch needle<CR>")
+    s = wait_for(lambda: (x := read(n, backend)) and x["count"] == 2 and x["snippet"] and x, what="two hits")
+    assert "where is the needle" in (s["snippet"] or ""), s
+    if backend == "mini":
+        n.api.input("<Tab>")  # mini.pick shows the preview in place of the list
+    wait_for(lambda: "where is the needle in the haystack" in read(n, backend)["preview"], what="the hit's preview")
+    n.api.input(NEXT[backend])
+    s = wait_for(lambda: (x := read(n, backend)) and "the needle is found" in (x["snippet"] or "") and x,
+                 what="the second hit")
+    wait_for(lambda: (p := read(n, backend)["preview"]) and any(l == "the needle is found" for l in p),
+             what="its preview")
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert report["id"] == ws6[3] and report["at"] == 6
+    cursor = """
+    local w = vim.fn.win_findbuf(vim.fn.bufnr('pseudoclaude://chat'))[1]
+    if not w then return vim.NIL end
+    local row = vim.api.nvim_win_get_cursor(w)[1]
+    return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), row - 1, row, false)[1]
+    """
+    wait_for(lambda: n.lua(cursor) == "the needle is found", what="the cursor on the message")

@@ -20,7 +20,6 @@ function M.sessions(opts)
   local fzf = require("fzf-lua")
   local previewer = source.previewer()
   local items = {} ---@type pseudoclaude.SessionInfo[]
-  local width = H.list_width()
   local function item_of(selected)
     local n = selected and selected[1] and tonumber(selected[1]:match("^(%d+)\t"))
     return n and items[n] or nil
@@ -33,6 +32,7 @@ function M.sessions(opts)
       end)
     end
   end
+  -- fzf-lua runs the actions in a coroutine: ours run in the main loop's next step (see source.lua's in_coroutine)
   local function then_again(act)
     return function(selected, o)
       local query = o and o.last_query or fzf.get_last_query()
@@ -41,12 +41,15 @@ function M.sessions(opts)
           M.sessions(vim.tbl_extend("force", opts, { query = query }))
         end)
       end
-      act(item_of(selected), reopen)
+      local item = item_of(selected)
+      vim.schedule(function()
+        act(item, reopen)
+      end)
     end
   end
   fzf.fzf_exec(function(fzf_cb)
     source.list(opts, function(list)
-      local lines = source.rows(list, width, previewer.now)
+      local lines = source.rows(list, H.list_width(), previewer.now)
       for k, item in ipairs(list) do
         items[k] = item
         fzf_cb(k .. "\t" .. lines[k])
@@ -88,7 +91,10 @@ function M.sessions(opts)
         source.toggle_pin(item, reopen)
       end),
       ["alt-f"] = function(selected)
-        source.fork(item_of(selected), function() end)
+        local item = item_of(selected)
+        vim.schedule(function()
+          source.fork(item, function() end)
+        end)
       end,
       ["alt-o"] = again({ external = not opts.external }),
       ["alt-s"] = function(_, o)
@@ -109,20 +115,22 @@ function M.search(opts)
   opts = source.opts(opts)
   local fzf = require("fzf-lua")
   local previewer = source.previewer()
-  local width = H.list_width()
   local hits = {} ---@type pseudoclaude.SearchHit[]
   local handle ---@type pseudoclaude.SearchHandle?
   local function hit_of(selected)
     local n = selected and selected[1] and tonumber(selected[1]:match("^(%d+)\t"))
     return n and hits[n] or nil
   end
-  fzf.fzf_live(function(query)
+  fzf.fzf_live(function(args)
     if handle then
       handle:cancel()
     end
+    -- fzf-lua hands the query as `{ query }` (a string in older versions)
+    local query = type(args) == "table" and args[1] or args
     query = type(query) == "string" and query or ""
     previewer.query = query
     return function(fzf_cb)
+      local width = H.list_width()
       handle = source.search(query, function(batch)
         for _, hit in ipairs(batch) do
           hits[#hits + 1] = hit
@@ -159,10 +167,10 @@ function M.search(opts)
       ["ctrl-x"] = function(selected, o)
         local hit = hit_of(selected)
         local query = o and o.last_query or fzf.get_last_query()
-        if hit then
-          source.delete(source.hit_item(hit))
-        end
         vim.schedule(function()
+          if hit then
+            source.delete(source.hit_item(hit))
+          end
           M.search(vim.tbl_extend("force", opts, { search = query or "" }))
         end)
       end,
@@ -178,11 +186,19 @@ end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
 
---- Columns of fzf's list in its default layout (80% of the editor, the preview beside the list from 120 columns).
+--- Columns of fzf's list: its window's, when it is open (the contents are asked for once it is), less fzf's pointer
+--- and marker; else what fzf-lua's default layout gives (80% of the editor, 40% of that beside a preview from 100
+--- columns on).
 ---@return integer
 function H.list_width()
+  local ok, win = pcall(function()
+    return require("fzf-lua.win").__SELF().fzf_winid
+  end)
+  if ok and win and vim.api.nvim_win_is_valid(win) then
+    return vim.api.nvim_win_get_width(win) - 3
+  end
   local total = math.floor(vim.o.columns * 0.8)
-  return (vim.o.columns >= 120 and math.floor(total / 2) or total) - 4
+  return (total > 100 and math.floor(total * 0.4) or total) - 5
 end
 
 --- A previewer for fzf-lua (a subclass of its builtin base previewer) whose preview buffer and window are handed to

@@ -32,6 +32,11 @@ end
 ---@param opts pseudoclaude.pickers.Opts
 ---@param on_items fun(items: pseudoclaude.SessionInfo[])
 function M.list(opts, on_items)
+  if H.in_coroutine() then
+    return vim.schedule(function()
+      M.list(opts, on_items)
+    end)
+  end
   local sessions = require("pseudoclaude.sessions")
   local ok, err = pcall(sessions.list_async, { all = opts.all, external = opts.external }, function(lerr, items)
     if lerr then
@@ -108,11 +113,27 @@ end
 ---@param query string
 ---@param on_hits fun(hits: pseudoclaude.SearchHit[])
 ---@param on_done fun(err: string?)
----@return pseudoclaude.SearchHandle?
+---@return pseudoclaude.SearchHandle|{cancel: fun()}?
 function M.search(query, on_hits, on_done)
   if query == "" then
     on_done(nil)
     return nil
+  end
+  if H.in_coroutine() then
+    -- started on the main loop (see `in_coroutine`); the handle given now cancels the one started then
+    local proxy = { cancelled = false } ---@type table
+    proxy.cancel = function()
+      proxy.cancelled = true
+      if proxy.real then
+        proxy.real:cancel()
+      end
+    end
+    vim.schedule(function()
+      if not proxy.cancelled then
+        proxy.real = M.search(query, on_hits, on_done)
+      end
+    end)
+    return proxy
   end
   local mode = require("pseudoclaude.picker.search")
   local ok, handle = pcall(require("pseudoclaude.sessions").search, query, {
@@ -155,6 +176,11 @@ end
 ---@param win integer?
 ---@param item pseudoclaude.SessionInfo
 function Previewer:show(buf, win, item)
+  if H.in_coroutine() then
+    return vim.schedule(function()
+      self:show(buf, win, item)
+    end)
+  end
   local render = require("pseudoclaude.picker.render")
   self.showing[buf] = item.id
   if item.source then
@@ -191,6 +217,11 @@ end
 ---@param win integer?
 ---@param hit pseudoclaude.SearchHit
 function Previewer:show_hit(buf, win, hit)
+  if H.in_coroutine() then
+    return vim.schedule(function()
+      self:show_hit(buf, win, hit)
+    end)
+  end
   local render = require("pseudoclaude.picker.render")
   local key = hit.id .. ":" .. hit.index
   local item = M.hit_item(hit)
@@ -348,6 +379,16 @@ function M.fork(item, before_resume)
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
+
+--- Whether this runs inside a coroutine (telescope's finders, fzf-lua's contents and actions, snacks' and mini.pick's
+--- matchers run in theirs). The native library is never called from one: a call into it from a coroutine aborted
+--- Neovim ("lua_call: thread called in wrong state" when its callback came back), so the calls that start a
+--- background read are moved to the main loop's next step instead.
+---@return boolean
+function H.in_coroutine()
+  local co, main = coroutine.running()
+  return co ~= nil and not main
+end
 
 ---@param what "rename"|"pin"
 ---@param item pseudoclaude.SessionInfo
