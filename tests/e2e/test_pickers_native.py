@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import TRACK, question_asked, transcript, wait_for, watch_questions
+from conftest import TRACK, main_loop_watch, question_asked, transcript, wait_for, watch_questions
 from session_files import chat, entry, session_dir, session_id, write_session
 
 PEERS = Path(os.environ.get("PSEUDOCLAUDE_PEERS", Path(__file__).resolve().parents[3] / "shared" / "peers"))
@@ -386,3 +386,124 @@ def test_search_mode_shows_hits_and_jumps_to_the_message(nvim, ws6, backend):
     return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), row - 1, row, false)[1]
     """
     wait_for(lambda: n.lua(cursor) == "the needle is found", what="the cursor on the message")
+
+
+@pytest.fixture(scope="module")
+def generated_3000(tmp_path_factory) -> Path:
+    """3,000 sessions a minute apart ("task 2999" the newest), in the activity hint: generated once per module, each
+    test copies the folder."""
+    ws = tmp_path_factory.mktemp("generated") / "ws"
+    now = time.time()
+    hint = []
+    for i in range(3000):
+        sid = session_id(i)
+        t = now - 7200 - (3000 - i) * 60
+        write_session(ws, sid, chat(f"task {i}", ts=int(t) - 10), mtime=t)
+        hint.append(f"{sid} {int(t)}")
+    (ws / ".PseudoClaude" / "sessions" / "activity").write_text("\n".join(hint) + "\n")
+    return ws
+
+
+@pytest.fixture
+def ws3000(workspace: Path, generated_3000: Path) -> dict[str, str]:
+    """The 3,000 sessions copied into the test's workspace, plus a newer session copied from elsewhere (a folder the
+    activity hint does not name). The sessions by title."""
+    shutil.copytree(generated_3000 / ".PseudoClaude", workspace / ".PseudoClaude", copy_function=shutil.copy2)
+    copied = session_id(5001)
+    now = time.time()
+    write_session(workspace, copied, chat("copied from a laptop", ts=int(now) - 70), mtime=now - 60)
+    titles = {f"task {i}": session_id(i) for i in range(3000)}
+    titles["copied from a laptop"] = copied
+    return titles
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_3000_sessions_the_highlighted_one_is_resumed(nvim, ws3000, backend):
+    n = start(nvim, backend)
+    with main_loop_watch(n, f"{backend} opening over 3,001 sessions"):
+        n.api.input(":PseudoResume<CR>")
+        s = opened(n, backend, 3001)
+    assert s["title"] == "copied from a laptop"  # the newest, though no hint names it
+    n.api.input("task 299")
+    s = wait_for(lambda: (x := read(n, backend)) and 10 < x["count"] < 3001 and (x["title"] or "").startswith("task 299")
+                 and x, what="the query's matches")
+    first = s["title"]
+    n.api.input(NEXT[backend])
+    s = wait_for(lambda: (x := read(n, backend)) and x["title"] not in (None, first) and x, what="the next match")
+    picked = s["title"]
+    if backend == "mini":
+        n.api.input("<Tab>")  # mini.pick shows the preview in place of the list
+    wait_for(lambda: (p := read(n, backend)["preview"]) and picked in p, what="its preview")
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert report["id"] == ws3000[picked]
+    assert picked in transcript(n)
+
+
+# -- auto, and the sources registered whichever is set up first ---------------------------------------------------
+
+
+def test_auto_opens_the_first_installed_picker_else_the_float(start_nvim, ws6):
+    # snacks (picker enabled) and mini.pick installed: snacks comes first in auto's order
+    n = start_nvim()
+    add_peers(n, "mini")
+    add_peers(n, "snacks")
+    n.lua(SETUP["snacks"])
+    n.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, picker = { backend = "auto" } })')
+    n.api.input(":PseudoResume<CR>")
+    opened(n, "snacks", 6)
+    assert n.lua("return require('pseudoclaude.picker').is_open()") is False
+    # none installed: the float
+    m = start_nvim()
+    m.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, picker = { backend = "auto" } })')
+    m.lua(TRACK)
+    m.api.input(":PseudoResume<CR>")
+    wait_for(lambda: m.lua("local s = require('pseudoclaude.picker').get_state() return s and #s.items or 0") == 6,
+             what="the float picker")
+    assert m.lua("return _G.notes") == []
+
+
+def test_a_picker_named_but_not_installed_warns_and_opens_the_float(nvim, ws6):
+    nvim.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, picker = { backend = "telescope" } })')
+    nvim.lua(TRACK)
+    nvim.api.input(":PseudoResume<CR>")
+    wait_for(lambda: nvim.lua("return require('pseudoclaude.picker').is_open()"), what="the float picker")
+    notes = nvim.lua("return _G.notes")
+    assert len(notes) == 1 and "telescope.nvim is not installed" in notes[0]["msg"], notes
+
+
+@pytest.mark.parametrize("order", ["pseudoclaude first", "picker first"])
+def test_snacks_and_mini_sources_appear_whichever_is_set_up_first(start_nvim, ws6, order):
+    n = start_nvim()
+    add_peers(n, "snacks")
+    add_peers(n, "mini")
+    setup = 'require("pseudoclaude").setup({ provider = { name = "demo" } })'
+    if order == "pseudoclaude first":
+        n.lua(setup)
+        assert n.lua("return package.loaded['mini.pick'] == nil and package.loaded['snacks.picker.config.sources'] == nil")
+        n.lua(SETUP["snacks"])
+        n.lua(SETUP["mini"])
+    else:
+        n.lua(SETUP["snacks"])
+        n.lua(SETUP["mini"])
+        n.lua("local _ = Snacks.picker.sources")  # snacks' sources loaded before our setup()
+        n.lua(setup)
+    assert n.lua("return type(MiniPick.registry.pseudoclaude)") == "function"
+    assert n.lua("return Snacks.picker.sources.pseudoclaude_sessions ~= nil and Snacks.picker.sources.pseudoclaude_search ~= nil")
+    n.lua(TRACK)
+    n.lua("Snacks.picker.pseudoclaude_sessions()")
+    opened(n, "snacks", 6)
+    n.lua("Snacks.picker.get()[1]:close()")
+    wait_for(lambda: n.lua("return #Snacks.picker.get()") == 0, what="snacks closed")
+    n.api.input(":Pick pseudoclaude<CR>")
+    opened(n, "mini", 6)
+
+
+def test_telescope_extension_loads_and_its_search_opens(nvim, ws6):
+    n = start(nvim, "telescope")
+    exports = n.lua("local ext = require('telescope').load_extension('pseudoclaude') "
+                    "local out = {} for k in pairs(ext) do out[#out + 1] = k end table.sort(out) return out")
+    assert exports == ["pseudoclaude", "search", "sessions"]
+    n.api.input(":Telescope pseudoclaude search default_text=needle<CR>")
+    s = wait_for(lambda: (x := read(n, "telescope")) and x["count"] == 2 and x["snippet"] and x, what="the hits")
+    assert "needle" in s["snippet"]
