@@ -439,7 +439,15 @@ function H.mcp_config(mcp)
   mcp = mcp or {}
   local servers = {}
   for name, s in pairs(mcp.servers or {}) do
-    servers[name] = { command = s.command, args = H.nonempty(s.args), env = H.nonempty(s.env), cwd = s.cwd }
+    servers[name] = {
+      command = s.command,
+      args = H.nonempty(s.args),
+      env = H.nonempty(s.env),
+      cwd = s.cwd,
+      url = s.url,
+      headers = H.nonempty(s.headers),
+      type = s.type,
+    }
   end
   return {
     servers = H.nonempty(servers),

@@ -23,11 +23,14 @@
 ---@field run_command boolean Run the run_command tool without asking first.
 ---@field mcp table<string, boolean|string[]> MCP tools run without asking: by server name, `true` for all its tools or a list of tool names.
 
----@class pseudoclaude.McpServer A stdio MCP server: the command the editor starts at the first chat.
----@field command string The program (looked up in $PATH).
+---@class pseudoclaude.McpServer An MCP server: a command the editor starts at the first chat (stdio), or a url (streamable HTTP).
+---@field command string? The program (looked up in $PATH).
 ---@field args string[]? Its arguments.
 ---@field env table<string, string>? Variables added to its environment.
 ---@field cwd string? Its working directory, relative to the workspace (default: the workspace).
+---@field url string? A streamable-HTTP server's endpoint (`http://127.0.0.1:3001/mcp`); `${VAR}`, `${VAR:-default}` expanded.
+---@field headers table<string, string>? Sent with every request to `url` (`Authorization = "Bearer ${TOKEN}"`).
+---@field type string? "stdio" or "http" (as `.mcp.json` writes it); absent, `command` or `url` decides.
 
 ---@class pseudoclaude.McpConfig
 ---@field servers table<string, pseudoclaude.McpServer> By name (letters, digits, `_`, `-`): their tools reach the model as `mcp__NAME__TOOL`.
@@ -324,7 +327,7 @@ function M.validate(cfg)
   M.validate_mcp(cfg.mcp, cfg.approve.mcp)
 end
 
-local SERVER_KEYS = { command = true, args = true, env = true, cwd = true }
+local SERVER_KEYS = { command = true, args = true, env = true, cwd = true, url = true, headers = true, type = true }
 
 --- `mcp` and `approve.mcp`. Raises an error naming the first bad entry, e.g. `mcp.servers.git.args: ...`.
 ---@param mcp any
@@ -353,10 +356,35 @@ function M.validate_mcp(mcp, approve)
     end
     for key in pairs(server) do
       if not SERVER_KEYS[key] then
-        error(("%s.%s: unknown key (known: command, args, env, cwd)"):format(at, tostring(key)), 0)
+        error(("%s.%s: unknown key (known: command, args, env, cwd, url, headers, type)"):format(at, tostring(key)), 0)
       end
     end
-    if type(server.command) ~= "string" or server.command == "" then
+    if server.type ~= nil and server.type ~= "stdio" and server.type ~= "http" and server.type ~= "streamable-http" then
+      error(('%s.type: expected "stdio" or "http", got %s'):format(at, vim.inspect(server.type)), 0)
+    end
+    if server.command ~= nil and (server.url ~= nil or server.headers ~= nil) then
+      error(("%s: a server has a command (stdio) or a url and headers (HTTP), not both"):format(at), 0)
+    end
+    local http = server.type == "http" or server.type == "streamable-http" or (server.type == nil and server.url ~= nil)
+    if http then
+      if server.command ~= nil or server.args ~= nil or server.env ~= nil or server.cwd ~= nil then
+        error(("%s: an HTTP server has a url and headers, not a command, args, env or cwd"):format(at), 0)
+      end
+      if type(server.url) ~= "string" or not (server.url:match("^https?://.")) then
+        error(("%s.url: expected an http:// or https:// URL, got %s"):format(at, vim.inspect(server.url)), 0)
+      end
+      local ok = server.headers == nil or type(server.headers) == "table"
+      for k, v in pairs(ok and server.headers or {}) do
+        ok = ok and type(k) == "string" and type(v) == "string"
+      end
+      if not ok then
+        local got = vim.inspect(server.headers)
+        error(("%s.headers: expected a table of strings by header name, got %s"):format(at, got), 0)
+      end
+    elseif server.url ~= nil or server.headers ~= nil then
+      error(("%s: a stdio server (type = %q) has no url or headers"):format(at, "stdio"), 0)
+    end
+    if not http and (type(server.command) ~= "string" or server.command == "") then
       error(
         ("%s.command: expected the program to run (a non-empty string), got %s"):format(at, vim.inspect(server.command)),
         0

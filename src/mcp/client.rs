@@ -1,6 +1,6 @@
-//! The one place that speaks to the `rmcp` SDK: start a stdio server, list its tools, call one.
-//! Everything else in the crate sees plain data ([`ToolInfo`], `serde_json::Value` results), so an
-//! upgrade of the SDK touches this file only.
+//! The one place that speaks to the `rmcp` SDK (with `http.rs`, its HTTP requests): start a stdio server or
+//! connect to a streamable-HTTP one, list its tools, call one. Everything else in the crate sees plain data
+//! ([`ToolInfo`], `serde_json::Value` results), so an upgrade of the SDK touches these files only.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use tokio::io::AsyncBufReadExt;
 
-use super::{ServerConfig, ToolInfo};
+use super::{ServerConfig, ToolInfo, Transport};
 
 /// The last lines of a server's standard error kept for its error message.
 const STDERR_LINES: usize = 20;
@@ -24,8 +24,8 @@ pub(super) struct Client {
     /// The server's process id, which is also its process group's (it is started as a group leader).
     pgid: Option<i32>,
     pub(super) stderr: Arc<Mutex<Vec<String>>>,
-    /// Reaped when the client goes (and killed, with its group).
-    _child: tokio::process::Child,
+    /// Reaped when the client goes (and killed, with its group); none for an HTTP server.
+    _child: Option<tokio::process::Child>,
 }
 
 /// Each line of the server's standard error into the log file (one write per line, `O_APPEND`: lines of two
@@ -93,12 +93,49 @@ fn tap_stdout(
 }
 
 impl Client {
-    /// Spawns the server in its own process group and does the MCP handshake (protocol version
-    /// negotiation is the SDK's). Each line of its standard error goes to `log` (the plugin's log file)
-    /// after `name`, as it comes. A server whose standard output is not JSON-RPC fails its start
-    /// [`GARBAGE_GRACE`] after the first such line, with that line in the error (the SDK would ignore it
-    /// and wait for the whole `mcp.timeout`).
+    /// Starts (stdio) or reaches (HTTP) the server and does the MCP handshake (protocol version
+    /// negotiation is the SDK's). See [`Client::spawn`] for a stdio server's standard streams.
     pub(super) async fn start(
+        name: &str,
+        cfg: &ServerConfig,
+        workspace: &std::path::Path,
+        log: Option<&std::path::Path>,
+    ) -> Result<Client, String> {
+        match cfg.transport()? {
+            Transport::Stdio => Client::spawn(name, cfg, workspace, log).await,
+            Transport::Http { url, headers } => Client::connect(url, headers).await,
+        }
+    }
+
+    /// A streamable-HTTP server: nothing to start, the handshake is the first POST.
+    async fn connect(url: String, headers: Vec<(String, String)>) -> Result<Client, String> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let mut map = std::collections::HashMap::new();
+        for (name, value) in headers {
+            let n = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("{name:?} is not a valid HTTP header name"))?;
+            let v = reqwest::header::HeaderValue::from_str(&value)
+                .map_err(|_| format!("the value of the header {name:?} is not a valid HTTP header value"))?;
+            map.insert(n, v);
+        }
+        // A server restarted on its port has forgotten our session: the transport starts a new one (404).
+        let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+            .custom_headers(map)
+            .reinit_on_expired_session(true);
+        let transport = StreamableHttpClientTransport::with_client(super::http::Http::new()?, config);
+        match ().serve(transport).await {
+            Ok(service) => Ok(Client { service, pgid: None, stderr: Arc::new(Mutex::new(Vec::new())), _child: None }),
+            // The SDK's message wraps the cause in its transport's type names: the cause is what the user needs.
+            Err(e) => Err(format!("the MCP handshake with {url} failed: {}", root_cause(&e))),
+        }
+    }
+
+    /// Spawns the server in its own process group. Each line of its standard error goes to `log` (the
+    /// plugin's log file) after `name`, as it comes. A server whose standard output is not JSON-RPC fails its
+    /// start [`GARBAGE_GRACE`] after the first such line, with that line in the error (the SDK would ignore it
+    /// and wait for the whole `mcp.timeout`).
+    async fn spawn(
         name: &str,
         cfg: &ServerConfig,
         workspace: &std::path::Path,
@@ -134,7 +171,7 @@ impl Client {
             } => Err(format!("it answered what is not MCP (JSON-RPC) on its standard output: {line:?}")),
         };
         match served {
-            Ok(service) => Ok(Client { service, pgid, stderr: lines, _child: child }),
+            Ok(service) => Ok(Client { service, pgid, stderr: lines, _child: Some(child) }),
             Err(e) => {
                 // The last words on its standard error say why, more often than the handshake's error does.
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -208,6 +245,15 @@ pub(super) enum CallError {
     Refused(String),
     /// The server is gone.
     Died(String),
+}
+
+/// The innermost error of a chain (`Connection refused (os error 111)`, `HTTP 401 Unauthorized: ...`).
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// The server and whatever it started: a server run through `npx` or `uvx` is a tree of processes.

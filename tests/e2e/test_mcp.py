@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -29,6 +30,34 @@ def mcp_deps() -> Path:
 
 def everything(deps: Path) -> dict[str, Any]:
     return {"command": str(deps / "npm" / "node_modules" / ".bin" / "mcp-server-everything")}
+
+
+@pytest.fixture
+def http_everything(mcp_deps: Path) -> Iterator[str]:
+    """server-everything in its streamable-HTTP mode on a free port of 127.0.0.1; yields its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    index = mcp_deps / "npm" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    proc = subprocess.Popen(
+        ["node", str(index), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "listening on port" in line:
+            break
+    else:
+        raise AssertionError(f"server-everything did not start (exit {proc.wait()})")
+    proc.stderr.close()
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def statuses(n: Neovim) -> list[dict[str, Any]]:
@@ -59,6 +88,24 @@ def test_the_model_calls_a_real_mcp_servers_tool_after_approval(
     st = statuses(nvim)
     assert st[0]["state"] == "running" and "echo" in st[0]["tools"], st
     assert "everything: running" in nvim.command_output("PseudoMcp")
+
+
+def test_the_model_calls_a_streamable_http_servers_tool(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI, http_everything: str
+) -> None:
+    fake.push_tools("", [("call_1", "mcp__web__get-sum", {"a": 20, "b": 22})])
+    fake.push_text("The sum is 42.")
+    server = {"type": "http", "url": http_everything, "headers": {"X-Client": "pseudoclaude"}}
+    setup(nvim, openai(fake), mcp={"servers": {"web": server}}, approve={"mcp": {"web": ["get-sum"]}})
+    type_message(nvim, "add 20 and 22")
+    wait_turns(nvim, 1)
+    assert fake.errors == [], fake.errors
+    offered = [t["function"]["name"] for t in fake.requests[0]["tools"]]
+    assert "mcp__web__get-sum" in offered and "mcp__web__echo" in offered, offered
+    tool_msg = [m for m in fake.requests[1]["messages"] if m["role"] == "tool"][0]
+    assert "42" in tool_msg["content"], tool_msg
+    st = statuses(nvim)
+    assert st[0]["state"] == "running" and "get-sum" in st[0]["tools"], st
 
 
 def test_an_image_result_is_kept_as_a_spilled_file_named_by_a_line(
@@ -112,6 +159,14 @@ def test_a_bad_mcp_config_is_refused_with_its_name(nvim: Neovim) -> None:
     assert 'mcp.servers["git"].argz: unknown key' in err, err
     err = nvim.lua("local ok, e = pcall(require('pseudoclaude').setup, { mcp = { timeout = -1 } }) return e")
     assert "mcp.timeout" in err, err
+    for server, why in [
+        ("{ url = 'ftp://x' }", '.url: expected an http:// or https:// URL'),
+        ("{ command = 'x', url = 'http://127.0.0.1:1/mcp' }", "not both"),
+        ("{ type = 'sse', url = 'http://127.0.0.1:1/sse' }", '.type: expected "stdio" or "http"'),
+        ("{ url = 'http://127.0.0.1:1/mcp', headers = { Authorization = 1 } }", ".headers: expected a table of strings"),
+    ]:
+        err = nvim.lua(f"local ok, e = pcall(require('pseudoclaude').setup, {{ mcp = {{ servers = {{ web = {server} }} }} }}) return e")
+        assert why in err, (server, err)
 
 
 # -- the workspace's .mcp.json: never started before the user agrees ------------------------------------------------

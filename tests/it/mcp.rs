@@ -22,12 +22,7 @@ fn deps() -> PathBuf {
 }
 
 fn everything(deps: &std::path::Path) -> ServerConfig {
-    ServerConfig {
-        command: deps.join("npm/node_modules/.bin/mcp-server-everything").display().to_string(),
-        args: vec![],
-        env: BTreeMap::new(),
-        cwd: None,
-    }
+    ServerConfig::stdio(deps.join("npm/node_modules/.bin/mcp-server-everything").display().to_string(), vec![])
 }
 
 fn time_server(deps: &std::path::Path) -> ServerConfig {
@@ -35,12 +30,12 @@ fn time_server(deps: &std::path::Path) -> ServerConfig {
         command: "python3".into(),
         args: vec!["-m".into(), "mcp_server_time".into(), "--local-timezone".into(), "UTC".into()],
         env: BTreeMap::from([("PYTHONPATH".to_string(), deps.join("python").display().to_string())]),
-        cwd: None,
+        ..ServerConfig::default()
     }
 }
 
 fn sh(script: &str) -> ServerConfig {
-    ServerConfig { command: "sh".into(), args: vec!["-c".into(), script.into()], env: BTreeMap::new(), cwd: None }
+    ServerConfig::stdio("sh", vec!["-c".into(), script.into()])
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -145,4 +140,141 @@ fn a_call_longer_than_the_timeout_is_cancelled_and_the_server_stays_up() {
     assert!(out.is_error && out.content.contains("did not answer"), "{out:?}");
     let echo = rt.block_on(s.call("everything", "echo", json!({"message": "still here"})));
     assert!(echo.content.contains("still here"), "{echo:?}");
+}
+
+/// `server-everything` in its streamable-HTTP mode on 127.0.0.1, killed with its process when dropped.
+struct HttpEverything {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpEverything {
+    /// Started on `port` (0: a free one); returns once it listens.
+    fn start(deps: &std::path::Path, port: u16) -> HttpEverything {
+        use std::io::BufRead;
+        let port = if port == 0 {
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+        } else {
+            port
+        };
+        let mut child = std::process::Command::new("node")
+            .arg(deps.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start server-everything");
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if line.contains("listening on port") {
+                break;
+            }
+            assert!(!line.contains("Failed to start"), "{line}");
+        }
+        // Keep draining its stderr so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        HttpEverything { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_streamable_http_server_lists_its_tools_answers_calls_and_errors() {
+    let deps = deps();
+    let server = HttpEverything::start(&deps, 0);
+    let rt = runtime();
+    let mut cfg = ServerConfig::http(server.url());
+    cfg.headers.insert("X-Test-Header".into(), "${PSEUDOCLAUDE_NO_SUCH_VAR:-from-default}".into());
+    cfg.transport = Some("http".into());
+    let s = servers(&rt, vec![("web", cfg)], 30.0);
+    s.start();
+    rt.block_on(s.settled());
+    let st = &s.status()[0];
+    assert_eq!(st.state, State::Running, "{st:?}");
+    let names: Vec<String> = s.specs().into_iter().map(|t| t.name).collect();
+    assert!(names.contains(&"mcp__web__echo".to_string()), "{names:?}");
+    assert!(names.contains(&"mcp__web__get-sum".to_string()), "{names:?}");
+
+    let out = rt.block_on(s.call("web", "echo", json!({"message": "over HTTP"})));
+    assert!(!out.is_error, "{out:?}");
+    assert!(out.content.contains("over HTTP"), "{out:?}");
+    let sum = rt.block_on(s.call("web", "get-sum", json!({"a": 2, "b": 40})));
+    assert!(sum.content.contains("42"), "{sum:?}");
+
+    // Arguments the tool's schema refuses: the server's error reaches the model, the server stays up.
+    let bad = rt.block_on(s.call("web", "get-sum", json!({"a": "two"})));
+    assert!(bad.is_error, "{bad:?}");
+    let again = rt.block_on(s.call("web", "echo", json!({"message": "still up"})));
+    assert!(!again.is_error && again.content.contains("still up"), "{again:?}");
+}
+
+#[test]
+fn a_streamable_http_server_that_goes_away_is_one_error_and_is_reached_again_at_the_next_call() {
+    let deps = deps();
+    let server = HttpEverything::start(&deps, 0);
+    let port = server.port;
+    let rt = runtime();
+    let s = servers(&rt, vec![("web", ServerConfig::http(server.url()))], 10.0);
+    s.start();
+    rt.block_on(s.settled());
+    assert_eq!(s.status()[0].state, State::Running, "{:?}", s.status());
+    drop(server);
+
+    let gone = rt.block_on(s.call("web", "echo", json!({"message": "anyone?"})));
+    assert!(gone.is_error, "{gone:?}");
+    assert!(gone.content.contains("\"web\""), "{}", gone.content);
+    eprintln!("gone: {}", gone.content);
+    assert!(!gone.content.contains('\n') || gone.content.lines().count() < 4, "{}", gone.content);
+
+    // Back on its port (a new process: our session is unknown to it): the next call connects again.
+    let _server = HttpEverything::start(&deps, port);
+    let back = rt.block_on(s.call("web", "echo", json!({"message": "welcome back"})));
+    assert!(!back.is_error && back.content.contains("welcome back"), "{back:?}");
+    assert_eq!(s.status()[0].state, State::Running, "{:?}", s.status());
+}
+
+#[test]
+fn an_http_server_that_is_not_there_fails_with_its_url_and_a_bad_definition_names_the_problem() {
+    let rt = runtime();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut sse = ServerConfig::http("http://127.0.0.1:1/sse");
+    sse.transport = Some("sse".into());
+    let mut both = ServerConfig::stdio("sh", vec![]);
+    both.url = Some("http://127.0.0.1:1/mcp".into());
+    let mut unset = ServerConfig::http("http://127.0.0.1:1/mcp");
+    unset.headers.insert("Authorization".into(), "Bearer ${PSEUDOCLAUDE_NO_SUCH_TOKEN}".into());
+    let s = servers(
+        &rt,
+        vec![
+            ("absent", ServerConfig::http(format!("http://127.0.0.1:{port}/mcp"))),
+            ("sse", sse),
+            ("both", both),
+            ("unset", unset),
+            ("ftp", ServerConfig::http("ftp://example.com/mcp")),
+        ],
+        10.0,
+    );
+    s.start();
+    rt.block_on(s.settled());
+    let status = s.status();
+    let error = |name: &str| status.iter().find(|x| x.name == name).unwrap().error.clone().unwrap_or_default();
+    assert!(status.iter().all(|x| x.state == State::Failed), "{status:?}");
+    eprintln!("{status:?}");
+    assert!(error("absent").contains(&format!("127.0.0.1:{port}")), "{}", error("absent"));
+    assert!(error("sse").contains("SSE transport"), "{}", error("sse"));
+    assert!(error("both").contains("not both"), "{}", error("both"));
+    assert!(error("unset").contains("PSEUDOCLAUDE_NO_SUCH_TOKEN"), "{}", error("unset"));
+    assert!(error("ftp").contains("http://"), "{}", error("ftp"));
 }
