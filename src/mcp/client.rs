@@ -3,11 +3,16 @@
 //! ([`ToolInfo`], `serde_json::Value` results), so an upgrade of the SDK touches these files only.
 
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
+use rmcp::model::{JsonRpcMessage, ServerNotification};
 use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport as RmcpTransport;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::AsyncBufReadExt;
 
 use super::{ServerConfig, ToolInfo, Transport};
@@ -18,9 +23,54 @@ const STDERR_LINES: usize = 20;
 /// How long a server whose standard output is not JSON-RPC gets to start answering in JSON-RPC after all.
 const GARBAGE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The server's `notifications/tools/list_changed`, counted as they arrive on the transport. Seen there, in
+/// the order the server sent them: the SDK runs its notification handlers on tasks of their own, so a handler
+/// could see the notice after the answer to the call that caused it, and the model's next request would still
+/// offer the old tools.
+#[derive(Default, Clone)]
+pub(super) struct Notices {
+    pub(super) tool_changes: Arc<AtomicU64>,
+    pub(super) tools_changed: Arc<tokio::sync::Notify>,
+}
+
+/// A transport that notes the notices it carries ([`Notices`]).
+struct Watched<T> {
+    inner: T,
+    notices: Notices,
+}
+
+impl<T: RmcpTransport<RoleClient>> RmcpTransport<RoleClient> for Watched<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let msg = self.inner.receive().await;
+        if let Some(JsonRpcMessage::Notification(n)) = &msg
+            && matches!(n.notification, ServerNotification::ToolListChangedNotification(_))
+        {
+            self.notices.tool_changes.fetch_add(1, Ordering::SeqCst);
+            self.notices.tools_changed.notify_one();
+        }
+        msg
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
 /// A running server: the SDK's session with it and its process group.
 pub(super) struct Client {
     service: RunningService<RoleClient, ()>,
+    pub(super) notices: Notices,
+    /// Of `notices.tool_changes`, how many the server's tool list reflects; held while listing again.
+    pub(super) tools_listed: tokio::sync::Mutex<u64>,
     /// The server's process id, which is also its process group's (it is started as a group leader).
     pgid: Option<i32>,
     pub(super) stderr: Arc<Mutex<Vec<String>>>,
@@ -124,8 +174,10 @@ impl Client {
             .custom_headers(map)
             .reinit_on_expired_session(true);
         let transport = StreamableHttpClientTransport::with_client(super::http::Http::new()?, config);
+        let notices = Notices::default();
+        let transport = Watched { inner: transport, notices: notices.clone() };
         match ().serve(transport).await {
-            Ok(service) => Ok(Client { service, pgid: None, stderr: Arc::new(Mutex::new(Vec::new())), _child: None }),
+            Ok(service) => Ok(Client::new(service, notices, None, Arc::new(Mutex::new(Vec::new())), None)),
             // The SDK's message wraps the cause in its transport's type names: the cause is what the user needs.
             Err(e) => Err(format!("the MCP handshake with {url} failed: {}", root_cause(&e))),
         }
@@ -160,7 +212,9 @@ impl Client {
         spawn_stderr_reader(name, stderr, log, lines.clone());
         let (garbage_tx, mut garbage) = tokio::sync::watch::channel(None::<String>);
         let reader = tap_stdout(stdout, garbage_tx);
-        let handshake = ().serve((reader, stdin));
+        let notices = Notices::default();
+        let transport = Watched { inner: AsyncRwTransport::new_client(reader, stdin), notices: notices.clone() };
+        let handshake = ().serve(transport);
         tokio::pin!(handshake);
         let served = tokio::select! {
             r = &mut handshake => r.map_err(|e| format!("the MCP handshake failed: {e}")),
@@ -171,7 +225,7 @@ impl Client {
             } => Err(format!("it answered what is not MCP (JSON-RPC) on its standard output: {line:?}")),
         };
         match served {
-            Ok(service) => Ok(Client { service, pgid, stderr: lines, _child: Some(child) }),
+            Ok(service) => Ok(Client::new(service, notices, pgid, lines, Some(child))),
             Err(e) => {
                 // The last words on its standard error say why, more often than the handshake's error does.
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -184,6 +238,21 @@ impl Client {
                 Err(super::with_stderr(e, &tail))
             }
         }
+    }
+
+    fn new(
+        service: RunningService<RoleClient, ()>,
+        notices: Notices,
+        pgid: Option<i32>,
+        stderr: Arc<Mutex<Vec<String>>>,
+        child: Option<tokio::process::Child>,
+    ) -> Client {
+        Client { service, notices, tools_listed: tokio::sync::Mutex::new(0), pgid, stderr, _child: child }
+    }
+
+    /// How many times the server said its tools changed.
+    pub(super) fn tool_changes(&self) -> u64 {
+        self.notices.tool_changes.load(Ordering::SeqCst)
     }
 
     pub(super) async fn list_tools(&self) -> Result<Vec<ToolInfo>, String> {

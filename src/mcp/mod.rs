@@ -549,18 +549,22 @@ impl Servers {
 
     /// The tools of the running servers, as the model reads them.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        let mut out = Vec::new();
+        self.tools()
+            .into_iter()
+            .map(|(name, _, t)| ToolSpec { name, description: t.description, input_schema: t.input_schema })
+            .collect()
+    }
+
+    /// Every running server's tools with the name the model calls each by ([`model_names`]).
+    fn tools(&self) -> Vec<(String, String, ToolInfo)> {
+        let mut all = Vec::new();
         for s in self.all() {
             let slot = lock(&s.slot);
-            for t in &slot.tools {
-                out.push(ToolSpec {
-                    name: tool_name(&s.name, &t.name),
-                    description: t.description.clone(),
-                    input_schema: t.input_schema.clone(),
-                });
-            }
+            all.extend(slot.tools.iter().map(|t| (s.name.clone(), t.clone())));
         }
-        out
+        let pairs: Vec<(&str, &str)> = all.iter().map(|(s, t)| (s.as_str(), t.name.as_str())).collect();
+        let names = model_names(&pairs);
+        names.into_iter().zip(all).map(|(name, (server, tool))| (name, server, tool)).collect()
     }
 
     /// Each server's state, tools and last error.
@@ -580,9 +584,14 @@ impl Servers {
             .collect()
     }
 
-    /// The server and tool a model's tool name means, if it names a configured server.
+    /// The server and tool a model's tool name means, if it names a configured server: a listed tool by the
+    /// name [`Servers::specs`] gave it, else `mcp__SERVER__TOOL` read as it is (a tool the server does not list
+    /// then gets the server's "no tool" answer).
     pub fn resolve(&self, name: &str) -> Option<(String, String)> {
         let rest = name.strip_prefix(PREFIX)?;
+        if let Some((_, server, tool)) = self.tools().into_iter().find(|(n, _, _)| n == name) {
+            return Some((server, tool.name));
+        }
         self.all().iter().find_map(|s| {
             let tool = rest.strip_prefix(s.name.as_str())?.strip_prefix("__")?;
             Some((s.name.clone(), tool.to_string()))
@@ -617,7 +626,12 @@ impl Servers {
                 "the MCP server {server:?} did not answer {tool} within {} s (mcp.timeout); the call was cancelled",
                 timeout.as_secs_f64()
             )),
-            Ok(Ok(value)) => result::decode(&value),
+            Ok(Ok(value)) => {
+                // A call that changed the server's tools (it said so before answering): the model's next
+                // request offers the new list.
+                refresh_tools(&s, &client).await;
+                result::decode(&value)
+            }
             Ok(Err(CallError::Refused(e))) => {
                 CallOutput::error(format!("the MCP server {server:?} refused {tool}: {e}"))
             }
@@ -772,13 +786,16 @@ fn spawn_start(ctx: &Ctx, s: Arc<Server>) {
         })
         .await
         .unwrap_or_else(|_| Err(format!("did not finish starting within {} s", timeout.as_secs_f64())));
+        let mut watch = None;
         set_state(&s, |slot| match started {
             // answered "no" while it started: it stays stopped
             Ok(_) if slot.declined => slot.state = State::Stopped,
             Ok((client, tools)) => {
                 slot.state = State::Running;
                 slot.tools = tools;
-                slot.client = Some(Arc::new(client));
+                let client = Arc::new(client);
+                watch = Some(Arc::downgrade(&client));
+                slot.client = Some(client);
             }
             Err(e) => {
                 slot.state = State::Failed;
@@ -786,6 +803,9 @@ fn spawn_start(ctx: &Ctx, s: Arc<Server>) {
                 slot.client = None;
             }
         });
+        if let Some(client) = watch {
+            watch_tools(s, client).await;
+        }
     });
 }
 
@@ -795,6 +815,40 @@ async fn settled_one(s: &Arc<Server>) {
         if rx.changed().await.is_err() {
             break;
         }
+    }
+}
+
+/// Lists the server's tools again each time it says they changed, for as long as this client is the server's.
+/// Holds the client weakly: the task must not keep a stopped server's process alive.
+async fn watch_tools(s: Arc<Server>, client: std::sync::Weak<Client>) {
+    loop {
+        let Some(changed) = client.upgrade().map(|c| c.notices.tools_changed.clone()) else { return };
+        changed.notified().await;
+        let Some(c) = client.upgrade() else { return };
+        if c.is_closed() {
+            return;
+        }
+        refresh_tools(&s, &c).await;
+    }
+}
+
+/// `tools/list` again if the server said its tools changed since they were listed; the list replaces the
+/// server's if this client is still the server's. One listing at a time: a second caller waits for the one
+/// under way and finds the list current. A failed listing keeps the old list (a call to a vanished tool then
+/// gets the server's own answer).
+async fn refresh_tools(s: &Server, client: &Arc<Client>) {
+    let mut listed = client.tools_listed.lock().await;
+    let changes = client.tool_changes();
+    if changes == *listed {
+        return;
+    }
+    if let Ok(tools) = client.list_tools().await {
+        *listed = changes;
+        set_state(s, |slot| {
+            if slot.client.as_ref().is_some_and(|c| Arc::ptr_eq(c, client)) {
+                slot.tools = tools;
+            }
+        });
     }
 }
 
@@ -820,4 +874,43 @@ fn with_stderr(msg: String, tail: &str) -> String {
 /// `mcp__SERVER__TOOL`.
 pub fn tool_name(server: &str, tool: &str) -> String {
     format!("{PREFIX}{server}__{tool}")
+}
+
+/// The longest tool name the providers take: Anthropic and OpenAI both require `^[a-zA-Z0-9_-]{1,64}$`.
+pub const MAX_TOOL_NAME: usize = 64;
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// The names the model calls these `(server, tool)` pairs by, in their order: `mcp__SERVER__TOOL` when the
+/// providers take it as it is. Otherwise each character they refuse becomes `_` (what Claude Code does, so
+/// an imported session's calls read the same), and a name still too long, or equal to another one, keeps
+/// its first 55 characters and ends with `_` and 8 hex digits of the SHA-256 of `mcp__SERVER__TOOL`: stable
+/// from one start to the next, unique, and mapped back by [`Servers::resolve`].
+pub fn model_names(pairs: &[(&str, &str)]) -> Vec<String> {
+    use sha2::{Digest, Sha256};
+    let raw: Vec<String> = pairs.iter().map(|(s, t)| tool_name(s, t)).collect();
+    let valid = |n: &str| n.len() <= MAX_TOOL_NAME && n.chars().all(is_name_char);
+    let cleaned: Vec<String> = raw
+        .iter()
+        .map(|n| if valid(n) { n.clone() } else { n.chars().map(|c| if is_name_char(c) { c } else { '_' }).collect() })
+        .collect();
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in &cleaned {
+        *count.entry(n.as_str()).or_default() += 1;
+    }
+    raw.iter()
+        .zip(&cleaned)
+        .map(|(raw, clean)| {
+            // A name the server gave validly keeps it even when a cleaned one collides with it.
+            if valid(raw) || (clean.len() <= MAX_TOOL_NAME && count[clean.as_str()] == 1) {
+                return clean.clone();
+            }
+            let hash = Sha256::digest(raw.as_bytes());
+            let hex: String = hash[..4].iter().map(|b| format!("{b:02x}")).collect();
+            // `clean` is ASCII: any byte index is a character boundary.
+            format!("{}_{hex}", &clean[..clean.len().min(MAX_TOOL_NAME - 9)])
+        })
+        .collect()
 }

@@ -278,3 +278,99 @@ fn an_http_server_that_is_not_there_fails_with_its_url_and_a_bad_definition_name
     assert!(error("unset").contains("PSEUDOCLAUDE_NO_SUCH_TOKEN"), "{}", error("unset"));
     assert!(error("ftp").contains("http://"), "{}", error("ftp"));
 }
+
+fn changing_server() -> ServerConfig {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/mcp_changing_server.py");
+    ServerConfig::stdio("python3", vec![script.display().to_string()])
+}
+
+#[test]
+fn tool_names_the_providers_refuse_are_mapped_to_valid_stable_unique_names_and_back() {
+    let rt = runtime();
+    let s = servers(&rt, vec![("my-server", changing_server())], 30.0);
+    s.start();
+    rt.block_on(s.settled());
+    assert_eq!(s.status()[0].state, State::Running, "{:?}", s.status());
+    let names: Vec<String> = s.specs().into_iter().map(|t| t.name).collect();
+    let valid = regex::Regex::new("^[a-zA-Z0-9_-]{1,64}$").unwrap();
+    for n in &names {
+        assert!(valid.is_match(n), "{n:?} in {names:?}");
+    }
+    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    // A valid name stays as Claude Code writes it; `files.read` and `files/read` both clean to it: hashed.
+    assert!(names.contains(&"mcp__my-server__files_read".to_string()), "{names:?}");
+    assert!(names.contains(&"mcp__my-server__add_tool".to_string()), "{names:?}");
+    let hashed: Vec<&String> = names.iter().filter(|n| n.starts_with("mcp__my-server__files_read_")).collect();
+    assert_eq!(hashed.len(), 2, "{names:?}");
+    let long = names.iter().find(|n| n.contains("create_or_update")).unwrap();
+    assert_eq!(long.len(), 64, "{long}");
+
+    // Each maps back to the server's own name, and the call reaches it under that name.
+    let mut back = std::collections::BTreeSet::new();
+    for n in &names {
+        let (server, tool) = s.resolve(n).unwrap_or_else(|| panic!("{n} does not resolve"));
+        assert_eq!(server, "my-server");
+        let out = rt.block_on(s.call(&server, &tool, json!({"x": "1"})));
+        assert!(!out.is_error && out.content.contains(&format!("called {tool} with")), "{n}: {out:?}");
+        back.insert(tool);
+    }
+    let expected: std::collections::BTreeSet<String> = [
+        "files.read",
+        "files_read",
+        "files/read",
+        "create_or_update_a_repository_file_with_a_very_long_descriptive_name_x",
+        "add_tool",
+        "added_tool",
+    ]
+    .into_iter()
+    .map(String::from)
+    .filter(|t| back.contains(t) || t != "added_tool")
+    .collect();
+    assert_eq!(back, expected);
+
+    // Stable: the same names from another start of the same server.
+    let again = servers(&rt, vec![("my-server", changing_server())], 30.0);
+    again.start();
+    rt.block_on(again.settled());
+    let names_again: Vec<String> = again.specs().into_iter().map(|t| t.name).collect();
+    assert_eq!(names_again[..5], names[..5]);
+}
+
+#[test]
+fn model_names_keep_valid_names_and_clean_hash_the_rest() {
+    use pseudoclaude::mcp::model_names;
+    let long_tool = "t".repeat(80);
+    let names = model_names(&[("s", "ok"), ("s", "a.b"), ("s", "a_b"), ("s", "é"), ("s.x", "y"), ("s", &long_tool)]);
+    assert_eq!(names[0], "mcp__s__ok");
+    assert_eq!(names[2], "mcp__s__a_b", "the valid one keeps its name");
+    assert!(names[1].starts_with("mcp__s__a_b_") && names[1].len() == "mcp__s__a_b_".len() + 8, "{}", names[1]);
+    assert_eq!(names[3], "mcp__s___", "{names:?}");
+    assert_eq!(names[4], "mcp__s_x__y");
+    assert_eq!(names[5].len(), 64);
+    assert_eq!(model_names(&[("s", &long_tool)]), vec![names[5].clone()], "stable");
+    assert_ne!(model_names(&[("s", &"t".repeat(81))])[0], names[5], "unique past the cut");
+}
+
+#[test]
+fn a_tool_list_change_is_fetched_before_the_call_that_caused_it_answers() {
+    let rt = runtime();
+    let trace = tempfile::tempdir().unwrap();
+    let trace_file = trace.path().join("requests.jsonl");
+    let mut cfg = changing_server();
+    cfg.env.insert("MCP_TRACE".into(), trace_file.display().to_string());
+    let s = servers(&rt, vec![("changing", cfg)], 30.0);
+    s.start();
+    rt.block_on(s.settled());
+    let names = || s.specs().into_iter().map(|t| t.name).collect::<Vec<_>>();
+    assert!(!names().contains(&"mcp__changing__added_tool".to_string()), "{:?}", names());
+    let out = rt.block_on(s.call("changing", "add_tool", json!({})));
+    assert!(!out.is_error, "{out:?}");
+    // No wait: the list the next request offers is the new one as soon as the call returns.
+    assert!(names().contains(&"mcp__changing__added_tool".to_string()), "{:?}", names());
+    assert!(s.status()[0].tools.contains(&"added_tool".to_string()));
+    let added = rt.block_on(s.call("changing", "added_tool", json!({"x": "new"})));
+    assert!(!added.is_error && added.content.contains("called added_tool"), "{added:?}");
+    let lists = std::fs::read_to_string(&trace_file).unwrap().matches("\"tools/list\"").count();
+    assert_eq!(lists, 2, "listed at the start and once after the change");
+}
