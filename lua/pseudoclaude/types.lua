@@ -64,6 +64,8 @@
 ---@field args string[]
 ---@field env string[] The names of the variables it sets.
 ---@field cwd string?
+---@field url string? An HTTP server's endpoint (then `command` is empty).
+---@field headers string[] The names of the headers an HTTP server is sent.
 ---@field file string The `.mcp.json`.
 
 ---@class pseudoclaude.ProposedChange What a write or an edit would make of a file (src/tools/approval.rs).

@@ -210,6 +210,11 @@ pub struct ConsentAsk {
     /// The names of the variables it sets (their values may be secrets).
     pub env: Vec<String>,
     pub cwd: Option<PathBuf>,
+    /// An HTTP server's endpoint (then `command` is empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The names of the headers it sends (their values may be secrets).
+    pub headers: Vec<String>,
     /// The `.mcp.json` it is defined in.
     pub file: PathBuf,
 }
@@ -763,6 +768,8 @@ fn ask(asker: &Mutex<Option<Asker>>, ctx: &Ctx, s: &Arc<Server>) {
         args: cfg.args.clone(),
         env: cfg.env.keys().cloned().collect(),
         cwd: cfg.cwd.clone(),
+        url: cfg.url.clone(),
+        headers: cfg.headers.keys().cloned().collect(),
         file: ctx.workspace.join(workspace::FILE),
     });
 }

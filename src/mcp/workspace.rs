@@ -78,8 +78,9 @@ pub fn read(workspace: &Path, key: &[u8]) -> Result<Vec<Entry>, String> {
         .collect())
 }
 
-/// A definition as Claude Code writes it: `type` ("stdio", or none) and `${VAR}` / `${VAR:-default}` in the
-/// command, arguments and environment.
+/// A definition as Claude Code writes it: `type` ("stdio", "http", or none) and `${VAR}` / `${VAR:-default}` in
+/// the command, arguments and environment (an HTTP server's `url` and `headers` are expanded when it starts,
+/// `ServerConfig::transport`).
 fn parse(name: &str, def: &serde_json::Value) -> Result<ServerConfig, String> {
     let at = format!("{FILE}: server {name:?}");
     if !super::valid_name(name) {
@@ -87,10 +88,16 @@ fn parse(name: &str, def: &serde_json::Value) -> Result<ServerConfig, String> {
             "{at}: a server's name is letters, digits, `_` and `-` (no `__`), as its tools are mcp__NAME__TOOL"
         ));
     }
-    let mut obj = def.as_object().cloned().ok_or_else(|| format!("{at}: expected an object"))?;
-    match obj.remove("type") {
+    let obj = def.as_object().cloned().ok_or_else(|| format!("{at}: expected an object"))?;
+    match obj.get("type") {
         None => {}
-        Some(serde_json::Value::String(t)) if t == "stdio" => {}
+        Some(serde_json::Value::String(t)) if matches!(t.as_str(), "stdio" | "http" | "streamable-http") => {}
+        Some(serde_json::Value::String(t)) if t == "sse" => {
+            return Err(format!(
+                "{at}: the legacy SSE transport (\"type\": \"sse\") is not supported: give the server's streamable \
+                 HTTP endpoint (\"type\": \"http\")"
+            ));
+        }
         Some(other) => return Err(format!("{at}: servers of type {other} are not supported here")),
     }
     let mut config: ServerConfig =

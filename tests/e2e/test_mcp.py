@@ -427,3 +427,24 @@ def test_the_main_loop_never_waits_for_servers_starting_at_the_first_chat(
         wait_turns(nvim, 1)
     assert fake.errors == [], fake.errors
     assert [s["state"] for s in statuses(nvim)] == ["running", "running", "running"], statuses(nvim)
+
+
+def test_a_workspace_http_server_is_asked_about_with_its_url_and_connected_after_yes(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI, http_everything: str
+) -> None:
+    server = {"type": "http", "url": http_everything, "headers": {"X-Token": "${PSEUDOCLAUDE_TEST_TOKEN:-none}"}}
+    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"web": server}}))
+    hold_questions(nvim)
+    setup(nvim, openai(fake))
+    fake.push_text("Hello with the web tools.")
+    type_message(nvim, "hello")
+    wait_for(lambda: nvim.lua("return vim.g.pc_consent_asked") == 1, what="the consent question")
+    prompt = nvim.lua("return vim.g.pc_consent_prompt")
+    assert http_everything in prompt and "X-Token" in prompt and "none" not in prompt, prompt
+    assert fake.requests == []
+    answer(nvim, "Yes")
+    wait_turns(nvim, 1)
+    assert fake.errors == [], fake.errors
+    offered = [t["function"]["name"] for t in fake.requests[0]["tools"]]
+    assert "mcp__web__echo" in offered, offered
+    assert statuses(nvim)[0]["state"] == "running", statuses(nvim)

@@ -40,6 +40,17 @@ end
 ---@param m pseudoclaude.McpConsentAsk
 ---@return string
 function H.prompt(m)
+  if m.url and m.url ~= vim.NIL then
+    local lines = {
+      ("The workspace's .mcp.json asks to connect to the MCP server %q:"):format(m.name),
+      "  " .. m.url,
+    }
+    if m.headers and #m.headers > 0 then
+      lines[#lines + 1] = "  sending the headers " .. table.concat(m.headers, ", ")
+    end
+    lines[#lines + 1] = "Connect? (the answer is remembered for this definition in .PseudoClaude/mcp-consent.json)"
+    return table.concat(lines, "\n")
+  end
   local cmd = vim.tbl_map(function(a)
     return a:find("[%s'\"]") and vim.fn.shellescape(a) or a
   end, vim.list_extend({ m.command }, m.args or {}))
