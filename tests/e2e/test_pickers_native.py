@@ -327,8 +327,10 @@ BACKENDS = list(READ)
 
 def read(n, backend: str) -> dict[str, Any] | None:
     s = n.lua(READ[backend])
-    if backend != "fzf-lua" or not s or not s["term"]:
+    if backend != "fzf-lua" or not s:
         return s
+    if not s["term"]:
+        return None  # fzf not open
     # fzf's screen: the counter ("5/6"), the row under its pointer
     counts = [l.strip().split("/")[0] for l in s["term"] if "/" in l and l.strip().split("/")[0].isdigit()]
     pointed = fzf_pointed(s)
@@ -507,3 +509,29 @@ def test_telescope_extension_loads_and_its_search_opens(nvim, ws6):
     n.api.input(":Telescope pseudoclaude search default_text=needle<CR>")
     s = wait_for(lambda: (x := read(n, "telescope")) and x["count"] == 2 and x["snippet"] and x, what="the hits")
     assert "needle" in s["snippet"]
+
+
+RENAME = {"telescope": "<M-r>", "fzf-lua": "<M-r>", "snacks": "<M-r>", "mini": "<M-r>"}
+PIN = {"telescope": "<M-p>", "fzf-lua": "<M-p>", "snacks": "<M-t>", "mini": "<M-p>"}
+INFO = "local i = require('pseudoclaude').sessions.info(...) return { title = i.title, pinned = i.pinned or false }"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rename_and_pin_write_the_session_and_redraw_its_row(nvim, ws6, backend):
+    n = start(nvim, backend)
+    n.api.input(":PseudoResume<CR>")
+    first = opened(n, backend, 6)["title"]
+    n.api.input(NEXT[backend])
+    title = wait_for(lambda: (x := read(n, backend)) and x["title"] != first and x, what="the second row")["title"]
+    sid = by_title(ws6)[title]
+    n.api.input(RENAME[backend])
+    wait_for(lambda: n.api.api.get_mode()["mode"] == "c", what="the name asked for")  # fzf-lua: once fzf is closed
+    n.api.input("<C-u>renamed by the picker<CR>")
+    wait_for(lambda: n.lua(INFO, sid)["title"] == "renamed by the picker", what="the name on disk")
+    s = wait_for(lambda: (x := read(n, backend)) and any("renamed by the picker" in r for r in x["rows"]) and x,
+                 what="the row redrawn")
+    assert not any(r.strip().startswith(title + " ") for r in s["rows"])
+    # pin the highlighted one (in fzf-lua, reopened on the same query: the newest again)
+    target = by_title(ws6).get(read(n, backend)["title"]) or sid
+    n.api.input(PIN[backend])
+    wait_for(lambda: n.lua(INFO, target)["pinned"] is True, what="the pin on disk")
