@@ -535,3 +535,21 @@ def test_rename_and_pin_write_the_session_and_redraw_its_row(nvim, ws6, backend)
     target = by_title(ws6).get(read(n, backend)["title"]) or sid
     n.api.input(PIN[backend])
     wait_for(lambda: n.lua(INFO, target)["pinned"] is True, what="the pin on disk")
+
+
+FORK = {"telescope": "<M-f>", "fzf-lua": "<M-f>", "snacks": "<M-f>", "mini": "<M-f>"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fork_resumes_a_copy_and_leaves_the_session(nvim, workspace, ws6, backend):
+    n = start(nvim, backend)
+    n.api.input(":PseudoResume<CR>")
+    title = opened(n, backend, 6)["title"]
+    sid = by_title(ws6)[title]
+    before = (session_dir(workspace, sid) / "conversation.jsonl").read_bytes()
+    n.api.input(FORK[backend])
+    report = resumed(n)
+    assert report["id"] not in ws6
+    assert f"answer 1 to {title}" in transcript(n)
+    assert (session_dir(workspace, sid) / "conversation.jsonl").read_bytes() == before
+    assert read(n, backend) is None  # the picker closed
