@@ -16,6 +16,7 @@ import pytest
 
 from conftest import TRACK, main_loop_watch, question_asked, transcript, wait_for, watch_questions
 from session_files import chat, entry, session_dir, session_id, write_session
+from test_import import CODEX_ID, homes, sources  # noqa: F401 (fixtures: the tools' homes and their files)
 
 PEERS = Path(os.environ.get("PSEUDOCLAUDE_PEERS", Path(__file__).resolve().parents[3] / "shared" / "peers"))
 PLUGINS = {
@@ -553,3 +554,28 @@ def test_fork_resumes_a_copy_and_leaves_the_session(nvim, workspace, ws6, backen
     assert f"answer 1 to {title}" in transcript(n)
     assert (session_dir(workspace, sid) / "conversation.jsonl").read_bytes() == before
     assert read(n, backend) is None  # the picker closed
+
+
+OTHER = {"telescope": "<M-o>", "fzf-lua": "<M-o>", "snacks": "<M-o>", "mini": "<M-o>"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_other_agents_sessions_are_listed_and_imported_on_enter(start_nvim, workspace, sources, backend):
+    write_session(workspace, session_id(1), chat("a session of ours", ts=1_764_300_000), mtime=1_764_300_000)
+    n = start(start_nvim(), backend)  # after `sources` set the tools' homes in the environment
+    n.api.command("set columns=240")  # room for the titles in every picker's list
+    n.api.input(":PseudoResume<CR>")
+    opened(n, backend, 1)
+    n.api.input(OTHER[backend])
+    s = wait_for(lambda: (x := read(n, backend)) and x["count"] == 3 and x["title"] and x, what="the other agents' rows")
+    assert any("[claude] Parser" in r for r in s["rows"]) and any("[codex] File" in r for r in s["rows"]), s["rows"]
+    first = s["title"]
+    while "File listing" not in (read(n, backend)["title"] or ""):
+        n.api.input(NEXT[backend])
+        wait_for(lambda: (x := read(n, backend)) and x["title"] != first and x, what="the next row")
+        first = read(n, backend)["title"]
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert report["id"] != CODEX_ID
+    loaded = n.lua("return require('pseudoclaude').sessions.load(...)", report["id"])
+    assert len(loaded["messages"]) == 9
