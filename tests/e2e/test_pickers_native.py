@@ -306,7 +306,7 @@ local picker = snacks.picker.get()[1]
 if not picker or picker.closed then return vim.NIL end
 local cur = picker:current() or {}
 local v = cur.session or cur.hit or {}
-return { count = picker.list:count(), title = v.title or vim.NIL, snippet = v.snippet or vim.NIL,
+return { count = picker.list:count(), title = v.title or vim.NIL, snippet = v.snippet or vim.NIL, busy = picker:is_active(),
   rows = vim.api.nvim_buf_get_lines(picker.list.win.buf, 0, -1, false),
   preview = picker.preview.win:valid() and vim.api.nvim_buf_get_lines(picker.preview.win.buf, 0, -1, false) or {} }
 """,
@@ -340,7 +340,7 @@ def read(n, backend: str) -> dict[str, Any] | None:
 
 
 def opened(n, backend: str, count: int) -> dict[str, Any]:
-    return wait_for(lambda: (x := read(n, backend)) and x["count"] == count and x["title"] and x,
+    return wait_for(lambda: (x := read(n, backend)) and x["count"] == count and x["title"] and not x.get("busy") and x,
                     what=f"{backend} with {count} rows")
 
 
@@ -429,7 +429,7 @@ def test_3000_sessions_the_highlighted_one_is_resumed(nvim, ws3000, backend):
     assert s["title"] == "copied from a laptop"  # the newest, though no hint names it
     n.api.input("task 299")
     s = wait_for(lambda: (x := read(n, backend)) and 10 < x["count"] < 3001 and (x["title"] or "").startswith("task 299")
-                 and x, what="the query's matches")
+                 and not x.get("busy") and x, what="the query's matches (snacks: its matcher done)")
     first = s["title"]
     n.api.input(NEXT[backend])
     s = wait_for(lambda: (x := read(n, backend)) and x["title"] not in (None, first) and x, what="the next match")
