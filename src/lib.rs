@@ -9,6 +9,7 @@ pub mod bridge;
 pub mod compact;
 pub mod conversation;
 pub mod display;
+pub mod fuzzy;
 pub mod git;
 pub mod import;
 pub mod instructions;

@@ -50,6 +50,7 @@
 //! `guarded_callback()`. No other module of the crate knows Neovim.
 
 pub mod agent;
+pub mod fuzzy;
 pub mod jobs;
 pub mod preview;
 pub mod search;
@@ -133,6 +134,7 @@ fn exports() -> Dictionary {
     all.extend(preview::exports());
     all.extend(search::exports());
     all.extend(agent::exports());
+    all.extend(fuzzy::exports());
     Dictionary::from_iter(all)
 }
 
@@ -223,8 +225,21 @@ where
     F: Fn(&Args) -> BridgeResult<T>,
     T: Serialize,
 {
-    let outcome = panic::catch_unwind(AssertUnwindSafe(|| f(args).and_then(|value| to_lua(&lua_value(&value)?))));
-    match outcome {
+    guarded_object(name, || f(args).and_then(|value| to_lua(&lua_value(&value)?)))
+}
+
+/// [`export`] for a result made as a Lua value already: bytes that are not text ([`fuzzy`]'s packed indices).
+pub fn export_object<F>(name: &'static str, f: F) -> (&'static str, Object)
+where
+    F: Fn(&Args) -> BridgeResult<Object> + 'static,
+{
+    let fun = Function::<Args, (bool, Object)>::from_fn(move |args: Args| guarded_object(name, || f(&args)));
+    (name, Object::from(fun))
+}
+
+/// The `ok, value` pair of `f`, whose error or panic becomes `false, message`.
+fn guarded_object(name: &str, f: impl FnOnce() -> BridgeResult<Object>) -> (bool, Object) {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(value)) => (true, value),
         Ok(Err(err)) => (false, Object::from(format!("pseudoclaude_core.{name}: {err}"))),
         Err(payload) => {
@@ -364,6 +379,15 @@ impl Args {
     pub fn objects(&self) -> BridgeResult<&[Object]> {
         self.check()?;
         Ok(&self.values)
+    }
+
+    /// The string argument at 0-based `index`, its bytes as they are (not necessarily UTF-8).
+    pub fn bytes(&self, index: usize) -> BridgeResult<Vec<u8>> {
+        self.check()?;
+        match self.values.get(index).cloned().map(nvim_oxi::String::try_from) {
+            Some(Ok(s)) => Ok(s.as_bytes().to_vec()),
+            _ => Err(BridgeError::msg(format!("bad argument #{}: expected a string", index + 1))),
+        }
     }
 
     fn check(&self) -> BridgeResult<()> {

@@ -249,6 +249,11 @@ impl Dir {
             .map(|st| (st.st_size as u64, st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec)))
     }
 
+    /// Inode number of `rel`, a link not followed.
+    pub(crate) fn ino(&self, rel: &str) -> Option<u64> {
+        self.stat_nofollow(rel).map(|st| st.st_ino)
+    }
+
     fn stat_nofollow(&self, rel: &str) -> Option<libc::stat> {
         let c = cstring_io(rel).ok()?;
         // SAFETY: `st` is plain data filled by the call; valid descriptor and name.

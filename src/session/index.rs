@@ -41,8 +41,8 @@ use super::{CONVERSATION_FILE_NAME, ROOT_DIR_NAME, SESSIONS_DIR_NAME, is_valid_i
 use crate::usage::UsageByModel;
 
 pub const INDEX_FILE_NAME: &str = "sessions-index.jsonl";
-/// 1: the first.
-const INDEX_VERSION: u32 = 1;
+/// 1: the first. 2: rows end with the lock file's inode, and are written in list order.
+const INDEX_VERSION: u32 = 2;
 /// Activity lines read past the index's offset above which the index is rewritten even when no
 /// row changed (so the next list does not read them again).
 const REWRITE_AFTER_ACTIVITY_BYTES: u64 = 64 * 1024;
@@ -84,6 +84,7 @@ pub(crate) struct Row(
     pub UsageByModel,       // usage per model
     pub bool,               // pinned
     pub Option<ForkedFrom>, // forked_from
+    pub u64,                // the lock file's inode when the row was made (0: none), see [`super::lock::locked_inodes`]
 );
 
 /// Every listable session of the workspace (unfiltered, unsorted), through the index: rows it can
@@ -123,21 +124,31 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, fold: u32, summarise: impl F
     let vouched = |row: &Row| {
         suspects.as_ref().is_some_and(|s| !s.contains(&row.0)) || log_stat(root, &row.0) == Some((row.1, row.2))
     };
-    let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
     let same_folder =
         old_header.as_ref().is_some_and(|h| h.sessions_mtime_ns == sessions_mtime_ns && sessions_mtime_ns != 0);
-    if same_folder {
-        // The same sessions as when the index was built: its rows, in place.
-        for row in rows {
-            if vouched(&row) {
-                kept.push(row);
-            } else {
+    let mut kept = if same_folder {
+        // The same sessions as when the index was built: its rows, in place (100,000 of them are not moved).
+        let mut kept = rows;
+        let mut gone = false;
+        for row in kept.iter_mut() {
+            if !vouched(row) {
                 changed = true;
-                kept.extend(summarise(&row.0));
+                match summarise(&row.0) {
+                    Some(new) => *row = new,
+                    None => {
+                        gone = true;
+                        row.0.clear(); // no longer listable: dropped below
+                    }
+                }
             }
         }
+        if gone {
+            kept.retain(|r| !r.0.is_empty());
+        }
+        kept
     } else {
         // Sessions added or removed since: the folder says which are there.
+        let mut kept: Vec<Row> = Vec::with_capacity(rows.len());
         let mut rows: HashMap<String, Row> = rows.into_iter().map(|r| (r.0.clone(), r)).collect();
         for id in folder_ids(root) {
             match rows.remove(&id) {
@@ -149,7 +160,8 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, fold: u32, summarise: impl F
             }
         }
         changed |= !rows.is_empty(); // rows of sessions no longer there
-    }
+        kept
+    };
     let activity_tail = activity_bytes(root, tail_start(activity_offset), activity_offset).unwrap_or_default();
     let header =
         Header { version: INDEX_VERSION, fold, sessions_mtime_ns, activity_ino, activity_offset, activity_tail };
@@ -160,10 +172,19 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, fold: u32, summarise: impl F
             || header.activity_offset.saturating_sub(h.activity_offset) > REWRITE_AFTER_ACTIVITY_BYTES
     });
     if changed || moved {
+        // In list order, so that the next list's sort of what it reads finds it sorted (one pass, no moves).
+        if changed {
+            kept.sort_by(list_order);
+        }
         // The index only saves time: failing to write it (a read-only checkout) is not an error.
         let _ = write(&home, &header, kept.iter());
     }
     kept
+}
+
+/// The list's order: pinned first, then newest first (log modification time, then id).
+pub(crate) fn list_order(a: &Row, b: &Row) -> std::cmp::Ordering {
+    b.14.cmp(&a.14).then_with(|| b.2.cmp(&a.2)).then_with(|| b.0.cmp(&a.0))
 }
 
 /// The valid session ids of the `sessions` folder (folders only, links left out).
@@ -223,12 +244,16 @@ fn activity_bytes(root: &Dir, from: u64, len: u64) -> Option<Vec<u8>> {
     Some(buf)
 }
 
+/// Index rows above which [`read`] parses them on two threads (100,000 rows: about 15 MB of JSON).
+const PARALLEL_ROWS_BYTES: usize = 1 << 20;
+
 /// The index, when it is there, whole, and of this version.
 fn read(home: &Dir) -> Option<(Header, Vec<Row>)> {
-    let mut data = Vec::new();
-    home.open(INDEX_FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
-    let mut lines = data.split(|&b| b == b'\n');
-    let header: Header = serde_json::from_slice(lines.next()?).ok()?;
+    let (mut file, meta) = home.open_stat(INDEX_FILE_NAME, Access::Read).ok()?;
+    let mut data = Vec::with_capacity(meta.len() as usize + 1);
+    file.read_to_end(&mut data).ok()?;
+    let header_end = memchr::memchr(b'\n', &data)?;
+    let header: Header = serde_json::from_slice(&data[..header_end]).ok()?;
     if header.version != INDEX_VERSION {
         return None;
     }
@@ -236,8 +261,36 @@ fn read(home: &Dir) -> Option<(Header, Vec<Row>)> {
     if data.last() != Some(&b'\n') {
         return None;
     }
-    let rows: Option<Vec<Row>> = lines.filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).ok()).collect();
-    rows.map(|rows| (header, rows))
+    let body = &data[header_end + 1..];
+    // A large index is parsed in two halves at once (a line boundary near the middle), each on a core.
+    let split = (body.len() >= PARALLEL_ROWS_BYTES && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
+        .then(|| memchr::memchr(b'\n', &body[body.len() / 2..]).map(|i| body.len() / 2 + i + 1))
+        .flatten();
+    let rows = match split {
+        Some(mid) => {
+            let (a, b) = body.split_at(mid);
+            let total = memchr::memchr_iter(b'\n', body).count();
+            let (a, b) = std::thread::scope(|s| {
+                let second = s.spawn(|| parse_rows(b, 0));
+                (parse_rows(a, total), second.join().ok().flatten())
+            });
+            let (mut a, b) = (a?, b?);
+            a.extend(b);
+            a
+        }
+        None => parse_rows(body, 0)?,
+    };
+    Some((header, rows))
+}
+
+/// The rows of whole lines of the index, in a vector with room for `capacity` (at least them); `None`
+/// when a line is not a row.
+fn parse_rows(body: &[u8], capacity: usize) -> Option<Vec<Row>> {
+    let mut rows = Vec::with_capacity(capacity.max(memchr::memchr_iter(b'\n', body).count()));
+    for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        rows.push(serde_json::from_slice(line).ok()?);
+    }
+    Some(rows)
 }
 
 fn write<'a>(home: &Dir, header: &Header, rows: impl Iterator<Item = &'a Row>) -> std::io::Result<()> {

@@ -19,7 +19,9 @@ use super::entry::ForkedFrom;
 use super::index::Row;
 use super::loader::feed_lines;
 use super::replay::{Replay, State};
-use super::{CONVERSATION_FILE_NAME, Context, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir};
+use super::{
+    CONVERSATION_FILE_NAME, Context, LOCK_FILE_NAME, Result, SUMMARY_FILE_NAME, io_err, is_valid_id, lock, sessions_dir,
+};
 use crate::usage::{Pricing, Usage, UsageByModel};
 
 /// One session as the picker shows it.
@@ -179,24 +181,36 @@ fn list_indexed(workspace: &Path, dir: &Path, opts: &ListOptions) -> Result<Vec<
     let summarise = |id: &str| {
         let ctx = Context::for_id(workspace, id).ok()?;
         // A session we cannot read or must refuse is left on disk untouched, as in the scan below.
-        info_in(&ctx, &root.subdir(id).ok()?, None, &opts.pricing).ok().map(|s| row_of(&s))
+        let dir = root.subdir(id).ok()?;
+        let info = info_in(&ctx, &dir, None, &opts.pricing).ok()?;
+        Some(row_of(&info, dir.ino(LOCK_FILE_NAME).unwrap_or(0)))
     };
-    let mut out: Vec<SessionInfo> = super::index::entries(workspace, &root, SUMMARY_VERSION, summarise)
-        .into_iter()
-        .map(|row| info_of(row, &opts.pricing))
-        .filter(|s| opts.exclude.as_deref() != Some(s.id.as_str()) && shown(s, opts))
-        .collect();
-    if opts.check_locks {
-        for info in &mut out {
+    let rows = super::index::entries(workspace, &root, SUMMARY_VERSION, summarise);
+    // Who holds a lock: only the sessions whose lock file is among the files locked on this machine
+    // (/proc/locks, one read) are asked, and those without a lock file when their row was made; every
+    // one when that list cannot be read. 100,000 sessions asked one by one take longer than the list.
+    let locked = opts.check_locks.then(lock::locked_inodes);
+    let mut out: Vec<SessionInfo> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let lock_ino = row.16;
+        let mut info = info_of(row, &opts.pricing);
+        if opts.exclude.as_deref() == Some(info.id.as_str()) || !shown(&info, opts) {
+            continue;
+        }
+        if let Some(locked) = &locked
+            && locked.as_ref().is_none_or(|set| lock_ino == 0 || set.contains(&lock_ino))
+        {
             info.held_by = root.subdir(&info.id).ok().and_then(|d| lock::holder_in(&d));
         }
+        out.push(info);
     }
+    // The index is written in this order: a pass that finds it sorted, unless rows changed since.
     sort_newest_first(&mut out);
     Ok(out)
 }
 
-/// A session's row of the index ([`super::index`]).
-fn row_of(s: &SessionInfo) -> Row {
+/// A session's row of the index ([`super::index`]), with its lock file's inode (0: none).
+fn row_of(s: &SessionInfo, lock_ino: u64) -> Row {
     Row(
         s.id.clone(),
         s.bytes,
@@ -214,6 +228,7 @@ fn row_of(s: &SessionInfo) -> Row {
         s.usage_by_model.clone(),
         s.pinned,
         s.forked_from.clone(),
+        lock_ino,
     )
 }
 
@@ -236,6 +251,7 @@ fn info_of(row: Row, pricing: &Pricing) -> SessionInfo {
         usage,
         pinned,
         forked_from,
+        _lock_ino,
     ) = row;
     SessionInfo {
         id,

@@ -316,3 +316,25 @@ fn when_the_activity_file_was_replaced_every_row_is_checked_against_its_log() {
     assert_eq!((changed.title.as_str(), changed.entries), ("session 0", without_index(ws.path())[2].entries));
     assert!(listed.iter().filter(|x| x.id != s[0].id).all(|x| x.title == "forged"), "unchanged logs: the index's rows");
 }
+
+#[test]
+fn the_indexed_list_names_the_holders_of_locks_taken_since_whether_the_lock_file_is_old_or_new() {
+    use std::os::unix::fs::MetadataExt;
+    let ws = tempfile::tempdir().expect("tempdir");
+    let s = sessions(ws.path(), 3);
+    // s[2] has no lock file when its row is made (a folder copied in by hand); its editor creates one later
+    fs::remove_file(s[2].lock_path()).expect("remove a lock file");
+    let check = ListOptions { check_locks: true, ..Default::default() };
+    assert!(list(ws.path(), &check).expect("list").iter().all(|x| x.held_by.is_none()), "nobody holds any");
+    assert!(index_path(ws.path()).exists());
+    let _held = (lock::acquire(&s[0]).expect("lock"), lock::acquire(&s[2]).expect("lock"));
+    let locked = lock::locked_inodes().expect("/proc/locks is read");
+    assert!(locked.contains(&fs::metadata(s[0].lock_path()).expect("stat").ino()), "{locked:?}");
+    let listed = list(ws.path(), &check).expect("list");
+    let held: Vec<(&str, bool)> = listed.iter().map(|x| (x.id.as_str(), x.held_by.is_some())).collect();
+    assert_eq!(held, [(s[2].id.as_str(), true), (s[1].id.as_str(), false), (s[0].id.as_str(), true)]);
+    assert!(listed[0].held_by.as_deref().is_some_and(|h| h.ends_with(": this editor")), "{:?}", listed[0].held_by);
+    // the same as a scan of every session's lock
+    let scan = list(ws.path(), &ListOptions { limit: Some(usize::MAX), ..check });
+    assert_eq!(listed, scan.expect("scan"));
+}

@@ -80,6 +80,30 @@ pub(crate) fn holder_in(dir: &Dir) -> Option<String> {
     }
 }
 
+/// The inode numbers of the files locked on this machine, from `/proc/locks` (one read of a short
+/// file); `None` when it cannot be read or understood, and the caller then asks every lock file.
+///
+/// It is a filter, never the answer: a lock file listed there is still asked ([`holder_in`]), so an
+/// inode number of another file system only costs that question. What it can miss: a lock held by a
+/// process of another PID namespace (a container sharing the folder), which the kernel leaves out of
+/// this process's view; the list then shows that session as free, and a resume of it is still
+/// refused by [`acquire`].
+pub(crate) fn locked_inodes() -> Option<std::collections::HashSet<u64>> {
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let mut out = std::collections::HashSet::new();
+    for line in text.lines() {
+        // `1: FLOCK  ADVISORY  WRITE 4242 fd:00:1234567 0 EOF` (a waiter has `->` after the number):
+        // the first field of the form MAJOR:MINOR:INODE.
+        let ino = line.split_ascii_whitespace().find_map(|f| {
+            let mut parts = f.split(':');
+            let (_, _, ino, rest) = (parts.next()?, parts.next()?, parts.next()?, parts.next());
+            if rest.is_some() { None } else { ino.parse::<u64>().ok() }
+        });
+        out.insert(ino?);
+    }
+    Some(out)
+}
+
 fn describe_holder(file: &mut File) -> String {
     let mut s = String::new();
     let _ = file.rewind().and_then(|_| file.read_to_string(&mut s));

@@ -147,21 +147,38 @@ end
 ---@param items pseudoclaude.SessionInfo[]
 function M.use_full_list(s, items)
   items = M.with_marks(s, items)
+  local matcher = require("pseudoclaude.picker.matcher")
+  local rust = matcher.DEFAULT_ENGINE == "rust"
   local hay, lower, done = {}, {}, 0
+  local handle = nil ---@type integer?
   local gen = s.list_gen
   local function step()
     if not s:is_current() or s.full or s.list_gen ~= gen then
+      if handle then
+        matcher.free(handle)
+      end
       return
     end
-    for i = done + 1, math.min(done + M.HAY_STEP, #items) do
+    local to = math.min(done + M.HAY_STEP, #items)
+    for i = done + 1, to do
       hay[i] = M.haystack(items[i])
-      lower[i] = hay[i]:lower()
+      if not rust then
+        lower[i] = hay[i]:lower()
+      end
     end
-    done = math.min(done + M.HAY_STEP, #items)
+    if rust and (handle or done == 0) then
+      -- the core's matcher takes them step by step too; refused (a NUL byte in a text): Lua's, built at the end
+      local added = matcher.add(handle, hay, done + 1, to)
+      if not added and handle then
+        matcher.free(handle)
+      end
+      handle = added
+    end
+    done = to
     if done < #items then
       return vim.schedule(step)
     end
-    M.install_full_list(s, items, hay, lower)
+    M.install_full_list(s, items, hay, not rust and lower or nil, handle)
   end
   step()
 end
@@ -189,21 +206,29 @@ end
 ---@param s pseudoclaude.picker.State
 ---@param items pseudoclaude.SessionInfo[]
 ---@param hay string[]
----@param lower string[]
-function M.install_full_list(s, items, hay, lower)
+---@param lower string[]? The haystacks lower-cased ("lua" engine).
+---@param handle integer? The core's matcher holding `hay` ("rust" engine).
+function M.install_full_list(s, items, hay, lower, handle)
+  local matcher = require("pseudoclaude.picker.matcher")
   if next(s.deleted) then
-    local kept, kept_hay, kept_lower = {}, {}, {}
+    local kept, kept_hay, kept_lower = {}, {}, lower and {} or nil
     for i, item in ipairs(items) do
       if not s.deleted[item.id] then
-        kept[#kept + 1], kept_hay[#kept + 1], kept_lower[#kept + 1] = item, hay[i], lower[i]
+        kept[#kept + 1], kept_hay[#kept + 1] = item, hay[i]
+        if kept_lower then
+          kept_lower[#kept] = lower[i]
+        end
       end
     end
     items, hay, lower = kept, kept_hay, kept_lower
+    if handle then
+      matcher.free(handle) -- it holds the deleted ones too
+      handle = nil
+    end
   end
   local t = vim.uv.hrtime()
   s.items = items
-  local matcher = require("pseudoclaude.picker.matcher")
-  s.matcher = matcher.new(hay, nil, matcher.DEFAULT_ENGINE == "lua" and lower or nil)
+  s.matcher = matcher.new(hay, handle and "rust" or (lower and "lua" or nil), lower, handle)
   s.full = true
   s:refresh()
   s.stats.full_at = vim.uv.hrtime()

@@ -1,40 +1,54 @@
 --- Fuzzy matching for the session picker: which haystacks contain the query's characters in order, ranked by
 --- match quality, then by position in the list (the list is newest first, so ties go to the newest).
 ---
---- Two engines with one interface:
+--- Three engines with one interface:
+--- - "rust": the same ranking in the core (src/fuzzy.rs), which keeps the texts; a keystroke sends the query and gets
+---   the matches back as one string of packed integers (100,000 texts: a few milliseconds, where Lua takes tens);
+---   the picker's engine. It falls back to "lua" when the core refuses the texts (one holds a NUL byte);
 --- - "lua": a subsequence matcher in plain Lua over haystacks lower-cased once, allocating nothing per haystack
----   (scores are packed with the index into one number, so the ranking is one `table.sort` of numbers);
+---   (scores are packed with the index into one number, so the ranking is one `table.sort` of numbers); it also
+---   gives every engine but "vim" the highlighted positions of the visible rows;
 --- - "vim": `vim.fn.matchfuzzy()`, Neovim's C matcher.
---- `tests/bench/picker_bench.py` measures both; the picker uses `M.DEFAULT_ENGINE`.
+--- `tests/bench/picker_bench.py` measures them; the picker uses `M.DEFAULT_ENGINE`.
 ---
 --- Typing forward narrows: `filter(query, previous_matches)` only looks at the previous matches.
 
 local M = {}
 local H = {}
 
----@alias pseudoclaude.picker.MatchEngine "lua"|"vim"
+---@alias pseudoclaude.picker.MatchEngine "rust"|"lua"|"vim"
 
 --- The engine the picker uses (see doc/benchmarks.md, "Picker").
 ---@type pseudoclaude.picker.MatchEngine
-M.DEFAULT_ENGINE = "lua"
+M.DEFAULT_ENGINE = "rust"
 
 ---@class pseudoclaude.picker.Matcher
 ---@field haystacks string[] The texts matched against, in list order.
 ---@field engine pseudoclaude.picker.MatchEngine
 ---@field lower string[]? Lower-cased haystacks ("lua" engine).
 ---@field index table<string, integer>? Haystack -> index ("vim" engine).
+---@field handle integer? The core's matcher ("rust" engine), freed with this object.
+---@field last integer[]? The last result ("rust" engine): a narrowing filter of it searches the core's copy.
 local Matcher = {}
 Matcher.__index = Matcher
 
 --- A matcher over `haystacks` (kept by reference; do not modify it afterwards).
 ---@param haystacks string[]
 ---@param engine pseudoclaude.picker.MatchEngine?
----@return pseudoclaude.picker.Matcher
 ---@param lower string[]? The haystacks already lower-cased ("lua" engine), when the caller made them in steps.
-function M.new(haystacks, engine, lower)
+---@param handle integer? The core's matcher holding `haystacks` already ("rust" engine, see `M.add`).
+---@return pseudoclaude.picker.Matcher
+function M.new(haystacks, engine, lower, handle)
   engine = engine or M.DEFAULT_ENGINE
   local self = setmetatable({ haystacks = haystacks, engine = engine }, Matcher)
-  if engine == "lua" then
+  if engine == "rust" then
+    handle = handle or M.add(nil, haystacks, 1, #haystacks)
+    if not handle then
+      return M.new(haystacks, "lua", lower)
+    end
+    self.handle = handle
+    H.free_with(self, handle)
+  elseif engine == "lua" then
     if not lower then
       lower = {}
       for i = 1, #haystacks do
@@ -52,6 +66,30 @@ function M.new(haystacks, engine, lower)
     error(("pseudoclaude.picker.matcher: unknown engine %q"):format(tostring(engine)), 2)
   end
   return self
+end
+
+--- Hands `haystacks[from..to]` to the core's matcher `handle` (a new one when nil), for a "rust" matcher built in
+--- steps; returns the handle, or nil when the core refused them (it then holds none of them: free it).
+---@param handle integer?
+---@param haystacks string[]
+---@param from integer
+---@param to integer
+---@return integer?
+function M.add(handle, haystacks, from, to)
+  local core = require("pseudoclaude.core")
+  local joined = table.concat(haystacks, "\0", from, to)
+  local count = math.max(0, to - from + 1)
+  if not handle then
+    local ok, new = pcall(core.call, "fuzzy_new", joined, count)
+    return ok and new or nil
+  end
+  return pcall(core.call, "fuzzy_add", handle, joined, count) and handle or nil
+end
+
+--- Frees the core's matcher `handle` (one never wrapped in a matcher).
+---@param handle integer
+function M.free(handle)
+  pcall(require("pseudoclaude.core").call, "fuzzy_free", handle)
 end
 
 --- Indices of the haystacks matching `query`, best first (ties: lower index first). `candidates` (indices, any
@@ -75,6 +113,8 @@ function Matcher:filter(query, candidates)
   end
   if self.engine == "vim" then
     return H.filter_vim(self, query, candidates)
+  elseif self.engine == "rust" then
+    return H.filter_rust(self, query, candidates)
   end
   return H.filter_lua(self, query, candidates)
 end
@@ -92,7 +132,8 @@ function Matcher:positions(i, query)
   local smart = query:find("%u") ~= nil
   local units, n = H.units(smart and query or query:lower())
   local out = {}
-  if not H.score(smart and hay or self.lower[i], units, n, out) then
+  local lower = self.lower and self.lower[i] or (not smart and hay:lower()) or nil
+  if not H.score(smart and hay or lower, units, n, out) then
     return nil
   end
   return out
@@ -262,6 +303,58 @@ function H.filter_lua(self, query, candidates)
     keys[j] = keys[j] % SHIFT
   end
   return keys
+end
+
+local ffi_ok, ffi = pcall(require, "ffi")
+local new_table_ok, new_table = pcall(require, "table.new")
+
+--- Frees the core's matcher when `self` is collected (a userdata's finaliser: LuaJIT's tables have none).
+---@param self pseudoclaude.picker.Matcher
+---@param handle integer
+function H.free_with(self, handle)
+  if newproxy then
+    self.finaliser = newproxy(true)
+    getmetatable(self.finaliser).__gc = function()
+      M.free(handle)
+    end
+  end
+end
+
+---@param self pseudoclaude.picker.Matcher
+---@param query string
+---@param candidates integer[]?
+---@return integer[]
+function H.filter_rust(self, query, candidates)
+  -- typing forward: the candidates are the last result, which the core still has
+  local narrow = candidates ~= nil and candidates == self.last
+  if not narrow and candidates and #candidates == 0 then
+    self.last = nil -- the core's last result is another one now
+    return {}
+  end
+  local within = not narrow and candidates or nil
+  local out = H.unpack(require("pseudoclaude.core").call("fuzzy_filter", self.handle, query, narrow, within))
+  self.last = out
+  return out
+end
+
+--- The integers packed in `s` (little-endian uint32 each), as a list.
+---@param s string
+---@return integer[]
+function H.unpack(s)
+  local n = #s / 4
+  local out = new_table_ok and new_table(n, 0) or {}
+  if ffi_ok then
+    local p = ffi.cast("const uint32_t *", s)
+    for k = 1, n do
+      out[k] = p[k - 1]
+    end
+  else
+    for k = 1, n do
+      local a, b, c, d = byte(s, 4 * k - 3, 4 * k)
+      out[k] = a + b * 256 + c * 65536 + d * 16777216
+    end
+  end
+  return out
 end
 
 ---@param self pseudoclaude.picker.Matcher
