@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use pseudoclaude::message::{Message, ToolCall};
-use pseudoclaude::session::{self, Context, Entry, ListOptions, Writer, WriterOptions};
+use pseudoclaude::session::{self, Context, Entry, ListOptions, Writer, WriterOptions, lock};
 use serde_json::json;
 
 const MODEL: &str = "bench-model";
@@ -1024,7 +1024,7 @@ const INDEX_SIZES: [usize; 2] = [10_000, 100_000];
 const INDEX_WARM_ROUNDS: usize = 5;
 const INDEX_GOALS_MS: [f64; 2] = [15.0, 100.0];
 
-/// `n` sessions of one ~4 KiB log each (hard links of one file), their summaries cached.
+/// `n` sessions of one ~4 KiB log each (hard links of one file), each with the lock file its writer left.
 fn make_index_set(root: &Path, n: usize) -> ListSet {
     let ws = root.join(format!("index-{n}"));
     fs::create_dir_all(session::sessions_dir(&ws)).expect("create sessions dir");
@@ -1041,6 +1041,7 @@ fn make_index_set(root: &Path, n: usize) -> ListSet {
             fs::copy(&master, &copy).expect("copy the log");
         }
         fs::hard_link(&copy, &ctx.jsonl_path).expect("hard link log");
+        fs::write(ctx.lock_path(), b"").expect("lock file");
     }
     ListSet { ws, ids, log_bytes }
 }
@@ -1087,6 +1088,20 @@ fn bench_index(root: &Path) -> Vec<Row> {
             scan.push(timed_scan(&set));
         }
         let (warm, scan) = (median(&warm), median(&scan));
+        // Who holds a lock: the list with `check_locks` (as the picker asks), and every session's lock asked
+        // one by one (what it did before /proc/locks), alternating.
+        let (mut locks, mut asked) = (Vec::new(), Vec::new());
+        for _ in 0..INDEX_WARM_ROUNDS {
+            let t = Instant::now();
+            let v = session::list(&set.ws, &ListOptions { check_locks: true, ..Default::default() }).expect("list");
+            locks.push(t.elapsed());
+            assert_eq!(v.len(), n);
+            let t = Instant::now();
+            let held = set.ids.iter().filter_map(|id| lock::holder(&Context::for_id(&set.ws, id).expect("id"))).count();
+            asked.push(t.elapsed());
+            assert_eq!(held, 0);
+        }
+        let (locks, asked) = (median(&locks), median(&asked));
         let _ = fs::remove_file(index_file(&set));
         let (deleted, v) = timed_indexed(&set);
         assert_eq!(v, reference, "rebuilt when deleted");
@@ -1111,9 +1126,12 @@ fn bench_index(root: &Path) -> Vec<Row> {
         let (after, _) = timed_indexed(&set);
         let index_mib = fs::metadata(index_file(&set)).map_or(0, |m| m.len()) as f64 / (1 << 20) as f64;
         println!(
-            "   warm {} vs scan {} (index {index_mib:.1} MiB); cold {} vs {}; deleted {}, damaged {}, stale {}, then {}",
+            "   warm {} vs scan {} (index {index_mib:.1} MiB); locks {} vs asking each {}; cold {} vs {}; deleted {}, \
+             damaged {}, stale {}, then {}",
             fmt_d(warm),
             fmt_d(scan),
+            fmt_d(locks),
+            fmt_d(asked),
             fmt_d(cold),
             fmt_d(cold_scan),
             fmt_d(deleted),
@@ -1131,6 +1149,14 @@ fn bench_index(root: &Path) -> Vec<Row> {
             scan,
             &format!("<= {goal_ms} ms"),
             if met { Verdict::Pass } else { Verdict::Miss },
+        ));
+        rows.push(r("warm with lock checks (`check_locks`) vs without", locks, warm, "-", Verdict::Info));
+        rows.push(r(
+            "warm with lock checks vs every session's lock asked (before)",
+            locks,
+            warm + asked,
+            "-",
+            Verdict::Info,
         ));
         rows.push(r("cold (no summary, no index) vs cold scan", cold, cold_scan, "~1x", Verdict::Info));
         rows.push(r("index deleted vs warm scan", deleted, scan, "-", Verdict::Info));

@@ -63,7 +63,7 @@ if not os.environ.get("PSEUDOCLAUDE_NVIM_BIN"):
     ).stdout.strip()
 
 from conftest import NVIM, Neovim  # noqa: E402
-from session_files import chat, session_id, write_session  # noqa: E402
+from session_files import chat, session_dir, session_id, write_session  # noqa: E402
 
 QUERY = "parse"
 
@@ -100,6 +100,7 @@ def make_sessions(ws: Path, n: int) -> None:
             chat(title, ts=int(mtime) - 60, model=rnd.choice(MODELS), replies=rnd.randint(1, 4)),
             mtime=mtime,
         )
+        (session_dir(ws, session_id(i)) / "lock").touch()  # as the writer leaves it
         activity.append(f"{session_id(i)} {int(mtime)}\n")
     (ws / ".PseudoClaude" / "sessions" / "activity").write_text("".join(activity))
 
@@ -263,6 +264,38 @@ return { keys = mp.keys, query = table.concat(MiniPick.get_picker_query() or {})
          count = #((MiniPick.get_picker_matches() or {}).all_inds or {}) }
 """
 
+# telescope's own sorter (its default `generic_sorter`, fzy) over the same texts, as its picker runs it on a keystroke:
+# `Sorter:score` of every entry for the new prompt (entries it discarded for a prefix of the prompt are skipped).
+# The sorter alone: its picker then also inserts each scored entry in its sorted results and draws them.
+TELESCOPE = """
+local telescope_dir, plenary_dir, query, rounds = ...
+vim.opt.rtp:prepend(plenary_dir)
+vim.opt.rtp:prepend(telescope_dir)
+local entries = {}
+for i, text in ipairs(_G.bench_mp.items) do entries[i] = { ordinal = text } end
+local per_key, first_key, counts = {}, {}, {}
+for r = 1, rounds do
+  local sorter = require("telescope.sorters").get_fzy_sorter()
+  sorter:_init()
+  for k = 1, #query do
+    local q = query:sub(1, k)
+    local n = 0
+    local add = function() n = n + 1 end
+    local filter = function() end
+    local t0 = vim.uv.hrtime()
+    sorter:_start(q)
+    for i = 1, #entries do sorter:score(q, entries[i], add, filter) end
+    local ms = (vim.uv.hrtime() - t0) / 1e6
+    per_key[#per_key + 1] = ms
+    if k == 1 then first_key[#first_key + 1] = ms end
+    counts[k] = n
+  end
+end
+table.sort(per_key) table.sort(first_key)
+return { key = per_key[math.ceil(#per_key / 2)], first = first_key[math.ceil(#first_key / 2)], counts = counts }
+"""
+
+PEERS = ROOT.parent / "shared" / "peers"  # ../shared/peers: read at run time, never part of the project
 MINI_DEPS = ROOT / ".deps" / "mini.nvim"  # git-ignored
 
 
@@ -278,6 +311,8 @@ def obtain_mini(spec: str | None) -> tuple[Path | None, str]:
     bare or not, whose HEAD's lua/mini/pick.lua (and LICENSE) is extracted into .deps/mini.nvim. Without either, a
     copy left in .deps/mini.nvim by an earlier run is used."""
     explicit = spec or os.environ.get("PSEUDOCLAUDE_BENCH_MINI")
+    if not explicit and (PEERS / "mini.nvim" / "lua" / "mini" / "pick.lua").is_file():
+        explicit = str(PEERS / "mini.nvim")
     if not explicit:
         if (MINI_DEPS / "lua" / "mini" / "pick.lua").is_file():
             rev = (MINI_DEPS / "REVISION").read_text().strip() if (MINI_DEPS / "REVISION").is_file() else "mini.nvim"
@@ -352,7 +387,7 @@ def mini_round(nv: Neovim) -> dict:
     return {"rows": rows, "keys": done["keys"], "count": done["count"]}
 
 
-def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, float]:
+def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Path | None) -> dict[str, float]:
     ws = tmp / f"ws{n}"
     ws.mkdir()
     t = time.monotonic()
@@ -369,7 +404,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
         nv.lua(OPEN)
         cold = wait_for(lambda: nv.lua(ROWS_AT))
         cold["preview"] = wait_for(lambda: nv.lua(PREVIEW_AT))
-        wait_for(lambda: (s := nv.lua(STATS)) and s["full"])
+        wait_for(lambda: (s := nv.lua(STATS)) and s["full"], timeout=300)
         nv.api.input("<Esc>")
         wait_for(lambda: nv.lua(STATS) is None)
         if mini:
@@ -387,7 +422,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
             res["rows"].append(o["rows"])
             res["preview"].append(wait_for(lambda: nv.lua(PREVIEW_AT)))
             res["own"].append(o["rows"] - o["list"])
-            s = wait_for(lambda: (x := nv.lua(STATS)) and x["full"] and x)
+            s = wait_for(lambda: (x := nv.lua(STATS)) and x["full"] and x, timeout=300)
             res["full"].append(s["full_ms"])
             res["full_apply"].append(s["full_apply"])
             previews_before = len(s["previews"])
@@ -400,7 +435,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
             res["key1"].append(ms[0])
             # the preview follows the highlight (read in the background; the same session stays highlighted
             # while it still matches, so there may be nothing new to draw)
-            s = wait_for(lambda: (x := nv.lua(STATS)) and x["preview_id"] == x["selected"] and x)
+            s = wait_for(lambda: (x := nv.lua(STATS)) and x.get("preview_id") == x.get("selected") and x)
             res["kpreview"].extend(p["ms"] for p in s["previews"][previews_before:])
             matches = s["count"]
             nv.api.input("<Esc>")
@@ -411,7 +446,10 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
                 mres["mini_key"].extend(m["keys"])
                 mres["mini_key1"].append(m["keys"][0])
                 mini_matches = m["count"]
-        engines = {e: nv.lua(MATCHER, e, QUERY, rounds) for e in ("lua", "vim")}
+        engines = {e: nv.lua(MATCHER, e, QUERY, rounds) for e in ("rust", "lua", "vim")}
+        tele = None
+        if mini and telescope:  # the same texts as mini.pick's
+            tele = nv.lua(TELESCOPE, str(telescope), str(telescope.parent / "plenary.nvim"), QUERY, rounds)
         timed = [nv.lua(LISTS) for _ in range(rounds)]
         limited = [med([t[k] for t in timed]) for k in range(3)]
         decode = []
@@ -433,6 +471,8 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None) -> dict[str, f
     )
     if mini:
         out.update({k: med(v) for k, v in mres.items()}, mini_matches=mini_matches)
+    if tele:
+        out.update(tele_key=tele["key"], tele_key1=tele["first"], tele_matches=tele["counts"][-1])
     for e, r in engines.items():
         out[f"{e}_key"], out[f"{e}_first"], out[f"{e}_build"] = r["key"], r["first"], r["build"]
         out["counts"] = r["counts"]
@@ -459,16 +499,19 @@ def table(results: list[dict[str, float]]) -> str:
         ("`sessions.list({ limit = 9 })`", "list9"),
         ("`sessions.list()` (with lock checks)", "list_all"),
         ("`sessions.list({ check_locks = false })`", "list_all_nolocks"),
+        ("matcher `rust` (the picker's): one keystroke of 'parse', narrowing (median)", "rust_key"),
+        ("matcher `rust`: first keystroke 'p'", "rust_first"),
         ("matcher `lua`: one keystroke of 'parse', narrowing (median)", "lua_key"),
         ("matcher `lua`: first keystroke 'p'", "lua_first"),
         ("matcher `vim` (`matchfuzzy`): one keystroke, narrowing (median)", "vim_key"),
         ("matcher `vim` (`matchfuzzy`): first keystroke 'p'", "vim_first"),
         ("matcher `lua`: preparing the texts (lower-casing, once per picker)", "lua_build"),
+        ("matcher `rust`: handing the texts to the core (once per picker)", "rust_build"),
     ]
     lines = ["| Measure | " + " | ".join(sizes) + " |"]
     lines.append("|---|" + "---|" * len(sizes))
     for label, key in rows:
-        lines.append(f"| {label} | " + " | ".join(fmt(r[key]) for r in results) + " |")
+        lines.append(f"| {label} | " + " | ".join(fmt(r[key]) if key in r else "-" for r in results) + " |")
     return "\n".join(lines)
 
 
@@ -477,24 +520,29 @@ def ratio(a: float, b: float) -> str:
 
 
 def side_by_side(results: list[dict[str, float]]) -> str:
-    """Ours against mini.pick, same run: one row per measure and size."""
+    """Ours against mini.pick (and telescope's sorter, when measured), same run: one row per measure and size."""
     rows = [
-        ("start → first rows drawn", "rows", "mini_rows"),
-        (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key", "mini_key"),
-        (f"keystroke: the first one, {QUERY[0]!r} (searches every item)", "key1", "mini_key1"),
+        ("start → first rows drawn", "rows", "mini_rows", None),
+        (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key", "mini_key", "tele_key"),
+        (f"keystroke: the first one, {QUERY[0]!r} (searches every item)", "key1", "mini_key1", "tele_key1"),
     ]
-    lines = [
-        "| Measure | Items | pseudoclaude `:PseudoResume` (sessions read from disk) "
-        "| mini.pick `MiniPick.start` (in-memory strings) | Ratio, ours / mini.pick |",
-        "|---|---|---|---|---|",
-    ]
-    for label, ours, theirs in rows:
+    tele = any("tele_key" in r for r in results)
+    head = "| Measure | Items | pseudoclaude `:PseudoResume` (sessions read from disk) "
+    head += "| mini.pick `MiniPick.start` (in-memory strings) | Ratio, ours / mini.pick |"
+    if tele:
+        head += " telescope's fzy sorter alone (same strings) | Ratio, ours / telescope's sorter |"
+    lines = [head, "|---|---|---|---|---|" + ("---|---|" if tele else "")]
+    for label, ours, theirs, tel in rows:
         for r in results:
-            lines.append(
-                f"| {label} | {int(r['n']):,} | {fmt(r[ours])} | {fmt(r[theirs])} | {ratio(r[ours], r[theirs])} |"
-            )
+            line = f"| {label} | {int(r['n']):,} | {fmt(r[ours])} | {fmt(r[theirs])} | {ratio(r[ours], r[theirs])} |"
+            if tele:
+                line += f" {fmt(r[tel])} | {ratio(r[ours], r[tel])} |" if tel and tel in r else " - | - |"
+            lines.append(line)
     for r in results:
-        lines.append(f"| matches for {QUERY!r} (sanity) | {int(r['n']):,} | {r['matches']} | {r['mini_matches']} | - |")
+        line = f"| matches for {QUERY!r} (sanity) | {int(r['n']):,} | {r['matches']} | {r['mini_matches']} | - |"
+        if tele:
+            line += f" {r.get('tele_matches', '-')} | - |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -568,7 +616,17 @@ def section(results: list[dict[str, float]], rounds: int, total: float, mini: st
             is still matching (in a coroutine, 10 ms slices) is not counted either. The bench polls it only once it
             has had time to draw (its RPC requests are served whenever mini.pick yields to the event loop)."""
         )
-        mini_text = f"### Against mini.pick, same run\n\n{setup}\n\n{side_by_side(results)}\n\n{work}\n\n{drawn}\n"
+        tele = para(
+            """telescope: its default `generic_sorter` (`sorters.get_fzy_sorter()`, telescope.nvim and plenary.nvim
+            from `../shared/peers/`, read at run time), run as its picker runs it on a keystroke over mini.pick's
+            strings: `Sorter:score` of every entry for the new prompt (those it discarded for a prefix of the prompt
+            skipped), timed in Neovim. The sorter alone: telescope's picker then also inserts each scored entry into
+            its sorted results and draws them, so its keystroke costs more than this column."""
+        )
+        mini_text = (
+            f"### Against mini.pick and telescope's sorter, same run\n\n{setup}\n\n{side_by_side(results)}\n\n"
+            f"{work}\n\n{drawn}\n\n{tele}\n"
+        )
     else:
         verdict = (
             "mini.pick was not measured in this run; measured earlier on these machines it took ≈4 / ≈11 ms to its "
@@ -609,8 +667,11 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
 - **keystroke**: the prompt's `TextChangedI` handler: fuzzy filter (narrowing: each character searches only the
   previous matches), then the visible rows, their match highlights and the counter. The preview follows in a
   scheduled callback (its own row).
-- **matcher**: `matcher.new(texts, engine):filter(query, previous)` alone on the same texts, for both engines.
-  `lua` is the picker's engine.
+- **matcher**: `matcher.new(texts, engine):filter(query, previous)` alone on the same texts, for each engine.
+  `rust` is the picker's: the texts are held by the core (src/fuzzy.rs), handed over in steps as the full list
+  arrives; a keystroke sends the query and gets every match back as one string of packed integers, read through
+  LuaJIT's FFI; a narrowing keystroke searches the previous matches the core kept. The ranking is the `lua`
+  engine's (which still computes the highlighted characters of the visible rows).
 
 In short: {wrap(verdict, len("In short: "))}
 """
@@ -636,6 +697,9 @@ def main() -> None:
     ap.add_argument("--mini", help="mini.nvim git repository or checkout (default: $PSEUDOCLAUDE_BENCH_MINI, else "
                     "the copy an earlier run left in .deps/mini.nvim)")
     ap.add_argument("--no-mini", action="store_true", help="measure our picker only")
+    ap.add_argument("--telescope", default=str(PEERS / "telescope.nvim"),
+                    help="telescope.nvim checkout (plenary.nvim beside it) whose sorter is measured on mini.pick's "
+                    "strings (default: ../shared/peers/telescope.nvim; skipped when absent or with --no-mini)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     started = time.monotonic()
@@ -644,12 +708,16 @@ def main() -> None:
     else:
         mini, mini_note = obtain_mini(args.mini)
     print(f"picker bench: mini.pick: {mini_note}", file=sys.stderr)
+    telescope = Path(args.telescope)
+    if not (telescope / "lua" / "telescope" / "sorters.lua").is_file():
+        print(f"picker bench: no telescope.nvim at {telescope}: its sorter is left out", file=sys.stderr)
+        telescope = None
     tmp = Path(tempfile.mkdtemp(prefix="pc-bench-"))
     results = []
     try:
         for n in (int(x) for x in args.sizes.split(",")):
             print(f"picker bench: {n} sessions", file=sys.stderr)
-            results.append(bench_size(n, args.rounds, tmp, mini))
+            results.append(bench_size(n, args.rounds, tmp, mini, telescope))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if mini:

@@ -569,7 +569,7 @@ def test_layout_fits_the_editor_without_overlaps(nvim, columns, lines):
         assert "preview" not in wins
 
 
-@pytest.mark.parametrize("engine", ["lua", "vim"])
+@pytest.mark.parametrize("engine", ["rust", "lua", "vim"])
 def test_matcher_engines_rank_and_locate_matches(nvim, engine):
     got = nvim.lua(
         """
@@ -602,15 +602,64 @@ def test_matcher_engines_rank_and_locate_matches(nvim, engine):
     assert positions[0] == 0 and positions[1] == 2 and no_positions is None
 
 
-def test_lua_matcher_is_smart_case_and_handles_utf8(nvim):
+@pytest.mark.parametrize("engine", ["rust", "lua"])
+def test_lua_matcher_is_smart_case_and_handles_utf8(nvim, engine):
     got = nvim.lua(
         """
-        local m = require("pseudoclaude.picker.matcher").new({ "Parser one", "parser two", "café résumé" }, "lua")
+        local m = require("pseudoclaude.picker.matcher").new({ "Parser one", "parser two", "café résumé" }, ...)
         return { m:filter("parser"), m:filter("Parser"), m:filter("résumé"), m:positions(3, "cr") }
-        """
+        """,
+        engine,
     )
     assert sorted(got[0]) == [1, 2] and got[1] == [1] and got[2] == [3]
     assert got[3] == [0, len("café ".encode())]  # byte offsets
+
+
+def test_the_pickers_matcher_in_the_core_ranks_exactly_as_the_lua_one(nvim):
+    """The "rust" engine (src/fuzzy.rs, the picker's) against the "lua" one on 2,000 generated texts: the same
+    matches in the same order for every query, typed forward (narrowing) or given candidates; a text the core
+    cannot take (a NUL byte) makes a Lua matcher."""
+    got = nvim.lua(
+        """
+        local matcher = require("pseudoclaude.picker.matcher")
+        local words = { "fix", "the", "parser", "Parse", "café", "résumé", "a-b_c", "x/y", "claude-sonnet-4",
+          "20260101-000000-abcd", "tool.call", "(paren)", " ", "pppp", "éé", "PARSE", "sparse" }
+        local seed = 7
+        local function rnd(n)
+          seed = (seed * 1103515245 + 12345) % 2147483648
+          return seed % n + 1
+        end
+        local hay = {}
+        for i = 1, 2000 do
+          local parts = {}
+          for k = 1, rnd(6) do parts[k] = words[rnd(#words)] end
+          hay[i] = table.concat(parts, ({ " ", "", "-" })[rnd(3)])
+        end
+        local lua, rust = matcher.new(hay, "lua"), matcher.new(hay, "rust")
+        local diffs, counts = {}, {}
+        for _, q in ipairs({ "p", "pa", "par", "parse", "P", "Pa", "PARSE", "é", "ér", "fxp", "a-b", "x/", "zzz",
+                             "cs4", "ppp", " ", "ccc", "sparse" }) do
+          local a, b = lua:filter(q), rust:filter(q)
+          counts[#counts + 1] = #b
+          if not vim.deep_equal(a, b) then diffs[#diffs + 1] = q end
+        end
+        local pa, pb
+        for k = 1, #"parser" do
+          local q = ("parser"):sub(1, k)
+          pa, pb = lua:filter(q, pa), rust:filter(q, pb)
+          if not vim.deep_equal(pa, pb) then diffs[#diffs + 1] = "narrowing " .. q end
+        end
+        local within = { 5, 3, 1999, 7, 12 }
+        if not vim.deep_equal(lua:filter("e", within), rust:filter("e", within)) then diffs[#diffs + 1] = "within" end
+        if #rust:filter("e", {}) ~= 0 then diffs[#diffs + 1] = "within nothing" end
+        local nul = matcher.new({ "a\0b", "ab" }, "rust")
+        return { diffs = table.concat(diffs, ","), counts = counts, engine = rust.engine, nul = nul.engine,
+                 nul_matches = nul:filter("ab") }
+        """
+    )
+    assert got["diffs"] == ""
+    assert got["engine"] == "rust" and min(got["counts"][:4]) > 100 and 0 in got["counts"]
+    assert got["nul"] == "lua" and got["nul_matches"] == [2, 1]
 
 
 def test_render_ages_counts_and_fitting(nvim):
