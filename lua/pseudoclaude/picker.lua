@@ -34,7 +34,7 @@ local H = {}
 ---@field full_at integer? the full list in place (read in the background)
 ---@field full_apply_ms number? main-thread time to put the full list in place (matcher, query, rows)
 ---@field full_count integer? sessions in the full list
----@field filters {query: string, ms: number, matches: integer}[] one per query change: filter + draw of the rows
+---@field filters {query: string, ms: number, cpu_ms: number, matches: integer}[] one per query change: filter + draw of the rows
 ---@field previews {id: string, ms: number}[] one per preview drawn: load + render + draw
 
 ---@class pseudoclaude.picker.State
@@ -579,7 +579,7 @@ function H.on_change(s)
   if state ~= s then
     return
   end
-  local t = vim.uv.hrtime()
+  local t, cpu = vim.uv.hrtime(), os.clock()
   local query = api.nvim_buf_get_lines(s.bufs.prompt, 0, 1, false)[1] or ""
   if s.search then
     return require("pseudoclaude.picker.search").on_query(s, query)
@@ -602,7 +602,9 @@ function H.on_change(s)
   H.reselect(s)
   H.draw_rows(s)
   local stats = s.stats.filters
-  stats[#stats + 1] = { query = query, ms = (vim.uv.hrtime() - t) / 1e6, matches = #s.matches }
+  -- the CPU time too: on a loaded machine the wall time includes waiting for a CPU
+  stats[#stats + 1] =
+    { query = query, ms = (vim.uv.hrtime() - t) / 1e6, cpu_ms = (os.clock() - cpu) * 1e3, matches = #s.matches }
   require("pseudoclaude.picker.preview").request_preview(s)
 end
 

@@ -412,7 +412,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             mini_round(nv)  # warm-up, not counted (ours had its cold open above)
 
         res: dict[str, list[float]] = {
-            k: [] for k in ("rows", "own", "preview", "full", "full_apply", "key", "key1", "kpreview")
+            k: [] for k in ("rows", "own", "preview", "full", "full_apply", "key", "key1", "key_cpu", "kpreview")
         }
         mres: dict[str, list[float]] = {"mini_rows": [], "mini_key": [], "mini_key1": []}
         mini_matches = None
@@ -433,6 +433,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             ms = [f["ms"] for f in s["filters"]]
             res["key"].extend(ms)
             res["key1"].append(ms[0])
+            res["key_cpu"].extend(f["cpu_ms"] for f in s["filters"])
             # the preview follows the highlight (read in the background; the same session stays highlighted
             # while it still matches, so there may be nothing new to draw)
             s = wait_for(lambda: (x := nv.lua(STATS)) and x.get("preview_id") == x.get("selected") and x)
@@ -494,6 +495,8 @@ def table(results: list[dict[str, float]]) -> str:
         ("main thread's share: matcher, query, rows for the full list", "full_apply"),
         (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key"),
         ("keystroke: the first one (searches every session)", "key1"),
+        ("keystroke: CPU time of the editor process in it (`os.clock()`, median of the 5; the wall times above "
+         "include waiting for a core on a loaded machine)", "key_cpu"),
         ("preview redrawn after a keystroke", "kpreview"),
         ("first `:PseudoResume` in a fresh Neovim (Lua modules load) → first rows", "cold_rows"),
         ("`sessions.list({ limit = 9 })`", "list9"),
