@@ -29,6 +29,7 @@ M.DEFAULT_ENGINE = "rust"
 ---@field index table<string, integer>? Haystack -> index ("vim" engine).
 ---@field handle integer? The core's matcher ("rust" engine), freed with this object.
 ---@field last integer[]? The last result ("rust" engine): a narrowing filter of it searches the core's copy.
+---@field finaliser userdata? Frees `handle` when this matcher is collected.
 local Matcher = {}
 Matcher.__index = Matcher
 
