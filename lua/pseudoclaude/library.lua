@@ -90,8 +90,7 @@ function H.resume_fork(source, forked, opts, files)
         if files.ok == false or (files.conflicts and #files.conflicts > 0) then
           vim.notify(
             ("pseudoclaude: the fork's files: %s"):format(
-              files.error ~= nil and files.error ~= vim.NIL and files.error
-                or (#files.conflicts .. " file(s) left as they are (changed since)")
+              files.error or (#files.conflicts .. " file(s) left as they are (changed since)")
             ),
             vim.log.levels.WARN
           )

@@ -49,7 +49,7 @@ function M.render(messages, opts)
   for k, v in pairs(opts.names or {}) do
     names[k] = v
   end
-  local prev = M.nonnil(opts.prev)
+  local prev = opts.prev
   local first = opts.first ~= false and prev == nil
   for _, m in ipairs(messages) do
     M.add_message(out, m, prev, names, { width = opts.width, max_text_lines = opts.max_text_lines, first = first })
@@ -78,7 +78,7 @@ function M.add_message(out, m, prev, names, opts)
       out.starts[#out.starts + 1] = #out.lines
     end
   end
-  local tr = M.nonnil(m.tool_result)
+  local tr = m.tool_result
   if tr then
     start_here()
     local name = names[tr.tool_call_id] or "tool"
@@ -120,7 +120,7 @@ function M.add_message(out, m, prev, names, opts)
   else
     H.add_text(add, content, opts.max_text_lines, m.cut_bytes)
   end
-  for _, c in ipairs(M.nonnil(m.tool_calls) or {}) do
+  for _, c in ipairs(m.tool_calls or {}) do
     names[c.id] = c.name
     add(M.call_line(c.name, c.arguments, opts.width), "call")
   end
@@ -135,7 +135,7 @@ end
 ---@param prev table?
 ---@return boolean
 function M.needs_header(m, prev)
-  if prev == nil or M.nonnil(prev.tool_result) then
+  if prev == nil or prev.tool_result then
     return true
   end
   return M.header_for(m) ~= M.header_for(prev)
@@ -161,8 +161,8 @@ end
 ---@return string
 function M.thinking_text(blocks)
   local parts = {}
-  for _, b in ipairs(M.nonnil(blocks) or {}) do
-    local t = M.nonnil(b.thinking)
+  for _, b in ipairs(blocks or {}) do
+    local t = b.thinking
     if type(t) == "string" and t:find("%S") then
       parts[#parts + 1] = vim.trim(t)
     end
@@ -198,7 +198,7 @@ function M.thinking_line(lines, ms)
   if ms == false then
     return "💭 thinking… " .. count
   end
-  ms = M.nonnil(ms) or 0
+  ms = ms or 0
   if ms <= 0 then
     return "💭 thought, " .. count
   end
@@ -218,7 +218,7 @@ M.REMINDER_PREFIX = "[Session resumed]"
 ---@param width integer?
 ---@return string
 function M.call_line(name, args, width)
-  return H.cut(("▸ %s %s"):format(name, H.json(M.nonnil(args))), width or 100)
+  return H.cut(("▸ %s %s"):format(name, H.json(args)), width or 100)
 end
 
 --- Lines of a tool output as counted everywhere (the result line, its fold): a final newline ends the last line,
@@ -268,14 +268,6 @@ function M.result_body(content, cut_bytes)
     body[#body + 1] = "    " .. H.cut_note(extra)
   end
   return body
-end
-
---- nil for nil and vim.NIL (what a JSON null becomes).
-function M.nonnil(v)
-  if v == nil or v == vim.NIL then
-    return nil
-  end
-  return v
 end
 
 --- A user message's text and the attachments the core wrapped into it (`src/attachment.rs`): the typed text, then
@@ -357,7 +349,7 @@ end
 ---@return string
 ---@return integer
 function H.cap(text, cut)
-  cut = M.nonnil(cut) or 0
+  cut = cut or 0
   if #text <= M.MAX_DISPLAY_BYTES then
     return text, cut
   end

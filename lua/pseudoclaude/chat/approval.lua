@@ -4,14 +4,13 @@
 local M = {}
 local S = require("pseudoclaude.chat.state")
 local V = require("pseudoclaude.chat.view")
-local T = require("pseudoclaude.transcript")
 
 --- Shows what a tool wants to do and asks yes / no / always. A write or an edit of a text file opens its diff review
 --- first (`pseudoclaude.review`), which stays visible while the question is asked; "Review hunk by hunk" lets the user
 --- accept or reject each change block with the review's keys.
 ---@param m pseudoclaude.Event an "approval" event
 function M.ask_approval(m)
-  local change = T.nonnil(m.change)
+  local change = m.change
   if change and (#change.hunks == 0) then
     change = nil
   end
@@ -67,13 +66,13 @@ end
 ---@param m pseudoclaude.Event an "approval" event
 ---@return string
 function M.prompt(m)
-  local lifted = T.nonnil(m.lifted) or {}
+  local lifted = m.lifted or {}
   local prompt = ("Allow %s %s"):format(m.tool, m.summary)
   if #lifted > 0 then
     prompt = ("%s WITHOUT %s"):format(prompt, table.concat(lifted, " and "))
   end
   prompt = prompt .. "?"
-  local warning = T.nonnil(m.warning)
+  local warning = m.warning
   if warning then
     prompt = ("%s [%s]"):format(prompt, warning)
   end

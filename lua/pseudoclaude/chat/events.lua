@@ -121,7 +121,7 @@ M.handlers = {
     S.names[m.id] = m.name
   end,
   assistant_recorded = function(m)
-    local calls = T.nonnil(m.tool_calls) or {}
+    local calls = m.tool_calls or {}
     -- streamed: its mark is in place already
     local marked = S.open_block ~= nil
     if S.open_block and S.open_block.thought and not S.open_block.has_text then
@@ -170,7 +170,7 @@ M.handlers = {
   end,
   saved = function(m)
     S.state.saved = m.ok
-    S.state.save_error = T.nonnil(m.error)
+    S.state.save_error = m.error
     if not m.ok then
       vim.notify(
         "pseudoclaude: the session log could not be written: " .. tostring(S.state.save_error),
@@ -231,7 +231,7 @@ M.handlers = {
       return require("pseudoclaude.chat.restore").resume_finished(pending.id, pending.opts, {
         ok = false,
         id = pending.id,
-        error = require("pseudoclaude.errors").plain(T.nonnil(m.error) or "the session could not be restored"),
+        error = require("pseudoclaude.errors").plain(m.error or "the session could not be restored"),
       })
     end
     local report = m.report

@@ -47,17 +47,17 @@ function M.restore(on_first, on_done, at, at_once)
     local msgs = slice.messages or {}
     if first then
       -- The live chat goes on after the last message.
-      S.prev = msgs[#msgs] or T.nonnil(slice.prev) or S.prev
+      S.prev = msgs[#msgs] or slice.prev or S.prev
       for k, v in pairs(slice.names or {}) do
         S.names[k] = v
       end
     end
     for _, m in ipairs(msgs) do
-      for _, c in ipairs(T.nonnil(m.tool_calls) or {}) do
+      for _, c in ipairs(m.tool_calls or {}) do
         S.names[c.id] = c.name
       end
     end
-    local lines, marks, folds, starts = T.render(msgs, { prev = T.nonnil(slice.prev), names = slice.names })
+    local lines, marks, folds, starts = T.render(msgs, { prev = slice.prev, names = slice.names })
     V.draw(lines, marks, folds, not first, starts)
     local stats = S.restore_stats
     if stats then
@@ -84,7 +84,7 @@ function M.restore(on_first, on_done, at, at_once)
         -- each slice is drawn above the ones before it: its own lines start at the top; the cursor goes below the
         -- message's header, on its first own line
         local row = starts[k]
-        if lines[row + 1] == (T.header_for(msgs[k])) and not T.nonnil(msgs[k].tool_result) then
+        if lines[row + 1] == (T.header_for(msgs[k])) and not msgs[k].tool_result then
           row = row + 1
         end
         V.place_jump(row)

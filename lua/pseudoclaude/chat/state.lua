@@ -4,7 +4,6 @@
 --- Architecture invariant: data lives here, behaviour in the modules that use it; nothing here draws.
 
 local M = {}
-local T = require("pseudoclaude.transcript")
 
 --- The transcript and input buffers and their windows (nil until the chat is first opened, or once closed).
 ---@type integer?, integer?, integer?, integer?
@@ -47,8 +46,8 @@ function M.refresh_status()
   local ok, st = pcall(require("pseudoclaude.core").call, "agent_status")
   if ok then
     M.state.provider, M.state.model = st.provider, st.model
-    M.state.session = T.nonnil(st.session)
-    M.state.usage, M.state.cost = T.nonnil(st.usage), T.nonnil(st.cost)
+    M.state.session = st.session
+    M.state.usage, M.state.cost = st.usage, st.cost
     if st.unsaved then
       M.state.saved = false
     end

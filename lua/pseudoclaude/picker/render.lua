@@ -412,7 +412,7 @@ function M.preview(p, item, now, width, hit)
   local body, marks, folds, starts = T.render(msgs, {
     width = width,
     max_text_lines = not hit and M.MESSAGE_MAX_LINES or nil,
-    prev = hit and T.nonnil(tail.prev) or nil,
+    prev = hit and tail.prev or nil,
     names = tail.names,
   })
   add("")
