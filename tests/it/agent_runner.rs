@@ -10,72 +10,13 @@ use pseudoclaude::agent::{Agent, AgentConfig, Cancel, Event, stale_reminder};
 use pseudoclaude::attachment::Attachment;
 use pseudoclaude::compact::{ACK, BOUNDARY, SUMMARY_PREFIX};
 use pseudoclaude::message::{Message, ToolCall};
-use pseudoclaude::provider::{BoxFuture, Provider, ProviderError, Request, Response, StreamEvent};
+use pseudoclaude::provider::BoxFuture;
 use pseudoclaude::session::{self, Context, Writer, WriterOptions};
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-/// One scripted answer: text streamed word by word, then tool calls; or a hang after the text.
-#[derive(Clone)]
-struct Script {
-    text: &'static str,
-    calls: Vec<ToolCall>,
-    hang: bool,
-}
-
-fn say(text: &'static str) -> Script {
-    Script { text, calls: Vec::new(), hang: false }
-}
-
-#[derive(Default)]
-struct Scripted {
-    answers: Mutex<VecDeque<Script>>,
-    requests: Mutex<Vec<Request>>,
-}
-
-impl Scripted {
-    fn new(answers: Vec<Script>) -> Arc<Scripted> {
-        Arc::new(Scripted { answers: Mutex::new(answers.into()), requests: Mutex::default() })
-    }
-}
-
-impl Provider for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    fn model(&self) -> &str {
-        "scripted-1"
-    }
-    fn stream<'a>(
-        &'a self,
-        req: &'a Request,
-        events: mpsc::UnboundedSender<StreamEvent>,
-    ) -> BoxFuture<'a, Result<Response, ProviderError>> {
-        Box::pin(async move {
-            self.requests.lock().unwrap().push(req.clone());
-            // Compaction's summary request is answered apart from the script.
-            if req.messages.last().is_some_and(|m| m.content.starts_with("Summarise the conversation")) {
-                let text = format!("SUMMARY of {} messages", req.messages.len() - 1);
-                return Ok(Response { text, stop_reason: "end_turn".into(), ..Default::default() });
-            }
-            let s = self.answers.lock().unwrap().pop_front().unwrap_or_else(|| say("ok"));
-            for w in s.text.split_inclusive(' ') {
-                let _ = events.send(StreamEvent::TextDelta(w.to_string()));
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            if s.hang {
-                std::future::pending::<()>().await;
-            }
-            Ok(Response {
-                text: s.text.into(),
-                tool_calls: s.calls,
-                stop_reason: "end_turn".into(),
-                ..Default::default()
-            })
-        })
-    }
-}
+use crate::support::scripted::{Scripted, say};
 
 /// Answers from a queue; with nothing queued, never answers (the user walked away).
 #[derive(Default)]
@@ -156,12 +97,9 @@ fn assert_log_matches(agent: &Agent) -> session::Loaded {
 async fn a_turn_with_two_parallel_tool_calls_is_logged_and_resumes() {
     let ws = tempfile::tempdir().unwrap();
     fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
-    let provider = Scripted::new(vec![
-        Script {
-            text: "Looking. ",
-            calls: vec![call("c1", "read_file", json!({"path": "a.txt"})), call("c2", "list_files", json!({}))],
-            hang: false,
-        },
+    let provider = Scripted::streaming(vec![
+        say("Looking. ")
+            .calls(vec![call("c1", "read_file", json!({"path": "a.txt"})), call("c2", "list_files", json!({}))]),
         say("Both done."),
     ]);
     let (agent, _) = agent(ws.path(), provider.clone());
@@ -183,7 +121,7 @@ async fn a_turn_with_two_parallel_tool_calls_is_logged_and_resumes() {
     // Resume in a "second editor" once the first let go, and go on.
     let id = agent.current().unwrap().id;
     drop(agent);
-    let provider2 = Scripted::new(vec![say("Welcome back.")]);
+    let provider2 = Scripted::streaming(vec![say("Welcome back.")]);
     let (resumed, info) =
         Agent::resume(AgentConfig::new(ws.path()), provider2.clone(), Arc::new(Answers::default()), &id).unwrap();
     assert_eq!(info.stale_hours, None);
@@ -195,7 +133,7 @@ async fn a_turn_with_two_parallel_tool_calls_is_logged_and_resumes() {
 #[tokio::test]
 async fn cancelling_while_streaming_records_the_text_the_user_saw() {
     let ws = tempfile::tempdir().unwrap();
-    let provider = Scripted::new(vec![Script { text: "half an answer ", calls: vec![], hang: true }]);
+    let provider = Scripted::streaming(vec![say("half an answer ").hang()]);
     let (agent, _) = agent(ws.path(), provider);
     // once the whole text reached the user (the provider then hangs)
     let shown = |events: &[Event]| {
@@ -216,15 +154,11 @@ async fn cancelling_while_streaming_records_the_text_the_user_saw() {
 #[tokio::test]
 async fn cancelling_while_a_tool_waits_answers_every_call_honestly() {
     let ws = tempfile::tempdir().unwrap();
-    let provider = Scripted::new(vec![
-        Script {
-            text: "",
-            calls: vec![
-                call("c1", "run_command", json!({"command": "echo hi"})),
-                call("c2", "read_file", json!({"path": "x"})),
-            ],
-            hang: false,
-        },
+    let provider = Scripted::streaming(vec![
+        say("").calls(vec![
+            call("c1", "run_command", json!({"command": "echo hi"})),
+            call("c2", "read_file", json!({"path": "x"})),
+        ]),
         say("after cancel"),
     ]);
     let (agent, answers) = agent(ws.path(), provider);
@@ -252,7 +186,7 @@ async fn cancelling_while_a_tool_waits_answers_every_call_honestly() {
 #[tokio::test]
 async fn a_failing_disk_stops_the_turn_and_the_next_write_resyncs_everything() {
     let ws = tempfile::tempdir().unwrap();
-    let provider = Scripted::new(vec![say("first answer"), say("second answer")]);
+    let provider = Scripted::streaming(vec![say("first answer"), say("second answer")]);
     let (agent, _) = agent(ws.path(), provider);
     // The sessions folder cannot be created: `.PseudoClaude` is a file.
     fs::write(ws.path().join(".PseudoClaude"), "in the way").unwrap();
@@ -289,10 +223,11 @@ async fn the_stale_reminder_comes_at_6h01_not_5h59_and_reaches_the_model() {
     let fresh = session_last_active(ws.path(), 5 * 3600 + 59 * 60);
     let stale = session_last_active(ws.path(), 6 * 3600 + 60);
     let answers: Arc<dyn Approver> = Arc::new(Answers::default());
-    let (a, info) = Agent::resume(AgentConfig::new(ws.path()), Scripted::new(vec![]), answers.clone(), &fresh).unwrap();
+    let (a, info) =
+        Agent::resume(AgentConfig::new(ws.path()), Scripted::streaming(vec![]), answers.clone(), &fresh).unwrap();
     assert_eq!((info.stale_hours, a.messages().len()), (None, 2));
     drop(a);
-    let provider = Scripted::new(vec![say("rechecking")]);
+    let provider = Scripted::streaming(vec![say("rechecking")]);
     let log = Context::open(ws.path(), &stale).unwrap().jsonl_path;
     let before = fs::read(&log).unwrap();
     let (a, info) = Agent::resume(AgentConfig::new(ws.path()), provider.clone(), answers, &stale).unwrap();
@@ -313,7 +248,7 @@ async fn the_stale_reminder_comes_at_6h01_not_5h59_and_reaches_the_model() {
 async fn compaction_then_resume_then_another_turn() {
     let ws = tempfile::tempdir().unwrap();
     let long = "word ".repeat(400);
-    let provider = Scripted::new(vec![]);
+    let provider = Scripted::streaming(vec![]);
     let mut config = AgentConfig::new(ws.path());
     config.compact.context_window = 2000;
     config.compact.keep_recent = 2;
@@ -350,7 +285,7 @@ async fn compaction_then_resume_then_another_turn() {
 async fn the_system_prompt_carries_pseudoclaude_md() {
     let ws = tempfile::tempdir().unwrap();
     fs::write(ws.path().join("PSEUDOCLAUDE.md"), "Always answer in French.\n").unwrap();
-    let provider = Scripted::new(vec![say("Bonjour.")]);
+    let provider = Scripted::streaming(vec![say("Bonjour.")]);
     let (agent, _) = agent(ws.path(), provider.clone());
     run_turn(&agent, "hello", Cancel::new()).await;
     let system = provider.requests.lock().unwrap()[0].system.clone();
@@ -369,7 +304,7 @@ async fn a_resumed_seed_log_with_a_large_inline_result_is_spilled_before_the_nex
         json!({"role": "assistant", "content": "found", "ts": 4}),
     ];
     fs::write(&ctx.jsonl_path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
-    let provider = Scripted::new(vec![say("ok")]);
+    let provider = Scripted::streaming(vec![say("ok")]);
     let mut config = AgentConfig::new(ws.path());
     config.stale_after = Duration::from_secs(u64::MAX / 4);
     let (agent, _) = Agent::resume(config, provider.clone(), Arc::new(Answers::default()), &ctx.id).unwrap();
@@ -386,7 +321,7 @@ async fn a_resumed_seed_log_with_a_large_inline_result_is_spilled_before_the_nex
 async fn attachments_reach_the_model_in_the_message_are_logged_and_a_large_one_spills() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.md"), "# Notes\nfrom disk\n").unwrap();
-    let provider = Scripted::new(vec![say("seen")]);
+    let provider = Scripted::streaming(vec![say("seen")]);
     let mut config = AgentConfig::new(ws.path());
     config.spill_threshold = 1024;
     let agent = Agent::new(config, provider.clone(), Arc::new(Answers::default()));

@@ -3,41 +3,21 @@
 //! for byte; the user's own edits survive; a file changed by both is a conflict; conversation only, code
 //! only, the undo, a rewind the editor died in, the reminder naming changed files.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pseudoclaude::agent::{Agent, AgentConfig, Cancel};
 use pseudoclaude::message::ToolCall;
-use pseudoclaude::provider::{BoxFuture, Provider, ProviderError, Request, Response, StreamEvent};
+use pseudoclaude::provider::BoxFuture;
 use pseudoclaude::rewind::RewindOptions;
 use pseudoclaude::session::{self, Context, Entry};
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver, AutoApprove};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-/// Answers in order: each a text and the tool calls it asks for.
-struct Scripted(Mutex<VecDeque<(String, Vec<ToolCall>)>>);
-
-impl Provider for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    fn model(&self) -> &str {
-        "scripted-1"
-    }
-    fn stream<'a>(
-        &'a self,
-        _req: &'a Request,
-        _events: mpsc::UnboundedSender<StreamEvent>,
-    ) -> BoxFuture<'a, Result<Response, ProviderError>> {
-        Box::pin(async move {
-            let (text, tool_calls) = self.0.lock().unwrap().pop_front().unwrap_or_else(|| ("done".into(), vec![]));
-            Ok(Response { text, tool_calls, stop_reason: "end_turn".into(), ..Default::default() })
-        })
-    }
-}
+use crate::support::scripted::{Scripted, say};
 
 struct Never;
 impl Approver for Never {
@@ -52,8 +32,9 @@ fn config(ws: &Path) -> AgentConfig {
     c
 }
 
+/// Answers in order: each a text and the tool calls it asks for.
 fn scripted(answers: Vec<(&str, Vec<ToolCall>)>) -> Arc<Scripted> {
-    Arc::new(Scripted(Mutex::new(answers.into_iter().map(|(t, c)| (t.to_string(), c)).collect())))
+    Scripted::new(answers.into_iter().map(|(t, c)| say(t).calls(c)).collect())
 }
 
 fn command(id: &str, cmd: &str) -> ToolCall {

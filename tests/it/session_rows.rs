@@ -2,49 +2,26 @@
 //! reported, summed across turns and resumes and kept through a rebuild of the list's cache, and the
 //! git branch and commit of a real repository (made with `git`: without it these tests fail).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::support::client::agent_turn as turn;
 use pseudoclaude::agent::{Agent, AgentConfig, Event};
 use pseudoclaude::message::ToolCall;
-use pseudoclaude::provider::{BoxFuture, Provider, ProviderError, Request, Response, StreamEvent, Usage};
+use pseudoclaude::provider::{BoxFuture, Usage};
 use pseudoclaude::session::{self, Context, ListOptions, SessionInfo};
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use pseudoclaude::usage::{Price, Pricing};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-/// Answers in order, each with the usage it reports; "ok" with no usage once the script is spent.
-struct Scripted {
-    model: String,
-    answers: Mutex<VecDeque<(Vec<ToolCall>, Usage)>>,
-}
+use crate::support::scripted::{Scripted, say};
 
+/// Answers "ok" in order, each with the usage it reports; "ok" with no usage once the script is spent.
 fn scripted(model: &str, answers: Vec<(Vec<ToolCall>, Usage)>) -> Arc<Scripted> {
-    Arc::new(Scripted { model: model.into(), answers: Mutex::new(answers.into()) })
-}
-
-impl Provider for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-    fn model(&self) -> &str {
-        &self.model
-    }
-    fn stream<'a>(
-        &'a self,
-        _req: &'a Request,
-        _events: mpsc::UnboundedSender<StreamEvent>,
-    ) -> BoxFuture<'a, Result<Response, ProviderError>> {
-        Box::pin(async move {
-            let (tool_calls, usage) = self.answers.lock().unwrap().pop_front().unwrap_or_default();
-            Ok(Response { text: "ok".into(), tool_calls, stop_reason: "end_turn".into(), usage, ..Default::default() })
-        })
-    }
+    Scripted::with_model(model, answers.into_iter().map(|(c, u)| say("ok").calls(c).usage(u)).collect())
 }
 
 struct No;

@@ -30,6 +30,7 @@
 #![allow(dead_code)] // each test binary uses a different part of it
 
 pub mod client;
+pub mod scripted;
 pub mod sim_disk;
 
 use std::collections::VecDeque;
