@@ -222,6 +222,21 @@ local function positive_number(value)
   return type(value) == "number" and value > 0 and value < math.huge
 end
 
+--- A list of non-empty strings (`provider.models`, `sandbox.writable`).
+---@param value any
+---@return boolean
+local function string_list(value)
+  if type(value) ~= "table" then
+    return false
+  end
+  for k, s in pairs(value) do
+    if type(k) ~= "number" or type(s) ~= "string" or s == "" then
+      return false
+    end
+  end
+  return true
+end
+
 --- Validates a complete (merged) configuration; raises an error naming the first bad option.
 ---@param cfg pseudoclaude.Config
 function M.validate(cfg)
@@ -256,18 +271,7 @@ function M.validate(cfg)
     return v == nil or v == "low" or v == "medium" or v == "high"
   end, false, '"low", "medium" or "high"')
   check("provider.models", cfg.provider.models, function(v)
-    if v == nil then
-      return true
-    end
-    if type(v) ~= "table" then
-      return false
-    end
-    for k, m in pairs(v) do
-      if type(k) ~= "number" or type(m) ~= "string" or m == "" then
-        return false
-      end
-    end
-    return true
+    return v == nil or string_list(v)
   end, false, "a list of model names")
   check("stale_after_hours", cfg.stale_after_hours, "number")
   check("stale_after_hours", cfg.stale_after_hours, positive_number, false, "a positive number of hours")
@@ -298,17 +302,7 @@ function M.validate(cfg)
   end
   check("sandbox.enabled", cfg.sandbox.enabled, "boolean")
   check("sandbox.network", cfg.sandbox.network, "boolean")
-  check("sandbox.writable", cfg.sandbox.writable, function(v)
-    if type(v) ~= "table" then
-      return false
-    end
-    for k, dir in pairs(v) do
-      if type(k) ~= "number" or type(dir) ~= "string" or dir == "" then
-        return false
-      end
-    end
-    return true
-  end, false, "a list of folder paths (strings)")
+  check("sandbox.writable", cfg.sandbox.writable, string_list, false, "a list of folder paths (strings)")
   check("keys", cfg.keys, "table")
   local names = vim.tbl_keys(known.keys)
   table.sort(names)
