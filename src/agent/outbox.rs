@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::{Event, lock};
 use crate::provider::BoxFuture;
-use crate::tools::{Approval, ApprovalRequest, Approver, BufferState, ProposedChange, Written};
+use crate::tools::{Approval, ApprovalRequest, Approver, BufferState, Written};
 
 /// What the editor's loop receives.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -62,24 +62,16 @@ pub struct ResumeDone {
     pub error: Option<String>,
 }
 
-/// A tool waits for the user's answer; reply with [`Host::approve`].
+/// A tool waits for the user's answer; reply with [`Host::approve`]. The question is the tool's request as it
+/// stands (its fields side by side with `type` and `id`): for a write or an edit, the review answers some of the
+/// change's blocks with [`Host::approve_hunks`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ApprovalAsk {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub id: u64,
-    pub tool: String,
-    pub summary: String,
-    pub detail: String,
-    /// For a write or an edit of a text file: the file's text, the proposal and the change blocks,
-    /// for the review (answer some of them with [`Host::approve_hunks`]).
-    pub change: Option<ProposedChange>,
-    /// What of the command sandbox this lifts (see [`ApprovalRequest::lifted`]); empty otherwise.
-    pub lifted: Vec<String>,
-    /// One sentence on what the sandbox cannot do on this system, if anything.
-    pub warning: Option<String>,
-    /// Whether "Always" may be offered.
-    pub always: bool,
+    #[serde(flatten)]
+    pub request: ApprovalRequest,
 }
 
 /// The queue between the host's threads and the editor's loop.
@@ -112,17 +104,7 @@ impl Approver for OutboxApprover {
     fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
         let outbox = self.0.clone();
         let (id, rx) = outbox.question(&outbox.approvals);
-        outbox.push(Outbound::Approval(ApprovalAsk {
-            kind: "approval",
-            id,
-            tool: req.tool,
-            summary: req.summary,
-            detail: req.detail,
-            change: req.change,
-            lifted: req.lifted,
-            warning: req.warning,
-            always: req.always,
-        }));
+        outbox.push(Outbound::Approval(ApprovalAsk { kind: "approval", id, request: req }));
         // An unanswered prompt (the turn was cancelled, the editor closed) counts as a no.
         Box::pin(async move { rx.await.unwrap_or(Approval::No) })
     }

@@ -4,7 +4,7 @@
 //! unsynced one: removing the `fdatasync` after an append passed every test. The writer, its spills,
 //! its torn-tail repair and [`super::Context::new`] therefore reach the disk only through [`Disk`] and
 //! [`DiskFile`]. [`OsDisk`] is the real file system, used everywhere outside tests; the crash
-//! simulation (`tests/support/sim_disk.rs`, driven by `tests/session_sim.rs`) implements the same
+//! simulation (`tests/it/support/sim_disk.rs`, driven by `tests/it/session_sim.rs`) implements the same
 //! trait over a disk that keeps written-but-unsynced bytes and directory entries apart from synced
 //! ones and loses them at a power cut, as FoundationDB's and TigerBeetle's simulators do.
 //!

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use crate::provider::BoxFuture;
 
-/// What the user is asked before a tool changes something.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the user is asked before a tool changes something (the editor's question is made of it: `ApprovalAsk`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ApprovalRequest {
     /// `write_file`, `edit_file`, `run_command`.
     pub tool: String,
