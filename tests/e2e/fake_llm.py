@@ -1,6 +1,6 @@
 """A fake OpenAI Chat Completions server on 127.0.0.1 for the end-to-end tests.
 
-It speaks the real wire format as the Rust fakes do (tests/support): `POST /v1/chat/completions` with
+It speaks the real wire format as the Rust fakes do (tests/it/support): `POST /v1/chat/completions` with
 `stream: true`, answered by `data:` SSE chunks: first the role chunk (`delta: {role: "assistant", content: ""}`),
 then `delta.content`, `delta.tool_calls` in fragments by index (the first with id, type and name, the arguments
 after it in pieces), `finish_reason`, the usage chunk (empty `choices` and a `usage` object, every other chunk
@@ -324,14 +324,14 @@ class FakeAnthropic:
     `message_start` (with the input side of `usage`), `ping`, a `text` content block in several `text_delta`s, one
     `tool_use` block per call whose input arrives as `input_json_delta` pieces, `content_block_stop` after each block,
     `message_delta` (`stop_reason` `end_turn` or `tool_use`, the output tokens) and `message_stop`. Each request is
-    checked against the API's rules (see `validate`, the same as tests/support/mod.rs's `validate_anthropic`) and
+    checked against the API's rules (see `validate`, the same as tests/it/support/mod.rs's `validate_anthropic`) and
     answered 400 with the API's error body when it breaks one, as the real API does. Answers are scripted in order
     with `push_text` and `push_tools`; `usage` holds the counts as the API names them (`input_tokens`,
     `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`).
 
     Extended thinking: an answer scripted with `thinking` streams a `thinking` block first (`thinking_delta`s, then
     a `signature_delta`), and with `redacted` a `redacted_thinking` block; signatures are the FNV-1a hash of the text
-    (`signature`, as tests/support/mod.rs makes them), so a block sent back changed is refused ("Invalid
+    (`signature`, as tests/it/support/mod.rs makes them), so a block sent back changed is refused ("Invalid
     `signature`"), and with `thinking` enabled a request that continues a tool loop must start its last assistant
     message with its thinking blocks, as the real API requires.
     """
@@ -403,7 +403,7 @@ class FakeAnthropic:
 
     @staticmethod
     def signature(thinking: str) -> str:
-        """The fake's signature of a thinking block (tests/support/mod.rs `fake_signature`: the same bytes)."""
+        """The fake's signature of a thinking block (tests/it/support/mod.rs `fake_signature`: the same bytes)."""
         return f"EqSig{FakeAnthropic.fnv64(thinking.encode()):016x}"
 
     @staticmethod
