@@ -377,7 +377,7 @@ def test_pseudocancel_cancels_a_streaming_turn_from_any_window(nvim: Neovim, wor
     fake.push_hang("Working on it")
     setup(nvim, openai(fake))
     type_message(nvim, "go")
-    wait(nvim, "vim.fn.join(vim.api.nvim_buf_get_lines(vim.fn.bufnr('pseudoclaude://chat'), 0, -1, false), '\\n'):find('Working on') ~= nil")
+    wait(nvim, "vim.fn.join(vim.api.nvim_buf_get_lines(vim.fn.bufnr('pseudoclaude://chat'), 0, -1, false), '\\n'):find('Working on it') ~= nil")
     nvim.api.command("stopinsert | wincmd p | enew")  # away from the chat: the command works from anywhere
     nvim.api.command("PseudoCancel")
     wait_turns(nvim, 1)
