@@ -268,6 +268,8 @@ pub struct Servers {
     /// Held while `.mcp.json` is read or an answer written: one reader, one writer.
     files: Arc<Mutex<()>>,
     started: std::sync::atomic::AtomicBool,
+    /// The start has started (or asked about) every server of `.mcp.json`: until then a first chat waits.
+    launched: Arc<std::sync::atomic::AtomicBool>,
     asker: Arc<Mutex<Option<Asker>>>,
 }
 
@@ -342,6 +344,7 @@ impl Servers {
             loaded: Arc::default(),
             files: Arc::default(),
             started: Default::default(),
+            launched: Arc::default(),
             asker: Arc::default(),
         }
     }
@@ -375,6 +378,7 @@ impl Servers {
         let ctx = self.ctx.clone();
         let asker = self.asker.clone();
         let servers = self.servers.clone();
+        let launched = self.launched.clone();
         self.ctx.rt.spawn_blocking(move || {
             load.load(); // or read before, by a status
             let workspace_servers: Vec<_> = lock(&servers).iter().filter(|s| s.entry.is_some()).cloned().collect();
@@ -389,6 +393,8 @@ impl Servers {
                     _ => {}
                 }
             }
+            launched.store(true, Ordering::SeqCst);
+            ctx.changed.send_modify(|n| *n += 1);
         });
     }
 
@@ -508,7 +514,7 @@ impl Servers {
     pub async fn settled(&self) {
         let mut rx = self.ctx.changed.subscribe();
         loop {
-            let pending = (self.started.load(Ordering::SeqCst) && !self.loaded.load(Ordering::SeqCst))
+            let pending = (self.started.load(Ordering::SeqCst) && !self.launched.load(Ordering::SeqCst))
                 || self.all().iter().any(|s| {
                     let slot = lock(&s.slot);
                     slot.state == State::Starting || (slot.state == State::AwaitingConsent && slot.asking)

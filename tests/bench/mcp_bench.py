@@ -151,6 +151,7 @@ def main() -> None:
     names = list(sets)
     times: dict[str, list[float]] = {k: [] for k in names}
     ratios: list[float] = []
+    serial: list[float] = []
     for r in range(args.rounds):
         order = names[r % len(names):] + names[: r % len(names)]
         got = {k: first_delta_ms(nvim, ws, sets[k]) for k in order}
@@ -159,9 +160,13 @@ def main() -> None:
         slowest = max(got[k] - got["none"] for k in ("everything", "time", "slow"))
         ratio = got["three"] / (got["none"] + max(slowest, 0.0))
         ratios.append(ratio)
+        # against the three started one after the other: < 1.0 when they start in parallel
+        total = sum(max(got[k] - got["none"], 0.0) for k in ("everything", "time", "slow"))
+        serial.append(got["three"] / (got["none"] + total))
         print(
             f"round {r + 1}: " + ", ".join(f"{k} {got[k]:.0f} ms" for k in names)
-            + f"; slowest start {slowest:.0f} ms; three / (none + slowest) = {ratio:.2f}",
+            + f"; slowest start {slowest:.0f} ms; three / (none + slowest) = {ratio:.2f}"
+            + f"; three / (none + sum of starts) = {serial[-1]:.2f}",
             flush=True,
         )
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -176,7 +181,9 @@ def main() -> None:
     summary = (
         f"Slowest single server's start (its time less the baseline): {slowest:.0f} ms. Goal: three <= none + slowest: "
         f"median ratio three / (none + slowest start) over the rounds = **{ratio:.2f}** (<= 1.0 meets it; "
-        f"per round: {', '.join(f'{x:.2f}' for x in ratios)})."
+        f"per round: {', '.join(f'{x:.2f}' for x in ratios)}). Against the three started one after the other, "
+        f"three / (none + sum of the starts) = **{statistics.median(serial):.2f}** (< 1.0: they start in parallel; "
+        "on a machine whose cores are busy, parallel starts of CPU-bound interpreters cost more than the slowest one)."
     )
     print("\n".join(rows))
     print(summary)

@@ -250,6 +250,7 @@ def test_a_workspace_server_runs_only_after_yes_and_a_changed_definition_asks_ag
     wait_turns(n2, 1)
     assert n2.lua("return vim.g.pc_consent_asked") == 0
     assert started(marker) == 2
+    assert "mcp__repo__echo" in [t["function"]["name"] for t in fake.requests[-1]["tools"]], "its tools in the first request"
 
     # A changed definition asks again; "No" never starts it, and is remembered.
     write_mcp_json(workspace, f"echo started >> {marker}; echo changed >/dev/null; exec {server}")

@@ -374,3 +374,116 @@ fn a_tool_list_change_is_fetched_before_the_call_that_caused_it_answers() {
     let lists = std::fs::read_to_string(&trace_file).unwrap().matches("\"tools/list\"").count();
     assert_eq!(lists, 2, "listed at the start and once after the change");
 }
+
+/// Servers of the workspace's `.mcp.json` as the host makes them: answers keyed with `key`, questions collected.
+fn workspace_servers(
+    rt: &tokio::runtime::Runtime,
+    ws: &std::path::Path,
+    key: &std::path::Path,
+) -> (Servers, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let config = McpConfig { consent_key: Some(key.to_path_buf()), ..McpConfig::default() };
+    let s = Servers::new(&config, BTreeMap::new(), ws, rt.handle().clone());
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let a = asked.clone();
+    s.on_consent(move |ask| a.lock().unwrap().push(ask.name));
+    (s, asked)
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_workspace_server_starts_only_after_yes_for_its_exact_definition() {
+    let deps = deps();
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let key = dir.path().join("state/mcp-consent.key");
+    let marker = dir.path().join("started");
+    let everything = everything(&deps).command;
+    let write = |extra: &str| {
+        let script = format!("echo x >> {}; {extra} exec {everything}", marker.display());
+        let def = json!({"mcpServers": {"repo": {"type": "stdio", "command": "sh", "args": ["-c", script]}}});
+        std::fs::write(ws.join(".mcp.json"), def.to_string()).unwrap();
+    };
+    let starts = || std::fs::read_to_string(&marker).map(|t| t.lines().count()).unwrap_or(0);
+    write("");
+
+    let (s, asked) = workspace_servers(&rt, &ws, &key);
+    s.start();
+    wait_until("the question", || asked.lock().unwrap().len() == 1);
+    assert_eq!(s.status()[0].state, State::AwaitingConsent);
+    // a first chat waits for the answer
+    assert!(rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), s.settled()).await }).is_err());
+    assert_eq!(starts(), 0, "started before the user agreed");
+    s.answer("repo", "yes").unwrap();
+    rt.block_on(s.settled());
+    assert_eq!(s.status()[0].state, State::Running, "{:?}", s.status());
+    assert_eq!(starts(), 1);
+    assert!(s.specs().iter().any(|t| t.name == "mcp__repo__echo"));
+    drop(s);
+
+    // The same definition: started without a question.
+    let (s, asked) = workspace_servers(&rt, &ws, &key);
+    s.start();
+    rt.block_on(s.settled());
+    assert!(asked.lock().unwrap().is_empty());
+    assert_eq!(s.status()[0].state, State::Running);
+    assert_eq!(starts(), 2);
+    drop(s);
+
+    // Changed: asked again; "no" is remembered and never starts it.
+    write("true;");
+    let (s, asked) = workspace_servers(&rt, &ws, &key);
+    s.start();
+    wait_until("the question about the changed definition", || asked.lock().unwrap().len() == 1);
+    s.answer("repo", "no").unwrap();
+    rt.block_on(s.settled());
+    assert_eq!(s.status()[0].state, State::Stopped);
+    drop(s);
+    let (s, asked) = workspace_servers(&rt, &ws, &key);
+    s.start();
+    rt.block_on(s.settled());
+    assert!(asked.lock().unwrap().is_empty());
+    let st = &s.status()[0];
+    assert!(st.state == State::Stopped && st.error.as_deref().unwrap_or("").contains("declined"), "{st:?}");
+    assert_eq!(starts(), 2);
+    // ... until asked again.
+    assert_eq!(s.ask_again(None).unwrap(), 1);
+    s.answer("repo", "yes").unwrap();
+    rt.block_on(s.settled());
+    assert_eq!(s.status()[0].state, State::Running);
+    assert_eq!(starts(), 3);
+    drop(s);
+
+    // Another key (another user, or a repository shipping its own answers file) is no answer.
+    let (s, asked) = workspace_servers(&rt, &ws, &dir.path().join("other.key"));
+    s.start();
+    wait_until("the question under another key", || asked.lock().unwrap().len() == 1);
+    assert_eq!(starts(), 3);
+}
+
+#[test]
+fn a_damaged_mcp_json_is_one_failed_row_naming_the_problem() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".mcp.json"), "{ not json").unwrap();
+    let (s, _) = workspace_servers(&rt, dir.path(), &dir.path().join("k"));
+    s.load();
+    let st = s.status();
+    assert_eq!(st.len(), 1);
+    assert!(st[0].state == State::Failed && st[0].error.as_deref().unwrap().contains("not valid JSON"), "{st:?}");
+    std::fs::write(dir.path().join(".mcp.json"), r#"{"mcpServers": {"a.b": {"command": "x"}, "ok": {"url": 3}}}"#)
+        .unwrap();
+    let (s, _) = workspace_servers(&rt, dir.path(), &dir.path().join("k"));
+    s.load();
+    let st = s.status();
+    assert!(st.iter().all(|r| r.state == State::Failed), "{st:?}");
+    assert!(st[0].error.as_deref().unwrap().contains("letters, digits"), "{st:?}");
+}
