@@ -97,6 +97,10 @@ function M.try_load()
         v.patch
       )
   end
+  local co, main = coroutine.running()
+  if co and not main then
+    return H.load_on_main_thread()
+  end
   local path = M.library_path()
   if not vim.uv.fs_stat(path) then
     return nil, ("pseudoclaude: native library not found at %s; to build it, %s"):format(path, M.build_hint())
@@ -142,6 +146,30 @@ function M.try_load()
   lib = loaded
   H.finish_writes_at_exit()
   return lib
+end
+
+--- The library keeps the Lua state it is opened with and runs every later callback on it: opened from a
+--- coroutine (a picker's finder, a user's async code), that state is the coroutine's, and once the coroutine is
+--- collected the next callback crashes Neovim. `luaeval()` runs its expression on Neovim's main Lua thread, so the
+--- library is opened there even when the first call comes from a coroutine.
+---@return table<string, function>? lib
+---@return string? err
+function H.load_on_main_thread()
+  local ok, err = pcall(vim.fn.luaeval, "require('pseudoclaude.core')._load_error()")
+  if not ok then
+    return nil, ("pseudoclaude: cannot load the native library from here: %s"):format(tostring(err))
+  end
+  if type(err) == "string" then
+    return nil, err
+  end
+  return lib
+end
+
+--- For `load_on_main_thread` (run there through `luaeval`): loads the library, returns nil or why it could not.
+---@return string?
+function M._load_error()
+  local _, err = M.try_load()
+  return err
 end
 
 --- How long Neovim's exit may wait for the writes accepted before it (a name, a pin, a fork, an import, an

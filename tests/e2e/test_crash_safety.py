@@ -5,6 +5,7 @@ into `false, message`.)
 """
 
 import pytest
+from conftest import wait_for
 
 
 def test_error_is_returned_as_a_value(nvim):
@@ -64,4 +65,32 @@ def test_wrongly_typed_argument_is_an_error_value(nvim):
     ok, msg = nvim.lua("return { require('pseudoclaude.core').load().ping({ 1, 2 }) }")
     assert ok is False
     assert msg.startswith("pseudoclaude_core.ping: bad argument #1:"), msg
+    assert nvim.alive()
+
+
+def test_first_loaded_from_a_coroutine_the_library_survives_the_coroutine(nvim):
+    # The library keeps the Lua state it was opened with for its callbacks: opened from a coroutine (a telescope
+    # finder, a user's async code) that was since collected, the next callback used to crash Neovim.
+    assert nvim.lua("return require('pseudoclaude.core').is_loaded()") is False
+    nvim.lua(
+        """
+        _G.co_res = {}
+        coroutine.wrap(function()
+          require('pseudoclaude.sessions').list_async({}, function(err, items)
+            _G.co_res = { done = true, err = err, n = #items }
+          end)
+        end)()
+        collectgarbage()
+        collectgarbage()
+        """
+    )
+    assert nvim.lua("return require('pseudoclaude.core').is_loaded()") is True
+    wait_for(lambda: nvim.lua("return _G.co_res.done"), what="the list's callback")
+    assert nvim.lua("return _G.co_res") == {"done": True, "n": 0}
+    # later callbacks too, and calls from the main thread
+    nvim.lua(
+        "collectgarbage(); require('pseudoclaude.sessions').list_async({}, function() _G.co_res.again = true end)"
+    )
+    wait_for(lambda: nvim.lua("return _G.co_res.again"), what="a later callback")
+    assert nvim.lua("return require('pseudoclaude.core').call('ping')") == "pong"
     assert nvim.alive()
