@@ -20,6 +20,7 @@ pub mod restore;
 pub mod scan;
 pub mod store;
 pub mod tracker;
+pub mod watch;
 
 use std::collections::BTreeMap;
 

@@ -8,7 +8,7 @@
 //! cache is derived (`.PseudoClaude/objects/stat-cache.json`, written atomically, shared by the
 //! workspace's sessions); missing or damaged, the files are hashed again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::MetadataExt;
@@ -17,10 +17,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::store::{Store, hash_bytes};
+use super::watch::{Dirty, Watch};
 use crate::session::ROOT_DIR_NAME;
 
 /// Path (workspace-relative, `/`-separated) to content id (see [`crate::session::files`]).
 pub type Manifest = BTreeMap<String, String>;
+
+/// Paths whose state changed, each with its state now (`None`: gone or no longer tracked).
+pub type Delta = Vec<(String, Option<String>)>;
 
 pub const STAT_CACHE_FILE_NAME: &str = "stat-cache.json";
 
@@ -107,16 +111,26 @@ pub struct Scanner<'a> {
 }
 
 impl Scanner<'_> {
-    /// The whole workspace, plus `extra` paths (files the agent's tools wrote, kept even when ignored).
-    pub fn scan<'p>(&mut self, extra: impl IntoIterator<Item = &'p String>) -> io::Result<Manifest> {
+    /// The whole workspace, plus `extra` paths (files the agent's tools wrote, kept even when ignored) and the
+    /// files of `known` (the last state: a file tracked once stays tracked). Every folder walked is added to
+    /// `watch`.
+    pub fn scan<'p>(
+        &mut self,
+        extra: impl IntoIterator<Item = &'p String>,
+        known: Option<&'p Manifest>,
+        mut watch: Option<&mut Watch>,
+    ) -> io::Result<Manifest> {
         let mut out = Manifest::new();
-        let now_ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
-        for rel in walk(self.workspace) {
+        let now_ns = now_ns();
+        if let Some(w) = watch.as_deref_mut() {
+            w.add(self.workspace, "");
+        }
+        for rel in walk(self.workspace, "", None, None, watch) {
             if let Some(id) = self.state_of(&rel, now_ns)? {
                 out.insert(rel, id);
             }
         }
-        for rel in extra {
+        for rel in extra.into_iter().chain(known.into_iter().flat_map(|m| m.keys())) {
             if !out.contains_key(rel)
                 && let Some(id) = self.state_of(rel, now_ns)?
             {
@@ -126,19 +140,77 @@ impl Scanner<'_> {
         Ok(out)
     }
 
-    /// Only `paths`: `manifest` updated with their state now.
-    pub fn rescan<'p>(
+    /// What changed from `manifest` in the places `dirty` names (and the `extra` paths), as paths with their
+    /// state now (`None`: gone, or no longer tracked). The same answer a [`Scanner::scan`] would give there.
+    pub fn update(
         &mut self,
         manifest: &Manifest,
-        paths: impl IntoIterator<Item = &'p String>,
-    ) -> io::Result<Manifest> {
-        let now_ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
-        let mut out = manifest.clone();
+        dirty: &Dirty,
+        extra: &BTreeSet<String>,
+        watch: &mut Watch,
+    ) -> io::Result<Delta> {
+        let now_ns = now_ns();
+        let mut found: BTreeMap<String, Option<String>> = BTreeMap::new();
+        // Trees first (a folder created, removed or moved), the outermost only.
+        let mut trees: Vec<&String> = Vec::new();
+        for t in &dirty.trees {
+            if !trees.last().is_some_and(|p| is_under(t, p)) {
+                trees.push(t);
+            }
+        }
+        let in_tree = |p: &str| trees.iter().any(|t| is_under(p, t));
+        for t in &trees {
+            // Walked from its parent, so that the parent's rules decide whether it is ignored.
+            let (parent, name) = t.rsplit_once('/').unwrap_or(("", t.as_str()));
+            let mut seen = BTreeSet::new();
+            for rel in walk(self.workspace, parent, None, Some(name), Some(&mut *watch)) {
+                let id = self.state_of(&rel, now_ns)?;
+                seen.insert(rel.clone());
+                found.insert(rel, id);
+            }
+            let prefix = format!("{t}/");
+            for old in manifest.range::<String, _>(prefix.clone()..).map(|(k, _)| k).take_while(|k| k.starts_with(&prefix)) {
+                if !seen.contains(old) {
+                    found.insert(old.clone(), self.state_of(old, now_ns)?);
+                }
+            }
+        }
+        for d in dirty.dirs.iter().filter(|d| !in_tree(d)) {
+            let mut seen = BTreeSet::new();
+            for rel in walk(self.workspace, d, Some(1), None, None) {
+                let id = self.state_of(&rel, now_ns)?;
+                seen.insert(rel.clone());
+                found.insert(rel, id);
+            }
+            let prefix = if d.is_empty() { String::new() } else { format!("{d}/") };
+            for old in manifest
+                .range::<String, _>(prefix.clone()..)
+                .map(|(k, _)| k)
+                .take_while(|k| k.starts_with(&prefix))
+                .filter(|k| !k[prefix.len()..].contains('/'))
+            {
+                if !seen.contains(old) {
+                    found.insert(old.clone(), self.state_of(old, now_ns)?);
+                }
+            }
+        }
+        for f in dirty.files.iter().chain(extra) {
+            if !found.contains_key(f) && !in_tree(f) && (manifest.contains_key(f) || extra.contains(f)) {
+                found.insert(f.clone(), self.state_of(f, now_ns)?);
+            }
+        }
+        Ok(found.into_iter().filter(|(p, id)| manifest.get(p) != id.as_ref()).collect())
+    }
+
+    /// Only `paths`: those whose state now differs from `manifest`'s, with it.
+    pub fn rescan<'p>(&mut self, manifest: &Manifest, paths: impl IntoIterator<Item = &'p String>) -> io::Result<Delta> {
+        let now_ns = now_ns();
+        let mut out = Delta::new();
         for rel in paths {
-            match self.state_of(rel, now_ns)? {
-                Some(id) => out.insert(rel.clone(), id),
-                None => out.remove(rel),
-            };
+            let id = self.state_of(rel, now_ns)?;
+            if manifest.get(rel) != id.as_ref() {
+                out.push((rel.clone(), id));
+            }
         }
         Ok(out)
     }
@@ -229,26 +301,57 @@ pub fn is_tracked_path(rel: &str) -> bool {
     !rel.is_empty()
 }
 
-/// Every regular file the ignore rules leave in, workspace-relative.
-fn walk(workspace: &Path) -> Vec<String> {
+fn now_ns() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX)
+}
+
+/// Whether `path` is `dir` or inside it (`""` holds everything).
+fn is_under(path: &str, dir: &str) -> bool {
+    dir.is_empty() || path.strip_prefix(dir).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Every regular file the ignore rules leave in, workspace-relative, under folder `from` (`""`: the
+/// workspace) to `depth` levels (`only`: of its entries, only the one of that name); each folder walked is added
+/// to `watch` before it is read. Walking a folder applies its parents' ignore files too, so any part of the
+/// tree gets the answer a walk of the whole gives.
+fn walk(
+    workspace: &Path,
+    from: &str,
+    depth: Option<usize>,
+    only: Option<&str>,
+    mut watch: Option<&mut Watch>,
+) -> Vec<String> {
     let mut out = Vec::new();
-    let walker = ignore::WalkBuilder::new(workspace)
+    let start = if from.is_empty() { workspace.to_path_buf() } else { workspace.join(from) };
+    if !fs::symlink_metadata(&start).is_ok_and(|m| m.is_dir()) {
+        return out;
+    }
+    let ws = workspace.to_path_buf();
+    let only = only.map(std::ffi::OsString::from);
+    let walker = ignore::WalkBuilder::new(&start)
         .hidden(false)
         .git_global(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|e| {
+        .max_depth(depth)
+        .filter_entry(move |e| {
             let name = e.file_name();
-            name != ".git" && !(e.depth() == 1 && name == ROOT_DIR_NAME)
+            name != ".git"
+                && !(name == ROOT_DIR_NAME && e.path().parent() == Some(ws.as_path()))
+                && (e.depth() != 1 || only.as_ref().is_none_or(|o| o == name))
         })
         .build();
     for entry in walker.flatten() {
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        if let Ok(rel) = entry.path().strip_prefix(workspace)
-            && let Some(rel) = rel.to_str()
-        {
+        let Some(t) = entry.file_type() else { continue };
+        let Ok(rel) = entry.path().strip_prefix(workspace) else { continue };
+        let Some(rel) = rel.to_str() else { continue };
+        if t.is_dir() {
+            if entry.depth() > 0
+                && let Some(w) = watch.as_deref_mut()
+            {
+                w.add(workspace, rel);
+            }
+        } else if t.is_file() {
             out.push(rel.to_string());
         }
     }

@@ -8,8 +8,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::scan::{Manifest, Scanner, StatCache, content_hash, is_restorable};
+use super::scan::{Delta, Manifest, Scanner, StatCache, content_hash, is_restorable};
 use super::store::{Store, hash_bytes};
+use super::watch::{Dirty, Watch};
 use crate::session::files::{BY_AGENT, BY_REWIND, BY_USER, FileChange, FilesRecord, RewindItem};
 
 pub struct Tracker {
@@ -24,7 +25,9 @@ pub struct Tracker {
     /// Paths the agent's file tools wrote: tracked even when the ignore rules leave them out.
     written: BTreeSet<String>,
     /// The state a checkpoint taken but not yet committed found.
-    pending: Option<Manifest>,
+    pending: Option<Pending>,
+    /// What changed since the last checkpoint, as the kernel tells it; `None`: every checkpoint walks the tree.
+    watch: Option<Watch>,
     /// The highest seq handed out: a user message may carry one whose record never reached the log.
     issued: u64,
 }
@@ -40,6 +43,7 @@ impl Tracker {
             records: Vec::new(),
             written: BTreeSet::new(),
             pending: None,
+            watch: Watch::new(),
             issued: 0,
         }
     }
@@ -93,13 +97,10 @@ impl Tracker {
 
     /// The record of what a rewind wrote (`from` → `to` of each item now at its `to`); commit it once logged.
     pub fn rewound(&mut self, applied: &[RewindItem]) -> FilesRecord {
-        let mut m = self.manifest.clone().unwrap_or_default();
+        let mut delta = Delta::new();
         let mut changes = Vec::new();
         for i in applied {
-            match &i.to {
-                Some(id) => m.insert(i.path.clone(), id.clone()),
-                None => m.remove(&i.path),
-            };
+            delta.push((i.path.clone(), i.to.clone()));
             changes.push(FileChange {
                 path: i.path.clone(),
                 before: i.from.clone(),
@@ -108,7 +109,7 @@ impl Tracker {
                 removed: 0,
             });
         }
-        self.pending = Some(m);
+        self.pending = Some(Pending { state: State::Delta(delta), covered: None, unchanged: false });
         FilesRecord {
             seq: self.next_seq(),
             turn: self.current_turn(),
@@ -128,14 +129,6 @@ impl Tracker {
     /// A checkpoint of the whole workspace, `by` whom the changes since the last one were made. The
     /// objects it names are durable when it returns; the caller logs the record, then [`Tracker::commit`]s it.
     pub fn take(&mut self, by: &str, call: &str, only: Option<&[String]>) -> crate::session::Result<FilesRecord> {
-        let extra: Vec<String> = self
-            .written
-            .iter()
-            .chain(self.manifest.iter().flat_map(|m| m.keys()))
-            .cloned()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
         let first = self.manifest.is_none();
         let mut scanner = Scanner {
             workspace: &self.workspace,
@@ -150,11 +143,28 @@ impl Tracker {
             path: self.workspace.clone(),
             source: e,
         };
-        let now = match (only, &self.manifest) {
-            (Some(paths), Some(m)) => scanner.rescan(m, paths.iter()),
-            _ => scanner.scan(extra.iter()),
-        }
-        .map_err(io)?;
+        // A write or an edit: the one path. Otherwise the places the watch names, or the whole tree.
+        let dirty = match (&self.manifest, &mut self.watch) {
+            (Some(_), Some(w)) if only.is_none() => Some(w.changes(&self.workspace)).filter(|d| !d.full),
+            _ => None,
+        };
+        let (state, covered) = match (only, &self.manifest, dirty, &mut self.watch) {
+            (Some(paths), Some(m), _, _) => (State::Delta(scanner.rescan(m, paths.iter()).map_err(io)?), None),
+            (None, Some(m), Some(dirty), Some(w)) => {
+                (State::Delta(scanner.update(m, &dirty, &self.written, w).map_err(io)?), Some(dirty))
+            }
+            (_, known, _, watch) => {
+                if let Some(w) = watch.as_mut() {
+                    w.restart(&self.workspace);
+                }
+                let now = scanner.scan(self.written.iter(), known.as_ref(), watch.as_mut()).map_err(io)?;
+                // A watch that missed folders (too many, or the kernel's limit) holds watches for nothing.
+                if watch.as_ref().is_some_and(|w| !w.is_whole()) {
+                    *watch = None;
+                }
+                (State::Full(now), None)
+            }
+        };
         let mut stored = scanner.stored;
         let seq = self.next_seq();
         if by == BY_USER {
@@ -167,20 +177,29 @@ impl Tracker {
             call: call.to_string(),
             ..Default::default()
         };
-        match &self.manifest {
-            None => {
-                let bytes = serde_json::to_vec(&now).map_err(|e| crate::session::Error::Invalid(e.to_string()))?;
+        match (&self.manifest, &state) {
+            (None, State::Full(now)) => {
+                let bytes = serde_json::to_vec(now).map_err(|e| crate::session::Error::Invalid(e.to_string()))?;
                 let hash = hash_bytes(&bytes);
                 stored |= self.store.put(&hash, &bytes)?;
                 record.base = Some(hash);
             }
-            Some(before) => record.changes = diff(&self.store, before, &now),
+            (None, State::Delta(_)) => unreachable!("a first checkpoint walks the tree"),
+            (Some(before), State::Full(now)) => record.changes = diff(&self.store, before, now),
+            (Some(before), State::Delta(delta)) => {
+                record.changes = delta
+                    .iter()
+                    .map(|(path, id)| change(&self.store, path, before.get(path).cloned(), id.clone()))
+                    .collect();
+                record.changes.sort_by(|a, b| a.path.cmp(&b.path));
+            }
         }
         if stored {
             self.store.sync()?;
         }
         self.cache.save(&self.workspace);
-        self.pending = Some(now);
+        let unchanged = record.base.is_none() && record.changes.is_empty();
+        self.pending = Some(Pending { state, covered, unchanged });
         Ok(record)
     }
 }
@@ -188,16 +207,53 @@ impl Tracker {
 impl Tracker {
     /// The record was logged: its state is the session's last.
     pub fn commit(&mut self, record: FilesRecord) {
-        if let Some(m) = self.pending.take() {
-            self.manifest = Some(m);
+        if let Some(p) = self.pending.take() {
+            match p.state {
+                State::Full(m) => self.manifest = Some(m),
+                State::Delta(delta) => {
+                    let m = self.manifest.get_or_insert_default();
+                    for (path, id) in delta {
+                        match id {
+                            Some(id) => m.insert(path, id),
+                            None => m.remove(&path),
+                        };
+                    }
+                }
+            }
+            if let (Some(covered), Some(w)) = (&p.covered, &mut self.watch) {
+                w.consumed(covered);
+            }
         }
         self.records.push(record);
     }
 
-    /// The record could not be logged: the next checkpoint compares with the last logged state again.
+    /// The record was not logged (or had nothing to say): the next checkpoint compares with the last logged
+    /// state again.
     pub fn forget(&mut self) {
-        self.pending = None;
+        let Some(p) = self.pending.take() else { return };
+        match (&p.state, &p.covered, &mut self.watch) {
+            // Nothing changed there: the last logged state still holds for what the watch told.
+            (_, Some(covered), Some(w)) if p.unchanged => w.consumed(covered),
+            // A full scan restarted the watch: what it found must be found again.
+            (State::Full(_), _, Some(w)) if !p.unchanged => w.lose(),
+            _ => {}
+        }
     }
+}
+
+/// A checkpoint taken, not yet logged.
+struct Pending {
+    state: State,
+    /// What the watch told that this checkpoint looked at.
+    covered: Option<Dirty>,
+    /// It found no change.
+    unchanged: bool,
+}
+
+/// The files' state a checkpoint found: whole, or what changed from the last.
+enum State {
+    Full(Manifest),
+    Delta(Delta),
 }
 
 /// The changes from `before` to `after`, each with its lines added and removed.
