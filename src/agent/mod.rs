@@ -94,6 +94,8 @@ pub struct SessionLog {
     /// The writer's context, apart from its lock: the editor asks for it (status, current) while a
     /// write, a checkpoint twice a second while an answer streams, holds the writer through its sync.
     ctx: OnceLock<Context>,
+    /// Entries written with the next message, in its write and its sync: (before it, after it).
+    staged: Mutex<(Vec<session::Entry>, Vec<session::Entry>)>,
 }
 
 impl SessionLog {
@@ -103,12 +105,19 @@ impl SessionLog {
             opts,
             writer: Mutex::new(None),
             ctx: OnceLock::new(),
+            staged: Mutex::default(),
         })
     }
 
     fn opened(workspace: &Path, opts: WriterOptions, writer: Writer) -> Arc<SessionLog> {
         let ctx = OnceLock::from(writer.context().clone());
-        Arc::new(SessionLog { workspace: workspace.to_path_buf(), opts, writer: Mutex::new(Some(writer)), ctx })
+        Arc::new(SessionLog {
+            workspace: workspace.to_path_buf(),
+            opts,
+            writer: Mutex::new(Some(writer)),
+            ctx,
+            staged: Mutex::default(),
+        })
     }
 
     /// The session's context, once it exists. Never waits on a write.
@@ -142,6 +151,17 @@ impl SessionLog {
         writer.append_entry(entry).map_err(|e| e.to_string())
     }
 
+    /// Has `entry` written with the next message appended (`after` it or before it): one sync for both.
+    pub(crate) fn stage(&self, entry: session::Entry, after: bool) {
+        let mut s = self.staged.lock().unwrap_or_else(|p| p.into_inner());
+        if after { s.1.push(entry) } else { s.0.push(entry) }
+    }
+
+    /// Takes what was staged: the write that takes it writes it (or fails with it).
+    pub(crate) fn take_staged(&self) -> (Vec<session::Entry>, Vec<session::Entry>) {
+        std::mem::take(&mut *self.staged.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// Writes a checkpoint of a streaming answer. Never creates the session: an answer streams only
     /// after its question was written.
     fn checkpoint(&self, answer: &str, at: usize, text: &str) -> Result<(), String> {
@@ -153,7 +173,12 @@ impl SessionLog {
     fn hooks(self: &Arc<Self>) -> Hooks {
         let (a, r) = (self.clone(), self.clone());
         Hooks {
-            on_append: Box::new(move |m| Ok(a.with_writer(|w| w.append(m))?)),
+            on_append: Box::new(move |m| {
+                Ok(a.with_writer(|w| {
+                    let (before, after) = a.take_staged();
+                    w.append_between(before, m, after)
+                })?)
+            }),
             on_replace: Box::new(move |reason, msgs| Ok(r.with_writer(|w| w.replace(reason, msgs))?)),
         }
     }

@@ -57,16 +57,28 @@ impl Agent {
         taken.and_then(Result::ok)
     }
 
-    /// Logs a checkpoint taken by [`Agent::checkpoint_before_message`].
-    pub(crate) fn log_checkpoint(&self, record: FilesRecord) {
-        if let Some(tracker) = &self.files {
-            let _ = self.log_files(&mut lock(tracker), record);
+    /// Has a checkpoint's record written with the next message (`after` it: the user's message; before it: a
+    /// tool call's result), in the same write and sync; [`Agent::settle_checkpoint`] once the message is added.
+    pub(crate) fn stage_checkpoint(&self, record: &FilesRecord, after: bool) {
+        self.log.stage(Entry::files(record.clone(), now()), after);
+    }
+
+    /// After the message a checkpoint was staged with: `written`, it is logged and becomes the tracker's last
+    /// state. A message that went another way (a resync rewrites the history) left it staged: logged on its own.
+    pub(crate) fn settle_checkpoint(&self, record: FilesRecord, written: bool) {
+        let (before, after) = self.log.take_staged();
+        let Some(tracker) = &self.files else { return };
+        let mut t = lock(tracker);
+        if before.is_empty() && after.is_empty() {
+            if written { t.commit(record) } else { t.forget() }
+        } else {
+            let _ = self.log_files(&mut t, record);
         }
     }
 
     /// The checkpoint after a tool call that can change files: the one path a write or an edit named,
-    /// everything after a command. Logged only when something changed.
-    pub(crate) async fn checkpoint_after_tool(&self, call: &ToolCall) {
+    /// everything after a command. Returned (and staged before the call's result) only when something changed.
+    pub(crate) async fn checkpoint_after_tool(&self, call: &ToolCall) -> Option<FilesRecord> {
         let only = match call.name.as_str() {
             "write_file" | "edit_file" => match call.arguments.get("path").and_then(|p| p.as_str()) {
                 Some(p) => {
@@ -74,10 +86,10 @@ impl Agent {
                     let rel = p.strip_prefix(&self.config.workspace).unwrap_or(p);
                     Some(vec![normalize(&rel.to_string_lossy())])
                 }
-                None => return,
+                None => return None,
             },
             "run_command" => None,
-            _ => return,
+            _ => return None,
         };
         let id = call.id.clone();
         let taken = self
@@ -88,14 +100,13 @@ impl Agent {
                 t.take(BY_AGENT, &id, only.as_deref()).map_err(|e| e.to_string())
             })
             .await;
-        let Some(Ok(record)) = taken else { return };
-        let tracker = self.files.clone().expect("taken");
-        let mut t = lock(&tracker);
+        let Some(Ok(record)) = taken else { return None };
         if record.changes.is_empty() {
-            t.forget();
-            return;
+            lock(self.files.as_ref().expect("taken")).forget();
+            return None;
         }
-        let _ = self.log_files(&mut t, record);
+        self.stage_checkpoint(&record, false);
+        Some(record)
     }
 
     /// The files changed since the session's last checkpoint, by anyone (nothing is logged).

@@ -221,10 +221,14 @@ impl Agent {
         let taken = self.checkpoint_before_message().await;
         self.forget_undo();
         let turn = taken.as_ref().map_or(0, |r| r.seq);
-        self.conversation.add(Message { turn, ..Message::user(text) })?;
-        if let Some(record) = taken {
-            self.log_checkpoint(record);
+        if let Some(record) = &taken {
+            self.stage_checkpoint(record, true);
         }
+        let added = self.conversation.add(Message { turn, ..Message::user(text) });
+        if let Some(record) = taken {
+            self.settle_checkpoint(record, added.is_ok());
+        }
+        added?;
         if was_unsaved {
             let _ = events.send(Event::Saved { ok: true, error: None });
         }
@@ -343,9 +347,14 @@ impl Agent {
                 return Err(Stop::Cancelled);
             };
             let content = self.keep_blobs(output.content, output.blobs)?;
-            // What the call did to the files, before its result: a crash between the two loses neither.
-            self.checkpoint_after_tool(call).await;
-            self.record_result(call, content, output.is_error, output.sandbox, events)?;
+            // What the call did to the files, before its result and in the same write: a crash loses neither
+            // alone.
+            let checkpoint = self.checkpoint_after_tool(call).await;
+            let recorded = self.record_result(call, content, output.is_error, output.sandbox, events);
+            if let Some(record) = checkpoint {
+                self.settle_checkpoint(record, recorded.is_ok());
+            }
+            recorded?;
         }
         Ok(())
     }

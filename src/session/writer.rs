@@ -118,8 +118,17 @@ impl Writer {
 
     /// Appends one message; when this returns `Ok`, the line is on disk.
     pub fn append(&self, msg: &Message) -> Result<()> {
+        self.append_between(Vec::new(), msg, Vec::new())
+    }
+
+    /// Appends `msg` with `before` and `after` around it: one write, one sync (a message and the rewind
+    /// checkpoint that goes with it cost one flush, not two). A torn tail loses the last lines first.
+    pub fn append_between(&self, before: Vec<Entry>, msg: &Message, after: Vec<Entry>) -> Result<()> {
         let msg = self.as_logged(msg)?;
-        self.write_entry(Entry::from_message(msg))
+        let mut entries = before;
+        entries.push(Entry::from_message(msg));
+        entries.extend(after);
+        self.write_entries(entries)
     }
 
     /// Records that the whole history was replaced (compaction, resync): one line, applied whole or
@@ -161,17 +170,28 @@ impl Writer {
         })
     }
 
-    fn write_entry(&self, mut entry: Entry) -> Result<()> {
+    fn write_entry(&self, entry: Entry) -> Result<()> {
+        self.write_entries(vec![entry])
+    }
+
+    fn write_entries(&self, mut entries: Vec<Entry>) -> Result<()> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if !inner.wrote_entry && !self.opts.model.is_empty() && entry.model.is_empty() {
+        if let Some(entry) = entries.first_mut()
+            && !inner.wrote_entry
+            && !self.opts.model.is_empty()
+            && entry.model.is_empty()
+        {
             entry.model = self.opts.model.clone();
         }
-        let mut line = serde_json::to_vec(&entry).map_err(|e| Error::Io {
-            action: "cannot encode entry for".into(),
-            path: self.ctx.jsonl_path.clone(),
-            source: io::Error::other(e),
-        })?;
-        line.push(b'\n');
+        let mut line = Vec::new();
+        for entry in &entries {
+            serde_json::to_writer(&mut line, entry).map_err(|e| Error::Io {
+                action: "cannot encode entry for".into(),
+                path: self.ctx.jsonl_path.clone(),
+                source: io::Error::other(e),
+            })?;
+            line.push(b'\n');
+        }
         let path = &self.ctx.jsonl_path;
         if inner.needs_truncate {
             inner.truncate_back().map_err(io_err("cannot repair after an earlier failed write to", path))?;
