@@ -28,6 +28,10 @@ pub type Delta = Vec<(String, Option<String>)>;
 
 pub const STAT_CACHE_FILE_NAME: &str = "stat-cache.json";
 
+/// New objects of one checkpoint up to this many bytes in all are copied into its log line (and need no
+/// sync of their own); more are synced before the line is written.
+pub const INLINE_MAX_BYTES: usize = 256 * 1024;
+
 /// Files over this size are recorded as changed, not kept (the `rewind.max_file_bytes` default).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -103,10 +107,14 @@ pub struct Scanner<'a> {
     pub store: &'a Store,
     pub cache: &'a mut StatCache,
     pub max_file_bytes: u64,
-    /// Set by the scan when it stored an object (the checkpoint must [`Store::sync`] before logging).
+    /// Set by the scan when it stored an object (the checkpoint must [`Store::sync`] before logging, unless
+    /// they are all in `fresh`).
     pub stored: bool,
-    /// Check that every object a cached id names is in the store (a session's first checkpoint: its base
-    /// must be restorable whatever a cleanup removed).
+    /// The objects the scan stored, with their bytes, while they fit in [`INLINE_MAX_BYTES`]; `None` once
+    /// they do not.
+    pub fresh: Option<Vec<(String, Vec<u8>)>>,
+    /// Check that every object a cached id names is in the store, whole (a session's first checkpoint: its base
+    /// must be restorable whatever a cleanup removed or a crash cut short).
     pub verify_store: bool,
 }
 
@@ -215,6 +223,15 @@ impl Scanner<'_> {
         Ok(out)
     }
 
+    fn note_fresh(&mut self, hash: &str) {
+        let Some(fresh) = &mut self.fresh else { return };
+        let held: usize = fresh.iter().map(|(_, b)| b.len()).sum();
+        match self.store.get(hash) {
+            Ok(bytes) if held + bytes.len() <= INLINE_MAX_BYTES => fresh.push((hash.to_string(), bytes)),
+            _ => self.fresh = None,
+        }
+    }
+
     /// The content id of one file; `None` when it is not a regular file (gone, a link, a folder).
     fn state_of(&mut self, rel: &str, now_ns: i64) -> io::Result<Option<String>> {
         if !is_tracked_path(rel) {
@@ -230,7 +247,7 @@ impl Scanner<'_> {
         let key = StatKey::of(&meta);
         if let Some((k, id)) = self.cache.files.get(rel)
             && *k == key
-            && (!self.verify_store || id.starts_with("big:") || self.store.has(content_hash(id)))
+            && (!self.verify_store || id.starts_with("big:") || self.store.size(content_hash(id)) == Some(key.size))
         {
             return Ok(Some(id.clone()));
         }
@@ -238,6 +255,9 @@ impl Scanner<'_> {
             return Ok(None);
         };
         self.stored |= stored;
+        if stored {
+            self.note_fresh(content_hash(&id));
+        }
         // Racy clean: a file written in the last two seconds could change again within its time stamp's step.
         if key.mtime_ns < now_ns - 2_000_000_000 && key.ctime_ns < now_ns - 2_000_000_000 {
             self.cache.files.insert(rel.to_string(), (key, id.clone()));

@@ -49,10 +49,17 @@ impl Store {
         self.path(hash).is_some_and(|p| fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
     }
 
-    /// Stores `data` under its hash unless it is there already. Not synced: see [`Store::sync`].
+    /// The size of object `hash` on disk, if it is there.
+    pub fn size(&self, hash: &str) -> Option<u64> {
+        self.path(hash).and_then(|p| fs::symlink_metadata(p).ok()).filter(|m| m.is_file()).map(|m| m.len())
+    }
+
+    /// Stores `data` under its hash unless it is there already. Not synced: see [`Store::sync`] (or a
+    /// checkpoint's copies, [`crate::session::files::FilesRecord::copies`]).
     pub fn put(&self, hash: &str, data: &[u8]) -> crate::session::Result<bool> {
         let path = self.path(hash).ok_or_else(|| crate::session::Error::Invalid(format!("bad object name {hash}")))?;
-        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        // There already, whole (a copy a crash cut short, never synced, is written again).
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == data.len() as u64) {
             return Ok(false);
         }
         let parent = path.parent().expect("an object has a folder");

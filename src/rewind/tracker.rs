@@ -52,6 +52,8 @@ impl Tracker {
     /// highest `turn` a message of the history carries (its record may have been lost).
     pub fn resume(workspace: &Path, max_file_bytes: u64, records: Vec<FilesRecord>, last_turn: u64) -> Tracker {
         let mut t = Tracker::new(workspace, max_file_bytes);
+        let mut records = records;
+        restore_copies(&t.store, &mut records);
         t.issued = last_turn;
         t.manifest = rebuild(&t.store, &records);
         for r in &records {
@@ -136,6 +138,7 @@ impl Tracker {
             cache: &mut self.cache,
             max_file_bytes: self.max_file_bytes,
             stored: false,
+            fresh: Some(Vec::new()),
             verify_store: first,
         };
         let io = |e: std::io::Error| crate::session::Error::Io {
@@ -166,6 +169,7 @@ impl Tracker {
             }
         };
         let mut stored = scanner.stored;
+        let fresh = scanner.fresh.take();
         let seq = self.next_seq();
         if by == BY_USER {
             self.issued = seq;
@@ -194,8 +198,16 @@ impl Tracker {
                 record.changes.sort_by(|a, b| a.path.cmp(&b.path));
             }
         }
-        if stored {
-            self.store.sync()?;
+        // Small new objects ride in the record's line (its own sync makes them durable); a base, or more, is
+        // synced now, before the line that names it is written.
+        match fresh {
+            Some(fresh) if stored && record.base.is_none() => {
+                use base64::Engine;
+                let b64 = base64::engine::general_purpose::STANDARD;
+                record.copies = fresh.into_iter().map(|(h, bytes)| (h, b64.encode(bytes))).collect();
+            }
+            _ if stored => self.store.sync()?,
+            _ => {}
         }
         self.cache.save(&self.workspace);
         let unchanged = record.base.is_none() && record.changes.is_empty();
@@ -206,7 +218,8 @@ impl Tracker {
 
 impl Tracker {
     /// The record was logged: its state is the session's last.
-    pub fn commit(&mut self, record: FilesRecord) {
+    pub fn commit(&mut self, mut record: FilesRecord) {
+        record.copies.clear();
         if let Some(p) = self.pending.take() {
             match p.state {
                 State::Full(m) => self.manifest = Some(m),
@@ -254,6 +267,25 @@ struct Pending {
 enum State {
     Full(Manifest),
     Delta(Delta),
+}
+
+/// Puts back the objects a crash took before they reached the disk, from the copies in the records that name
+/// them (then drops the copies: the store has them). Never fails: an object that cannot be put back is "not
+/// restorable" where a rewind needs it.
+fn restore_copies(store: &Store, records: &mut [FilesRecord]) {
+    use base64::Engine;
+    let mut put = false;
+    for r in records.iter_mut() {
+        for (hash, b64) in std::mem::take(&mut r.copies) {
+            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b64.as_bytes()) else { continue };
+            if store.size(&hash) != Some(bytes.len() as u64) && hash_bytes(&bytes) == hash {
+                put |= store.put(&hash, &bytes).unwrap_or(false);
+            }
+        }
+    }
+    if put {
+        let _ = store.sync();
+    }
 }
 
 /// The changes from `before` to `after`, each with its lines added and removed.

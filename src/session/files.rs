@@ -36,6 +36,11 @@ pub struct FilesRecord {
     pub base: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<FileChange>,
+    /// Copies (base64) of the small objects this checkpoint stored new, by hash: durable with this line, so
+    /// the objects need no sync of their own on a turn's path; a start after a crash puts back any that never
+    /// reached the disk. Only kept in the log (dropped from memory once written).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub copies: std::collections::BTreeMap<String, String>,
 }
 
 /// A file that changed between two checkpoints.
