@@ -1,6 +1,8 @@
 //! Rewind's checkpoint cost, side by side with what Conductor and Cline do per message (`git add -A && git
 //! write-tree` into a private index of the same tree) in one run, and a turn with three tool calls with
-//! checkpoints on and off.
+//! checkpoints on and off. The checkpoint is measured twice: as the editor takes it (its inotify watch names
+//! the folders that changed) and with the watch off (a walk of the whole tree with the stat cache: what every
+//! checkpoint costs where inotify is missing or the workspace has more folders than the watch takes).
 //!
 //! Run with `cargo bench --bench rewind` (`-- --write` puts the table into `doc/benchmarks.md`). The workspace:
 //! 10,000 files of 20 KiB (200 MB) in 100 folders, in `target/bench-tmp/rewind`. Each warm figure is a median
@@ -25,6 +27,9 @@ use tokio::sync::mpsc;
 const FILES: usize = 10_000;
 const FILE_BYTES: usize = 20 * 1024;
 const ROUNDS: usize = 9;
+/// Turns measured each way (alternated): a turn is tens of milliseconds, most of them the log's syncs, so the
+/// medians need more rounds than the checkpoints' to be steady on a shared machine.
+const TURNS: usize = 15;
 
 fn main() {
     let write = std::env::args().any(|a| a == "--write");
@@ -59,19 +64,26 @@ fn main() {
     tracker.commit(r);
     let ours_cold = t.elapsed();
 
-    let (mut gits, mut ours) = (Vec::new(), Vec::new());
+    assert!(tracker.is_watching(), "the checkpoint measured is the editor's, with its watch");
+    let mut walking = Tracker::new(&ws, pseudoclaude::rewind::DEFAULT_MAX_FILE_BYTES).unwatched();
+    let r = walking.take("user", "", None).expect("checkpoint");
+    walking.commit(r);
+
+    let (mut gits, mut ours, mut walks) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         touch(&ws, round);
         // Alternate who goes first: the page cache favours neither.
         if round % 2 == 0 {
             gits.push(git(&ws));
             ours.push(checkpoint(&mut tracker));
+            walks.push(checkpoint(&mut walking));
         } else {
+            walks.push(checkpoint(&mut walking));
             ours.push(checkpoint(&mut tracker));
             gits.push(git(&ws));
         }
     }
-    let (g, o) = (median(&mut gits), median(&mut ours));
+    let (g, o, w) = (median(&mut gits), median(&mut ours), median(&mut walks));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let (on, off) = rt.block_on(turns(&root));
 
@@ -82,6 +94,13 @@ fn main() {
         ms(o),
         ms(g),
         o.as_secs_f64() / g.as_secs_f64()
+    );
+    let _ = writeln!(
+        out,
+        "| The same with the watch off (a walk of the whole tree with the stat cache) | {} | {} | {:.2}x | - |",
+        ms(w),
+        ms(g),
+        w.as_secs_f64() / g.as_secs_f64()
     );
     let _ = writeln!(
         out,
@@ -107,7 +126,7 @@ fn main() {
             .find("\n## ")
             .map_or(doc.len(), |i| start + head.len() + i + 1);
         let section = format!(
-            "{head}\nProduced by `cargo bench --bench rewind -- --write` (`benches/rewind.rs`; {FILES} files of {} KiB, medians of {ROUNDS} rounds, each changing one file first; the turn: medians of 5, a provider that answers at once, so the checkpoints' whole cost shows).\n\n{out}\n",
+            "{head}\nProduced by `cargo bench --bench rewind -- --write` (`benches/rewind.rs`; {FILES} files of {} KiB, medians of {ROUNDS} rounds, each changing one file first; the turn: medians of {TURNS}, a provider that answers at once, so the checkpoints' whole cost shows).\n\n{out}\n",
             FILE_BYTES / 1024
         );
         let mut new = doc.clone();
@@ -198,7 +217,7 @@ impl Approver for Never {
 async fn turns(root: &Path) -> (Duration, Duration) {
     let ws = root.join("ws");
     let (mut on, mut off) = (Vec::new(), Vec::new());
-    for round in 0..10 {
+    for round in 0..2 * TURNS {
         let enabled = round % 2 == 0;
         let mut c = AgentConfig::new(&ws);
         c.auto_approve = AutoApprove { write_file: true, edit_file: true, run_command: true };

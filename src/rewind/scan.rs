@@ -177,7 +177,9 @@ impl Scanner<'_> {
                 found.insert(rel, id);
             }
             let prefix = format!("{t}/");
-            for old in manifest.range::<String, _>(prefix.clone()..).map(|(k, _)| k).take_while(|k| k.starts_with(&prefix)) {
+            for old in
+                manifest.range::<String, _>(prefix.clone()..).map(|(k, _)| k).take_while(|k| k.starts_with(&prefix))
+            {
                 if !seen.contains(old) {
                     found.insert(old.clone(), self.state_of(old, now_ns)?);
                 }
@@ -211,7 +213,11 @@ impl Scanner<'_> {
     }
 
     /// Only `paths`: those whose state now differs from `manifest`'s, with it.
-    pub fn rescan<'p>(&mut self, manifest: &Manifest, paths: impl IntoIterator<Item = &'p String>) -> io::Result<Delta> {
+    pub fn rescan<'p>(
+        &mut self,
+        manifest: &Manifest,
+        paths: impl IntoIterator<Item = &'p String>,
+    ) -> io::Result<Delta> {
         let now_ns = now_ns();
         let mut out = Delta::new();
         for rel in paths {

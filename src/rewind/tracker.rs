@@ -67,6 +67,18 @@ impl Tracker {
         t
     }
 
+    /// Drops the watch: every checkpoint walks the tree (with the stat cache). For the benchmark's row of a
+    /// full scan.
+    pub fn unwatched(mut self) -> Tracker {
+        self.watch = None;
+        self
+    }
+
+    /// Whether checkpoints are told what changed (an inotify watch holds) rather than walking the tree.
+    pub fn is_watching(&self) -> bool {
+        self.watch.as_ref().is_some_and(|w| w.is_whole())
+    }
+
     pub fn store(&self) -> &Store {
         &self.store
     }

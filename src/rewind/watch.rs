@@ -42,7 +42,6 @@ pub struct Dirty {
     pub files: BTreeSet<String>,
 }
 
-
 pub struct Watch {
     fd: OwnedFd,
     /// Watch descriptor to the folder it watches (workspace-relative).
@@ -233,4 +232,3 @@ fn exclude_stat(workspace: &Path) -> Option<(i64, i64, u64)> {
     let m = std::fs::metadata(workspace.join(".git/info/exclude")).ok()?;
     Some((m.mtime(), m.mtime_nsec(), m.size()))
 }
-

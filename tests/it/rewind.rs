@@ -407,3 +407,122 @@ async fn the_cli_lists_a_sessions_changes_and_rewinds_it() {
     assert_eq!(code, Some(0));
     assert_eq!(session::load(&Context::open(ws.path(), &id).unwrap()).unwrap().messages.len(), 0);
 }
+
+#[test]
+fn a_checkpoint_told_by_the_watch_equals_a_walk_of_the_whole_tree() {
+    use pseudoclaude::rewind::{DEFAULT_MAX_FILE_BYTES, Tracker};
+    use std::os::unix::fs::PermissionsExt;
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    seed(w);
+    fs::write(w.join("src/.gitignore"), "*.log\n").unwrap();
+    let mut watched = Tracker::new(w, DEFAULT_MAX_FILE_BYTES);
+    let r = watched.take("user", "", None).unwrap();
+    watched.commit(r);
+    assert!(watched.is_watching(), "inotify is there on Linux: the watch must hold");
+    let away = outside.path().join("deep");
+    type Step = Box<dyn Fn(&Path)>;
+    let steps: Vec<(&str, Step)> = vec![
+        ("a file changed", Box::new(|w| fs::write(w.join("src/a.rs"), "fn a() { 2 }\n").unwrap())),
+        ("a file created", Box::new(|w| fs::write(w.join("src/new.rs"), "new\n").unwrap())),
+        ("a file a nested rule ignores", Box::new(|w| fs::write(w.join("src/deep/x.log"), "log\n").unwrap())),
+        (
+            "folders created at once, files in them",
+            Box::new(|w| {
+                fs::create_dir_all(w.join("new/a/b")).unwrap();
+                fs::write(w.join("new/a/b/c.txt"), "c\n").unwrap();
+                fs::write(w.join("new/a/d.txt"), "d\n").unwrap();
+            }),
+        ),
+        (
+            "an ignored folder created inside a new one",
+            Box::new(|w| {
+                fs::create_dir_all(w.join("new/a/target")).unwrap();
+                fs::write(w.join("new/a/target/out.o"), "o\n").unwrap();
+            }),
+        ),
+        ("a folder renamed", Box::new(|w| fs::rename(w.join("new"), w.join("renamed")).unwrap())),
+        ("a folder removed", Box::new(|w| fs::remove_dir_all(w.join("renamed/a/b")).unwrap())),
+        (
+            "made executable",
+            Box::new(|w| fs::set_permissions(w.join("src/a.rs"), fs::Permissions::from_mode(0o755)).unwrap()),
+        ),
+        ("a file removed", Box::new(|w| fs::remove_file(w.join("notes.txt")).unwrap())),
+        ("a folder moved out of the workspace", Box::new(move |w| fs::rename(w.join("src/deep"), &away).unwrap())),
+        (
+            "a rule removed: what it ignored comes in",
+            Box::new(|w| fs::write(w.join(".gitignore"), "# nothing\n").unwrap()),
+        ),
+        (
+            "a file changed in a folder that moved out and back",
+            Box::new(|w| {
+                fs::create_dir_all(w.join("back")).unwrap();
+                fs::write(w.join("back/late.txt"), "late\n").unwrap();
+            }),
+        ),
+    ];
+    for (what, step) in steps {
+        step(w);
+        let r = watched.take("user", "", None).unwrap();
+        watched.commit(r);
+        let mut walked = Tracker::new(w, DEFAULT_MAX_FILE_BYTES).unwatched();
+        let r = walked.take("user", "", None).unwrap();
+        walked.commit(r);
+        assert_eq!(watched.manifest(), walked.manifest(), "after: {what}");
+        assert!(watched.is_watching(), "after: {what}");
+    }
+    // The folder that moved out changes outside the workspace: nothing of it is news.
+    fs::write(outside.path().join("deep/b.rs"), "changed outside\n").unwrap();
+    let r = watched.take("user", "", None).unwrap();
+    assert!(r.changes.is_empty(), "{:?}", r.changes);
+}
+
+/// Every entry of a session's log, parsed.
+fn entries(path: &Path) -> Vec<serde_json::Value> {
+    fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_calls_new_content_is_durable_in_its_log_line_and_a_start_puts_back_what_a_crash_lost() {
+    let ws = tempfile::tempdir().unwrap();
+    seed(ws.path());
+    let agent = Agent::new(
+        config(ws.path()),
+        scripted(vec![("writing", vec![write("c1", "src/new.txt", "brand new\n")]), ("done", vec![])]),
+        Arc::new(Never),
+    );
+    turn(&agent, "write it").await;
+    let ctx = agent.current().unwrap();
+    let log = entries(&ctx.jsonl_path);
+    let kinds: Vec<String> = log
+        .iter()
+        .map(|e| match e["type"].as_str().unwrap() {
+            "message" if e["tool_result"].is_object() => "result".to_string(),
+            "message" => format!("{}:{}", e["role"].as_str().unwrap(), e["turn"].as_u64().unwrap_or(0)),
+            "files" => format!("files:{}", e["files"]["by"].as_str().unwrap()),
+            other => other.to_string(),
+        })
+        .filter(|k| k != "meta" && k != "usage")
+        .collect();
+    // The checkpoint before the message follows it; the one after the write comes before the write's result.
+    let at = |k: &str| kinds.iter().position(|x| x.starts_with(k)).unwrap_or_else(|| panic!("{k} in {kinds:?}"));
+    assert_eq!(at("files:user"), at("user:") + 1, "{kinds:?}");
+    assert_eq!(at("files:agent") + 1, at("result"), "{kinds:?}");
+    let hash = pseudoclaude::rewind::store::hash_bytes(b"brand new\n");
+    let write_entry = log.iter().find(|e| e["files"]["by"] == "agent").unwrap();
+    assert_eq!(write_entry["files"]["copies"][&hash], "YnJhbmQgbmV3Cg==", "{write_entry}");
+    drop(agent);
+    // The machine died before the object reached the disk: its file is there, empty.
+    let object = ws.path().join(".PseudoClaude/objects").join(&hash[..2]).join(&hash[2..]);
+    fs::write(&object, b"").unwrap();
+    let (agent, _) = Agent::resume(config(ws.path()), scripted(vec![]), Arc::new(Never), &ctx.id).unwrap();
+    assert_eq!(fs::read(&object).unwrap(), b"brand new\n");
+    // And what it holds can be rewound to: back before the message, then the undo writes it again.
+    let report = agent.rewind(1, &opts(true, false));
+    assert!(report.ok, "{report:?}");
+    assert!(!ws.path().join("src/new.txt").exists());
+    let undo = agent.undo_rewind(&opts(true, false));
+    assert!(undo.ok, "{undo:?}");
+    assert_eq!(fs::read_to_string(ws.path().join("src/new.txt")).unwrap(), "brand new\n");
+}
