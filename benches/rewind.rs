@@ -33,6 +33,8 @@ const TURNS: usize = 15;
 
 fn main() {
     let write = std::env::args().any(|a| a == "--write");
+    // The machine is shared: the table says how busy it was (the ratios are of one run; the times are not).
+    let load = fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split(' ').next().map(String::from));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-tmp/rewind");
     let _ = fs::remove_dir_all(&root);
     let ws = root.join("ws");
@@ -126,8 +128,9 @@ fn main() {
             .find("\n## ")
             .map_or(doc.len(), |i| start + head.len() + i + 1);
         let section = format!(
-            "{head}\nProduced by `cargo bench --bench rewind -- --write` (`benches/rewind.rs`; {FILES} files of {} KiB, medians of {ROUNDS} rounds, each changing one file first; the turn: medians of {TURNS}, a provider that answers at once, so the checkpoints' whole cost shows).\n\n{out}\n",
-            FILE_BYTES / 1024
+            "{head}\nProduced by `cargo bench --bench rewind -- --write` (`benches/rewind.rs`; {FILES} files of {} KiB, medians of {ROUNDS} rounds, each changing one file first; the turn: medians of {TURNS}, a provider that answers at once, so the checkpoints' whole cost shows; load average {} at the start).\n\n{out}\n",
+            FILE_BYTES / 1024,
+            load.as_deref().unwrap_or("unknown"),
         );
         let mut new = doc.clone();
         new.replace_range(start..end, &section);
