@@ -451,7 +451,10 @@ function H.put(buf, win, p, retried)
   wo.wrap, wo.linebreak = true, true
   wo.foldmethod, wo.foldenable, wo.foldlevel = "manual", true, 0
   require("pseudoclaude.highlights").setup()
-  require("pseudoclaude.picker.preview").show({ wins = { preview = win }, bufs = { preview = buf }, preview_folded = true }, p)
+  require("pseudoclaude.picker.preview").show(
+    { wins = { preview = win }, bufs = { preview = buf }, preview_folded = true },
+    p
+  )
 end
 
 return M

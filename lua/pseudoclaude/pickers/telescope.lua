@@ -158,11 +158,14 @@ function H.search_finder(state, previewer)
     end
     return line, out
   end
-  return setmetatable({ results = results, close = function()
-    if state.handle then
-      state.handle:cancel()
-    end
-  end }, {
+  return setmetatable({
+    results = results,
+    close = function()
+      if state.handle then
+        state.handle:cancel()
+      end
+    end,
+  }, {
     __call = function(_, prompt, process_result, process_complete)
       if state.handle then
         state.handle:cancel()
