@@ -42,6 +42,12 @@ pub struct Attachment {
     /// A `buffer` with unsaved changes: its text is not what the disk holds.
     #[serde(default)]
     pub modified: bool,
+    /// A `resource`'s MIME type, as its server gave it (set by the core when it reads the resource).
+    #[serde(default)]
+    pub mime: Option<String>,
+    /// Why it could not be read (set by the core: a `resource` its server could not give).
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// What the body of a `file` attachment is read with: the path as given → (workspace-relative
@@ -74,7 +80,11 @@ fn wrap(a: &Attachment, read: &ReadFile, spill: &Spill, threshold: usize) -> Str
     if a.modified {
         attrs.push(("modified", "true".to_string()));
     }
+    if let Some(mime) = &a.mime {
+        attrs.push(("mime", mime.clone()));
+    }
     let body = match (&a.text, a.kind.as_str()) {
+        _ if a.error.is_some() => Err(a.error.clone().unwrap_or_default()),
         (Some(t), _) => Ok(t.clone()),
         (None, "file") => read(&a.path).map(|(rel, text)| {
             attrs[1].1 = rel;
@@ -151,6 +161,8 @@ mod tests {
             filetype: Some("rust".into()),
             text: Some(text.into()),
             modified: false,
+            mime: None,
+            error: None,
         }
     }
 
@@ -185,6 +197,8 @@ mod tests {
             filetype: None,
             text: None,
             modified: false,
+            mime: None,
+            error: None,
         };
         let m = compose("t", &[file("ok.txt"), file("gone.txt")], &read, &no_spill, 1000);
         assert!(m.contains("<attachment kind=\"file\" path=\"ok.txt\">\nfine\n</attachment>"), "{m}");

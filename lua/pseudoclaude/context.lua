@@ -1,14 +1,14 @@
 --- Context from the editor for the next message: a range of a file buffer (`:[range]PseudoChat`,
 --- `<Plug>(PseudoChatSelection)`), and what the message mentions: `@path` (a workspace file, read by the core within
---- the workspace), `#buffer` (the current file buffer's text, unsaved changes included) and `#diagnostics` (its
+--- the workspace), `@SERVER:URI` (an MCP server's resource, read by the core from the server), `#buffer` (the current file buffer's text, unsaved changes included) and `#diagnostics` (its
 --- `vim.diagnostic` entries). The core wraps each one into the message (`src/attachment.rs`).
 
 local M = {}
 local H = {}
 
 ---@class pseudoclaude.Attachment
----@field kind "selection"|"buffer"|"diagnostics"|"file"
----@field path string Relative to the workspace when inside it.
+---@field kind "selection"|"buffer"|"diagnostics"|"file"|"resource"
+---@field path string Relative to the workspace when inside it; `SERVER:URI` for a resource.
 ---@field lines integer[]? `{first, last}` of a selection.
 ---@field filetype string?
 ---@field text string? Absent for a file (the core reads it).
@@ -98,17 +98,23 @@ function M.collect(text)
   end
   for raw in padded:gmatch("%s@([^%s]+)") do
     local path = H.existing(raw) or H.existing((raw:gsub("[%.,;:!?%)%]}'\"]+$", "")))
+    local resource = not path and H.resource(raw)
     if path then
       out[#out + 1] = { kind = "file", path = path }
+    elseif resource then
+      out[#out + 1] = { kind = "resource", path = resource }
     else
-      vim.notify(("pseudoclaude: @%s is not a file of the workspace: sent as text"):format(raw), vim.log.levels.WARN)
+      vim.notify(
+        ("pseudoclaude: @%s is not a file of the workspace nor SERVER:URI of an MCP server: sent as text"):format(raw),
+        vim.log.levels.WARN
+      )
     end
   end
   return out
 end
 
---- 'omnifunc' and 'completefunc' of the input buffer: completes the workspace path after an `@`, one folder at a time
---- (so nvim-cmp's and blink.cmp's omni sources offer it too).
+--- 'omnifunc' and 'completefunc' of the input buffer: completes the workspace path after an `@`, one folder at a time,
+--- and the running MCP servers' resources as `SERVER:URI` (so nvim-cmp's and blink.cmp's omni sources offer them too).
 ---@param findstart integer
 ---@param base string
 ---@return integer|table
@@ -121,10 +127,22 @@ function M.complete(findstart, base)
     end
     return at -- the byte after `@`, 0-based
   end
+  local items = {}
+  -- the servers' lists as the core last fetched them: nothing is asked of a server here
+  local ok, resources = pcall(require("pseudoclaude.core").call, "agent_mcp_resources")
+  for _, r in ipairs(ok and resources or {}) do
+    local word = r.server .. ":" .. r.uri
+    if word:sub(1, #base) == base then
+      local info = H.nonnil(r.description) or H.nonnil(r.name)
+      items[#items + 1] = { word = word, menu = r.server, kind = "resource", info = info }
+    end
+  end
+  if base:find(":", 1, true) then
+    return items
+  end
   local dir, prefix = base:match("^(.*/)([^/]*)$")
   dir, prefix = dir or "", prefix or base
   local root = require("pseudoclaude").workspace()
-  local items = {}
   for name, type in vim.fs.dir(root .. "/" .. dir) do
     if name:sub(1, #prefix) == prefix and name ~= ".git" and name ~= ".PseudoClaude" then
       local is_dir = type == "directory"
@@ -138,6 +156,42 @@ function M.complete(findstart, base)
 end
 
 -- Helpers ==============================================================================================================
+
+--- `SERVER:URI` when `raw` names a configured MCP server (a listed resource's URI as listed, else without the
+--- punctuation that ends a sentence), or nil.
+---@param raw string
+---@return string?
+function H.resource(raw)
+  local server, uri = raw:match("^([%w_.-]+):(.+)$")
+  if not server then
+    return nil
+  end
+  local known = false
+  local ok_status, servers = pcall(require("pseudoclaude.core").call, "agent_mcp_status")
+  for _, s in ipairs(ok_status and servers or {}) do
+    known = known or s.name == server
+  end
+  if not known then
+    return nil
+  end
+  local trimmed = uri:gsub("[%.,;:!?%)%]}'\"]+$", "")
+  local ok, resources = pcall(require("pseudoclaude.core").call, "agent_mcp_resources")
+  for _, r in ipairs(ok and resources or {}) do
+    if r.server == server and r.uri == uri then
+      return server .. ":" .. uri
+    end
+  end
+  return server .. ":" .. (trimmed ~= "" and trimmed or uri)
+end
+
+---@param v any
+---@return any
+function H.nonnil(v)
+  if v == vim.NIL then
+    return nil
+  end
+  return v
+end
 
 function H.is_file_buf(b)
   return vim.api.nvim_buf_is_valid(b)

@@ -402,6 +402,13 @@ impl Host {
         made
     }
 
+    /// The running MCP servers' resources as they last listed them (what `@SERVER:URI` completes to); none
+    /// before the first chat. Nothing is asked of a server here.
+    pub fn mcp_resources(&self) -> Vec<crate::mcp::ServerResource> {
+        let servers = self.mcp_servers(&mut lock(&self.state));
+        servers.map(|s| s.resources()).unwrap_or_default()
+    }
+
     /// Each configured MCP server's state, tools and last error (`stopped` before the first chat; a server of
     /// the workspace's `.mcp.json` not agreed to: `awaiting_consent`).
     pub fn mcp_status(&self) -> Vec<crate::mcp::Status> {

@@ -155,6 +155,18 @@ impl Agent {
         cancel: Cancel,
     ) {
         let was_unsaved = self.conversation.is_unsaved();
+        // `@SERVER:URI` resources are read from their servers first (on these threads, each within mcp.timeout).
+        let read = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            read = self.tools.read_resources(attachments) => Some(read),
+        };
+        let Some(attachments) = read else {
+            let _ = events.send(Event::Cancelled);
+            let _ = events.send(Event::TurnDone { stop_reason: "cancelled".into() });
+            return;
+        };
+        let attachments = attachments.as_slice();
         let text = match self.compose(text, attachments) {
             Ok(t) => t,
             Err(message) => {

@@ -252,6 +252,8 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         export("agent_status", |_| with_host(|h| Ok(h.status()))),
         // `mcp.status()`: each MCP server's state, tools and last error
         export("agent_mcp_status", |_| with_host(|h| Ok(h.mcp_status()))),
+        // `@SERVER:URI` completion: the running servers' resources, from memory
+        export("agent_mcp_resources", |_| with_host(|h| Ok(h.mcp_resources()))),
         export("agent_drain", |_| with_host(|h| Ok(h.drain()))),
         // `mcp.consent` answers: (name, "yes"|"no"|"later")
         export("agent_mcp_consent", |a| {

@@ -30,6 +30,8 @@ const GARBAGE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 #[derive(Default, Clone)]
 pub(super) struct Notices {
     pub(super) tool_changes: Arc<AtomicU64>,
+    /// `notifications/resources/list_changed`, counted the same way.
+    pub(super) resource_changes: Arc<AtomicU64>,
     pub(super) tools_changed: Arc<tokio::sync::Notify>,
 }
 
@@ -57,6 +59,12 @@ impl<T: RmcpTransport<RoleClient>> RmcpTransport<RoleClient> for Watched<T> {
             self.notices.tool_changes.fetch_add(1, Ordering::SeqCst);
             self.notices.tools_changed.notify_one();
         }
+        if let Some(JsonRpcMessage::Notification(n)) = &msg
+            && matches!(n.notification, ServerNotification::ResourceListChangedNotification(_))
+        {
+            self.notices.resource_changes.fetch_add(1, Ordering::SeqCst);
+            self.notices.tools_changed.notify_one();
+        }
         msg
     }
 
@@ -71,6 +79,8 @@ pub(super) struct Client {
     pub(super) notices: Notices,
     /// Of `notices.tool_changes`, how many the server's tool list reflects; held while listing again.
     pub(super) tools_listed: tokio::sync::Mutex<u64>,
+    /// The same for `notices.resource_changes`.
+    pub(super) resources_listed: tokio::sync::Mutex<u64>,
     /// The server's process id, which is also its process group's (it is started as a group leader).
     pgid: Option<i32>,
     pub(super) stderr: Arc<Mutex<Vec<String>>>,
@@ -247,7 +257,15 @@ impl Client {
         stderr: Arc<Mutex<Vec<String>>>,
         child: Option<tokio::process::Child>,
     ) -> Client {
-        Client { service, notices, tools_listed: tokio::sync::Mutex::new(0), pgid, stderr, _child: child }
+        Client {
+            service,
+            notices,
+            tools_listed: tokio::sync::Mutex::new(0),
+            resources_listed: tokio::sync::Mutex::new(0),
+            pgid,
+            stderr,
+            _child: child,
+        }
     }
 
     /// How many times the server said its tools changed.
@@ -265,6 +283,47 @@ impl Client {
                 input_schema: serde_json::Value::Object((*t.input_schema).clone()),
             })
             .collect())
+    }
+
+    /// Whether the server offers resources (its `resources` capability).
+    pub(super) fn has_resources(&self) -> bool {
+        self.service.peer().peer_info().is_some_and(|i| i.capabilities.resources.is_some())
+    }
+
+    /// `resources/list`, every page; plain data.
+    pub(super) async fn list_resources(&self) -> Result<Vec<super::ResourceInfo>, String> {
+        let list = self.service.list_all_resources().await.map_err(|e| format!("resources/list failed: {e}"))?;
+        let str_of = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+        Ok(list
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .filter_map(|v| {
+                Some(super::ResourceInfo {
+                    uri: str_of(&v, "uri")?,
+                    name: str_of(&v, "name").unwrap_or_default(),
+                    description: str_of(&v, "description"),
+                    mime_type: str_of(&v, "mimeType"),
+                })
+            })
+            .collect())
+    }
+
+    /// `resources/read`: the contents as the protocol's JSON (`[{uri, mimeType, text|blob}]`).
+    pub(super) async fn read_resource(&self, uri: &str) -> Result<Vec<serde_json::Value>, String> {
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_string());
+        match self.service.read_resource(params).await {
+            Ok(r) => {
+                let v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
+                Ok(v.get("contents").and_then(|c| c.as_array()).cloned().unwrap_or_default())
+            }
+            Err(rmcp::ServiceError::McpError(e)) => Err(format!("{} (code {})", e.message, e.code.0)),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// How many times the server said its resources changed.
+    pub(super) fn resource_changes(&self) -> u64 {
+        self.notices.resource_changes.load(Ordering::SeqCst)
     }
 
     /// One `tools/call`; the result as the protocol's JSON. Dropping the future sends

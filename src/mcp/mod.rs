@@ -9,6 +9,7 @@
 
 mod client;
 mod http;
+mod resource;
 mod result;
 pub mod workspace;
 
@@ -23,6 +24,7 @@ use tokio::sync::watch;
 
 use crate::provider::ToolSpec;
 use client::{CallError, Client};
+pub use resource::resource_text;
 pub use result::{Blob, CallOutput, blob_mark};
 
 /// `mcp.timeout`'s default, in seconds: the longest one call (or a server's start) may take.
@@ -175,6 +177,25 @@ pub struct ToolInfo {
     pub input_schema: serde_json::Value,
 }
 
+/// A server's resource, as `resources/list` gave it: what `@SERVER:URI` completes to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceInfo {
+    pub uri: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+}
+
+/// One entry of [`Servers::resources`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerResource {
+    pub server: String,
+    #[serde(flatten)]
+    pub resource: ResourceInfo,
+}
+
 /// Where a server is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -222,6 +243,7 @@ pub struct ConsentAsk {
 struct Slot {
     state: State,
     tools: Vec<ToolInfo>,
+    resources: Vec<ResourceInfo>,
     error: Option<String>,
     client: Option<Arc<Client>>,
     restarts: u32,
@@ -287,6 +309,7 @@ fn new_slot(state: State, error: Option<String>) -> Mutex<Slot> {
     Mutex::new(Slot {
         state,
         tools: Vec::new(),
+        resources: Vec::new(),
         error,
         client: None,
         restarts: 0,
@@ -578,6 +601,41 @@ impl Servers {
         names.into_iter().zip(all).map(|(name, (server, tool))| (name, server, tool)).collect()
     }
 
+    /// The running servers' resources, as they last listed them (nothing is asked here: the editor's
+    /// completion calls this on its main loop).
+    pub fn resources(&self) -> Vec<ServerResource> {
+        let mut out = Vec::new();
+        for s in self.all() {
+            let slot = lock(&s.slot);
+            out.extend(slot.resources.iter().map(|r| ServerResource { server: s.name.clone(), resource: r.clone() }));
+        }
+        out
+    }
+
+    /// Whether `name` is a configured server's (what `@SERVER:URI` must name).
+    pub fn has_server(&self, name: &str) -> bool {
+        self.all().iter().any(|s| s.name == name)
+    }
+
+    /// `resources/read` of `uri` on `server`, bounded by `mcp.timeout`: its contents as the protocol gives
+    /// them (`[{uri, mimeType, text|blob}]`), or why not, in one line.
+    pub async fn read_resource(&self, server: &str, uri: &str) -> Result<Vec<serde_json::Value>, String> {
+        let s = self
+            .all()
+            .into_iter()
+            .find(|s| s.name == server)
+            .ok_or_else(|| format!("there is no MCP server {server:?}"))?;
+        let client = self.client_for(&s).await?;
+        let timeout = self.ctx.timeout;
+        match tokio::time::timeout(timeout, client.read_resource(uri)).await {
+            Err(_) => Err(format!(
+                "the MCP server {server:?} did not answer resources/read within {} s (mcp.timeout)",
+                timeout.as_secs_f64()
+            )),
+            Ok(r) => r.map_err(|e| format!("the MCP server {server:?} could not read {uri}: {e}")),
+        }
+    }
+
     /// Each server's state, tools and last error.
     pub fn status(&self) -> Vec<Status> {
         self.all()
@@ -792,10 +850,14 @@ fn spawn_start(ctx: &Ctx, s: Arc<Server>) {
         let timeout = ctx2.timeout;
         let started = tokio::time::timeout(timeout, async {
             let client = Client::start(&s.name, &config, &ctx2.workspace, ctx2.log_file.as_deref()).await?;
-            match client.list_tools().await {
-                Ok(tools) => Ok((client, tools)),
-                Err(e) => Err(with_stderr(e, &client.stderr_tail())),
-            }
+            let tools = match client.list_tools().await {
+                Ok(tools) => tools,
+                Err(e) => return Err(with_stderr(e, &client.stderr_tail())),
+            };
+            // Resources are an extra: a server that fails to list them still offers its tools.
+            let resources =
+                if client.has_resources() { client.list_resources().await.unwrap_or_default() } else { Vec::new() };
+            Ok((client, tools, resources))
         })
         .await
         .unwrap_or_else(|_| Err(format!("did not finish starting within {} s", timeout.as_secs_f64())));
@@ -803,9 +865,10 @@ fn spawn_start(ctx: &Ctx, s: Arc<Server>) {
         set_state(&s, |slot| match started {
             // answered "no" while it started: it stays stopped
             Ok(_) if slot.declined => slot.state = State::Stopped,
-            Ok((client, tools)) => {
+            Ok((client, tools, resources)) => {
                 slot.state = State::Running;
                 slot.tools = tools;
+                slot.resources = resources;
                 let client = Arc::new(client);
                 watch = Some(Arc::downgrade(&client));
                 slot.client = Some(client);
@@ -842,6 +905,24 @@ async fn watch_tools(s: Arc<Server>, client: std::sync::Weak<Client>) {
             return;
         }
         refresh_tools(&s, &c).await;
+        refresh_resources(&s, &c).await;
+    }
+}
+
+/// `resources/list` again if the server said its resources changed since they were listed.
+async fn refresh_resources(s: &Server, client: &Arc<Client>) {
+    let mut listed = client.resources_listed.lock().await;
+    let changes = client.resource_changes();
+    if changes == *listed {
+        return;
+    }
+    if let Ok(resources) = client.list_resources().await {
+        *listed = changes;
+        set_state(s, |slot| {
+            if slot.client.as_ref().is_some_and(|c| Arc::ptr_eq(c, client)) {
+                slot.resources = resources;
+            }
+        });
     }
 }
 

@@ -220,6 +220,31 @@ impl Tools {
         Ok((res.rel, text))
     }
 
+    /// The attachments with each `resource` (`@SERVER:URI`, its `path` `SERVER:URI`) read from its MCP
+    /// server: its text and type, or the error that says why not. The others as they are.
+    pub async fn read_resources(
+        &self,
+        attachments: &[crate::attachment::Attachment],
+    ) -> Vec<crate::attachment::Attachment> {
+        let mut out = attachments.to_vec();
+        for a in out.iter_mut().filter(|a| a.kind == "resource" && a.text.is_none() && a.error.is_none()) {
+            let read = match (a.path.split_once(':'), &self.mcp) {
+                (Some((server, uri)), Some(m)) if m.has_server(server) => m.read_resource(server, uri).await,
+                (Some((server, _)), _) => Err(format!("there is no MCP server {server:?}")),
+                (None, _) => Err("a resource is named SERVER:URI".to_string()),
+            };
+            match read {
+                Ok(contents) => {
+                    let (text, mime) = crate::mcp::resource_text(&contents);
+                    a.text = Some(text);
+                    a.mime = mime;
+                }
+                Err(e) => a.error = Some(e),
+            }
+        }
+        out
+    }
+
     /// Our tools, then the running MCP servers' (`mcp__SERVER__TOOL`).
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut all = specs();

@@ -449,3 +449,30 @@ def test_a_workspace_http_server_is_asked_about_with_its_url_and_connected_after
     offered = [t["function"]["name"] for t in fake.requests[0]["tools"]]
     assert "mcp__web__echo" in offered, offered
     assert statuses(nvim)[0]["state"] == "running", statuses(nvim)
+
+
+def test_an_mcp_resource_is_completed_and_attached_by_server_and_uri(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI, mcp_deps: Path
+) -> None:
+    fake.push_text("Started.")
+    fake.push_text("Read it.")
+    setup(nvim, openai(fake), mcp={"servers": {"everything": everything(mcp_deps)}})
+    complete = "return require('pseudoclaude.context').complete(0, ...)"
+    assert not any(":" in i["word"] for i in nvim.lua(complete, "everything:")), "nothing listed before the servers run"
+    type_message(nvim, "hello")
+    wait_turns(nvim, 1)
+    doc = "demo://resource/static/document/architecture.md"
+    items = nvim.lua(complete, "everything:demo://resource/static/document/arch")
+    assert [i["word"] for i in items] == [f"everything:{doc}"], items
+    assert items[0]["menu"] == "everything", items
+    assert any(i["word"] == f"everything:{doc}" for i in nvim.lua(complete, "ev")), "listed beside the files"
+
+    type_message(nvim, f"summarize @everything:{doc}, and @everything:demo://no/such/thing.")
+    wait_turns(nvim, 2)
+    assert fake.errors == [], fake.errors
+    sent = [m for m in fake.requests[-1]["messages"] if m["role"] == "user"][-1]["content"]
+    text = (mcp_deps / "npm/node_modules/@modelcontextprotocol/server-everything/dist/docs/architecture.md").read_text()
+    opening = f'<attachment kind="resource" path="everything:{doc}" mime="text/markdown">'
+    assert opening in sent, sent[:2000]
+    assert text.strip().splitlines()[0] in sent
+    assert 'path="everything:demo://no/such/thing" error="the MCP server' in sent, sent[-600:]

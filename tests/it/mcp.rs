@@ -487,3 +487,37 @@ fn a_damaged_mcp_json_is_one_failed_row_naming_the_problem() {
     assert!(st.iter().all(|r| r.state == State::Failed), "{st:?}");
     assert!(st[0].error.as_deref().unwrap().contains("letters, digits"), "{st:?}");
 }
+
+#[test]
+fn a_servers_resources_are_listed_at_its_start_and_read_by_uri() {
+    let deps = deps();
+    let rt = runtime();
+    let s = servers(&rt, vec![("everything", everything(&deps)), ("time", time_server(&deps))], 60.0);
+    s.start();
+    rt.block_on(s.settled());
+    let listed = s.resources();
+    let doc = "demo://resource/static/document/architecture.md";
+    let found = listed.iter().find(|r| r.resource.uri == doc).unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(found.server, "everything");
+    assert_eq!(found.resource.name, "architecture.md");
+    assert!(listed.iter().all(|r| r.server == "everything"), "mcp-server-time has no resources: {listed:?}");
+
+    let contents = rt.block_on(s.read_resource("everything", doc)).unwrap();
+    let (text, mime) = pseudoclaude::mcp::resource_text(&contents);
+    let on_disk = std::fs::read_to_string(
+        deps.join("npm/node_modules/@modelcontextprotocol/server-everything/dist/docs/architecture.md"),
+    )
+    .unwrap();
+    assert_eq!(text, on_disk);
+    assert_eq!(mime.as_deref(), Some("text/markdown"));
+
+    // A URI of its templates (not listed) reads too; a binary one is a line with its type and size.
+    let blob = rt.block_on(s.read_resource("everything", "demo://resource/dynamic/blob/1")).unwrap();
+    let (text, _) = pseudoclaude::mcp::resource_text(&blob);
+    assert!(text.starts_with("[binary ") && text.contains(" bytes: demo://resource/dynamic/blob/1]"), "{text}");
+
+    let missing = rt.block_on(s.read_resource("everything", "demo://no/such/thing")).unwrap_err();
+    assert!(missing.contains("\"everything\"") && missing.contains("demo://no/such/thing"), "{missing}");
+    let no_server = rt.block_on(s.read_resource("nobody", doc)).unwrap_err();
+    assert!(no_server.contains("no MCP server \"nobody\""), "{no_server}");
+}
