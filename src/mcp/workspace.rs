@@ -102,36 +102,17 @@ fn parse(name: &str, def: &serde_json::Value) -> Result<ServerConfig, String> {
     }
     let mut config: ServerConfig =
         serde_json::from_value(serde_json::Value::Object(obj)).map_err(|e| format!("{at}: {e}"))?;
-    config.command = expand(&config.command);
-    config.args = config.args.iter().map(|a| expand(a)).collect();
-    config.env = config.env.iter().map(|(k, v)| (k.clone(), expand(v))).collect();
+    // one expansion rule for every field (super::expand_env): an unset variable without a default fails the
+    // server with its name, as Claude Code refuses such a file, rather than running a command with a hole in it
+    let expand = |what: &str, s: &str| super::expand_env(s).map_err(|e| format!("{at}: {what}: {e}"));
+    config.command = expand("command", &config.command)?;
+    config.args = config.args.iter().map(|a| expand("args", a)).collect::<Result<_, _>>()?;
+    config.env = config
+        .env
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), expand(&format!("env.{k}"), v)?)))
+        .collect::<Result<_, String>>()?;
     Ok(config)
-}
-
-/// `${VAR}` and `${VAR:-default}` replaced from the editor's environment (an unset variable without a default is
-/// empty).
-fn expand(s: &str) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find("${") {
-        out.push_str(&rest[..i]);
-        let Some(end) = rest[i..].find('}') else {
-            out.push_str(&rest[i..]);
-            return out;
-        };
-        let inner = &rest[i + 2..i + end];
-        let (var, default) = match inner.split_once(":-") {
-            Some((v, d)) => (v, Some(d)),
-            None => (inner, None),
-        };
-        match std::env::var(var) {
-            Ok(v) if !v.is_empty() => out.push_str(&v),
-            _ => out.push_str(default.unwrap_or("")),
-        }
-        rest = &rest[i + end + 1..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// HMAC-SHA256 (RFC 2104) of the workspace, the name and the definition (its JSON with sorted keys) under `key`.
@@ -233,10 +214,21 @@ mod tests {
     fn variables_expand_with_defaults() {
         // SAFETY: a variable only this test reads.
         unsafe { std::env::set_var("PC_MCP_TEST_VAR", "tok") };
-        assert_eq!(expand("a ${PC_MCP_TEST_VAR} b"), "a tok b");
-        assert_eq!(expand("${PC_MCP_UNSET_VAR:-dflt}/x"), "dflt/x");
-        assert_eq!(expand("${PC_MCP_UNSET_VAR}"), "");
-        assert_eq!(expand("plain ${unclosed"), "plain ${unclosed");
+        let def = serde_json::json!({
+            "command": "${PC_MCP_UNSET_VAR:-run}",
+            "args": ["a ${PC_MCP_TEST_VAR} b"],
+            "env": {"K": "${PC_MCP_UNSET_VAR:-dflt}/x"},
+        });
+        let config = parse("s", &def).unwrap();
+        assert_eq!((config.command.as_str(), config.args[0].as_str()), ("run", "a tok b"));
+        assert_eq!(config.env["K"], "dflt/x");
+        let unset = parse("s", &serde_json::json!({"command": "x", "env": {"T": "${PC_MCP_UNSET_VAR}"}}));
+        assert_eq!(
+            unset.unwrap_err(),
+            ".mcp.json: server \"s\": env.T: the environment variable PC_MCP_UNSET_VAR is not set"
+        );
+        let unclosed = parse("s", &serde_json::json!({"command": "plain ${unclosed"}));
+        assert!(unclosed.unwrap_err().contains("command: unclosed ${"));
     }
 
     #[test]
