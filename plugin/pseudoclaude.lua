@@ -59,17 +59,17 @@ vim.keymap.set(
 vim.keymap.set("n", "<Plug>(PseudoCancel)", "<Cmd>PseudoCancel<CR>", { desc = "pseudoclaude: cancel the turn" })
 
 vim.api.nvim_create_user_command("PseudoResume", function(opts)
-  require("pseudoclaude.picker").command(opts.args)
+  require("pseudoclaude.float").command(opts.args)
 end, {
   nargs = "?",
   complete = function(arglead)
-    return require("pseudoclaude.picker").complete(arglead)
+    return require("pseudoclaude.float").complete(arglead)
   end,
   desc = "pseudoclaude: pick a session to resume; `last` or an id resumes it directly",
 })
 
 vim.api.nvim_create_user_command("PseudoSearch", function(opts)
-  local ok, err = pcall(require("pseudoclaude.picker").open, { search = opts.args })
+  local ok, err = pcall(require("pseudoclaude.float").open, { search = opts.args })
   if not ok then
     require("pseudoclaude.errors").report(err)
   end

@@ -1,6 +1,6 @@
 //! The float picker's fuzzy filter over many texts (issue 30: a keystroke over 100,000 sessions within a frame).
 //!
-//! The ranking is exactly that of `lua/pseudoclaude/picker/matcher.lua` (`H.score`), which still computes the
+//! The ranking is exactly that of `lua/pseudoclaude/float/matcher.lua` (`H.score`), which still computes the
 //! highlighted positions of the visible rows: the query's characters in order (smart case: a query with an ASCII
 //! capital matches case-sensitively, else both sides are ASCII-lower-cased, as Lua's `string.lower` does); the query
 //! as a plain substring scores best, else the leftmost match tightened from its end backwards; word starts and runs
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn scores_are_those_of_the_lua_matcher() {
-        // computed with lua/pseudoclaude/picker/matcher.lua's H.score
+        // computed with lua/pseudoclaude/float/matcher.lua's H.score
         let q = Query::new(b"pae");
         assert_eq!(q.score(b"parse"), Some(16 * 3 + 12 + 6 - 2));
         let q = Query::new("é".as_bytes());

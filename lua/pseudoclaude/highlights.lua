@@ -43,7 +43,7 @@ M.links = {
 }
 
 --- The group of each kind of transcript line (`transcript.lua`'s marks) in the agent buffer, and in the picker's and
---- the search's previews (`picker/render.lua`).
+--- the search's previews (`float/render.lua`).
 ---@type table<string, string>
 M.TRANSCRIPT = {
   you = "PseudoClaudeHeader",

@@ -1,4 +1,4 @@
-//! The float picker's fuzzy filter ([`crate::fuzzy`]) for Lua (`lua/pseudoclaude/picker/matcher.lua`, engine "rust").
+//! The float picker's fuzzy filter ([`crate::fuzzy`]) for Lua (`lua/pseudoclaude/float/matcher.lua`, engine "rust").
 //!
 //! | export         | arguments                                         | returns                                  |
 //! |----------------|---------------------------------------------------|------------------------------------------|

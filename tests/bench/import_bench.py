@@ -48,12 +48,12 @@ _G.bench_open_t0 = vim.uv.hrtime()
 vim.cmd("PseudoResume")
 """
 ROWS_AT = """
-local s = require("pseudoclaude.picker").get_state()
+local s = require("pseudoclaude.float").get_state()
 if not (s and s.stats.rows_at) then return vim.NIL end
 return { rows = (s.stats.rows_at - _G.bench_open_t0) / 1e6, n = #s.items }
 """
 FULL_AT = """
-local s = require("pseudoclaude.picker").get_state()
+local s = require("pseudoclaude.float").get_state()
 if not (s and s.full) then return vim.NIL end
 return { full = (s.stats.full_at - _G.bench_open_t0) / 1e6, n = #s.items }
 """
@@ -129,7 +129,7 @@ def open_rows(nv: Neovim, external: bool) -> float:
 def close(nv: Neovim) -> dict:
     full = wait_for(lambda: nv.lua(FULL_AT), timeout=300)
     nv.api.input("<Esc>")
-    wait_for(lambda: nv.lua("return require('pseudoclaude.picker').get_state() == nil"))
+    wait_for(lambda: nv.lua("return require('pseudoclaude.float').get_state() == nil"))
     return full
 
 

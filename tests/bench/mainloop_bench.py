@@ -207,7 +207,7 @@ def gap(n) -> float:
     return n.exec_lua("_G.pc_timer:stop() return _G.pc_gaps.max")
 
 
-PICKER_READY = "(function() local s = require('pseudoclaude.picker').get_state() return s and s.preview_id ~= nil and s.preview_id == (require('pseudoclaude.picker').selected() or {}).id end)()"
+PICKER_READY = "(function() local s = require('pseudoclaude.float').get_state() return s and s.preview_id ~= nil and s.preview_id == (require('pseudoclaude.float').selected() or {}).id end)()"
 
 
 IDLE_S = 3.0
@@ -233,17 +233,17 @@ def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
         # the picker opens with the 100 MiB session highlighted (the newest in the activity hint)
         n.exec_lua("collectgarbage('collect')")
         n.exec_lua(TIMER)
-        n.exec_lua("require('pseudoclaude.picker').open()")
+        n.exec_lua("require('pseudoclaude.float').open()")
         until(n, PICKER_READY)
         out["open_big"] = gap(n)
-        assert n.exec_lua("return require('pseudoclaude.picker').selected().id") == ids["big"]
+        assert n.exec_lua("return require('pseudoclaude.float').selected().id") == ids["big"]
         # the full list of 10,000 sessions arrives
         n.exec_lua(TIMER)
-        until(n, "require('pseudoclaude.picker').get_state().full")
+        until(n, "require('pseudoclaude.float').get_state().full")
         out["full_list"] = gap(n)
-        out["full_count"] = n.exec_lua("return require('pseudoclaude.picker').get_state().stats.full_count")
-        out["full_apply_ms"] = n.exec_lua("return require('pseudoclaude.picker').get_state().stats.full_apply_ms")
-        out["preview_ms"] = n.exec_lua("local m = 0 for _, p in ipairs(require('pseudoclaude.picker').get_state().stats.previews) do m = math.max(m, p.ms) end return m")
+        out["full_count"] = n.exec_lua("return require('pseudoclaude.float').get_state().stats.full_count")
+        out["full_apply_ms"] = n.exec_lua("return require('pseudoclaude.float').get_state().stats.full_apply_ms")
+        out["preview_ms"] = n.exec_lua("local m = 0 for _, p in ipairs(require('pseudoclaude.float').get_state().stats.previews) do m = math.max(m, p.ms) end return m")
         # the preview moves across the five 50 MiB sessions (rows 2-6 of the full list)
         n.exec_lua(TIMER)
         for _ in range(5):
@@ -251,8 +251,8 @@ def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
             time.sleep(0.05)
         until(n, PICKER_READY)
         out["preview_fifty"] = gap(n)
-        assert n.exec_lua("return require('pseudoclaude.picker').selected().id") in ids["fifty"]
-        n.exec_lua("require('pseudoclaude.picker').close()")
+        assert n.exec_lua("return require('pseudoclaude.float').selected().id") in ids["fifty"]
+        n.exec_lua("require('pseudoclaude.float').close()")
         for key, sid in (("resume_big", ids["big"]), ("resume_many", ids["many"])):
             # each phase starts with no garbage of the previous one left for the collector
             n.exec_lua("vim.g.resumed = vim.NIL vim.g.drawn = false collectgarbage('collect')")

@@ -106,7 +106,7 @@ def make_sessions(ws: Path, n: int) -> None:
 
 
 OPEN = """
-local picker = require("pseudoclaude.picker")
+local picker = require("pseudoclaude.float")
 local t0 = vim.uv.hrtime()
 vim.cmd("PseudoResume")
 _G.bench_open_t0 = t0
@@ -115,27 +115,27 @@ _G.bench_open_t0 = t0
 # The first rows are listed on the core's threads and drawn when they arrive; the preview in the main-loop step
 # after them: nil until then.
 ROWS_AT = """
-local s = require("pseudoclaude.picker").get_state()
+local s = require("pseudoclaude.float").get_state()
 if not (s and s.stats.rows_at) then return vim.NIL end
 return { rows = (s.stats.rows_at - _G.bench_open_t0) / 1e6, list = s.stats.list_ms }
 """
 PREVIEW_AT = """
-local s = require("pseudoclaude.picker").get_state()
+local s = require("pseudoclaude.float").get_state()
 return s and s.stats.preview_at and (s.stats.preview_at - _G.bench_open_t0) / 1e6 or vim.NIL
 """
 
 STATS = """
-local s = require("pseudoclaude.picker").get_state()
+local s = require("pseudoclaude.float").get_state()
 if not s then return vim.NIL end
 return { full = s.full, full_ms = s.full and (s.stats.full_at - s.stats.opened_at) / 1e6 or vim.NIL,
          full_apply = s.stats.full_apply_ms or vim.NIL, filters = s.stats.filters, previews = s.stats.previews,
          query = s.query, count = #s.matches, items = #s.items, preview_id = s.preview_id,
-         selected = (require("pseudoclaude.picker").selected() or {}).id }
+         selected = (require("pseudoclaude.float").selected() or {}).id }
 """
 
 MATCHER = """
 local engine, query, rounds = ...
-local matcher = require("pseudoclaude.picker.matcher")
+local matcher = require("pseudoclaude.float.matcher")
 local items = require("pseudoclaude").sessions.list({ check_locks = false })
 local hay = {}
 for i, item in ipairs(items) do hay[i] = item.title .. " " .. item.model .. " " .. item.id end
@@ -190,7 +190,7 @@ require("pseudoclaude.core").call("sessions_list_async", vim.uv.cwd(), { check_l
 end)
 """
 
-# mini.pick, side by side. Its items: the texts our picker filters (`H.set_items` in lua/pseudoclaude/picker.lua),
+# mini.pick, side by side. Its items: the texts our picker filters (`H.set_items` in lua/pseudoclaude/float.lua),
 # read once here, in memory from then on. 'ignorecase' + 'smartcase' make its matching case-insensitive for a
 # lower-case query, as ours is (mini.pick follows those options; ours is smart-case on its own).
 #

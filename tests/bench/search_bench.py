@@ -7,7 +7,7 @@
    text; ours decodes the lines that match, replays the sessions that hold one to find each message's index, and
    reports only what a resume would restore.
 2. First hits on screen, in Neovim: the picker in its search mode (`:PseudoResume`, then `<C-g>`), the query set
-   in its prompt; from that moment to the first hit row drawn (`stats` of lua/pseudoclaude/picker/search.lua), and
+   in its prompt; from that moment to the first hit row drawn (`stats` of lua/pseudoclaude/float/search.lua), and
    to the whole search done.
 
 The workspace is generated once per run (seeded): chats of user prompts, answers, tool calls and tool outputs
@@ -188,8 +188,8 @@ def nvim_bin() -> str:
 PICKER_SEARCH = """
 local query = ...
 vim.cmd("PseudoResume")
-local picker = require("pseudoclaude.picker")
-local search = require("pseudoclaude.picker.search")
+local picker = require("pseudoclaude.float")
+local search = require("pseudoclaude.float.search")
 local s = picker.get_state()
 search.toggle(s)
 local prompt = s.bufs.prompt
@@ -219,7 +219,7 @@ def picker_round(nvim: str, ws: Path) -> tuple[float, float, int]:
     try:
         n.command("set columns=200 lines=50")
         n.exec_lua(PICKER_SEARCH, QUERY)
-        get = "local s = require('pseudoclaude.picker').get_state() return s and s.search and s.search.stats or vim.NIL"
+        get = "local s = require('pseudoclaude.float').get_state() return s and s.search and s.search.stats or vim.NIL"
         deadline = time.monotonic() + 60
         while True:
             st = n.exec_lua(get)

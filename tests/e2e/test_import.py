@@ -21,7 +21,7 @@ from fake_llm import FakeAnthropic, FakeOpenAI
 from session_files import chat, write_session, session_id
 
 STATE = """
-local picker = require("pseudoclaude.picker")
+local picker = require("pseudoclaude.float")
 local s = picker.get_state()
 if not s then return vim.NIL end
 return { full = s.full, external = s.external, selected = (picker.selected() or {}).id,

@@ -153,7 +153,7 @@ def test_picker_ctrl_r_renames_the_highlighted_row_and_the_filter_finds_the_name
     n = start_nvim()
     setup(n)
     n.api.command("set columns=160 lines=48")
-    state = "local p = require('pseudoclaude.picker') local s = p.get_state() if not s then return vim.NIL end " \
+    state = "local p = require('pseudoclaude.float') local s = p.get_state() if not s then return vim.NIL end " \
         "return { full = s.full, sel = (p.selected() or {}).id, rows = vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false), " \
         "query = s.query }"
     n.api.input(":PseudoResume<CR>")
@@ -350,11 +350,11 @@ def test_ctrl_f_in_the_picker_forks_at_the_end_and_resumes_the_fork(nvim: Neovim
     before = (session_dir(workspace, src) / "conversation.jsonl").read_bytes()
     setup(nvim)
     nvim.api.input(":PseudoResume<CR>")
-    wait_for(lambda: nvim.lua("local s = require('pseudoclaude.picker').get_state() return s and s.full"), what="picker")
+    wait_for(lambda: nvim.lua("local s = require('pseudoclaude.float').get_state() return s and s.full"), what="picker")
     nvim.api.input("<C-f>")
     report = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the fork resumed")
     assert report["ok"] is True and report["id"] not in (src, other)
-    assert nvim.lua("return require('pseudoclaude.picker').is_open()") is False
+    assert nvim.lua("return require('pseudoclaude.float').is_open()") is False
     assert nvim.lua("return require('pseudoclaude').current().id") == report["id"]
     item = listed(nvim, report["id"])
     assert item["forked_from"] == {"id": src, "index": 4} and item["messages"] == 4
@@ -364,7 +364,7 @@ def test_ctrl_f_in_the_picker_forks_at_the_end_and_resumes_the_fork(nvim: Neovim
     nvim.api.input(":PseudoResume<CR>")
     lines = wait_for(
         lambda: nvim.lua(
-            "local p = require('pseudoclaude.picker') local s = p.get_state() "
+            "local p = require('pseudoclaude.float') local s = p.get_state() "
             "if not (s and s.preview_id and s.preview_id == (p.selected() or {}).id) then return false end "
             "return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)"
         ),
@@ -480,7 +480,7 @@ def test_export_marks_interrupted_answers_and_the_stale_reminder(nvim: Neovim, w
 # -- pins and the preview header ----------------------------------------------------------------------------------
 
 PICKER_ROWS = (
-    "local p = require('pseudoclaude.picker') local s = p.get_state() if not (s and s.full) then return false end "
+    "local p = require('pseudoclaude.float') local s = p.get_state() if not (s and s.full) then return false end "
     "return { sel = (p.selected() or {}).id, rows = vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false) }"
 )
 
@@ -514,7 +514,7 @@ def test_ctrl_t_pins_a_session_first_and_it_stays_first_after_a_restart(start_nv
     assert n.lua("return require('pseudoclaude').sessions.list()")[0]["id"] == ids[0]
     n.api.input(":PseudoResume<CR>")
     first = wait_for(
-        lambda: n.lua("local s = require('pseudoclaude.picker').get_state() "
+        lambda: n.lua("local s = require('pseudoclaude.float').get_state() "
                       "return s and vim.tbl_map(function(i) return i.id end, s.top_items)"),
         what="the first rows",
     )
@@ -523,7 +523,7 @@ def test_ctrl_t_pins_a_session_first_and_it_stays_first_after_a_restart(start_nv
     assert s["rows"][0].startswith("* job 0") and s["rows"][1].startswith("  newer still"), s["rows"]
     preview = wait_for(
         lambda: n.lua(
-            "local p = require('pseudoclaude.picker') local s = p.get_state() "
+            "local p = require('pseudoclaude.float') local s = p.get_state() "
             "if s.preview_id ~= (p.selected() or {}).id then return false end "
             "return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)"
         ),
@@ -543,7 +543,7 @@ def test_the_preview_header_lists_the_files_the_agent_touched(nvim: Neovim, work
     nvim.api.input(":PseudoResume<CR>")
     preview = wait_for(
         lambda: nvim.lua(
-            "local p = require('pseudoclaude.picker') local s = p.get_state() "
+            "local p = require('pseudoclaude.float') local s = p.get_state() "
             "if not (s and s.preview_id and s.preview_id == (p.selected() or {}).id) then return false end "
             "return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)"
         ),

@@ -34,7 +34,7 @@ end })
 """
 
 PICKER = """
-local p = require("pseudoclaude.picker")
+local p = require("pseudoclaude.float")
 local s = p.get_state()
 if not s then return vim.NIL end
 local out = { full = s.full, selected = (p.selected() or {}).id, preview_id = s.preview_id or vim.NIL,

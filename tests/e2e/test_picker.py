@@ -21,7 +21,7 @@ vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = le
 """
 
 STATE = """
-local picker = require("pseudoclaude.picker")
+local picker = require("pseudoclaude.float")
 local s = picker.get_state()
 if not s then return vim.NIL end
 local out = { full = s.full, query = s.query, count = #s.matches, items = #s.items, top_items = #s.top_items }
@@ -536,7 +536,7 @@ def test_the_picker_is_loaded_lazily(nvim, ws12):
     assert nv.loaded_modules() == ["pseudoclaude.chat"]  # the stub only
     assert nv.api.call("exists", ":PseudoResume") == 2
     open_picker(nv)
-    assert {"pseudoclaude.picker", "pseudoclaude.sessions", "pseudoclaude.highlights"} <= set(nv.loaded_modules())
+    assert {"pseudoclaude.float", "pseudoclaude.sessions", "pseudoclaude.highlights"} <= set(nv.loaded_modules())
 
 
 # -- pure parts: layout, matcher, rendering ----------------------------------------------------------------------
@@ -544,7 +544,7 @@ def test_the_picker_is_loaded_lazily(nvim, ws12):
 
 @pytest.mark.parametrize("columns, lines", [(200, 60), (120, 40), (99, 40), (80, 24), (40, 12), (20, 8), (10, 5)])
 def test_layout_fits_the_editor_without_overlaps(nvim, columns, lines):
-    lay = nvim.lua("return require('pseudoclaude.picker.layout').compute(...)", columns, lines, {"cmdheight": 1})
+    lay = nvim.lua("return require('pseudoclaude.float.layout').compute(...)", columns, lines, {"cmdheight": 1})
     wins = {k: v for k, v in lay.items() if isinstance(v, dict)}
     assert set(wins) >= {"prompt", "results"}
     boxes = []
@@ -573,7 +573,7 @@ def test_layout_fits_the_editor_without_overlaps(nvim, columns, lines):
 def test_matcher_engines_rank_and_locate_matches(nvim, engine):
     got = nvim.lua(
         """
-        local m = require("pseudoclaude.picker.matcher").new({
+        local m = require("pseudoclaude.float.matcher").new({
           "please audit running services report m 1",
           "fix the parser m 2",
           "Parser rewrite m 3",
@@ -606,7 +606,7 @@ def test_matcher_engines_rank_and_locate_matches(nvim, engine):
 def test_lua_matcher_is_smart_case_and_handles_utf8(nvim, engine):
     got = nvim.lua(
         """
-        local m = require("pseudoclaude.picker.matcher").new({ "Parser one", "parser two", "café résumé" }, ...)
+        local m = require("pseudoclaude.float.matcher").new({ "Parser one", "parser two", "café résumé" }, ...)
         return { m:filter("parser"), m:filter("Parser"), m:filter("résumé"), m:positions(3, "cr") }
         """,
         engine,
@@ -621,7 +621,7 @@ def test_the_pickers_matcher_in_the_core_ranks_exactly_as_the_lua_one(nvim):
     cannot take (a NUL byte) makes a Lua matcher."""
     got = nvim.lua(
         """
-        local matcher = require("pseudoclaude.picker.matcher")
+        local matcher = require("pseudoclaude.float.matcher")
         local words = { "fix", "the", "parser", "Parse", "café", "résumé", "a-b_c", "x/y", "claude-sonnet-4",
           "20260101-000000-abcd", "tool.call", "(paren)", " ", "pppp", "éé", "PARSE", "sparse" }
         local seed = 7
@@ -665,7 +665,7 @@ def test_the_pickers_matcher_in_the_core_ranks_exactly_as_the_lua_one(nvim):
 def test_render_ages_counts_and_fitting(nvim):
     got = nvim.lua(
         """
-        local r = require("pseudoclaude.picker.render")
+        local r = require("pseudoclaude.float.render")
         local ages = vim.tbl_map(r.age, { 0, 59, 60, 3 * 3600 + 5, 2 * 86400, 40 * 86400, 400 * 86400 })
         local lines = r.rows({
           { id = "x", title = "a very long title that cannot fit in the window at all", model = "claude-x",

@@ -456,13 +456,13 @@ def test_auto_opens_the_first_installed_picker_else_the_float(start_nvim, ws6):
     n.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, picker = { backend = "auto" } })')
     n.api.input(":PseudoResume<CR>")
     opened(n, "snacks", 6)
-    assert n.lua("return require('pseudoclaude.picker').is_open()") is False
+    assert n.lua("return require('pseudoclaude.float').is_open()") is False
     # none installed: the float
     m = start_nvim()
     m.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, picker = { backend = "auto" } })')
     m.lua(TRACK)
     m.api.input(":PseudoResume<CR>")
-    wait_for(lambda: m.lua("local s = require('pseudoclaude.picker').get_state() return s and #s.items or 0") == 6,
+    wait_for(lambda: m.lua("local s = require('pseudoclaude.float').get_state() return s and #s.items or 0") == 6,
              what="the float picker")
     assert m.lua("return _G.notes") == []
 
@@ -471,7 +471,7 @@ def test_a_picker_named_but_not_installed_warns_and_opens_the_float(nvim, ws6):
     nvim.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, picker = { backend = "telescope" } })')
     nvim.lua(TRACK)
     nvim.api.input(":PseudoResume<CR>")
-    wait_for(lambda: nvim.lua("return require('pseudoclaude.picker').is_open()"), what="the float picker")
+    wait_for(lambda: nvim.lua("return require('pseudoclaude.float').is_open()"), what="the float picker")
     notes = nvim.lua("return _G.notes")
     assert len(notes) == 1 and "telescope.nvim is not installed" in notes[0]["msg"], notes
 

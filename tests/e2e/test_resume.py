@@ -18,7 +18,7 @@ from fake_llm import FakeOpenAI
 from session_files import chat, entry, session_dir, session_id, write_session
 
 STATE = """
-local picker = require("pseudoclaude.picker")
+local picker = require("pseudoclaude.float")
 local s = picker.get_state()
 if not s then return vim.NIL end
 local rows = vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false)
@@ -171,9 +171,9 @@ def test_looking_reads_nothing_on_the_main_loop(nvim: Neovim, crowded) -> None:
     real_chat(nvim)
     with open(nvim.workspace / ".PseudoClaude" / "sessions" / "activity", "a") as f:
         f.write(f"{crowded['big']} {int(time.time())}\n")  # the big one is the first row at once
-    nvim.lua('require("pseudoclaude.picker").open()')
+    nvim.lua('require("pseudoclaude.float").open()')
     out = wait_for(
-        lambda: (x := nvim.lua('local s = require("pseudoclaude.picker").get_state() '
+        lambda: (x := nvim.lua('local s = require("pseudoclaude.float").get_state() '
                                'return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)')) and x[-1] and x,
         what="the preview's first text",
     )
@@ -257,7 +257,7 @@ def test_ages_are_the_last_message_and_a_resume_left_alone_changes_nothing(nvim:
     real_chat(nvim)
     nvim.api.input(":PseudoResume<CR>")
     s = wait_for(lambda: (x := state(nvim)) and x["full"] and x, what="the picker")
-    rows = nvim.lua("local s = require('pseudoclaude.picker').get_state() "
+    rows = nvim.lua("local s = require('pseudoclaude.float').get_state() "
                     "return vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false)")
     assert "seven hours ago" in rows[0] and "7h ago" in rows[0], rows
     nvim.api.input("<Esc>")

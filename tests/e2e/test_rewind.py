@@ -277,7 +277,7 @@ def test_a_resume_tells_the_model_which_files_changed_since_and_a_fork_takes_the
     second.api.input("<Esc>:PseudoResume<CR>")
     preview = wait_for(
         lambda: second.lua(
-            "local p = require('pseudoclaude.picker') local s = p.get_state() "
+            "local p = require('pseudoclaude.float') local s = p.get_state() "
             "if not (s and s.preview_id and s.preview_id == (p.selected() or {}).id) then return false end "
             "return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)"
         ),

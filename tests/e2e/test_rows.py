@@ -16,7 +16,7 @@ from conftest import Neovim, wait_for
 from fake_llm import FakeAnthropic, FakeOpenAI
 
 STATE = """
-local s = require("pseudoclaude.picker").get_state()
+local s = require("pseudoclaude.float").get_state()
 if not s then return vim.NIL end
 local buf = vim.api.nvim_win_get_buf(s.wins.results)
 local marks = {}
@@ -211,7 +211,7 @@ def test_rows_fit_the_width_dropping_the_model_then_the_branch_then_the_cost(nvi
     widths = [120, 56, 48, 36]
     got = nvim.lua(
         """
-        local r = require("pseudoclaude.picker.render")
+        local r = require("pseudoclaude.float.render")
         local items = {
           { id = "x", title = "fix the parser", model = "claude-x", messages = 3, modified = 100,
             last_message = 100, branch = "topic/parse", cost = 0.42 },
@@ -239,7 +239,7 @@ def test_rows_fit_the_width_dropping_the_model_then_the_branch_then_the_cost(nvi
 
 
 PREVIEW = """
-local p = require("pseudoclaude.picker")
+local p = require("pseudoclaude.float")
 local s = p.get_state()
 if not (s and s.full and s.preview_id and s.preview_id == (p.selected() or {}).id) then return false end
 return vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false)

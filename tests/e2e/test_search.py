@@ -28,7 +28,7 @@ vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = le
 """
 
 STATE = """
-local picker = require("pseudoclaude.picker")
+local picker = require("pseudoclaude.float")
 local s = picker.get_state()
 if not s then return vim.NIL end
 local st = s.search
@@ -149,7 +149,7 @@ def test_pseudosearch_opens_the_picker_on_hit_rows_with_the_match_highlighted(nv
     assert len(hits) == 3 + 10 * 2
     first = s["rows"][0]
     assert first.startswith("  msg-1 the weather is") and "you" in first and "msg-7 the quetzal nests high" in first
-    marks = nv.lua(MATCHES, nv.lua("return require('pseudoclaude.picker').get_state().bufs.results"))
+    marks = nv.lua(MATCHES, nv.lua("return require('pseudoclaude.float').get_state().bufs.results"))
     assert marks, "the matches are highlighted"
     for row, start, end in marks:
         assert s["rows"][row].encode()[start:end].decode().lower() == "quetzal"
@@ -186,7 +186,7 @@ def test_typing_changes_the_query_and_stale_hits_are_never_drawn(nv: Neovim, lib
                       mtime=now - 9000 - k)
     nv.lua(
         """
-        local S = require("pseudoclaude.picker.search")
+        local S = require("pseudoclaude.float.search")
         local draw, on_query = S.draw_rows, S.on_query
         _G.draws, _G.changes = {}, {}
         S.draw_rows = function(s)

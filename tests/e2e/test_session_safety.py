@@ -75,12 +75,12 @@ def picker_rows(n: Neovim, close: bool = True) -> list[str]:
     n.api.input(":PseudoResume<CR>")
     rows = wait(
         n,
-        "(function() local s = require('pseudoclaude.picker').get_state() "
+        "(function() local s = require('pseudoclaude.float').get_state() "
         "if not (s and s.full) then return nil end "
         "return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(s.wins.results), 0, -1, false) end)()",
     )
     if close:
-        n.lua("require('pseudoclaude.picker').close()")
+        n.lua("require('pseudoclaude.float').close()")
     return rows
 
 
@@ -144,12 +144,12 @@ def test_a_garbage_only_log_is_listed_with_a_mark_and_resumes_saying_what_was_sk
     # The preview of the highlighted (damaged) row says what `sessions check` would.
     preview = wait(
         nvim,
-        "(function() local s = require('pseudoclaude.picker').get_state() "
+        "(function() local s = require('pseudoclaude.float').get_state() "
         "local lines = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(s.wins.preview), 0, -1, false) "
         "for _, l in ipairs(lines) do if l:find('skipped 3 unreadable line') then return l end end end)()",
     )
     assert "repaired on load: skipped 3 unreadable line(s) (1, 2, 3)" in preview, preview
-    nvim.lua("require('pseudoclaude.picker').close()")
+    nvim.lua("require('pseudoclaude.float').close()")
 
     nvim.api.command(f"PseudoResume {bad}")
     report = wait(nvim, "vim.g.pc_resumed")

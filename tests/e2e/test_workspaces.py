@@ -13,7 +13,7 @@ from conftest import Neovim, transcript, type_message, wait_for
 from session_files import session_dir, session_id, write_session
 
 PICKER = (
-    "local p = require('pseudoclaude.picker') local s = p.get_state() if not (s and s.full) then return false end "
+    "local p = require('pseudoclaude.float') local s = p.get_state() if not (s and s.full) then return false end "
     "return { sel = (p.selected() or {}).id, rows = vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false), "
     "preview = s.preview_id == (p.selected() or {}).id and vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false) "
     "or false }"
@@ -49,7 +49,7 @@ def two_workspaces(tmp_path: Path, workspace: Path) -> tuple[Path, str, str]:
 
 def wait_question(n: Neovim) -> str:
     """The picker asks a y/N question and waits for the key."""
-    return wait_for(lambda: n.lua("local s = require('pseudoclaude.picker').get_state() return s and s.asking"),
+    return wait_for(lambda: n.lua("local s = require('pseudoclaude.float').get_state() return s and s.asking"),
                     what="the picker's question")
 
 
@@ -91,9 +91,9 @@ def test_resume_all_lists_every_workspace_and_asks_before_switching(
     nvim.api.input("<CR>")
     assert "billing-service. Switch the chat's workspace there?" in wait_question(nvim)
     nvim.api.input("n")
-    wait_for(lambda: nvim.lua("local s = require('pseudoclaude.picker').get_state() return s and not s.asking"),
+    wait_for(lambda: nvim.lua("local s = require('pseudoclaude.float').get_state() return s and not s.asking"),
              what="the answer taken")
-    assert nvim.lua("return require('pseudoclaude.picker').is_open()"), "No keeps the picker open"
+    assert nvim.lua("return require('pseudoclaude.float').is_open()"), "No keeps the picker open"
     assert nvim.lua("return vim.g.pc_resumed") is None
     assert nvim.lua("return require('pseudoclaude').workspace()") == str(workspace)
 

@@ -1,9 +1,9 @@
 --- What the native pickers (telescope, fzf-lua, snacks.picker, mini.pick: `pickers/*.lua`) share, so that each of them
 --- only translates to its picker: the items (the session list and the search's hits, read on the core's threads and
---- handed over when they arrive), their row text (the float's renderer, `picker/render.lua`), the preview drawn into a
+--- handed over when they arrive), their row text (the float's renderer, `float/render.lua`), the preview drawn into a
 --- buffer and window the picker owns (the float's renderer and previewer, `render.preview` + `preview.show`) and
---- what the actions do to a session (`picker/actions.lua`'s resume, ask and confirm). Nothing here reads a session on
---- the main loop. This module never requires picker.lua nor a picker plugin.
+--- what the actions do to a session (`float/actions.lua`'s resume, ask and confirm). Nothing here reads a session on
+--- the main loop. This module never requires float.lua nor a picker plugin.
 
 local M = {}
 local H = {}
@@ -59,25 +59,25 @@ end
 ---@param item pseudoclaude.SessionInfo
 ---@return string
 function M.haystack(item)
-  return require("pseudoclaude.picker.finder").haystack(item)
+  return require("pseudoclaude.float.finder").haystack(item)
 end
 
 --- The widths of the rows' columns over `items`, so that rows drawn one at a time align.
 ---@param items pseudoclaude.SessionInfo[]
----@return pseudoclaude.picker.Columns
+---@return pseudoclaude.float.Columns
 function M.columns(items)
-  return require("pseudoclaude.picker.render").columns(items)
+  return require("pseudoclaude.float.render").columns(items)
 end
 
 --- The row of a session, `width` cells wide: the float's text, and its highlights `{start_col, end_col, group}`.
 ---@param item pseudoclaude.SessionInfo
 ---@param width integer
----@param columns pseudoclaude.picker.Columns?
+---@param columns pseudoclaude.float.Columns?
 ---@param now integer unix seconds
 ---@return string line
----@return pseudoclaude.picker.Highlight[] hls
+---@return pseudoclaude.float.Highlight[] hls
 function M.row(item, width, columns, now)
-  local lines, rows = require("pseudoclaude.picker.render").rows({ item }, math.max(width, 20), now, columns)
+  local lines, rows = require("pseudoclaude.float.render").rows({ item }, math.max(width, 20), now, columns)
   return lines[1], rows[1].hls
 end
 
@@ -86,9 +86,9 @@ end
 ---@param width integer
 ---@param now integer
 ---@return string[] lines
----@return pseudoclaude.picker.Highlight[][] hls
+---@return pseudoclaude.float.Highlight[][] hls
 function M.rows(items, width, now)
-  local lines, rows = require("pseudoclaude.picker.render").rows(items, math.max(width, 20), now)
+  local lines, rows = require("pseudoclaude.float.render").rows(items, math.max(width, 20), now)
   local hls = {}
   for k, row in ipairs(rows) do
     hls[k] = row.hls
@@ -103,7 +103,7 @@ end
 ---@return string line
 ---@return table[] hls `{start_col, end_col, group, priority?}`
 function M.hit_row(hit, width, now)
-  local lines, hls = require("pseudoclaude.picker.search").rows({ hit }, math.max(width, 20), now)
+  local lines, hls = require("pseudoclaude.float.search").rows({ hit }, math.max(width, 20), now)
   return lines[1], hls[1]
 end
 
@@ -135,7 +135,7 @@ function M.search(query, on_hits, on_done)
     end)
     return proxy
   end
-  local mode = require("pseudoclaude.picker.search")
+  local mode = require("pseudoclaude.float.search")
   local ok, handle = pcall(require("pseudoclaude.sessions").search, query, {
     per_session = mode.PER_SESSION,
     limit = mode.LIMIT,
@@ -159,7 +159,7 @@ end
 
 ---@class pseudoclaude.pickers.Previewer Draws previews into a picker's preview buffer; one per opened picker.
 ---@field now integer
----@field cache table<string, pseudoclaude.picker.Preview> By session id (or `id:index` for a hit).
+---@field cache table<string, pseudoclaude.float.Preview> By session id (or `id:index` for a hit).
 ---@field showing table<integer, string> What each buffer is meant to show (a late preview for another is dropped).
 ---@field query string? The search's query (its matches are highlighted in a hit's preview).
 local Previewer = {}
@@ -181,7 +181,7 @@ function Previewer:show(buf, win, item)
       self:show(buf, win, item)
     end)
   end
-  local render = require("pseudoclaude.picker.render")
+  local render = require("pseudoclaude.float.render")
   self.showing[buf] = item.id
   if item.source then
     return H.put(buf, win, render.external(item, self.now))
@@ -222,7 +222,7 @@ function Previewer:show_hit(buf, win, hit)
       self:show_hit(buf, win, hit)
     end)
   end
-  local render = require("pseudoclaude.picker.render")
+  local render = require("pseudoclaude.float.render")
   local key = hit.id .. ":" .. hit.index
   local item = M.hit_item(hit)
   self.showing[buf] = key
@@ -270,7 +270,7 @@ end
 --- closed: the chat opens in the window the user came from.
 ---@param item pseudoclaude.SessionInfo
 function M.resume(item)
-  require("pseudoclaude.picker.actions").resume_item(item)
+  require("pseudoclaude.float.actions").resume_item(item)
 end
 
 --- Resumes a search hit's session with the cursor on its message; refused with a message when another editor holds
@@ -280,7 +280,7 @@ function M.resume_hit(hit)
   local ok, err = pcall(function()
     local holder = require("pseudoclaude.sessions").holder(hit.id)
     if holder then
-      error(require("pseudoclaude.picker.actions").held_message(M.hit_item(hit), holder), 0)
+      error(require("pseudoclaude.float.actions").held_message(M.hit_item(hit), holder), 0)
     end
     require("pseudoclaude").resume(hit.id, { at = hit.index })
   end)
@@ -299,7 +299,7 @@ function M.ours(item, what)
     return false
   end
   if item.source then
-    require("pseudoclaude.picker.actions").not_ours(item, what)
+    require("pseudoclaude.float.actions").not_ours(item, what)
     return false
   end
   return true
@@ -312,8 +312,8 @@ function M.delete(item)
   if not item or not M.ours(item, "delete") then
     return false
   end
-  local actions = require("pseudoclaude.picker.actions")
-  local title = require("pseudoclaude.picker.render").title(item)
+  local actions = require("pseudoclaude.float.actions")
+  local title = require("pseudoclaude.float.render").title(item)
   if not actions.confirm(("Delete session %q (%s)?"):format(title, item.id)) then
     return false
   end
@@ -336,7 +336,7 @@ function M.rename(item, on_done)
   if not item or not M.ours(item, "rename") then
     return
   end
-  local title = require("pseudoclaude.picker.actions").ask("Rename session: ", item.title or "")
+  local title = require("pseudoclaude.float.actions").ask("Rename session: ", item.title or "")
   if title then
     H.mark("rename", item, title, on_done)
   end
@@ -425,7 +425,7 @@ end
 --- cursor, in `win` when it shows `buf`.
 ---@param buf integer
 ---@param win integer?
----@param p pseudoclaude.picker.Preview
+---@param p pseudoclaude.float.Preview
 ---@param retried boolean?
 function H.put(buf, win, p, retried)
   if not api.nvim_buf_is_valid(buf) then
@@ -451,7 +451,7 @@ function H.put(buf, win, p, retried)
   wo.wrap, wo.linebreak = true, true
   wo.foldmethod, wo.foldenable, wo.foldlevel = "manual", true, 0
   require("pseudoclaude.highlights").setup()
-  require("pseudoclaude.picker.preview").show(
+  require("pseudoclaude.float.preview").show(
     { wins = { preview = win }, bufs = { preview = buf }, preview_folded = true },
     p
   )

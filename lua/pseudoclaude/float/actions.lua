@@ -5,7 +5,7 @@
 local M = {}
 
 --- Each key's function is handed the picker's state (`s`, nil when it is closed) and asks the controller through its
---- methods (`s:selected()`, `s:close()`…): this module never requires picker.lua.
+--- methods (`s:selected()`, `s:close()`…): this module never requires float.lua.
 
 ---@param msg any
 ---@param level integer?
@@ -16,10 +16,10 @@ end
 --- Resumes the highlighted session: closes the picker, then calls `require("pseudoclaude").resume(id)` (which
 --- returns at once and reads the session in the background). A session open in another editor is refused with an
 --- error message and the picker stays open.
----@param s pseudoclaude.picker.State?
+---@param s pseudoclaude.float.State?
 function M.resume_selected(s)
   if s and s.search then
-    return require("pseudoclaude.picker.search").resume_selected(s)
+    return require("pseudoclaude.float.search").resume_selected(s)
   end
   local item = s and s:selected()
   if not s or not item then
@@ -61,7 +61,7 @@ end
 --- thread (`sessions.import`: the same unchanged file gives the session imported before), then resumes it as any
 --- session of ours. A compressed rollout is refused with its reason and the picker stays open.
 ---@param item pseudoclaude.ExternalSession
----@param s pseudoclaude.picker.State? The picker, closed before the import (nil: the `vim.ui.select()` backend).
+---@param s pseudoclaude.float.State? The picker, closed before the import (nil: the `vim.ui.select()` backend).
 function M.import_and_resume(item, s)
   if item.unsupported then
     return notify(("pseudoclaude: %s cannot be imported: %s"):format(item.path, item.unsupported))
@@ -88,7 +88,7 @@ end
 
 --- The highlighted session, for a key that changes it (`what`: "delete", "rename"…); nil when there is none, or when
 --- it is another agent's (refused with a message: see `not_ours`).
----@param s pseudoclaude.picker.State?
+---@param s pseudoclaude.float.State?
 ---@param what string
 ---@return pseudoclaude.SessionInfo?
 function M.ours_selected(s, what)
@@ -118,7 +118,7 @@ end
 function M.resume_elsewhere(item)
   local ws = assert(M.elsewhere(item))
   local question = ("Session %q is in %s. Switch the chat's workspace there?"):format(
-    require("pseudoclaude.picker.render").title(item),
+    require("pseudoclaude.float.render").title(item),
     vim.fn.fnamemodify(ws, ":~")
   )
   vim.ui.select({ "Yes", "No" }, { prompt = question, kind = "pseudoclaude.switch_workspace" }, function(choice)
@@ -144,13 +144,13 @@ function M.elsewhere(item)
 end
 
 --- Asks whether the chat may move to `workspace`, the one of `item` (a `:PseudoResume all` row).
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param item pseudoclaude.SessionInfo
 ---@param workspace string
 ---@return boolean
 function M.switch_ok(s, item, workspace)
   local question = ("Session %q is in %s. Switch the chat's workspace there?"):format(
-    require("pseudoclaude.picker.render").title(item),
+    require("pseudoclaude.float.render").title(item),
     vim.fn.fnamemodify(workspace, ":~")
   )
   return M.confirm(question, s) and s:is_current()
@@ -175,13 +175,13 @@ function M.resume_in(id, workspace)
 end
 
 --- Deletes the highlighted session after asking (y/N on the command line); the picker stays open on the next one.
----@param s pseudoclaude.picker.State?
+---@param s pseudoclaude.float.State?
 function M.delete_selected(s)
   local item = M.ours_selected(s, "delete")
   if not s or not item then
     return
   end
-  local question = ("Delete session %q (%s)?"):format(require("pseudoclaude.picker.render").title(item), item.id)
+  local question = ("Delete session %q (%s)?"):format(require("pseudoclaude.float.render").title(item), item.id)
   if not M.confirm(question, s) or not s:is_current() then
     return
   end
@@ -197,7 +197,7 @@ end
 
 --- Renames the highlighted session: asks for the name on the command line, prefilled with its title (an empty name
 --- gives it back its automatic title; <Esc> changes nothing).
----@param s pseudoclaude.picker.State?
+---@param s pseudoclaude.float.State?
 function M.rename_selected(s)
   local item = M.ours_selected(s, "rename")
   if not s or not item then
@@ -211,7 +211,7 @@ function M.rename_selected(s)
 end
 
 --- Pins the highlighted session, or unpins it: pinned sessions come first.
----@param s pseudoclaude.picker.State?
+---@param s pseudoclaude.float.State?
 function M.toggle_pin_selected(s)
   local item = M.ours_selected(s, "pin")
   if s and item then
@@ -220,7 +220,7 @@ function M.toggle_pin_selected(s)
 end
 
 --- Forks the highlighted session at its end ("resume as new") and resumes the fork; the session itself is untouched.
----@param s pseudoclaude.picker.State?
+---@param s pseudoclaude.float.State?
 function M.fork_selected(s)
   local item = M.ours_selected(s, "fork")
   if not s or not item then
@@ -278,7 +278,7 @@ end
 --- Asks a yes/no question on the command line; only "y" or "Y" is yes. (Not `vim.fn.confirm()`, which answers
 --- its default without asking when no UI is attached.)
 ---@param question string
----@param s pseudoclaude.picker.State? The picker asking, if any.
+---@param s pseudoclaude.float.State? The picker asking, if any.
 ---@return boolean
 function M.confirm(question, s)
   vim.cmd.redraw()
@@ -310,7 +310,7 @@ end
 
 --- Writes a name (`what` = "rename") or a pin ("pin") for session `item` in the background; the row follows when the
 --- line is on disk.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param what "rename"|"pin"
 ---@param item pseudoclaude.SessionInfo
 ---@param value string|boolean
@@ -324,7 +324,7 @@ function M.mark(s, what, item, value)
     if s:is_current() and info then
       info.workspace = item.workspace
       s.marked[id] = info
-      s:set_items(require("pseudoclaude.picker.finder").with_marks(s, s.items))
+      s:set_items(require("pseudoclaude.float.finder").with_marks(s, s.items))
       for _, hit in ipairs(s.search and s.search.hits or {}) do
         if hit.id == id then
           hit.title = info.title
@@ -347,7 +347,7 @@ end
 ---@return string
 function M.held_message(item, holder)
   return ("pseudoclaude: session %s (%s) is open in another editor (%s); close it there first"):format(
-    require("pseudoclaude.picker.render").title(item),
+    require("pseudoclaude.float.render").title(item),
     item.id,
     holder
   )
@@ -383,7 +383,7 @@ end
 
 ---@param items pseudoclaude.SessionInfo[]
 function M.select_from(items)
-  local render = require("pseudoclaude.picker.render")
+  local render = require("pseudoclaude.float.render")
   local now = os.time()
   vim.ui.select(items, {
     prompt = "Resume session",

@@ -1,14 +1,15 @@
---- The session picker of `:PseudoResume`: a prompt, a results list and a preview, in floating windows. This module
+--- The session picker of `:PseudoResume`: a prompt, a results list and a preview, in floating windows: our own picker,
+--- the default `picker.backend` (the adapters to telescope, fzf-lua, snacks and mini.pick are `pickers/`). This module
 --- is the controller (state, windows, keys, the query); as in telescope, the parts are modules of their own, loaded
---- when first needed: `picker/finder.lua` (where the items come from: the first rows, then the full list, both read
---- on the core's threads), `picker/matcher.lua` (the fuzzy filter), `picker/rows.lua` (the results window),
---- `picker/preview.lua` (the previewer), `picker/render.lua` (rows and previews as text), `picker/layout.lua` (the
---- windows' geometry), `picker/actions.lua` (what the keys do to a session, the resume of an id, the
---- `vim.ui.select()` backend) and `picker/search.lua` (the "search inside messages" mode). Each part is handed the
---- state and asks the controller through its methods (`Picker` below); none requires this module. Rows and previews are
---- drawn only for what is visible, so a keystroke costs the filter plus one screenful. `<C-o>` ("other agents") lists
---- the workspace's Claude Code and Codex sessions too; `<CR>` on one imports it, then resumes the copy. See
---- `:help pseudoclaude-picker`.
+--- when first needed: `float/finder.lua` (where the items come from: the first rows, then the full list, both read on
+--- the core's threads), `float/matcher.lua` (the fuzzy filter), `float/rows.lua` (the results window),
+--- `float/preview.lua` (the previewer), `float/render.lua` (rows and previews as text), `float/layout.lua` (the
+--- windows' geometry), `float/actions.lua` (what the keys do to a session, the resume of an id, the `vim.ui.select()`
+--- backend) and `float/search.lua` (the "search inside messages" mode). Each part is handed the state and asks the
+--- controller through its methods (`Picker` below); none requires this module. Rows and previews are drawn only for
+--- what is visible, so a keystroke costs the filter plus one screenful. `<C-o>` ("other agents") lists the workspace's
+--- Claude Code and Codex sessions too; `<CR>` on one imports it, then resumes the copy.
+--- See `:help pseudoclaude-picker`.
 ---
 --- Architecture invariant: no main-loop step of the picker reads a session: the first rows, the full list
 --- and every preview are read on the core's threads; `<CR>` resumes the session the highlighted row shows
@@ -17,7 +18,7 @@
 local M = {}
 local H = {}
 
----@class pseudoclaude.picker.Opts
+---@class pseudoclaude.float.Opts
 ---@field max_items integer? Sessions listed before typing (default: config `picker.max_items`).
 ---@field backend "float"|"select"|"telescope"|"fzf-lua"|"snacks"|"mini"|"auto"? Default: config `picker.backend`.
 ---@field search string? Open in "search inside messages" mode with this query (`:PseudoSearch`).
@@ -26,7 +27,7 @@ local H = {}
 ---@field external boolean? This workspace's Claude Code and Codex sessions too (default: config `picker.external`;
 --- `<C-o>` toggles them).
 
----@class pseudoclaude.picker.Stats Timestamps are `vim.uv.hrtime()` values (ns).
+---@class pseudoclaude.float.Stats Timestamps are `vim.uv.hrtime()` values (ns).
 ---@field opened_at integer `open()` called
 ---@field list_ms number time of the first list (`limit = max_items`), ms
 ---@field rows_at integer? first rows drawn
@@ -37,14 +38,14 @@ local H = {}
 ---@field filters {query: string, ms: number, cpu_ms: number, matches: integer}[] one per query change: filter + draw of the rows
 ---@field previews {id: string, ms: number}[] one per preview drawn: load + render + draw
 
----@class pseudoclaude.picker.State
+---@class pseudoclaude.float.State
 ---@field top_items pseudoclaude.SessionInfo[] The first list (`limit = max_items`).
 ---@field items pseudoclaude.SessionInfo[] What the filter searches: `top_items`, then the full list.
 ---@field full boolean Whether `items` is the full list.
 ---@field deleted table<string, true> Sessions deleted while the full list was being read.
 ---@field marked table<string, pseudoclaude.SessionInfo> Sessions renamed or pinned here: what the full list, when it
 --- arrives, must show of them (it may have been read before the write).
----@field matcher pseudoclaude.picker.Matcher Over `items`.
+---@field matcher pseudoclaude.float.Matcher Over `items`.
 ---@field query string
 ---@field matches integer[] Indices into `items`, in display order.
 ---@field sel integer Selected position in `matches` (1-based).
@@ -54,15 +55,15 @@ local H = {}
 ---@field bufs {prompt: integer, results: integer, preview: integer?}
 ---@field origin_win integer
 ---@field augroup integer
----@field previews table<string, pseudoclaude.picker.Preview>
+---@field previews table<string, pseudoclaude.float.Preview>
 ---@field preview_id string? Session shown in the preview.
 ---@field preview_pending boolean
 ---@field loading string? Session whose preview is being read in the background.
 ---@field preview_folded boolean? Whether the preview window holds folds.
 ---@field max_items integer
 ---@field now integer Unix seconds at open, for ages.
----@field stats pseudoclaude.picker.Stats
----@field search pseudoclaude.picker.SearchState? Set in "search inside messages" mode (picker/search.lua).
+---@field stats pseudoclaude.float.Stats
+---@field search pseudoclaude.float.SearchState? Set in "search inside messages" mode (float/search.lua).
 ---@field all boolean? Sessions of every workspace (`:PseudoResume all`).
 ---@field listing boolean Whether the first rows are still being listed (the rows say so).
 ---@field asking string? The y/N question on the command line, while it waits for the key.
@@ -70,12 +71,12 @@ local H = {}
 ---@field list_gen integer Which reading of the list is the current one (`<C-o>` starts another; older answers are
 --- dropped).
 
----@type pseudoclaude.picker.State?
+---@type pseudoclaude.float.State?
 local state = nil
 
 --- What the parts may ask of the controller: the methods of the state they are handed (`s:refresh()`), as telescope's
 --- actions call their picker's. The parts never require this module (no import circle), and `H` stays private.
----@class pseudoclaude.picker.State
+---@class pseudoclaude.float.State
 local Picker = {}
 Picker.__index = Picker
 
@@ -135,14 +136,14 @@ end
 --- Draws the preview now: the highlighted session's, or in search mode the highlighted hit's.
 function Picker:draw_preview()
   if self.search then
-    return require("pseudoclaude.picker.search").draw_preview(self)
+    return require("pseudoclaude.float.search").draw_preview(self)
   end
-  require("pseudoclaude.picker.preview").draw_preview(self)
+  require("pseudoclaude.float.preview").draw_preview(self)
 end
 
 --- Draws the preview soon (once the keys typed so far are handled).
 function Picker:request_preview()
-  require("pseudoclaude.picker.preview").request_preview(self)
+  require("pseudoclaude.float.preview").request_preview(self)
 end
 
 --- The prompt's text changed (or must be filtered again).
@@ -152,7 +153,7 @@ end
 
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
---- The prompt's "> " extmark (picker/rows.lua owns the counter's, id 1).
+--- The prompt's "> " extmark (float/rows.lua owns the counter's, id 1).
 local PREFIX_MARK = 2
 
 --- Opens the picker (or, with `backend = "select"`, `vim.ui.select()`; with a picker plugin's name or "auto", that
@@ -160,7 +161,7 @@ local PREFIX_MARK = 2
 --- one left out. The windows open at once, with the prompt ready for keys; the first rows are listed on the core's
 --- threads and drawn when they arrive (about a millisecond later), then the preview and the full list follow. When
 --- there is no session, or the sessions cannot be listed, the picker closes again with a message.
----@param opts pseudoclaude.picker.Opts?
+---@param opts pseudoclaude.float.Opts?
 function M.open(opts)
   opts = opts or {}
   local cfg = require("pseudoclaude").get_config().picker
@@ -186,11 +187,11 @@ function M.open(opts)
     backend = resolved
   end
   if backend == "select" and not opts.search then
-    return require("pseudoclaude.picker.actions").select(opts.all, external)
+    return require("pseudoclaude.float.actions").select(opts.all, external)
   end
   require("pseudoclaude.highlights").setup()
 
-  local s = { ---@type pseudoclaude.picker.State
+  local s = { ---@type pseudoclaude.float.State
     top_items = {},
     items = {},
     listing = true,
@@ -223,10 +224,10 @@ function M.open(opts)
   vim.bo[s.bufs.results].modifiable = false
   H.attach(s)
   if opts.search then
-    require("pseudoclaude.picker.search").enter(s, opts.search)
+    require("pseudoclaude.float.search").enter(s, opts.search)
   end
   vim.cmd.startinsert({ bang = opts.search ~= nil })
-  require("pseudoclaude.picker.finder").read_first_rows(s, opts)
+  require("pseudoclaude.float.finder").read_first_rows(s, opts)
 end
 
 --- Closes the picker's windows and wipes its buffers; does nothing when it is not open.
@@ -266,7 +267,7 @@ function M.is_open()
 end
 
 --- The picker's state, for tests and benchmarks (read-only; nil when closed).
----@return pseudoclaude.picker.State?
+---@return pseudoclaude.float.State?
 function M.get_state()
   return state
 end
@@ -282,7 +283,7 @@ end
 function M.move(delta)
   local s = state
   if s and s.search then
-    return require("pseudoclaude.picker.search").move(s, delta)
+    return require("pseudoclaude.float.search").move(s, delta)
   end
   if not s or #s.matches == 0 then
     return
@@ -292,7 +293,7 @@ function M.move(delta)
     s.sel = sel
     s.sel_id = s.items[s.matches[sel]].id
     H.draw_rows(s)
-    require("pseudoclaude.picker.preview").request_preview(s)
+    require("pseudoclaude.float.preview").request_preview(s)
   end
 end
 
@@ -309,36 +310,36 @@ function M.scroll_preview(dir)
   end)
 end
 
---- Resumes the highlighted session (asking first when it is in another workspace); see picker/actions.lua.
+--- Resumes the highlighted session (asking first when it is in another workspace); see float/actions.lua.
 function M.resume_selected()
-  return require("pseudoclaude.picker.actions").resume_selected(state)
+  return require("pseudoclaude.float.actions").resume_selected(state)
 end
 
 --- Deletes the highlighted session after asking (y/N); the picker stays open on the next one.
 function M.delete_selected()
-  return require("pseudoclaude.picker.actions").delete_selected(state)
+  return require("pseudoclaude.float.actions").delete_selected(state)
 end
 
 --- Renames the highlighted session (a prompt prefilled with its title).
 function M.rename_selected()
-  return require("pseudoclaude.picker.actions").rename_selected(state)
+  return require("pseudoclaude.float.actions").rename_selected(state)
 end
 
 --- Pins the highlighted session, or unpins it: pinned sessions come first.
 function M.toggle_pin_selected()
-  return require("pseudoclaude.picker.actions").toggle_pin_selected(state)
+  return require("pseudoclaude.float.actions").toggle_pin_selected(state)
 end
 
 --- Forks the highlighted session at its end ("resume as new") and resumes the fork.
 function M.fork_selected()
-  return require("pseudoclaude.picker.actions").fork_selected(state)
+  return require("pseudoclaude.float.actions").fork_selected(state)
 end
 
 --- Lists the other agents' (Claude Code, Codex) sessions of the workspace too, or no more (`<C-o>`).
 function M.toggle_external()
   local s = state
   if s and not s.search then
-    require("pseudoclaude.picker.finder").toggle_external(s)
+    require("pseudoclaude.float.finder").toggle_external(s)
   end
 end
 
@@ -363,7 +364,7 @@ function M.command(args)
       end
       id = newest[1].id
     end
-    require("pseudoclaude.picker.actions").resume(id)
+    require("pseudoclaude.float.actions").resume(id)
   end)
   if not ok then
     require("pseudoclaude.errors").report(err)
@@ -374,7 +375,7 @@ end
 ---@param arglead string
 ---@return string[]
 function M.complete(arglead)
-  return require("pseudoclaude.picker.actions").complete(arglead)
+  return require("pseudoclaude.float.actions").complete(arglead)
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
@@ -385,18 +386,18 @@ function H.notify(msg, level)
   vim.notify(tostring(msg), level or vim.log.levels.ERROR)
 end
 
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@return pseudoclaude.SessionInfo?
 function H.selected(s)
   if s.search then
-    return require("pseudoclaude.picker.search").selected_item(s)
+    return require("pseudoclaude.float.search").selected_item(s)
   end
   local i = s.matches[s.sel]
   return i and s.items[i] or nil
 end
 
 --- Creates the buffers and windows.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function H.open_windows(s)
   local layout = H.layout()
   for _, name in ipairs({ "results", "preview", "prompt" }) do
@@ -439,13 +440,13 @@ function H.open_windows(s)
   })
 end
 
----@return pseudoclaude.picker.Layout
+---@return pseudoclaude.float.Layout
 function H.layout()
-  return require("pseudoclaude.picker.layout").compute(vim.o.columns, vim.o.lines, { cmdheight = vim.o.cmdheight })
+  return require("pseudoclaude.float.layout").compute(vim.o.columns, vim.o.lines, { cmdheight = vim.o.cmdheight })
 end
 
 --- Mappings and autocommands.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function H.attach(s)
   local buf = s.bufs.prompt
   local function map(modes, lhs, fn, desc)
@@ -478,7 +479,7 @@ function H.attach(s)
   end, "scroll the preview up")
   map({ "i", "n" }, "<C-x>", M.delete_selected, "delete the session")
   map({ "i", "n" }, "<C-g>", function()
-    require("pseudoclaude.picker.search").toggle(state)
+    require("pseudoclaude.float.search").toggle(state)
   end, "search inside messages (on/off)")
   map({ "i", "n" }, "<C-r>", M.rename_selected, "rename the session")
   map({ "i", "n" }, "<C-t>", M.toggle_pin_selected, "pin or unpin the session")
@@ -537,7 +538,7 @@ function H.fitting_rows()
   return math.max(H.layout().results.height or 1, 1)
 end
 
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function H.relayout(s)
   local layout = H.layout()
   for name, win in pairs(s.wins) do
@@ -548,23 +549,23 @@ function H.relayout(s)
   H.draw_rows(s)
   s.preview_id = nil
   s.previews = {}
-  require("pseudoclaude.picker.preview").request_preview(s)
+  require("pseudoclaude.float.preview").request_preview(s)
 end
 
 --- Replaces the searched items and rebuilds the matcher.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param items pseudoclaude.SessionInfo[]
 function H.set_items(s, items)
   local hay = {}
   for i, item in ipairs(items) do
-    hay[i] = require("pseudoclaude.picker.finder").haystack(item)
+    hay[i] = require("pseudoclaude.float.finder").haystack(item)
   end
   s.items = items
-  s.matcher = require("pseudoclaude.picker.matcher").new(hay)
+  s.matcher = require("pseudoclaude.float.matcher").new(hay)
 end
 
 --- Without a query: the `max_items` newest.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function H.default_matches(s)
   local m = {}
   for i = 1, math.min(s.max_items, #s.items) do
@@ -574,7 +575,7 @@ function H.default_matches(s)
 end
 
 --- The prompt's text changed: filter and redraw.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function H.on_change(s)
   if state ~= s then
     return
@@ -582,7 +583,7 @@ function H.on_change(s)
   local t, cpu = vim.uv.hrtime(), os.clock()
   local query = api.nvim_buf_get_lines(s.bufs.prompt, 0, 1, false)[1] or ""
   if s.search then
-    return require("pseudoclaude.picker.search").on_query(s, query)
+    return require("pseudoclaude.float.search").on_query(s, query)
   end
   if query == s.query then
     return
@@ -605,12 +606,12 @@ function H.on_change(s)
   -- the CPU time too: on a loaded machine the wall time includes waiting for a CPU
   stats[#stats + 1] =
     { query = query, ms = (vim.uv.hrtime() - t) / 1e6, cpu_ms = (os.clock() - cpu) * 1e3, matches = #s.matches }
-  require("pseudoclaude.picker.preview").request_preview(s)
+  require("pseudoclaude.float.preview").request_preview(s)
 end
 
 --- Puts the highlight back on `s.sel_id` when it is still among the matches, else on the first match (or, with
 --- `fallback`, on that position: the row after a deleted session).
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param fallback integer?
 function H.reselect(s, fallback)
   local sel = nil
@@ -631,7 +632,7 @@ function H.reselect(s, fallback)
 end
 
 --- Recomputes the matches for the current query (after the items changed), keeping the highlighted session.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param fallback integer? Position to highlight when the highlighted session is gone.
 function H.refresh(s, fallback)
   if s.listing then
@@ -644,11 +645,11 @@ function H.refresh(s, fallback)
   end
   H.reselect(s, fallback)
   H.draw_rows(s)
-  require("pseudoclaude.picker.preview").request_preview(s)
+  require("pseudoclaude.float.preview").request_preview(s)
 end
 
 --- Drops a deleted session from the lists and redraws; the highlight moves to the row that took its place.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param id string
 function H.remove(s, id)
   s.deleted[id] = true
@@ -661,7 +662,7 @@ function H.remove(s, id)
   local sel = s.sel
   H.set_items(s, kept)
   if s.search then
-    require("pseudoclaude.picker.search").forget(s, id)
+    require("pseudoclaude.float.search").forget(s, id)
   end
   s.previews[id] = nil
   s.preview_id = nil
@@ -669,13 +670,13 @@ function H.remove(s, id)
   H.refresh(s, sel)
 end
 
---- Draws the visible rows, the selection, the match highlights and the counter (picker/rows.lua).
----@param s pseudoclaude.picker.State
+--- Draws the visible rows, the selection, the match highlights and the counter (float/rows.lua).
+---@param s pseudoclaude.float.State
 function H.draw_rows(s)
   if s.search then
-    return require("pseudoclaude.picker.search").draw_rows(s)
+    return require("pseudoclaude.float.search").draw_rows(s)
   end
-  require("pseudoclaude.picker.rows").draw(s)
+  require("pseudoclaude.float.rows").draw(s)
 end
 
 return M

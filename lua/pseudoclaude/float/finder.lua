@@ -2,7 +2,7 @@
 --- full list, both read on the core's threads; the haystacks the matcher searches are built in steps.
 
 --- It is handed the picker's state and asks the controller through its methods (`s:refresh()`…): it never requires
---- picker.lua.
+--- float.lua.
 
 local M = {}
 
@@ -20,8 +20,8 @@ M.HAY_STEP = 250
 --- and tail of each transcript not cached yet). When the rows arrive: the rows, then in a main-loop step of its own
 --- the preview and the request for the full list. `opts.reload`: the list is read again (`<C-o>`), and an empty one is
 --- shown as such instead of closing the picker.
----@param s pseudoclaude.picker.State
----@param opts pseudoclaude.picker.Opts|{reload: boolean?, with_external: boolean?}
+---@param s pseudoclaude.float.State
+---@param opts pseudoclaude.float.Opts|{reload: boolean?, with_external: boolean?}
 function M.read_first_rows(s, opts)
   local sessions = require("pseudoclaude.sessions")
   local asked = vim.uv.hrtime()
@@ -84,7 +84,7 @@ end
 
 --- `items` with the sessions renamed or pinned here as written, each moved to the top of its group (pinned or not):
 --- the write made it the most recent, as the next list will show it.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param items pseudoclaude.SessionInfo[]
 ---@return pseudoclaude.SessionInfo[]
 function M.with_marks(s, items)
@@ -118,7 +118,7 @@ end
 
 --- Starts reading the full list in the background; when it arrives, it replaces the first rows as what the query
 --- searches. (Read right after the first draw instead when no thread can be started.)
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function M.read_full_list(s)
   local sessions = require("pseudoclaude.sessions")
   local gen = s.list_gen
@@ -143,11 +143,11 @@ end
 
 --- The full list is here: build what the matcher searches in steps, then search it from now on and apply the
 --- current query to it.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param items pseudoclaude.SessionInfo[]
 function M.use_full_list(s, items)
   items = M.with_marks(s, items)
-  local matcher = require("pseudoclaude.picker.matcher")
+  local matcher = require("pseudoclaude.float.matcher")
   local rust = matcher.DEFAULT_ENGINE == "rust"
   local hay, lower, done = {}, {}, 0
   local handle = nil ---@type integer?
@@ -196,20 +196,20 @@ function M.haystack(item)
 end
 
 --- Reads the list again with the other agents' sessions in or out (`<C-o>`); the rows shown stay until it arrives.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function M.toggle_external(s)
   s.external = not s.external
   s.full = false
   M.read_first_rows(s, { all = s.all, reload = true })
 end
 
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param items pseudoclaude.SessionInfo[]
 ---@param hay string[]
 ---@param lower string[]? The haystacks lower-cased ("lua" engine).
 ---@param handle integer? The core's matcher holding `hay` ("rust" engine).
 function M.install_full_list(s, items, hay, lower, handle)
-  local matcher = require("pseudoclaude.picker.matcher")
+  local matcher = require("pseudoclaude.float.matcher")
   if next(s.deleted) then
     local kept, kept_hay, kept_lower = {}, {}, lower and {} or nil
     for i, item in ipairs(items) do

@@ -1,7 +1,7 @@
 --- The picker's previewer: the highlighted session's history, read on the core's threads (a "loading" line until
 --- it arrives), cached per session, drawn only while its session is highlighted; and the one function that puts a
 --- preview in the preview window (`show`), which the search mode's previews go through too. It is handed the
---- picker's state and asks the controller through its methods (`s:selected()`…): it never requires picker.lua.
+--- picker's state and asks the controller through its methods (`s:selected()`…): it never requires float.lua.
 
 local M = {}
 
@@ -9,7 +9,7 @@ local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
 
 --- Draws the preview soon (once the keys typed so far are handled).
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function M.request_preview(s)
   if s.preview_pending then
     return
@@ -26,7 +26,7 @@ end
 --- Shows the selected session's history in the preview window. A session not read yet shows a "loading" line at
 --- once and is read in the background; what arrives for a session the highlight has left is kept for later but not
 --- drawn.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function M.draw_preview(s)
   local win = s.wins.preview
   if not win or not api.nvim_win_is_valid(win) then
@@ -37,8 +37,8 @@ function M.draw_preview(s)
     return
   end
   local t = vim.uv.hrtime()
-  local render = require("pseudoclaude.picker.render")
-  local p = { lines = {}, hls = {}, folds = {} } ---@type pseudoclaude.picker.Preview
+  local render = require("pseudoclaude.float.render")
+  local p = { lines = {}, hls = {}, folds = {} } ---@type pseudoclaude.float.Preview
   if item and item.source then
     -- another agent's session: drawn from its list item; a partial one again once the full list has its count
     M.show_preview(s, render.external(item, s.now), not item.partial and item.id or nil)
@@ -58,7 +58,7 @@ function M.draw_preview(s)
 end
 
 --- Reads the preview of `item` in the background, once at a time per session.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param item pseudoclaude.SessionInfo
 function M.load_preview(s, item)
   if s.loading == item.id then
@@ -66,7 +66,7 @@ function M.load_preview(s, item)
   end
   s.loading = item.id
   local asked = vim.uv.hrtime()
-  local render = require("pseudoclaude.picker.render")
+  local render = require("pseudoclaude.float.render")
   local sessions = require("pseudoclaude.sessions")
   local ok, err = pcall(sessions.within, item.workspace, function()
     return sessions.preview_async(item.id, function(perr, preview)
@@ -90,13 +90,13 @@ function M.load_preview(s, item)
 end
 
 --- A preview read in the background is here: keep it, and draw it if its session is still highlighted.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param item pseudoclaude.SessionInfo
 ---@param perr string?
 ---@param preview pseudoclaude.SessionPreview?
 ---@param asked integer
 function M.preview_arrived(s, item, perr, preview, asked)
-  local render = require("pseudoclaude.picker.render")
+  local render = require("pseudoclaude.float.render")
   if not s:is_current() then
     return
   end
@@ -126,8 +126,8 @@ function M.preview_arrived(s, item, perr, preview, asked)
 end
 
 --- Puts preview `p` in the preview window (`id`: the session it shows; nil while it is loading).
----@param s pseudoclaude.picker.State
----@param p pseudoclaude.picker.Preview
+---@param s pseudoclaude.float.State
+---@param p pseudoclaude.float.Preview
 ---@param id string?
 function M.show_preview(s, p, id)
   M.show(s, p)
@@ -136,8 +136,8 @@ end
 
 --- Puts preview `p` in the preview window: its lines, highlights and folds; the cursor on `p.cursor` (a search hit's
 --- preview, the folds around it open) or on the first line.
----@param s pseudoclaude.picker.State
----@param p pseudoclaude.picker.Preview
+---@param s pseudoclaude.float.State
+---@param p pseudoclaude.float.Preview
 function M.show(s, p)
   local win, buf = s.wins.preview, s.bufs.preview
   vim.bo[buf].modifiable = true

@@ -1,4 +1,4 @@
---- The picker's results window: the visible rows (text from picker/render.lua), the highlight, the characters the
+--- The picker's results window: the visible rows (text from float/render.lua), the highlight, the characters the
 --- query matched and the counter in the prompt; the search mode's hit rows go through its `scroll` and `put` too. Only what is visible is drawn, so a keystroke costs one screenful.
 
 local M = {}
@@ -6,11 +6,11 @@ local H = {}
 
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
---- The counter's extmark in the prompt (picker.lua owns the prompt's other mark).
+--- The counter's extmark in the prompt (float.lua owns the prompt's other mark).
 local COUNTER_MARK = 1
 
 --- Draws the visible rows of the results window, the selection, the match highlights and the counter.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function M.draw(s)
   local win = s.wins.results
   if not api.nvim_win_is_valid(win) then
@@ -27,7 +27,7 @@ function M.draw(s)
     end
     visible[#visible + 1] = s.items[i]
   end
-  local render = require("pseudoclaude.picker.render")
+  local render = require("pseudoclaude.float.render")
   local lines, rows = render.rows(visible, width, s.now)
   local hls = {}
   for k, row in ipairs(rows) do
@@ -67,7 +67,7 @@ end
 
 --- Puts `lines` in the results window with their highlights (`hls[k]`: `{start_col, end_col, group, priority?}` of
 --- line k), the selection on the 0-based line `selected` (nil: none), and `counter` at the right of the prompt.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param lines string[]
 ---@param hls table[][]
 ---@param selected integer?
@@ -95,9 +95,9 @@ function M.put(s, lines, hls, selected, counter)
 end
 
 --- Highlights the characters the query matched, in the title and model columns of the visible rows.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param buf integer
----@param rows pseudoclaude.picker.Row[]
+---@param rows pseudoclaude.float.Row[]
 function H.draw_match_highlights(s, buf, rows)
   for k, row in ipairs(rows) do
     local i = s.matches[s.top + k - 1]

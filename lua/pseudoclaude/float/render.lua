@@ -26,10 +26,10 @@ M.WORKSPACE_MAX_WIDTH = 16
 --- Title of a damaged session with nothing to restore (a log of garbage).
 M.UNREADABLE_TITLE = "(unreadable session)"
 
----@alias pseudoclaude.picker.Highlight [integer, integer, string] start column, end column (bytes, 0-based, end exclusive), group
+---@alias pseudoclaude.float.Highlight [integer, integer, string] start column, end column (bytes, 0-based, end exclusive), group
 
----@class pseudoclaude.picker.Row
----@field hls pseudoclaude.picker.Highlight[]
+---@class pseudoclaude.float.Row
+---@field hls pseudoclaude.float.Highlight[]
 ---@field title_col integer Byte column where the title starts.
 ---@field title_bytes integer Bytes of the title shown (a truncated title shows fewer than it has).
 ---@field model_col integer? Byte column where the model starts (nil when the column is not shown).
@@ -109,9 +109,9 @@ end
 ---@param items pseudoclaude.SessionInfo[]
 ---@param width integer
 ---@param now integer unix seconds
----@param columns pseudoclaude.picker.Columns?
+---@param columns pseudoclaude.float.Columns?
 ---@return string[] lines
----@return pseudoclaude.picker.Row[] rows
+---@return pseudoclaude.float.Row[] rows
 function M.rows(items, width, now, columns)
   local counts, costs = {}, {}
   local widths = H.columns(items, counts, costs)
@@ -224,7 +224,7 @@ function M.rows(items, width, now, columns)
   return lines, rows
 end
 
----@class pseudoclaude.picker.Columns Widths (cells) of a row's optional columns over some items.
+---@class pseudoclaude.float.Columns Widths (cells) of a row's optional columns over some items.
 ---@field model integer
 ---@field count integer
 ---@field cost integer
@@ -232,7 +232,7 @@ end
 
 --- The widths `rows()` gives its columns over `items` (for rows of a longer list drawn a few at a time).
 ---@param items pseudoclaude.SessionInfo[]
----@return pseudoclaude.picker.Columns
+---@return pseudoclaude.float.Columns
 function M.columns(items)
   return H.columns(items, {}, {})
 end
@@ -241,7 +241,7 @@ end
 ---@param items pseudoclaude.SessionInfo[]
 ---@param counts string[]
 ---@param costs string[]
----@return pseudoclaude.picker.Columns
+---@return pseudoclaude.float.Columns
 function H.columns(items, counts, costs)
   local w = { model = 0, count = 0, cost = 0, branch = 0 }
   local money = require("pseudoclaude.usage").cost
@@ -276,7 +276,7 @@ end
 --- message count, age, branch, file, and what <CR> does (or why it cannot).
 ---@param item pseudoclaude.ExternalSession
 ---@param now integer
----@return pseudoclaude.picker.Preview
+---@return pseudoclaude.float.Preview
 function M.external(item, now)
   local lines, hls = {}, {}
   local add = H.adder(lines, hls)
@@ -314,7 +314,7 @@ function H.branch(item)
   return (type(b) == "string") and b or ""
 end
 
----@class pseudoclaude.picker.Preview
+---@class pseudoclaude.float.Preview
 ---@field lines string[]
 ---@field hls [integer, integer, integer, string][] line (0-based), start column, end column (-1: end of line), group
 ---@field folds {[1]: integer, [2]: integer}[]? 0-based inclusive line ranges folded (tool outputs)
@@ -367,7 +367,7 @@ end
 --- What the preview shows while the session is read in the background.
 ---@param item pseudoclaude.SessionInfo
 ---@param now integer
----@return pseudoclaude.picker.Preview
+---@return pseudoclaude.float.Preview
 function M.loading(item, now)
   local lines, hls = H.header({}, item, now)
   lines[#lines + 1] = ""
@@ -379,7 +379,7 @@ end
 --- A preview that could not be read: what went wrong.
 ---@param item pseudoclaude.SessionInfo
 ---@param err any
----@return pseudoclaude.picker.Preview
+---@return pseudoclaude.float.Preview
 function M.failed(item, err)
   local lines = { M.title(item), require("pseudoclaude.errors").plain(err) }
   return {
@@ -401,7 +401,7 @@ end
 ---@param now integer unix seconds
 ---@param width integer? columns available (one-line summaries are cut to fit)
 ---@param hit {query: string}? A search hit's preview.
----@return pseudoclaude.picker.Preview
+---@return pseudoclaude.float.Preview
 function M.preview(p, item, now, width, hit)
   width = math.max((width or 80) - 4, 20)
   local lines, hls = H.header(p, item, now)
@@ -442,7 +442,7 @@ function M.preview(p, item, now, width, hit)
       out_folds[#out_folds + 1] = { f[1] + offset, f[2] + offset }
     end
   end
-  local out = { lines = lines, hls = hls, folds = out_folds } ---@type pseudoclaude.picker.Preview
+  local out = { lines = lines, hls = hls, folds = out_folds } ---@type pseudoclaude.float.Preview
   if hit then
     local k = (p.at or 1) - (tail.from or 0)
     local first = offset + (starts[k] or 0)

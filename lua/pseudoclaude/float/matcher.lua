@@ -16,15 +16,15 @@
 local M = {}
 local H = {}
 
----@alias pseudoclaude.picker.MatchEngine "rust"|"lua"|"vim"
+---@alias pseudoclaude.float.MatchEngine "rust"|"lua"|"vim"
 
 --- The engine the picker uses (see doc/benchmarks.md, "Picker").
----@type pseudoclaude.picker.MatchEngine
+---@type pseudoclaude.float.MatchEngine
 M.DEFAULT_ENGINE = "rust"
 
----@class pseudoclaude.picker.Matcher
+---@class pseudoclaude.float.Matcher
 ---@field haystacks string[] The texts matched against, in list order.
----@field engine pseudoclaude.picker.MatchEngine
+---@field engine pseudoclaude.float.MatchEngine
 ---@field lower string[]? Lower-cased haystacks ("lua" engine).
 ---@field index table<string, integer>? Haystack -> index ("vim" engine).
 ---@field handle integer? The core's matcher ("rust" engine), freed with this object.
@@ -35,10 +35,10 @@ Matcher.__index = Matcher
 
 --- A matcher over `haystacks` (kept by reference; do not modify it afterwards).
 ---@param haystacks string[]
----@param engine pseudoclaude.picker.MatchEngine?
+---@param engine pseudoclaude.float.MatchEngine?
 ---@param lower string[]? The haystacks already lower-cased ("lua" engine), when the caller made them in steps.
 ---@param handle integer? The core's matcher holding `haystacks` already ("rust" engine, see `M.add`).
----@return pseudoclaude.picker.Matcher
+---@return pseudoclaude.float.Matcher
 function M.new(haystacks, engine, lower, handle)
   engine = engine or M.DEFAULT_ENGINE
   local self = setmetatable({ haystacks = haystacks, engine = engine }, Matcher)
@@ -64,7 +64,7 @@ function M.new(haystacks, engine, lower, handle)
     end
     self.index = index
   else
-    error(("pseudoclaude.picker.matcher: unknown engine %q"):format(tostring(engine)), 2)
+    error(("pseudoclaude.float.matcher: unknown engine %q"):format(tostring(engine)), 2)
   end
   return self
 end
@@ -271,7 +271,7 @@ function H.lead_penalty(start)
   return lead < 8 and math.floor(lead) or 8
 end
 
----@param self pseudoclaude.picker.Matcher
+---@param self pseudoclaude.float.Matcher
 ---@param query string
 ---@param candidates integer[]?
 ---@return integer[]
@@ -310,7 +310,7 @@ local ffi_ok, ffi = pcall(require, "ffi")
 local new_table_ok, new_table = pcall(require, "table.new")
 
 --- Frees the core's matcher when `self` is collected (a userdata's finaliser: LuaJIT's tables have none).
----@param self pseudoclaude.picker.Matcher
+---@param self pseudoclaude.float.Matcher
 ---@param handle integer
 function H.free_with(self, handle)
   if newproxy then
@@ -321,7 +321,7 @@ function H.free_with(self, handle)
   end
 end
 
----@param self pseudoclaude.picker.Matcher
+---@param self pseudoclaude.float.Matcher
 ---@param query string
 ---@param candidates integer[]?
 ---@return integer[]
@@ -358,7 +358,7 @@ function H.unpack(s)
   return out
 end
 
----@param self pseudoclaude.picker.Matcher
+---@param self pseudoclaude.float.Matcher
 ---@param query string
 ---@param candidates integer[]?
 ---@return integer[]

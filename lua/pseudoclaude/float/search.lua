@@ -4,9 +4,9 @@
 --- around the highlighted hit, and `<CR>` resumes it with the cursor on that message.
 ---
 --- Each change of the query cancels the search running and starts another; its hits stream in, newest sessions
---- first, and a hit of an older query is never drawn (each search has a generation). The picker (picker.lua) hands
+--- first, and a hit of an older query is never drawn (each search has a generation). The picker (float.lua) hands
 --- its rows, moves, preview and `<CR>` to this module while `state.search` is set; this module asks the controller
---- through the state's methods (`s:on_change()`, `s:close()`…) and never requires picker.lua. Its previews are drawn
+--- through the state's methods (`s:on_change()`, `s:close()`…) and never requires float.lua. Its previews are drawn
 --- by the picker's one renderer (`render.preview` with the hit) and shown by the previewer (`preview.show`).
 
 local M = {}
@@ -19,13 +19,13 @@ M.LIMIT = 2000
 --- Columns of the "where" label.
 M.LABEL_WIDTH = 6
 
----@class pseudoclaude.picker.SearchStats Timestamps are `vim.uv.hrtime()` values (ns).
+---@class pseudoclaude.float.SearchStats Timestamps are `vim.uv.hrtime()` values (ns).
 ---@field query_at integer? The query set (the search started).
 ---@field first_row_at integer? The first hit row drawn.
 ---@field done_at integer? The search done, its last rows drawn.
 ---@field hits integer
 
----@class pseudoclaude.picker.SearchState
+---@class pseudoclaude.float.SearchState
 ---@field query string
 ---@field gen integer Bumped by each new query: hits of an older one are dropped.
 ---@field handle pseudoclaude.SearchHandle?
@@ -38,10 +38,10 @@ M.LABEL_WIDTH = 6
 ---@field previews table<string, table>
 ---@field preview_key string? The hit shown in the preview (`id:index`).
 ---@field loading string?
----@field stats pseudoclaude.picker.SearchStats
+---@field stats pseudoclaude.float.SearchStats
 
 --- Enters search mode in picker state `s`; with `query`, the prompt is set to it first.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param query string?
 function M.enter(s, query)
   if s.search then
@@ -71,7 +71,7 @@ function M.enter(s, query)
 end
 
 --- Back to the list of sessions, filtered by the prompt's text.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function M.leave(s)
   local st = s.search
   if not st then
@@ -88,7 +88,7 @@ function M.leave(s)
 end
 
 --- `<C-g>`: search mode on or off.
----@param s pseudoclaude.picker.State?
+---@param s pseudoclaude.float.State?
 function M.toggle(s)
   if not s then
     return
@@ -101,7 +101,7 @@ function M.toggle(s)
 end
 
 --- The prompt's text changed in search mode: a new search (the running one is cancelled).
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param query string
 function M.on_query(s, query)
   local st = s.search
@@ -140,14 +140,14 @@ function M.on_query(s, query)
 end
 
 --- The highlighted hit, or nil.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@return pseudoclaude.SearchHit?
 function M.selected_hit(s)
   return s.search and s.search.hits[s.search.sel] or nil
 end
 
 --- The session of the highlighted hit, as the list knows it (for the keys that act on a session).
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@return pseudoclaude.SessionInfo?
 function M.selected_item(s)
   local hit = M.selected_hit(s)
@@ -162,7 +162,7 @@ function M.selected_item(s)
   return { id = hit.id, title = hit.title, last_message = hit.last_message, model = "", messages = 0 }
 end
 
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param delta integer
 function M.move(s, delta)
   local st = s.search
@@ -178,7 +178,7 @@ function M.move(s, delta)
 end
 
 --- A session was deleted: its hits go.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param id string
 function M.forget(s, id)
   local st = s.search
@@ -199,7 +199,7 @@ end
 
 --- `<CR>` on a hit: closes the picker and resumes its session with the cursor on the message. A session open in
 --- another editor is refused and the picker stays open.
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function M.resume_selected(s)
   local hit = M.selected_hit(s)
   if not hit then
@@ -228,15 +228,15 @@ function M.resume_selected(s)
   end)
 end
 
---- Draws the visible hit rows, their match highlights, the selection and the counter (picker/rows.lua).
----@param s pseudoclaude.picker.State
+--- Draws the visible hit rows, their match highlights, the selection and the counter (float/rows.lua).
+---@param s pseudoclaude.float.State
 function M.draw_rows(s)
   local st = s.search
   local win = s.wins.results
   if not st or not api.nvim_win_is_valid(win) then
     return
   end
-  local rows = require("pseudoclaude.picker.rows")
+  local rows = require("pseudoclaude.float.rows")
   local n = #st.hits
   local height, width
   st.sel, st.top, height, width = rows.scroll(win, n, st.sel, st.top)
@@ -263,7 +263,7 @@ end
 ---@return string[] lines
 ---@return table[][] hls
 function M.rows(hits, width, now)
-  local render = require("pseudoclaude.picker.render")
+  local render = require("pseudoclaude.float.render")
   local fit = render.fit
   local title_w = math.max(8, math.min(40, math.floor(width * 0.28)))
   local lines, hls = {}, {}
@@ -303,7 +303,7 @@ function M.rows(hits, width, now)
 end
 
 --- Shows the highlighted hit's session around its message in the preview (read in the background).
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function M.draw_preview(s)
   local st = s.search
   local win = s.wins.preview
@@ -324,7 +324,7 @@ function M.draw_preview(s)
     return H.show(s, p, key)
   end
   local item = M.selected_item(s) --[[@as pseudoclaude.SessionInfo]]
-  H.show(s, require("pseudoclaude.picker.render").loading(item, s.now), nil)
+  H.show(s, require("pseudoclaude.float.render").loading(item, s.now), nil)
   if st.loading == key then
     return
   end
@@ -340,7 +340,7 @@ function M.draw_preview(s)
       if s.search ~= st or not api.nvim_win_is_valid(win) then
         return
       end
-      local render = require("pseudoclaude.picker.render")
+      local render = require("pseudoclaude.float.render")
       st.previews[key] = perr and render.failed(item, perr)
         or render.preview(preview, item, s.now, api.nvim_win_get_width(win), { query = st.query })
       local current = M.selected_hit(s)
@@ -353,14 +353,14 @@ function M.draw_preview(s)
   end)
   if not ok then
     st.loading = nil
-    st.previews[key] = require("pseudoclaude.picker.render").failed(item, err)
+    st.previews[key] = require("pseudoclaude.float.render").failed(item, err)
     H.show(s, st.previews[key], key)
   end
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
 
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 ---@param gen integer
 ---@param hits pseudoclaude.SearchHit[]
 function H.arrived(s, gen, hits)
@@ -391,7 +391,7 @@ function H.finished(s, gen, err, summary)
   st.stats.done_at = vim.uv.hrtime()
 end
 
----@param st pseudoclaude.picker.SearchState
+---@param st pseudoclaude.float.SearchState
 ---@return string
 function H.empty_text(st)
   if st.error then
@@ -415,17 +415,17 @@ function H.label(hit)
   return hit.role == "user" and "you" or "agent"
 end
 
----@param s pseudoclaude.picker.State
+---@param s pseudoclaude.float.State
 function H.request_preview(s)
   s:request_preview()
 end
 
 --- Puts preview `p` in the preview window, the cursor on its hit (`p.cursor`) with the folds around it open.
----@param s pseudoclaude.picker.State
----@param p pseudoclaude.picker.Preview
+---@param s pseudoclaude.float.State
+---@param p pseudoclaude.float.Preview
 ---@param key string?
 function H.show(s, p, key)
-  require("pseudoclaude.picker.preview").show(s, p)
+  require("pseudoclaude.float.preview").show(s, p)
   if s.search then
     s.search.preview_key = key
   end

@@ -7,12 +7,12 @@
 local M = {}
 local H = {}
 
----@class pseudoclaude.picker.LayoutOpts
+---@class pseudoclaude.float.LayoutOpts
 ---@field cmdheight integer? Lines of the command line (`'cmdheight'`), left free below the picker. Default 1.
 ---@field border string|string[]? Border of each window (`:help nvim_open_win()`). Default "rounded".
 ---@field title string? Title of the prompt window.
 
----@class pseudoclaude.picker.Layout
+---@class pseudoclaude.float.Layout
 ---@field orientation "horizontal"|"vertical"
 ---@field prompt vim.api.keyset.win_config
 ---@field results vim.api.keyset.win_config
@@ -31,8 +31,8 @@ M.PREVIEW_MIN_HEIGHT = 3
 --- Window configurations for an editor of `columns` x `lines` cells.
 ---@param columns integer `'columns'`
 ---@param lines integer `'lines'`
----@param opts pseudoclaude.picker.LayoutOpts?
----@return pseudoclaude.picker.Layout
+---@param opts pseudoclaude.float.LayoutOpts?
+---@return pseudoclaude.float.Layout
 function M.compute(columns, lines, opts)
   opts = opts or {}
   local border = opts.border or "rounded"
@@ -46,7 +46,7 @@ function M.compute(columns, lines, opts)
   local col = math.floor((columns - width) / 2)
 
   local prompt_h = 1 + 2 * b -- outer height of the prompt window
-  local out = {} ---@type pseudoclaude.picker.Layout
+  local out = {} ---@type pseudoclaude.float.Layout
 
   if width >= M.HORIZONTAL_MIN_WIDTH and height >= prompt_h + 1 + 2 * b then
     out.orientation = "horizontal"
