@@ -323,8 +323,10 @@ class FakeAnthropic:
     `POST /v1/messages` with `stream: true` and an `anthropic-version` header, answered by the real event stream:
     `message_start` (with the input side of `usage`), `ping`, a `text` content block in several `text_delta`s, one
     `tool_use` block per call whose input arrives as `input_json_delta` pieces, `content_block_stop` after each block,
-    `message_delta` (`stop_reason` `end_turn` or `tool_use`, the output tokens) and `message_stop`. Each request is
-    checked against the API's rules (see `validate`, the same as tests/it/support/mod.rs's `validate_anthropic`) and
+    `message_delta` (`stop_reason` `end_turn` or `tool_use`, the output tokens) and `message_stop`; the text word
+    by word `delay` seconds apart (`push_burst`: 10,000 pieces with no pause). Each request is
+    checked against the API's rules (see `validate`, the same as tests/it/support/mod.rs's `validate_anthropic`,
+    which does not know `adaptive` thinking) and
     answered 400 with the API's error body when it breaks one, as the real API does. Answers are scripted in order
     with `push_text` and `push_tools`; `usage` holds the counts as the API names them (`input_tokens`,
     `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`).
@@ -333,15 +335,24 @@ class FakeAnthropic:
     a `signature_delta`), and with `redacted` a `redacted_thinking` block; signatures are the FNV-1a hash of the text
     (`signature`, as tests/it/support/mod.rs makes them), so a block sent back changed is refused ("Invalid
     `signature`"), and with `thinking` enabled a request that continues a tool loop must start its last assistant
-    message with its thinking blocks, as the real API requires.
+    message with its thinking blocks, as the real API requires (not with `adaptive` thinking, Claude Code's, where
+    the model may not think at all).
+
+    For the real Claude Code (tests/e2e/acp_rig.py): the query of `/v1/messages?beta=true` is accepted (and kept in
+    `paths`), `HEAD /` answers 200, `POST /v1/messages/count_tokens` an estimate; a scripted `status` (and `error`
+    type) answers that HTTP error instead. In a process of its own (`python3 tests/e2e/fake_llm.py anthropic`, see
+    `main`) it is scripted with `POST /_fake/push` and read with `GET /_fake/requests`, `/_fake/paths`,
+    `/_fake/errors`.
     """
 
-    def __init__(self, cache: bool = False) -> None:
+    def __init__(self, cache: bool = False, port: int = 0) -> None:
         """`cache`: imitate prompt caching: each `cache_control` block caches the prompt up to it (tools, system,
         messages, in that order); a later request whose prefix up to one of its own breakpoints was cached before is
         billed that much as `cache_read_input_tokens` (a token: four bytes of the prefix's JSON), the rest of its
-        longest prefix as `cache_creation_input_tokens`."""
+        longest prefix as `cache_creation_input_tokens`. `port`: 0 for any free one."""
         self.cache = cache
+        self.paths: list[str] = []  # the path of every POST to the Messages API, query included (`?beta=true`)
+        self.count_requests: list[dict[str, Any]] = []  # bodies of `POST /v1/messages/count_tokens`
         self.cached: dict[str, int] = {}  # prefix (as JSON) -> tokens
         self.script: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
@@ -359,9 +370,18 @@ class FakeAnthropic:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.handle(self, body)
+                try:
+                    outer.handle(self, body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away (a cancel, a killed agent): not the server's fault
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            def do_HEAD(self) -> None:  # noqa: N802
+                outer.probe(self)
+
+            def do_GET(self) -> None:  # noqa: N802
+                outer.probe(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -379,18 +399,43 @@ class FakeAnthropic:
 
     def push_text(
         self, text: str, usage: dict[str, int] | None = None, thinking: str = "", redacted: str | None = None,
-        hang: bool = False,
+        hang: bool = False, delay: float = 0.005, pieces: list[str] | None = None,
     ) -> None:
         """`thinking`: streamed first as a `thinking` block (its signature after it); `redacted`: a `redacted_thinking`
-        block made of this secret; `hang`: after the text, the stream stays open (until close())."""
-        self.script.append({"text": text, "tools": [], "usage": usage, "thinking": thinking, "redacted": redacted,
-                            "hang": hang})
+        block made of this secret; `hang`: after the text, the stream stays open (until close()). The text streams
+        word by word (or as the given `pieces`, which must join to it), `delay` seconds after each piece (0: as one
+        burst)."""
+        self.push({"text": text, "tools": [], "usage": usage, "thinking": thinking, "redacted": redacted,
+                   "hang": hang, "delay": delay, "pieces": pieces})
 
     def push_tools(
         self, text: str, calls: list[tuple[str, str, dict[str, Any]]], usage: dict[str, int] | None = None,
-        thinking: str = "", redacted: str | None = None,
+        thinking: str = "", redacted: str | None = None, delay: float = 0.005,
     ) -> None:
-        self.script.append({"text": text, "tools": calls, "usage": usage, "thinking": thinking, "redacted": redacted})
+        self.push({"text": text, "tools": calls, "usage": usage, "thinking": thinking, "redacted": redacted,
+                   "delay": delay})
+
+    def push_burst(self, chunks: int = 10_000, word: str = "word") -> str:
+        """A text answer of `chunks` `text_delta` events sent with no pause between them (`word` and a space each);
+        returns the whole text."""
+        pieces = [f"{word} "] * chunks
+        self.push_text("".join(pieces), delay=0, pieces=pieces)
+        return "".join(pieces)
+
+    def push(self, answer: dict[str, Any]) -> None:
+        """Appends one answer as `push_text`/`push_tools` make them (the form `POST /_fake/push` takes as JSON, with
+        `tools` as `[[id, name, input], ...]`), checked so that a mistake in a test's script is named at once."""
+        known = {"text", "tools", "usage", "thinking", "redacted", "hang", "delay", "pieces", "status", "error"}
+        unknown = set(answer) - known
+        if unknown:
+            raise ValueError(f"unknown fields in a scripted answer: {sorted(unknown)} (known: {sorted(known)})")
+        answer = {"text": "", "tools": [], "usage": None, "thinking": "", "redacted": None, "hang": False,
+                  "delay": 0.005, "pieces": None, **answer}
+        answer["tools"] = [tuple(c) for c in answer["tools"]]
+        if answer["pieces"] is not None and "".join(answer["pieces"]) != answer["text"]:
+            raise ValueError("the pieces of a scripted answer must join to its text")
+        with self.lock:
+            self.script.append(answer)
 
     # -- thinking -----------------------------------------------------------------------------------------
 
@@ -468,11 +513,14 @@ class FakeAnthropic:
         thinking_on = isinstance(thinking, dict) and thinking.get("type") != "disabled"
         if thinking is not None and thinking_on:
             budget = thinking.get("budget_tokens")
-            if thinking.get("type") != "enabled":
-                return "thinking.type: Input should be 'enabled' or 'disabled'"
-            if not isinstance(budget, int) or budget < 1024:
+            if thinking.get("type") not in ("enabled", "adaptive"):
+                return "thinking.type: Input should be 'enabled', 'adaptive' or 'disabled'"
+            if thinking["type"] == "adaptive":  # the model decides how much it thinks, if at all (Claude Code's)
+                if budget is not None:
+                    return "thinking.adaptive.budget_tokens: Extra inputs are not permitted"
+            elif not isinstance(budget, int) or budget < 1024:
                 return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
-            if budget >= body["max_tokens"]:
+            elif budget >= body["max_tokens"]:
                 return "`max_tokens` must be greater than `thinking.budget_tokens`"
         previous = ""
         asked: list[str] = []  # tool_use ids of the previous assistant message
@@ -552,7 +600,7 @@ class FakeAnthropic:
             asked = used
         if asked:
             return FakeAnthropic._unanswered("messages", asked)
-        if thinking_on:
+        if thinking_on and thinking.get("type") == "enabled":  # adaptive thinking may skip a turn's thinking
             return FakeAnthropic._final_turn_problem(msgs)
         return None
 
@@ -625,10 +673,71 @@ class FakeAnthropic:
             return sum(FakeAnthropic._breakpoints(x) for x in v)
         return 0
 
+    # -- other endpoints ----------------------------------------------------------------------------------
+
+    def reply_json(self, h: BaseHTTPRequestHandler, status: int, value: Any) -> None:
+        data = json.dumps(value).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(data)
+        h.wfile.flush()
+
+    def probe(self, h: BaseHTTPRequestHandler) -> None:
+        """`HEAD /` (Claude Code's check that the base URL answers) and any other GET: 200 with an empty object;
+        `GET /_fake/requests` and `/_fake/errors`: what the fake recorded (for a test in another process)."""
+        path = h.path.partition("?")[0]
+        with self.lock:
+            recorded = {"/_fake/requests": self.requests, "/_fake/errors": self.errors,
+                        "/_fake/paths": self.paths, "/_fake/script": self.script}.get(path)
+            value = json.loads(json.dumps(recorded)) if recorded is not None else {}
+        self.reply_json(h, 200, value)
+
+    def control(self, h: BaseHTTPRequestHandler, raw: bytes) -> None:
+        """`POST /_fake/push`: one scripted answer (an object as `push` takes) or a list of them, for a test that runs
+        the fake in another process (`python3 tests/e2e/fake_llm.py anthropic`)."""
+        try:
+            value = json.loads(raw)
+            for answer in value if isinstance(value, list) else [value]:
+                self.push(answer)
+        except (ValueError, TypeError, AttributeError) as e:
+            self.reply_json(h, 400, {"error": f"bad script: {e}"})
+            return
+        self.reply_json(h, 200, {"queued": len(self.script)})
+
+    def count_tokens(self, h: BaseHTTPRequestHandler, raw: bytes) -> None:
+        """`POST /v1/messages/count_tokens`: `{"input_tokens": N}`, N a quarter of the body's bytes."""
+        try:
+            body = json.loads(raw)
+        except ValueError as e:
+            body, problem = None, f"the body is not JSON: {e}"
+        else:
+            problem = None if isinstance(body, dict) and body.get("model") and isinstance(body.get("messages"), list) \
+                else "model and messages are required"
+        with self.lock:
+            self.count_requests.append(body)
+            if problem:
+                self.errors.append(f"count_tokens: {problem}")
+        if problem:
+            self.reply_json(h, 400, {"type": "error", "error": {"type": "invalid_request_error", "message": problem}})
+        else:
+            self.reply_json(h, 200, {"input_tokens": max(len(raw) // 4, 1)})
+
+    # -- the Messages API -----------------------------------------------------------------------------------
+
     def handle(self, h: BaseHTTPRequestHandler, raw: bytes) -> None:
         problem = None
         body: Any = None
-        if h.path != "/v1/messages":
+        path = h.path.partition("?")[0]  # Claude Code asks for `/v1/messages?beta=true`
+        if path == "/_fake/push":
+            self.control(h, raw)
+            return
+        if path == "/v1/messages/count_tokens" and h.headers.get("anthropic-version"):
+            self.count_tokens(h, raw)
+            return
+        if path != "/v1/messages":
             problem = f"not found: {h.path} (the Messages API is POST /v1/messages)"
         elif not h.headers.get("anthropic-version"):
             problem = "anthropic-version: header is required"
@@ -639,6 +748,7 @@ class FakeAnthropic:
                 problem = f"the body is not JSON: {e}"
         with self.lock:
             self.headers.append(dict(h.headers.items()))
+            self.paths.append(h.path)
             if body is not None:
                 self.requests.append(body)
             problem = problem or self.validate(body)
@@ -654,6 +764,10 @@ class FakeAnthropic:
             h.end_headers()
             h.wfile.write(data)
             return
+        if answer.get("status"):
+            error = {"type": answer.get("error") or "api_error", "message": f"scripted {answer['status']}"}
+            self.reply_json(h, answer["status"], {"type": "error", "error": error})
+            return
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
         h.send_header("Transfer-Encoding", "chunked")
@@ -666,6 +780,7 @@ class FakeAnthropic:
                 h.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
                 h.wfile.flush()
 
+        delay = answer.get("delay", 0.005)
         usage = {"input_tokens": 25, "output_tokens": 7, **(self.cache_usage(body) if self.cache else {}),
                  **(answer.get("usage") or {})}
         start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
@@ -681,7 +796,8 @@ class FakeAnthropic:
             for piece in re.findall(r"\s*\S+\s*$|\s*\S+", thought) or [thought]:
                 event("content_block_delta", {"type": "content_block_delta", "index": index,
                                               "delta": {"type": "thinking_delta", "thinking": piece}})
-                time.sleep(0.005)
+                if delay:
+                    time.sleep(delay)
             event("content_block_delta", {"type": "content_block_delta", "index": index,
                                           "delta": {"type": "signature_delta", "signature": self.signature(thought)}})
             event("content_block_stop", {"type": "content_block_stop", "index": index})
@@ -694,11 +810,13 @@ class FakeAnthropic:
         if answer["text"]:
             event("content_block_start", {"type": "content_block_start", "index": index,
                                           "content_block": {"type": "text", "text": ""}})
-            # word by word, the text exactly as scripted once joined
-            for piece in re.findall(r"\s*\S+\s*$|\s*\S+", answer["text"]) or [answer["text"]]:
+            # word by word (or as scripted), the text exactly as scripted once joined
+            pieces = answer.get("pieces") or re.findall(r"\s*\S+\s*$|\s*\S+", answer["text"]) or [answer["text"]]
+            for piece in pieces:
                 event("content_block_delta", {"type": "content_block_delta", "index": index,
                                               "delta": {"type": "text_delta", "text": piece}})
-                time.sleep(0.005)
+                if delay:
+                    time.sleep(delay)
             event("content_block_stop", {"type": "content_block_stop", "index": index})
             index += 1
         if answer.get("hang"):
@@ -719,3 +837,29 @@ class FakeAnthropic:
         event("message_stop", {"type": "message_stop"})
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()
+
+
+def main() -> None:
+    """`python3 tests/e2e/fake_llm.py anthropic [--port N]`: the fake Anthropic server in a process of its own, for
+    tests outside Python (Rust). Prints `{"port": N, "base_url": URL}` on one line once it listens, then serves until
+    killed or its stdin closes. Script it with `POST /_fake/push` (an answer as `FakeAnthropic.push` takes it, or a
+    list), read what it got with `GET /_fake/requests`, `/_fake/paths` and `/_fake/errors` (refused requests: a test
+    asserts it is empty)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("api", choices=["anthropic"])
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    fake = FakeAnthropic(port=args.port)
+    print(json.dumps({"port": fake.server.server_address[1], "base_url": fake.base_url}), flush=True)
+    try:
+        sys.stdin.read()  # the parent closing our stdin (or dying) ends us
+    except KeyboardInterrupt:
+        pass
+    fake.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,14 +1,19 @@
 """The instrument itself: the fake OpenAI server (fake_llm.py) speaks the wire format the real API does (role chunk,
 usage chunk, keep-alive comments, events cut at varying points) and refuses a broken request with a 400 and the
-real error body, recorded apart from the accepted ones. No Neovim here: raw HTTP from Python."""
+real error body, recorded apart from the accepted ones; the fake Anthropic server answers what Claude Code sends
+(`?beta=true`, `HEAD /`, adaptive thinking, count_tokens), streams a burst of 10,000 chunks, and runs in a process of
+its own scripted over HTTP. No Neovim here: raw HTTP from Python."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
-from fake_llm import FakeOpenAI
+from fake_llm import FakeAnthropic, FakeOpenAI
 
 
 def post(fake: FakeOpenAI, body: Any, path: str = "/v1/chat/completions") -> tuple[int, bytes, list[bytes]]:
@@ -128,3 +133,96 @@ def test_broken_requests_are_answered_400_never_a_server_exception(fake: FakeOpe
     assert status == 404
     assert fake.requests == [] and len(fake.rejected) == len(cases) + 1
     assert not any("exception" in e for e in fake.errors), fake.errors
+
+
+# -- the fake Anthropic server as Claude Code (tests/e2e/acp_rig.py) and out-of-process tests use it ----------------
+
+
+def anthropic_post(fake: FakeAnthropic, path: str, body: Any) -> tuple[int, Any, list[dict[str, Any]]]:
+    """POSTs to the fake Anthropic server; returns the status, the JSON body (or None) and the SSE events' data."""
+    conn = http.client.HTTPConnection("127.0.0.1", fake.server.server_address[1], timeout=30)
+    conn.request("POST", path, json.dumps(body).encode(),
+                 {"Content-Type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": "k"})
+    resp = conn.getresponse()
+    raw = resp.read()
+    conn.close()
+    if resp.getheader("Content-Type") == "text/event-stream":
+        data = [json.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: ")]
+        return resp.status, None, data
+    return resp.status, json.loads(raw) if raw else None, []
+
+
+CLAUDE_CODE_BODY = {"model": "claude-sonnet-4-6", "max_tokens": 32000, "stream": True,
+                    "thinking": {"type": "adaptive"}, "output_config": {"effort": "medium"},
+                    "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+
+
+def test_the_anthropic_fake_answers_claude_codes_requests() -> None:
+    fake = FakeAnthropic()
+    try:
+        port = fake.server.server_address[1]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("HEAD", "/")
+        assert conn.getresponse().status == 200  # Claude Code's check that the base URL answers
+        conn.close()
+        fake.push_text("one two three", pieces=["one", " two", " three"], delay=0)
+        status, _, data = anthropic_post(fake, "/v1/messages?beta=true", CLAUDE_CODE_BODY)
+        assert status == 200
+        deltas = [d["delta"]["text"] for d in data if d["type"] == "content_block_delta"]
+        assert deltas == ["one", " two", " three"]
+        assert fake.paths == ["/v1/messages?beta=true"]
+        status, counted, _ = anthropic_post(fake, "/v1/messages/count_tokens", {"model": "m", "messages": []})
+        assert status == 200 and counted["input_tokens"] >= 1
+        # adaptive thinking takes no budget, as the API says
+        status, error, _ = anthropic_post(fake, "/v1/messages", {**CLAUDE_CODE_BODY,
+                                                                 "thinking": {"type": "adaptive", "budget_tokens": 2048}})
+        assert status == 400 and "budget_tokens" in error["error"]["message"]
+        assert fake.errors == ["thinking.adaptive.budget_tokens: Extra inputs are not permitted"]
+    finally:
+        fake.close()
+
+
+def test_a_burst_streams_each_chunk_as_its_own_event() -> None:
+    fake = FakeAnthropic()
+    try:
+        text = fake.push_burst(10_000)
+        status, _, data = anthropic_post(fake, "/v1/messages", CLAUDE_CODE_BODY)
+        deltas = [d["delta"]["text"] for d in data if d["type"] == "content_block_delta"]
+        assert status == 200 and len(deltas) == 10_000 and "".join(deltas) == text
+    finally:
+        fake.close()
+
+
+def test_the_anthropic_fake_runs_in_its_own_process_scripted_over_http() -> None:
+    """`python3 tests/e2e/fake_llm.py anthropic`: for tests in another language (Rust) driving the real agent."""
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fake_llm.py")), "anthropic"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        hello = json.loads(proc.stdout.readline())
+        port = hello["port"]
+        assert hello["base_url"] == f"http://127.0.0.1:{port}"
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", "/_fake/push", json.dumps([{"text": "from afar"}, {"text": "", "tools": [
+            ["toolu_1", "Bash", {"command": "true"}]]}]).encode())
+        assert json.loads(conn.getresponse().read()) == {"queued": 2}
+        conn.request("POST", "/_fake/push", json.dumps({"txet": "typo"}).encode())
+        bad = conn.getresponse()
+        assert bad.status == 400 and "txet" in json.loads(bad.read())["error"]
+        conn.close()
+        sent = {**CLAUDE_CODE_BODY, "messages": [{"role": "user", "content": "hello"}]}
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", "/v1/messages?beta=true", json.dumps(sent).encode(),
+                     {"anthropic-version": "2023-06-01", "Content-Type": "application/json"})
+        raw = conn.getresponse().read().decode()
+        assert '"text": "from"' in raw and '"text": " afar"' in raw
+        conn.request("GET", "/_fake/requests")
+        assert json.loads(conn.getresponse().read()) == [sent]
+        conn.request("GET", "/_fake/errors")
+        assert json.loads(conn.getresponse().read()) == []
+        conn.close()
+        assert proc.stdin is not None
+        proc.stdin.close()  # the test's end: the fake exits with its parent's pipe
+        assert proc.wait(10) == 0
+    finally:
+        proc.kill()
