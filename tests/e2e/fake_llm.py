@@ -352,6 +352,9 @@ class FakeAnthropic:
         longest prefix as `cache_creation_input_tokens`. `port`: 0 for any free one."""
         self.cache = cache
         self.paths: list[str] = []  # the path of every POST to the Messages API, query included (`?beta=true`)
+        # time.monotonic() (CLOCK_MONOTONIC, the clock of vim.uv.hrtime() too) as each answer's first text_delta is
+        # about to be written: where a client's time to the first word starts, apart from the agent's work before it
+        self.first_text_at: list[float] = []
         self.count_requests: list[dict[str, Any]] = []  # bodies of `POST /v1/messages/count_tokens`
         self.cached: dict[str, int] = {}  # prefix (as JSON) -> tokens
         self.script: list[dict[str, Any]] = []
@@ -364,6 +367,9 @@ class FakeAnthropic:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # each event goes out as written (TCP_NODELAY), as a real server's do: without it the second half of an
+            # event waits for the client's delayed ACK, up to 40 ms, which would hide a client's own latency
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -812,7 +818,9 @@ class FakeAnthropic:
                                           "content_block": {"type": "text", "text": ""}})
             # word by word (or as scripted), the text exactly as scripted once joined
             pieces = answer.get("pieces") or re.findall(r"\s*\S+\s*$|\s*\S+", answer["text"]) or [answer["text"]]
-            for piece in pieces:
+            for n, piece in enumerate(pieces):
+                if n == 0:
+                    self.first_text_at.append(time.monotonic())
                 event("content_block_delta", {"type": "content_block_delta", "index": index,
                                               "delta": {"type": "text_delta", "text": piece}})
                 if delay:
