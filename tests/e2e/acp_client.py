@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -93,31 +94,27 @@ class AcpClient:
         self.close()
 
     def close(self) -> None:
-        """Closes the agent's stdin, then ends its whole process group (SIGTERM, SIGKILL after 5 s)."""
-        if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(2)
-            except subprocess.TimeoutExpired:
-                pass
-        for sig in (15, 9):
+        """Closes the agent's stdin and ends its whole process group: SIGTERM, SIGKILL after 5 s. (claude-agent-acp
+        does not exit when its stdin closes: a client must end it.)"""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
                 os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
+            except ProcessLookupError:
                 break
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                continue
-            if sig == 15:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                self.proc.poll()
                 try:
-                    os.killpg(self.proc.pid, 0)  # a child of the group left behind?
+                    os.killpg(self.proc.pid, 0)  # anyone of the group left (Claude Code, its shells)?
                 except ProcessLookupError:
-                    break
+                    return
+                time.sleep(0.02)
+        self.proc.wait(5)
 
     # -- protocol -----------------------------------------------------------------------------------------
 
