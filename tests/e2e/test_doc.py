@@ -67,7 +67,7 @@ def test_the_lua_defaults_are_the_cores(nvim):
         / 3600,
         "retention_days": const("src/session/retention.rs", r"DEFAULT_DAYS: u32 = ([0-9 *]+);"),
         "spill_threshold": const("src/session/spill.rs", r"DEFAULT_THRESHOLD: usize = ([0-9 *]+);"),
-        "mcp_timeout": const("src/mcp/mod.rs", r"DEFAULT_TIMEOUT_SECS: f64 = ([0-9.]+);"),
+        "mcp_timeout": const("src/mcp/config.rs", r"DEFAULT_TIMEOUT_SECS: f64 = ([0-9.]+);"),
     }
     lua = nvim.lua(
         "local d = require('pseudoclaude.config').defaults "
