@@ -1,10 +1,12 @@
 //! What a tool asks the user (and the editor) before it changes something, and the answers.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::Serialize;
 
+use super::{ToolOutput, Tools, diff, path};
 use crate::provider::BoxFuture;
 
 /// What the user is asked before a tool changes something (the editor's question is made of it: `ApprovalAsk`).
@@ -110,4 +112,165 @@ pub struct AutoApprove {
     pub write_file: bool,
     pub edit_file: bool,
     pub run_command: bool,
+}
+
+// The asking: a tool's question unless auto-approved or approved with Always, the sandbox's forced question, and
+// the answer turned into what the model reads.
+
+/// The tools that ask first, indexing [`Tools::always`].
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Gated {
+    WriteFile = 0,
+    EditFile = 1,
+    RunCommand = 2,
+}
+
+impl Gated {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Gated::WriteFile => "write_file",
+            Gated::EditFile => "edit_file",
+            Gated::RunCommand => "run_command",
+        }
+    }
+}
+
+impl Tools {
+    /// Asks the user unless auto-approved or approved with Always: `Ok(None)` to go ahead whole,
+    /// `Ok(Some(accepted))` for only some change blocks (one flag per block, at least one set), `Err`
+    /// the answer to give the model when the user declines.
+    pub(super) async fn approve(
+        &self,
+        tool: Gated,
+        summary: String,
+        detail: String,
+        change: Option<ProposedChange>,
+    ) -> Result<Option<Vec<bool>>, ToolOutput> {
+        self.approve_gated(tool, summary, detail, change, Gate::default()).await
+    }
+
+    /// [`Tools::approve`], with what a command's question lifts: a forced question is asked even when
+    /// auto-approved or approved with Always, and its Always is a plain yes.
+    pub(super) async fn approve_gated(
+        &self,
+        tool: Gated,
+        summary: String,
+        detail: String,
+        change: Option<ProposedChange>,
+        gate: Gate,
+    ) -> Result<Option<Vec<bool>>, ToolOutput> {
+        let auto = match tool {
+            Gated::WriteFile => self.auto.write_file,
+            Gated::EditFile => self.auto.edit_file,
+            Gated::RunCommand => self.auto.run_command,
+        };
+        let always = &self.always[tool as usize];
+        if !gate.forced && (auto || always.load(Ordering::Relaxed)) {
+            return Ok(None);
+        }
+        let what = summary.clone();
+        let blocks = change.as_ref().map_or(0, |c| c.hunks.len());
+        let req = ApprovalRequest {
+            tool: tool.name().to_string(),
+            summary,
+            detail,
+            change,
+            lifted: gate.lifted,
+            warning: gate.warning,
+            always: !gate.forced,
+        };
+        let declined = || {
+            let nothing = match tool {
+                Gated::WriteFile | Gated::EditFile => "the file was not changed",
+                Gated::RunCommand => "the command was not run",
+            };
+            ToolOutput::error(format!(
+                "the user declined this {} call ({what}); {nothing}. Do not retry it as is: ask the user how to proceed.",
+                tool.name()
+            ))
+        };
+        match self.approver.ask(req).await {
+            Approval::Yes => Ok(None),
+            Approval::Always => {
+                if !gate.forced {
+                    always.store(true, Ordering::Relaxed);
+                }
+                Ok(None)
+            }
+            Approval::No => Err(declined()),
+            Approval::Only(numbers) => {
+                let mut accepted = vec![false; blocks];
+                for n in numbers {
+                    if let Some(slot) = n.checked_sub(1).and_then(|i| accepted.get_mut(i)) {
+                        *slot = true;
+                    }
+                }
+                match accepted.iter().filter(|&&a| a).count() {
+                    0 => Err(declined()),
+                    n if n == blocks => Ok(None),
+                    _ => Ok(Some(accepted)),
+                }
+            }
+        }
+    }
+}
+
+/// What a question must say and whether it must be asked whatever `approve` says.
+#[derive(Debug, Default)]
+pub(super) struct Gate {
+    pub(super) lifted: Vec<String>,
+    pub(super) warning: Option<String>,
+    pub(super) forced: bool,
+}
+
+/// The review's view of a change from `old` to `new`.
+pub(super) fn proposed(res: &path::Resolved, old: &str, new: &str) -> ProposedChange {
+    let hunks = diff::change_blocks(old, new)
+        .into_iter()
+        .map(|h| HunkLines {
+            old_start: h.old.start + 1,
+            old_count: h.old.len(),
+            new_start: h.new.start + 1,
+            new_count: h.new.len(),
+        })
+        .collect();
+    ProposedChange { path: res.abs.clone(), old: old.to_string(), new: new.to_string(), hunks }
+}
+
+/// `new` with only the `accepted` change blocks, and the note telling the model which were rejected.
+pub(super) fn partial(old: &str, new: &str, accepted: &[bool]) -> (String, String) {
+    let blocks = diff::change_blocks(old, new);
+    let text = diff::apply(old, new, &blocks, accepted);
+    let rejected: Vec<usize> = (0..blocks.len()).filter(|&k| !accepted.get(k).copied().unwrap_or(false)).collect();
+    let mut note = format!(
+        "\n[the user accepted {} of the {} changes and rejected {}: {}. Those lines were left as they were, \
+         shown below as they are now (-) and as you proposed them (+); do not assume they changed]\n",
+        blocks.len() - rejected.len(),
+        blocks.len(),
+        if rejected.len() == 1 { "change" } else { "changes" },
+        rejected.iter().map(|k| (k + 1).to_string()).collect::<Vec<_>>().join(", ")
+    );
+    let (a, b): (Vec<&str>, Vec<&str>) = (old.split_inclusive('\n').collect(), new.split_inclusive('\n').collect());
+    for k in rejected {
+        let h = &blocks[k];
+        note.push_str(&format!(
+            "rejected change {} (lines {}-{} of the file, {}-{} proposed):\n",
+            k + 1,
+            h.old.start + 1,
+            h.old.end,
+            h.new.start + 1,
+            h.new.end
+        ));
+        for l in &a[h.old.clone()] {
+            note.push('-');
+            note.push_str(l.strip_suffix('\n').unwrap_or(l));
+            note.push('\n');
+        }
+        for l in &b[h.new.clone()] {
+            note.push('+');
+            note.push_str(l.strip_suffix('\n').unwrap_or(l));
+            note.push('\n');
+        }
+    }
+    (text, note)
 }

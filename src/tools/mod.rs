@@ -7,15 +7,10 @@
 //! unless [`AutoApprove`] or an earlier [`Approval::Always`] says not to ask. `.git/` cannot be
 //! written or edited either.
 //!
-//! Edits go through the editor: before `write_file` or `edit_file` asks, and again right before it
-//! writes, the [`Approver`] is asked whether the file is loaded in a buffer with unsaved changes
-//! ([`Approver::buffer_state`]); if it is, the call is refused and nothing is touched (the user's
-//! text is never overwritten, on disk or in the buffer). The second question holds the buffer
-//! (the editor keeps the user from typing into it) until [`Approver::written`] says the write is
-//! done, when the editor reloads it. An editor that does not answer within the timeout is a refusal.
-//! The approval of a write or an edit carries the whole proposed change ([`ProposedChange`]), so the
-//! user may accept only some of its change blocks ([`Approval::Only`]); the result then tells the
-//! model which ones were rejected.
+//! Edits go through the editor (`buffers.rs`): a file loaded in a buffer with unsaved changes is refused, before
+//! the approval and again right before the write, the buffer held meanwhile. The approval of a write or an edit
+//! carries the whole proposed change ([`ProposedChange`]), so the user may accept only some of its change blocks
+//! ([`Approval::Only`]); the result then tells the model which ones were rejected.
 //!
 //! The approval prompt: `summary` is one line (the workspace-relative path, or the command's first
 //! line); `detail` is, for `write_file` and `edit_file`, a unified diff (`--- a/<path>`, `+++
@@ -24,13 +19,21 @@
 //!
 //! `run_command` runs in the sandbox (`crate::sandbox`, `sandboxed.rs`): leaving it, or its network ban,
 //! is asked for that one command every time, whatever `approve` or an earlier Always says.
+//!
+//! This file holds the tool set and the dispatch of a call (each tool's arguments, then `fs.rs`, `grep.rs`,
+//! `sandboxed.rs`); the rest by concern: `approval.rs` the questions (the sandbox's forced one included) and their
+//! answers, `buffers.rs` the editor's buffers around a write, `mcp_calls.rs` the MCP servers' tools among ours,
+//! `attachments.rs` what a message attaches.
 
 mod approval;
 mod args;
+mod attachments;
+mod buffers;
 mod command;
 mod diff;
 mod fs;
 mod grep;
+mod mcp_calls;
 mod path;
 mod sandboxed;
 mod specs;
@@ -39,6 +42,7 @@ pub use approval::{
     Approval, ApprovalRequest, Approver, AutoApprove, BufferState, DEFAULT_EDITOR_TIMEOUT, HunkLines, ProposedChange,
     Written,
 };
+use approval::{Gate, Gated, partial, proposed};
 use specs::specs;
 
 use std::path::{Path, PathBuf};
@@ -117,24 +121,6 @@ pub type SessionDir = Box<dyn Fn() -> Option<PathBuf> + Send + Sync>;
 /// The private temporary folder of a session's commands, inside its folder (removed with it).
 pub const SESSION_TMP_DIR: &str = "tmp";
 
-/// The tools that ask first, indexing [`Tools::always`].
-#[derive(Debug, Clone, Copy)]
-enum Gated {
-    WriteFile = 0,
-    EditFile = 1,
-    RunCommand = 2,
-}
-
-impl Gated {
-    fn name(self) -> &'static str {
-        match self {
-            Gated::WriteFile => "write_file",
-            Gated::EditFile => "edit_file",
-            Gated::RunCommand => "run_command",
-        }
-    }
-}
-
 impl Tools {
     pub fn new(workspace: &Path, approver: Arc<dyn Approver>, auto: AutoApprove) -> Tools {
         Tools {
@@ -151,25 +137,6 @@ impl Tools {
             mcp: None,
             mcp_always: Default::default(),
         }
-    }
-
-    /// Offers the tools of these MCP servers too (and starts the servers not started yet).
-    pub fn set_mcp(&mut self, servers: Arc<crate::mcp::Servers>) {
-        servers.start();
-        self.mcp = Some(servers);
-    }
-
-    /// Waits until no MCP server is still starting, so the first request offers their tools (each start
-    /// is bounded by `mcp.timeout`).
-    pub async fn mcp_settled(&self) {
-        if let Some(m) = &self.mcp {
-            m.settled().await;
-        }
-    }
-
-    /// The MCP servers' failures not said in the chat yet.
-    pub fn mcp_notices(&self) -> Vec<String> {
-        self.mcp.as_ref().map(|m| m.take_notices()).unwrap_or_default()
     }
 
     /// How commands are confined (default: [`Settings::default`], on, no network).
@@ -210,39 +177,6 @@ impl Tools {
 
     pub fn set_output_cap(&mut self, bytes: usize) {
         self.output_cap = bytes.max(1024);
-    }
-
-    /// The text of a workspace file attached to a message (`@path`), confined like every tool's path:
-    /// (its workspace-relative name, its text), or why it cannot be attached.
-    pub fn read_attachment(&self, raw: &str) -> Result<(String, String), String> {
-        let res = self.root.resolve(raw)?;
-        let text = fs::read_text(&res)?;
-        Ok((res.rel, text))
-    }
-
-    /// The attachments with each `resource` (`@SERVER:URI`, its `path` `SERVER:URI`) read from its MCP
-    /// server: its text and type, or the error that says why not. The others as they are.
-    pub async fn read_resources(
-        &self,
-        attachments: &[crate::attachment::Attachment],
-    ) -> Vec<crate::attachment::Attachment> {
-        let mut out = attachments.to_vec();
-        for a in out.iter_mut().filter(|a| a.kind == "resource" && a.text.is_none() && a.error.is_none()) {
-            let read = match (a.path.split_once(':'), &self.mcp) {
-                (Some((server, uri)), Some(m)) if m.has_server(server) => m.read_resource(server, uri).await,
-                (Some((server, _)), _) => Err(format!("there is no MCP server {server:?}")),
-                (None, _) => Err("a resource is named SERVER:URI".to_string()),
-            };
-            match read {
-                Ok(contents) => {
-                    let (text, mime) = crate::mcp::resource_text(&contents);
-                    a.text = Some(text);
-                    a.mime = mime;
-                }
-                Err(e) => a.error = Some(e),
-            }
-        }
-        out
     }
 
     /// Our tools, then the running MCP servers' (`mcp__SERVER__TOOL`).
@@ -390,227 +324,6 @@ impl Tools {
         })
         .await
     }
-
-    /// Refuses a write to a file the user is editing: `Err` is the answer for the model. `hold`: the
-    /// write follows at once, and the editor holds the buffer until it is told how it went.
-    async fn check_buffer(&self, res: &path::Resolved, tool: Gated, hold: bool) -> Result<(), ToolOutput> {
-        let rel = &res.rel;
-        let asked = tokio::time::timeout(self.editor_timeout, self.approver.buffer_state(&res.abs, rel, hold)).await;
-        match asked {
-            Ok(Some(BufferState::NotLoaded | BufferState::Unmodified)) => Ok(()),
-            Ok(Some(BufferState::Modified)) if hold => Err(ToolOutput::error(format!(
-                "the user changed {rel} in the editor while this {} call waited for approval: it has unsaved \
-                 changes there now, so nothing was written (the file and the buffer are as they were). Ask the \
-                 user to save or discard them, read the file again, and retry.",
-                tool.name()
-            ))),
-            Ok(Some(BufferState::Modified)) => Err(ToolOutput::error(format!(
-                "{rel} is open in the editor with unsaved changes, so this {} call was refused: nothing was \
-                 written, the file and the buffer are as they were. Tell the user; ask them to save or discard \
-                 their changes (then read the file again) before you change it.",
-                tool.name()
-            ))),
-            Ok(None) => Err(ToolOutput::error(format!(
-                "the editor did not answer whether {rel} has unsaved changes (the turn was cancelled or the \
-                 editor closed); nothing was written"
-            ))),
-            Err(_) => Err(ToolOutput::error(format!(
-                "the editor did not say within {} s whether {rel} is open with unsaved changes; nothing was \
-                 written, to be safe. Retry in a moment.",
-                self.editor_timeout.as_secs_f64()
-            ))),
-        }
-    }
-
-    /// The last check (holding the buffer), the write, and the editor told how it went.
-    async fn write_through_editor<F>(&self, res: &path::Resolved, tool: Gated, existed: bool, write: F) -> ToolOutput
-    where
-        F: FnOnce(&path::Resolved) -> Result<String, String> + Send + 'static,
-    {
-        if let Err(out) = self.check_buffer(res, tool, true).await {
-            self.approver.written(&res.abs, &res.rel, Written::Failed);
-            return out;
-        }
-        let target = res.clone();
-        let out = blocking(move |_| write(&target)).await;
-        let outcome = match (out.is_error, existed) {
-            (true, _) => Written::Failed,
-            (false, true) => Written::Changed,
-            (false, false) => Written::Created,
-        };
-        self.approver.written(&res.abs, &res.rel, outcome);
-        out
-    }
-
-    /// An MCP tool's call, asked first unless `approve.mcp` or an earlier Always says not to.
-    async fn mcp_call(&self, call: &ToolCall, server: &str, tool: &str) -> ToolOutput {
-        let Some(m) = &self.mcp else { return ToolOutput::error("no MCP servers are configured".into()) };
-        let always = self.mcp_always.lock().unwrap_or_else(|p| p.into_inner()).contains(&call.name);
-        if !always && !m.auto_approved(server, tool) {
-            let detail = serde_json::to_string_pretty(&call.arguments).unwrap_or_default();
-            let req = ApprovalRequest {
-                tool: call.name.clone(),
-                summary: format!("{server}: {tool}"),
-                detail,
-                change: None,
-                lifted: Vec::new(),
-                warning: None,
-                always: true,
-            };
-            match self.approver.ask(req).await {
-                Approval::Yes | Approval::Only(_) => {}
-                Approval::Always => {
-                    self.mcp_always.lock().unwrap_or_else(|p| p.into_inner()).insert(call.name.clone());
-                }
-                Approval::No => {
-                    return ToolOutput::error(format!(
-                        "the user declined this call of {tool} on the MCP server {server}; it was not run. Do not \
-                         retry it as is: ask the user how to proceed."
-                    ));
-                }
-            }
-        }
-        let out = m.call(server, tool, call.arguments.clone()).await;
-        ToolOutput { content: out.content, is_error: out.is_error, sandbox: None, blobs: out.blobs }
-    }
-
-    /// Asks the user unless auto-approved or approved with Always: `Ok(None)` to go ahead whole,
-    /// `Ok(Some(accepted))` for only some change blocks (one flag per block, at least one set), `Err`
-    /// the answer to give the model when the user declines.
-    async fn approve(
-        &self,
-        tool: Gated,
-        summary: String,
-        detail: String,
-        change: Option<ProposedChange>,
-    ) -> Result<Option<Vec<bool>>, ToolOutput> {
-        self.approve_gated(tool, summary, detail, change, Gate::default()).await
-    }
-
-    /// [`Tools::approve`], with what a command's question lifts: a forced question is asked even when
-    /// auto-approved or approved with Always, and its Always is a plain yes.
-    async fn approve_gated(
-        &self,
-        tool: Gated,
-        summary: String,
-        detail: String,
-        change: Option<ProposedChange>,
-        gate: Gate,
-    ) -> Result<Option<Vec<bool>>, ToolOutput> {
-        let auto = match tool {
-            Gated::WriteFile => self.auto.write_file,
-            Gated::EditFile => self.auto.edit_file,
-            Gated::RunCommand => self.auto.run_command,
-        };
-        let always = &self.always[tool as usize];
-        if !gate.forced && (auto || always.load(Ordering::Relaxed)) {
-            return Ok(None);
-        }
-        let what = summary.clone();
-        let blocks = change.as_ref().map_or(0, |c| c.hunks.len());
-        let req = ApprovalRequest {
-            tool: tool.name().to_string(),
-            summary,
-            detail,
-            change,
-            lifted: gate.lifted,
-            warning: gate.warning,
-            always: !gate.forced,
-        };
-        let declined = || {
-            let nothing = match tool {
-                Gated::WriteFile | Gated::EditFile => "the file was not changed",
-                Gated::RunCommand => "the command was not run",
-            };
-            ToolOutput::error(format!(
-                "the user declined this {} call ({what}); {nothing}. Do not retry it as is: ask the user how to proceed.",
-                tool.name()
-            ))
-        };
-        match self.approver.ask(req).await {
-            Approval::Yes => Ok(None),
-            Approval::Always => {
-                if !gate.forced {
-                    always.store(true, Ordering::Relaxed);
-                }
-                Ok(None)
-            }
-            Approval::No => Err(declined()),
-            Approval::Only(numbers) => {
-                let mut accepted = vec![false; blocks];
-                for n in numbers {
-                    if let Some(slot) = n.checked_sub(1).and_then(|i| accepted.get_mut(i)) {
-                        *slot = true;
-                    }
-                }
-                match accepted.iter().filter(|&&a| a).count() {
-                    0 => Err(declined()),
-                    n if n == blocks => Ok(None),
-                    _ => Ok(Some(accepted)),
-                }
-            }
-        }
-    }
-}
-
-/// What a question must say and whether it must be asked whatever `approve` says.
-#[derive(Debug, Default)]
-struct Gate {
-    lifted: Vec<String>,
-    warning: Option<String>,
-    forced: bool,
-}
-
-/// The review's view of a change from `old` to `new`.
-fn proposed(res: &path::Resolved, old: &str, new: &str) -> ProposedChange {
-    let hunks = diff::change_blocks(old, new)
-        .into_iter()
-        .map(|h| HunkLines {
-            old_start: h.old.start + 1,
-            old_count: h.old.len(),
-            new_start: h.new.start + 1,
-            new_count: h.new.len(),
-        })
-        .collect();
-    ProposedChange { path: res.abs.clone(), old: old.to_string(), new: new.to_string(), hunks }
-}
-
-/// `new` with only the `accepted` change blocks, and the note telling the model which were rejected.
-fn partial(old: &str, new: &str, accepted: &[bool]) -> (String, String) {
-    let blocks = diff::change_blocks(old, new);
-    let text = diff::apply(old, new, &blocks, accepted);
-    let rejected: Vec<usize> = (0..blocks.len()).filter(|&k| !accepted.get(k).copied().unwrap_or(false)).collect();
-    let mut note = format!(
-        "\n[the user accepted {} of the {} changes and rejected {}: {}. Those lines were left as they were, \
-         shown below as they are now (-) and as you proposed them (+); do not assume they changed]\n",
-        blocks.len() - rejected.len(),
-        blocks.len(),
-        if rejected.len() == 1 { "change" } else { "changes" },
-        rejected.iter().map(|k| (k + 1).to_string()).collect::<Vec<_>>().join(", ")
-    );
-    let (a, b): (Vec<&str>, Vec<&str>) = (old.split_inclusive('\n').collect(), new.split_inclusive('\n').collect());
-    for k in rejected {
-        let h = &blocks[k];
-        note.push_str(&format!(
-            "rejected change {} (lines {}-{} of the file, {}-{} proposed):\n",
-            k + 1,
-            h.old.start + 1,
-            h.old.end,
-            h.new.start + 1,
-            h.new.end
-        ));
-        for l in &a[h.old.clone()] {
-            note.push('-');
-            note.push_str(l.strip_suffix('\n').unwrap_or(l));
-            note.push('\n');
-        }
-        for l in &b[h.new.clone()] {
-            note.push('+');
-            note.push_str(l.strip_suffix('\n').unwrap_or(l));
-            note.push('\n');
-        }
-    }
-    (text, note)
 }
 
 /// Cuts an output longer than `cap` bytes (at a character boundary) and says so.
