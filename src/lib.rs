@@ -4,6 +4,7 @@
 //! module that talks to Neovim, through nvim-oxi.
 
 pub mod agent;
+pub mod atomic;
 pub mod attachment;
 pub mod bridge;
 pub mod compact;

@@ -14,6 +14,8 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::atomic::{Durable, Mode};
+
 /// At most this many workspaces are remembered (the most recently used).
 pub const MAX_WORKSPACES: usize = 200;
 /// A file larger than this is rewritten with one line per workspace.
@@ -71,9 +73,9 @@ fn compact(file: &Path) -> std::io::Result<()> {
         text.push_str(&p.to_string_lossy());
         text.push('\n');
     }
-    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-    fs::write(&tmp, text)?;
-    fs::rename(&tmp, file)
+    // the data synced: a power cut may bring the old registry back, never an empty one (its folder is not synced:
+    // the registry is a hint)
+    crate::atomic::replace(file, text.as_bytes(), Durable::Data, Mode::Keep)
 }
 
 #[cfg(test)]

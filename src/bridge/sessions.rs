@@ -328,19 +328,11 @@ fn export_async(a: &Args) -> BridgeResult<u64> {
     })
 }
 
-/// Writes `bytes` to `path` whole or not at all: into a temporary file beside it, then renamed over it, so an
-/// editor that exits (or dies) in the middle leaves the old file or the new one, never half of one.
+/// Writes `bytes` to `path` whole or not at all, durably (the export runs on a worker: the main loop never waits on
+/// its sync), so an editor that exits (or dies, or loses power) in the middle leaves the old file or the new one,
+/// never half of one.
 fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("not a file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    crate::atomic::replace(path, bytes, crate::atomic::Durable::Full, crate::atomic::Mode::Keep)
 }
 
 /// `sessions_list_async(workspace, opts, callback)`: reads the list on a worker thread and returns a

@@ -186,15 +186,11 @@ pub fn remember(workspace: &Path, entry: &Entry, answer: Answer) -> std::io::Res
 }
 
 /// A temporary file beside `path`, renamed over it: another editor reading the answers sees the old or the new.
+/// Not synced: the answer is written on the editor's main loop, which never waits on a sync; a power cut loses at
+/// most the last answer, and a server without one is asked about again (never run unasked).
 fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".mcp-consent.{:016x}.pseudoclaude-tmp", rand::random::<u64>()));
-    let written = std::fs::write(&tmp, data).and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
+    crate::atomic::replace(path, data, crate::atomic::Durable::No, crate::atomic::Mode::Keep)
 }
 
 fn consent_path(workspace: &Path) -> PathBuf {

@@ -9,12 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::scan::{Manifest, content_hash, content_id, is_exec, is_restorable, is_tracked_path};
 use super::store::Store;
+use crate::atomic::{Durable, Mode};
 use crate::session::files::{BY_AGENT, BY_USER, Conflict, FilesRecord, RewindItem};
 
 pub const WHY_USER: &str = "changed by you after the agent";
@@ -147,24 +148,8 @@ fn put_back(workspace: &Path, store: &Store, rel: &str, to: Option<&str>) -> io:
         Err(_) => 0o644,
     };
     let mode = if is_exec(id) { mode | ((mode & 0o444) >> 2) | 0o100 } else { mode & !0o111 };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.{:08x}.rewind", rand::random::<u32>()));
-    let written = File::options()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(&data)?;
-            f.set_permissions(fs::Permissions::from_mode(mode))?;
-            f.sync_all()
-        })
-        .and_then(|()| fs::rename(&tmp, &path));
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written?;
-    sync_dir(parent);
-    Ok(())
+    // synced with its folder: the log's `done` line that follows must not name a file a power cut loses
+    crate::atomic::replace(&path, &data, Durable::Full, Mode::Set(mode))
 }
 
 fn sync_dir(dir: &Path) {

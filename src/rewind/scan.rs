@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::store::{Store, hash_bytes};
 use super::watch::{Dirty, Watch};
+use crate::atomic::{Durable, Mode};
 use crate::session::ROOT_DIR_NAME;
 
 /// Path (workspace-relative, `/`-separated) to content id (see [`crate::session::files`]).
@@ -83,14 +84,10 @@ impl StatCache {
         if fs::create_dir_all(dir).is_err() {
             return;
         }
-        let tmp = dir.join(format!(".{STAT_CACHE_FILE_NAME}.{:08x}.tmp", rand::random::<u32>()));
         let ok = serde_json::to_vec(self)
             .map_err(io::Error::other)
-            .and_then(|b| File::create(&tmp)?.write_all(&b))
-            .and_then(|()| fs::rename(&tmp, &path));
-        if ok.is_err() {
-            let _ = fs::remove_file(&tmp);
-        } else {
+            .and_then(|b| crate::atomic::replace(&path, &b, Durable::No, Mode::Keep));
+        if ok.is_ok() {
             self.changed = false;
         }
     }

@@ -7,12 +7,12 @@
 //! call for ten thousand files) before the log line that names them is written, the rule spills keep.
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::atomic::{Durable, Mode};
 use crate::session::{ROOT_DIR_NAME, io_err};
 
 pub const OBJECTS_DIR_NAME: &str = "objects";
@@ -69,20 +69,9 @@ impl Store {
             // The first object of all: make `objects/` (and `.PseudoClaude/`) too.
             fs::create_dir_all(parent).map_err(io_err("cannot create", parent))?;
         }
-        let tmp = parent.join(format!(".{}.{:08x}.tmp", &hash[2..], rand::random::<u32>()));
-        let written = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .and_then(|mut f| {
-                f.set_permissions(fs::Permissions::from_mode(0o600))?;
-                f.write_all(data)
-            })
-            .and_then(|()| fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err("cannot store a checkpoint's copy of a file in", &self.dir)(e));
-        }
+        // not synced here: a checkpoint makes its copies durable in one `syncfs` (`Store::sync`) or in its line
+        crate::atomic::replace(&path, data, Durable::No, Mode::Set(0o600))
+            .map_err(io_err("cannot store a checkpoint's copy of a file in", &self.dir))?;
         Ok(true)
     }
 

@@ -185,7 +185,7 @@ impl Dir {
     /// Replaces file `name` with `data`: written whole to a new temporary file, then renamed over it, so a reader
     /// sees the old bytes or the new ones, never a mix. No sync: for caches, which a crash only makes stale.
     pub(crate) fn replace_file(&self, name: &str, data: &[u8]) -> io::Result<()> {
-        let tmp = format!(".{name}.{:08x}.tmp", rand::random::<u32>());
+        let tmp = crate::atomic::temp_name(name);
         let result = (|| {
             let mut f = self.open(&tmp, Access::CreateNew).map_err(io::Error::other)?;
             io::Write::write_all(&mut f, data)?;

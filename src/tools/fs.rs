@@ -4,8 +4,8 @@
 //! [`MAX_LINE_BYTES`]), so reading a 1 GB file costs what the answer costs. Writes go to a temp file
 //! in the same directory and are renamed into place, keeping the old file's permissions.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
@@ -14,6 +14,7 @@ use ignore::WalkBuilder;
 
 use super::diff;
 use super::path::{Resolved, Root};
+use crate::atomic::{Durable, Mode};
 
 /// read_file shows at most this many bytes of one line.
 pub(crate) const MAX_LINE_BYTES: usize = 2000;
@@ -365,7 +366,7 @@ pub(crate) fn write_file(res: &Resolved, content: &str, plan: &WritePlan) -> Res
     if stamp(&res.abs) != plan.before {
         return Err(format!("{rel} changed while waiting for approval; nothing was written. Read it again and retry."));
     }
-    atomic_write(&res.abs, content.as_bytes()).map_err(|e| format!("cannot write {rel}: {e}"))?;
+    write_whole(&res.abs, content.as_bytes()).map_err(|e| format!("cannot write {rel}: {e}"))?;
     let verb = if plan.before.is_some() { "overwrote" } else { "created" };
     let lines = content.lines().count();
     Ok(format!("{verb} {rel} ({} bytes, {lines} line{})", content.len(), if lines == 1 { "" } else { "s" }))
@@ -472,45 +473,17 @@ pub(crate) fn apply_edit(res: &Resolved, plan: &EditPlan) -> Result<String, Stri
     if now != plan.original {
         return Err(format!("{rel} changed while waiting for approval; it was not edited. Read it again and retry."));
     }
-    atomic_write(&res.abs, plan.updated.as_bytes()).map_err(|e| format!("cannot write {rel}: {e}"))?;
+    write_whole(&res.abs, plan.updated.as_bytes()).map_err(|e| format!("cannot write {rel}: {e}"))?;
     Ok(format!("edited {rel}\n{}", plan.diff))
 }
 
-/// Writes a temp file next to `path` and renames it into place (keeping `path`'s permissions when
-/// it exists); creates missing parent directories.
-pub(crate) fn atomic_write(path: &Path, data: &[u8]) -> io::Result<()> {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a file path"));
-    };
-    std::fs::create_dir_all(parent)?;
-    let perms = std::fs::metadata(path).ok().map(|m| m.permissions());
-    let name = name.to_string_lossy();
-    let name = cut_str(&name, 100);
-    let (tmp, mut file) = loop {
-        let tmp = parent.join(format!(".{name}.{:016x}.pseudoclaude-tmp", rand::random::<u64>()));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => break (tmp, f),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    };
-    let written = (|| {
-        file.write_all(data)?;
-        if let Some(p) = perms {
-            file.set_permissions(p)?;
-        }
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+/// Replaces `path` whole, keeping its permissions, synced with its folder (a write the agent reported done
+/// survives a power cut); creates missing parent directories.
+fn write_whole(path: &Path, data: &[u8]) -> io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
     }
-    written?;
-    if let Ok(dir) = File::open(parent) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
+    crate::atomic::replace(path, data, Durable::Full, Mode::Keep)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 """doc/pseudoclaude.txt: helptags accepts it and the documented tags exist."""
 
+import re
 import shutil
 
 import pytest
@@ -141,3 +142,35 @@ def test_no_module_reaches_into_another_modules_private_table():
     import module_graph
 
     assert module_graph.private_tables_reached() == []
+
+
+def renaming_files(root=None) -> list[str]:
+    """The files under src/ whose code (tests left out) calls a file system's rename itself: `fs::rename`,
+    `libc::rename`/`renameat`/`renameat2`."""
+    import module_graph
+
+    root = root or ROOT
+    call = re.compile(r"\b(?:fs::rename|libc::rename(?:at2?)?)\s*\(")
+    return sorted(
+        str(p.relative_to(root))
+        for p in (root / "src").rglob("*.rs")
+        if call.search(module_graph._strip_rust(p.read_text()))
+    )
+
+
+def test_only_the_logs_disk_layer_and_the_atomic_write_rename_files():
+    """Issue 40: one atomic write for the core (`src/atomic.rs`: a temporary name that fits any file name, the data
+    synced, the rename, the folder synced where it must survive a power cut); the session log's `Disk` layer
+    (`session/contain.rs`, under `session/disk.rs`) is the other place a file is renamed into place."""
+    assert renaming_files() == ["src/atomic.rs", "src/session/contain.rs"]
+
+
+def test_the_rename_check_sees_a_file_that_renames_on_its_own(tmp_path):
+    """The check above can fail: a rename of its own in any file is found, one in a file's tests is not."""
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    (tmp_path / "src" / "a" / "own.rs").write_text('fn f() { let _ = std::fs::rename("a", "b"); }\n')
+    (tmp_path / "src" / "a" / "raw.rs").write_text("fn g() { unsafe { libc::renameat(1, p, 1, q) }; }\n")
+    (tmp_path / "src" / "tested.rs").write_text(
+        '// fs::rename(a, b) in a comment\n#[cfg(test)]\nmod tests {\n    fn t() { fs::rename("x", "y").unwrap(); }\n}\n'
+    )
+    assert renaming_files(tmp_path) == ["src/a/own.rs", "src/a/raw.rs"]

@@ -156,6 +156,36 @@ async fn a_rewind_of_code_and_conversation_returns_the_tree_byte_for_byte_and_ke
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_rewind_puts_back_a_file_whose_name_is_254_bytes_long() {
+    // A folder entry holds 255 bytes at most: the temporary file a rewind writes before its rename must not make
+    // the name longer (it once did: `.NAME.XXXXXXXX.rewind` was refused by the file system).
+    let ws = tempfile::tempdir().unwrap();
+    seed(ws.path());
+    let long = format!("{}.txt", "n".repeat(250));
+    let gone = format!("{}.md", "é".repeat(126));
+    assert_eq!((long.len(), gone.len()), (254, 255));
+    fs::write(ws.path().join(&long), "before\n").unwrap();
+    fs::write(ws.path().join(&gone), "deleted by the agent\n").unwrap();
+    let provider = scripted(vec![
+        ("first", vec![]),
+        ("working", vec![write("c1", &long, "after\n"), command("c2", &format!("rm {gone}"))]),
+        ("done", vec![]),
+    ]);
+    let agent = Agent::new(config(ws.path()), provider, Arc::new(Never));
+    turn(&agent, "hello").await;
+    let before = tree(ws.path());
+    turn(&agent, "change the long one").await;
+    assert_eq!(fs::read_to_string(ws.path().join(&long)).unwrap(), "after\n");
+    assert!(!ws.path().join(&gone).exists());
+
+    let index = agent.messages().iter().position(|m| m.content == "change the long one").unwrap() + 1;
+    let report = agent.rewind(index, &opts(true, false));
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.restored, [long.clone(), gone.clone()]);
+    assert_eq!(tree(ws.path()), before, "put back byte for byte, no temporary file left");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_users_edits_survive_and_a_file_changed_by_both_is_a_conflict() {
     let ws = tempfile::tempdir().unwrap();
     seed(ws.path());
