@@ -10,7 +10,7 @@
 CARGO ?= cargo
 WORKSPACE ?= $(CURDIR)
 
-.PHONY: all build run test debs cargo-test sim e2e clippy fmt fmt-check mutants lua-mutants
+.PHONY: all build run test debs cargo-test sim e2e package clippy fmt fmt-check mutants lua-mutants
 
 all: build
 
@@ -34,9 +34,15 @@ cargo-test: debs
 sim:
 	$(CARGO) test --release --test it -- --ignored --nocapture session_sim::
 
-# builds first: the tests refuse a library built from other sources (its build id, tests/e2e/conftest.py)
-e2e: build debs
+# builds first: the tests refuse a library built from other sources (its build id, tests/e2e/conftest.py); the
+# release asset too (tests/e2e/test_install.py serves it), outside the suite's time limit
+e2e: build debs package
 	tests/e2e/run
+
+# This machine's release asset and its .sha256 (scripts/package: cargo-zigbuild against glibc 2.28, into
+# target/package, so target/release is left as it is); tests/e2e/test_install.py installs it from a local server.
+package:
+	scripts/package target/package/assets
 
 clippy:
 	$(CARGO) clippy --release --all-targets -- -D warnings

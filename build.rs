@@ -2,7 +2,8 @@
 //! `Cargo.lock`, by path and content), so that the end-to-end tests can refuse a library built from other sources
 //! than the checkout's (`tests/e2e/conftest.py` computes the same hash; a file's time says nothing after a
 //! `git checkout` or a copy). The rule both sides follow: the files sorted by their path relative to the root
-//! (with `/`), each contributing `path`, a NUL byte, its bytes, a NUL byte.
+//! (with `/`), each contributing `path`, a NUL byte, its bytes, a NUL byte. Also the Neovim API the library is
+//! compiled against, from the crate feature (`bridge::NVIM_API`).
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,9 @@ fn main() {
     }
     let id: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
     println!("cargo:rustc-env=PSEUDOCLAUDE_BUILD_ID={id}");
+    // The Neovim API the library is compiled against: the crate feature `neovim-0-XX` (one per build, Cargo.toml).
+    let api = if std::env::var_os("CARGO_FEATURE_NEOVIM_0_11").is_some() { "0.11" } else { "unknown" };
+    println!("cargo:rustc-env=PSEUDOCLAUDE_NVIM_API={api}");
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-changed=Cargo.lock");

@@ -9,6 +9,27 @@ vim.api.nvim_create_user_command("PseudoClaudeVersion", function()
   require("pseudoclaude").print_version()
 end, { nargs = 0, desc = "pseudoclaude: show the plugin and native core versions" })
 
+vim.api.nvim_create_user_command("PseudoInstall", function(opts)
+  require("pseudoclaude.install").install({ from = opts.args ~= "" and opts.args or nil })
+end, {
+  nargs = "?",
+  complete = function()
+    return { "source" }
+  end,
+  desc = "pseudoclaude: download the native library of this release (checked), or build it with cargo",
+})
+
+-- What the last install left undone (it failed, or was killed part way): said at each start until one succeeds.
+-- One stat when there is nothing to say.
+do
+  local root = vim.fn.fnamemodify(debug.getinfo(1, "S").source:sub(2), ":p:h:h")
+  if vim.uv.fs_stat(root .. "/target/release/pseudoclaude-install-attempt.json") then
+    vim.schedule(function()
+      require("pseudoclaude.install.state").report_at_start(require("pseudoclaude.core").plugin_root())
+    end)
+  end
+end
+
 vim.api.nvim_create_user_command("PseudoChat", function(opts)
   if opts.range > 0 then
     local ok, err = pcall(require("pseudoclaude.context").add_range, 0, opts.line1, opts.line2)

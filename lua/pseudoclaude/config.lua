@@ -59,6 +59,10 @@
 ---@field cache_read number? Prompt tokens read from the cache; default: `input`.
 ---@field cache_write number? Prompt tokens written to the cache; default: `input`.
 
+---@class pseudoclaude.InstallConfig How `:PseudoInstall` (and build.lua) puts the native library in place.
+---@field from "auto"|"source" "auto": the release's asset for this platform when there is one, else a build with cargo; "source": always build with cargo.
+---@field url string? Where the release assets are (a mirror): the asset is fetched as `<url>/<asset name>`, its checksum as `<url>/<asset name>.sha256`; nil = the GitHub release of this version.
+
 ---@class pseudoclaude.Config
 ---@field provider pseudoclaude.ProviderConfig
 ---@field stale_after_hours number A resumed session whose last message is older than this many hours gets a reminder for the model (how long ago; re-check files first), written to the log with the next message.
@@ -72,6 +76,7 @@
 ---@field pricing table<string, pseudoclaude.Price> Prices by model name, for the sessions' cost; {} = no cost shown.
 ---@field mcp pseudoclaude.McpConfig The user's MCP servers.
 ---@field rewind pseudoclaude.RewindConfig
+---@field install pseudoclaude.InstallConfig
 
 ---@class pseudoclaude.RewindConfig
 ---@field enabled boolean Checkpoint the workspace's files before each message and after each write, edit and command, so `:PseudoRewind` can put them back.
@@ -90,6 +95,7 @@
 ---@field pricing? table<string, pseudoclaude.Price>
 ---@field mcp? pseudoclaude.McpConfig|{}
 ---@field rewind? pseudoclaude.RewindConfig|{}
+---@field install? pseudoclaude.InstallConfig|{}
 
 local M = {}
 
@@ -142,6 +148,7 @@ M.defaults = {
     enabled = true,
     max_file_bytes = 16 * 1024 * 1024,
   },
+  install = { from = "auto", url = nil },
 }
 
 --- Known keys per table, to report misspelled options.
@@ -160,7 +167,9 @@ local known = {
     pricing = true,
     mcp = true,
     rewind = true,
+    install = true,
   },
+  install = { from = true, url = true },
   mcp = { servers = true, timeout = true },
   rewind = { enabled = true, max_file_bytes = true },
   provider = {
@@ -317,6 +326,13 @@ function M.validate(cfg)
   check("rewind.max_file_bytes", cfg.rewind.max_file_bytes, function(v)
     return is_integer(v) and v >= 0
   end, false, "an integer number of bytes >= 0")
+  check("install", cfg.install, "table")
+  check("install.from", cfg.install.from, function(v)
+    return v == "auto" or v == "source"
+  end, false, '"auto" or "source"')
+  check("install.url", cfg.install.url, function(v)
+    return v == nil or (type(v) == "string" and v:match("^%a[%w+.-]*://.") ~= nil)
+  end, false, "a URL (https://...)")
   M.validate_pricing(cfg.pricing)
   M.validate_mcp(cfg.mcp, cfg.approve.mcp)
 end

@@ -67,10 +67,10 @@ function M.library_path()
   return M.plugin_root() .. "/target/release/" .. library_filename()
 end
 
---- The command that builds the library, for messages.
+--- The commands that put the library in place, for messages.
 ---@return string
 function M.build_hint()
-  return ("run `cargo build --release` in %s, then restart Neovim"):format(M.plugin_root())
+  return ("run :PseudoInstall (or `cargo build --release` in %s), then restart Neovim"):format(M.plugin_root())
 end
 
 --- Whether the library has been loaded in this Neovim.
@@ -103,7 +103,13 @@ function M.try_load()
   end
   local path = M.library_path()
   if not vim.uv.fs_stat(path) then
-    return nil, ("pseudoclaude: native library not found at %s; to build it, %s"):format(path, M.build_hint())
+    local last = require("pseudoclaude.install.state").failure(M.plugin_root())
+    return nil,
+      ("pseudoclaude: native library not found at %s; to install it, %s%s"):format(
+        path,
+        M.build_hint(),
+        last and (" (" .. last .. ")") or ""
+      )
   end
   local loader, load_err = package.loadlib(path, M.ENTRY_POINT)
   if not loader then

@@ -79,10 +79,12 @@ function M.check()
     end
   else
     health.error(err or "native library unavailable", {
-      ("Build it: cd %s && cargo build --release"):format(core.plugin_root()),
+      "Install it: :PseudoInstall (this release's library for your platform, checked; else a build with cargo)",
+      ("or build it: cd %s && cargo build --release"):format(core.plugin_root()),
       "Then restart Neovim (a library already loaded cannot be reloaded).",
     })
   end
+  M.check_origin(core, lib)
 
   health.start("pseudoclaude: sessions directory")
   local sessions = pc.workspace() .. "/.PseudoClaude/sessions"
@@ -175,6 +177,77 @@ function M.check()
   end
   if held == 0 then
     health.ok(("no session of this workspace is open in another editor (%d sessions)"):format(#list))
+  end
+end
+
+--- Where the library came from (the install stamp), whether it matches the Lua side, and what the last install
+--- left undone.
+---@param core table pseudoclaude.core
+---@param lib table? the loaded library
+function M.check_origin(core, lib)
+  local state = require("pseudoclaude.install.state")
+  local root = core.plugin_root()
+  local stamp = state.stamp(root)
+  local minor = state.nvim_minor()
+  if stamp and stamp.from == "release" then
+    health.ok(
+      ("installed from the release asset %s (sha256 %s, checked), %s"):format(
+        tostring(stamp.asset),
+        tostring(stamp.sha256),
+        tostring(stamp.installed_at)
+      )
+    )
+  elseif stamp then
+    health.ok(
+      ("installed from a local build of commit %s (cargo build --release), %s"):format(
+        stamp.commit or "unknown (not a git checkout)",
+        tostring(stamp.installed_at)
+      )
+    )
+  elseif lib then
+    health.info("built by `cargo build --release` here (not installed by :PseudoInstall: no install stamp)")
+  end
+  if stamp then
+    local st = vim.uv.fs_stat(core.library_path())
+    if st and (st.size ~= stamp.size or st.mtime.sec ~= stamp.mtime) then
+      health.warn("the library was replaced since that install (its size or time changed): a build of your own?")
+    end
+    if stamp.version ~= core.VERSION then
+      health.error(
+        ("the library was installed for version %s; the Lua side is %s"):format(tostring(stamp.version), core.VERSION),
+        { "Run :PseudoInstall, then restart Neovim" }
+      )
+    end
+    local head = stamp.from == "source" and stamp.commit and state.head_commit(root)
+    if head and head ~= stamp.commit then
+      health.warn(
+        ("built from commit %s, but the checkout is now at %s: the Lua side may not match it"):format(
+          stamp.commit:sub(1, 12),
+          head:sub(1, 12)
+        ),
+        { "Run :PseudoInstall, then restart Neovim" }
+      )
+    end
+  end
+  if lib then
+    local api = stamp and stamp.nvim
+    if type(lib.nvim_api) == "function" then
+      local got, a = lib.nvim_api()
+      api = got and a or api
+    end
+    local _, v = lib.version()
+    if v == core.VERSION and (api == nil or api == minor) then
+      health.ok(("matches the Lua side: version %s, Neovim %s API"):format(v, api or minor))
+    elseif api and api ~= minor then
+      health.warn(
+        ("the library is built for the Neovim %s API; this Neovim is %s"):format(api, minor),
+        { "Run :PseudoInstall, then restart Neovim" }
+      )
+    end
+  end
+  local failure = state.failure(root)
+  if failure then
+    health.error(failure, { "Run :PseudoInstall (`:messages` shows each step's error)" })
   end
 end
 

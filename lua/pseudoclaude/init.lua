@@ -77,6 +77,14 @@ function M.version_info()
   return info
 end
 
+--- Puts the native library in place: the release asset for this platform and Neovim (checked against its sha256),
+--- else a build with cargo (`:help pseudoclaude-install`). Returns at once; `opts.on_done(report)` gets
+--- `{ ok, from = "release"|"source", version, error }`. The same as `:PseudoInstall`.
+---@param opts pseudoclaude.InstallOpts?
+function M.install(opts)
+  require("pseudoclaude.install").install(opts)
+end
+
 --- `:PseudoClaudeVersion`
 function M.print_version()
   local info = M.version_info()

@@ -80,6 +80,10 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// in the file without loading it: `tests/e2e/conftest.py` refuses a library whose id is not the checkout's.
 pub const BUILD_ID: &str = concat!("pseudoclaude-build-id:", env!("PSEUDOCLAUDE_BUILD_ID"));
 
+/// The Neovim minor version whose API this library was compiled against (the crate feature `neovim-0-XX`, set by
+/// `build.rs`): `:checkhealth` compares it with the running Neovim's.
+pub const NVIM_API: &str = env!("PSEUDOCLAUDE_NVIM_API");
+
 /// File name of the panic log, inside Neovim's `stdpath("log")`.
 pub const PANIC_LOG_NAME: &str = "pseudoclaude-panic.log";
 
@@ -113,6 +117,7 @@ fn exports() -> Dictionary {
         // --- meta -----------------------------------------------------------------------------
         export("version", |_| Ok(VERSION)),
         export("build_id", |_| Ok(BUILD_ID.trim_start_matches("pseudoclaude-build-id:"))),
+        export("nvim_api", |_| Ok(NVIM_API)),
         export("ping", |a| Ok(a.get::<Option<String>>(0)?.map_or_else(|| "pong".to_string(), |s| format!("pong {s}")))),
         export("panic_log_path", |_| Ok(panic_log_path().map(|p| p.display().to_string()))),
         // at `VimLeavePre` (core.lua): the writes accepted so far finish, within the time given (ms)
