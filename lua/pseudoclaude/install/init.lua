@@ -101,13 +101,36 @@ function M.wait(opts)
     report = r
   end
   opts.quiet = true
-  M.install(opts)
   local lazy_async = package.loaded["lazy.async"]
-  local in_lazy = lazy_async and type(lazy_async.running) == "function" and lazy_async.running()
-  if in_lazy and coroutine.isyieldable() then
+  local task = lazy_async and type(lazy_async.running) == "function" and lazy_async.running() or nil
+  local wake = function() end
+  if task and type(task.suspend) == "function" and type(task.resume) == "function" then
+    -- lazy.nvim's task sleeps until a step or the end wakes it, rather than being resumed at every turn of the loop
+    wake = function()
+      task:resume()
+    end
+  end
+  local on_progress = opts.on_progress
+  opts.on_progress = function(msg)
+    on_progress(msg)
+    wake()
+  end
+  local on_done = opts.on_done
+  opts.on_done = function(r)
+    on_done(r)
+    wake()
+  end
+  M.install(opts)
+  if task and coroutine.isyieldable() then
     while not report do
-      -- lazy.nvim resumes its build task at the next turn of the loop; a message shows as the task's progress
-      coroutine.yield(table.remove(steps, 1))
+      if #steps > 0 then
+        -- a message yielded shows as the build task's progress in lazy.nvim's window
+        coroutine.yield(table.remove(steps, 1))
+      elseif type(task.suspend) == "function" then
+        task:suspend()
+      else
+        coroutine.yield()
+      end
     end
   else
     local log = function(msg)
