@@ -64,15 +64,27 @@ function M.asset_name(version, triple, minor)
   return ("pseudoclaude-%s-%s-nvim%s.%s"):format(version, triple, minor, M.library_extension())
 end
 
+--- A small file's text (`what`: "*a" the whole, "*l" its first line), or nil when it cannot be read.
 ---@param path string
----@return table?
-local function read_json(path)
+---@param what "*a"|"*l"
+---@return string?
+local function read(path, what)
   local f = io.open(path, "rb")
   if not f then
     return nil
   end
-  local text = f:read("*a")
+  local text = f:read(what)
   f:close()
+  return text
+end
+
+---@param path string
+---@return table?
+local function read_json(path)
+  local text = read(path, "*a")
+  if not text then
+    return nil
+  end
   local ok, value = pcall(vim.json.decode, text, { luanil = { object = true, array = true } })
   return ok and type(value) == "table" and value or nil
 end
@@ -192,12 +204,7 @@ function M.head_commit(root)
   local stat = vim.uv.fs_stat(git)
   if stat and stat.type == "file" then
     -- a worktree or submodule: `gitdir: <path>`
-    local f = io.open(git, "rb")
-    local line = f and f:read("*l") or ""
-    if f then
-      f:close()
-    end
-    local dir = line:match("^gitdir: (.+)$")
+    local dir = (read(git, "*l") or ""):match("^gitdir: (.+)$")
     if not dir then
       return nil
     end
@@ -206,13 +213,7 @@ function M.head_commit(root)
     return nil
   end
   local function first_line(path)
-    local f = io.open(path, "rb")
-    if not f then
-      return nil
-    end
-    local l = f:read("*l")
-    f:close()
-    return l
+    return read(path, "*l")
   end
   local head = first_line(git .. "/HEAD")
   if not head then
