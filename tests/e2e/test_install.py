@@ -297,6 +297,23 @@ def test_kill_9_during_the_install_leaves_the_old_library_and_says_so_at_the_nex
     assert "ERROR" not in health(n)
 
 
+def test_quitting_during_the_install_stops_its_download_and_the_next_start_says_so(packaged, server, checkout, start_nvim):
+    n = start_nvim(plugin_root=checkout)
+    install_good(n, server, packaged, checkout)
+    before = sha(lib_of(checkout))
+    server.mode[f"/assets/{packaged.name}"] = "stall"
+    n.lua("require('pseudoclaude').install({ url = ... })", server.url)
+    assert server.stalled.wait(30), "the download never started"
+    url = f"{server.url}/{packaged.name}"
+    assert subprocess.run(["pgrep", "-f", url], capture_output=True).returncode == 0, "no curl downloading"
+    n.close()  # :qall! while curl waits on the stalled server
+    wait_for(lambda: subprocess.run(["pgrep", "-f", url], capture_output=True).returncode == 1, what="curl stopped")
+    assert sha(lib_of(checkout)) == before
+    n = start_nvim(plugin_root=checkout)
+    said = wait_for(lambda: "interrupted" in messages(n) and messages(n), what="the start's message")
+    assert "run :PseudoInstall" in said
+
+
 def without_cargo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """PATH with what the installer uses (git, curl, sha256sum) but no cargo; rustup's place emptied too."""
     bin_dir = tmp_path / "bin"

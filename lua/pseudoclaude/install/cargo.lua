@@ -72,7 +72,7 @@ function M.build(cargo, root, minor, on_progress, on_done)
     "--features",
     M.feature(minor),
   }
-  local ok, err = pcall(vim.system, cmd, {
+  require("pseudoclaude.install.process").run(cmd, {
     cwd = root,
     stdout = function(_, data)
       lines("out", data, function(line)
@@ -101,25 +101,21 @@ function M.build(cargo, root, minor, on_progress, on_done)
       end)
     end,
   }, function(res)
-    vim.schedule(function()
-      if res.code ~= 0 then
-        local said = table.concat(tail, "\n")
-        return on_done({
-          ok = false,
-          error = ("`cargo build --release` failed in %s (exit %s):\n%s"):format(root, tostring(res.code), said),
-        })
-      end
-      if not artifact or not vim.uv.fs_stat(artifact) then
-        return on_done({ ok = false, error = "cargo built, but named no " .. libname .. " in its messages" })
-      end
-      on_done({ ok = true, library = artifact })
-    end)
+    if res.code == -1 then
+      return on_done({ ok = false, error = ("cannot run %s: %s"):format(cargo, res.stderr) })
+    end
+    if res.code ~= 0 then
+      local said = table.concat(tail, "\n")
+      return on_done({
+        ok = false,
+        error = ("`cargo build --release` failed in %s (exit %s):\n%s"):format(root, tostring(res.code), said),
+      })
+    end
+    if not artifact or not vim.uv.fs_stat(artifact) then
+      return on_done({ ok = false, error = "cargo built, but named no " .. libname .. " in its messages" })
+    end
+    on_done({ ok = true, library = artifact })
   end)
-  if not ok then
-    vim.schedule(function()
-      on_done({ ok = false, error = ("cannot run %s: %s"):format(cargo, tostring(err)) })
-    end)
-  end
 end
 
 return M

@@ -13,12 +13,7 @@ local OFFLINE = { [5] = true, [6] = true, [7] = true, [28] = true, [35] = true, 
 ---@param cmd string[]
 ---@param on_exit fun(res: vim.SystemCompleted)
 local function run(cmd, on_exit)
-  local ok, err = pcall(vim.system, cmd, { text = true }, vim.schedule_wrap(on_exit))
-  if not ok then
-    vim.schedule(function()
-      on_exit({ code = -1, signal = 0, stdout = "", stderr = tostring(err) })
-    end)
-  end
+  require("pseudoclaude.install.process").run(cmd, { text = true }, on_exit)
 end
 
 ---@param s string?

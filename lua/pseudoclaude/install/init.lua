@@ -202,12 +202,13 @@ function H.is_release(root, version, on_done)
     return on_done(true)
   end
   local tag = "v" .. version
-  local ok = pcall(
-    vim.system,
+  require("pseudoclaude.install.process").run(
     { "git", "-C", root, "tag", "--points-at", "HEAD" },
     { text = true },
-    vim.schedule_wrap(function(res)
-      if res.code ~= 0 then
+    function(res)
+      if res.code == -1 then
+        return on_done(false, "git is not installed, so this checkout's release cannot be told")
+      elseif res.code ~= 0 then
         return on_done(false, "git cannot tell which release this checkout is: " .. vim.trim(res.stderr or ""))
       end
       for t in (res.stdout or ""):gmatch("[^\n]+") do
@@ -219,11 +220,8 @@ function H.is_release(root, version, on_done)
         false,
         ("this checkout is not the release %s (a commit between releases has no release asset)"):format(tag)
       )
-    end)
+    end
   )
-  if not ok then
-    on_done(false, "git is not installed, so this checkout's release cannot be told")
-  end
 end
 
 --- Downloads and checks the release asset; no asset or no network falls back to a build from source.
@@ -351,25 +349,19 @@ function H.probe(path, version, on_done)
   f:write(script)
   f:close()
   local cmd = { vim.v.progpath, "--clean", "--headless", "-l", probe, path }
-  local ok, err = pcall(vim.system, cmd, { text = true }, function(res)
-    vim.schedule(function()
-      os.remove(probe)
-      local out = vim.trim(res.stdout or "")
-      local got = out:match("^VERSION (.*)$")
-      if res.code == 0 and got == version then
-        return on_done(nil)
-      elseif res.code == 0 then
-        return on_done(("the new library reports version %s, not %s: refused"):format(tostring(got), version))
-      end
-      on_done(
-        ("the new library does not load in this Neovim: %s"):format(out ~= "" and out or vim.trim(res.stderr or ""))
-      )
-    end)
-  end)
-  if not ok then
+  require("pseudoclaude.install.process").run(cmd, { text = true }, function(res)
     os.remove(probe)
-    on_done("cannot start Neovim to probe the library: " .. tostring(err))
-  end
+    local out = vim.trim(res.stdout or "")
+    local got = out:match("^VERSION (.*)$")
+    if res.code == 0 and got == version then
+      return on_done(nil)
+    elseif res.code == 0 then
+      return on_done(("the new library reports version %s, not %s: refused"):format(tostring(got), version))
+    end
+    on_done(
+      ("the new library does not load in this Neovim: %s"):format(out ~= "" and out or vim.trim(res.stderr or ""))
+    )
+  end)
 end
 
 ---@param path string
