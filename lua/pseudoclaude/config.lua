@@ -326,15 +326,21 @@ function M.validate(cfg)
   check("rewind.max_file_bytes", cfg.rewind.max_file_bytes, function(v)
     return is_integer(v) and v >= 0
   end, false, "an integer number of bytes >= 0")
-  check("install", cfg.install, "table")
-  check("install.from", cfg.install.from, function(v)
-    return v == "auto" or v == "source"
-  end, false, '"auto" or "source"')
-  check("install.url", cfg.install.url, function(v)
-    return v == nil or (type(v) == "string" and v:match("^%a[%w+.-]*://.") ~= nil)
-  end, false, "a URL (https://...)")
+  M.validate_install(cfg.install)
   M.validate_pricing(cfg.pricing)
   M.validate_mcp(cfg.mcp, cfg.approve.mcp)
+end
+
+--- `install` (also what `install()` is given, over it). Raises an error naming the bad key.
+---@param install any
+function M.validate_install(install)
+  check("install", install, "table")
+  check("install.from", install.from, function(v)
+    return v == "auto" or v == "source"
+  end, false, '"auto" or "source"')
+  check("install.url", install.url, function(v)
+    return v == nil or (type(v) == "string" and v:match("^%a[%w+.-]*://.") ~= nil)
+  end, false, "a URL (https://...)")
 end
 
 local SERVER_KEYS = { command = true, args = true, env = true, cwd = true, url = true, headers = true, type = true }

@@ -391,3 +391,14 @@ def test_the_release_workflow_builds_every_platform_for_every_neovim_minor(nvim)
     for triple in ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "aarch64-apple-darwin", "x86_64-apple-darwin"):
         assert f"target: {triple} }}" in workflow
     assert "run: scripts/package dist" in workflow and "--clobber" in workflow
+
+
+def test_a_wrong_install_option_is_named_and_nothing_is_touched(checkout, start_nvim):
+    n = start_nvim(plugin_root=checkout)
+    ok, msg = n.lua("return { pcall(require('pseudoclaude').setup, { install = { url = 'nope' } }) }")
+    assert ok is False and "install.url: expected a URL" in msg, msg
+    ok, msg = n.lua("return { pcall(require('pseudoclaude').setup, { install = { from = 'release' } }) }")
+    assert ok is False and 'install.from: expected "auto" or "source"' in msg, msg
+    report = install(n, **{"from": "binary"})
+    assert report["ok"] is False and 'install.from: expected "auto" or "source", got binary' in report["error"]
+    assert not (checkout / "target").exists(), "a refused install wrote something"

@@ -166,11 +166,9 @@ end
 function H.config(opts)
   local base = H.lazy_install_opts() or require("pseudoclaude").get_config().install or {}
   local cfg = { from = opts.from or base.from or "auto", url = opts.url or base.url }
-  if cfg.from ~= "auto" and cfg.from ~= "source" then
-    return nil, ('install.from: expected "auto" or "source", got %s'):format(vim.inspect(cfg.from))
-  end
-  if cfg.url ~= nil and (type(cfg.url) ~= "string" or not cfg.url:match("^%a[%w+.-]*://.")) then
-    return nil, ("install.url: expected a URL (https://...), got %s"):format(vim.inspect(cfg.url))
+  local ok, err = pcall(require("pseudoclaude.config").validate_install, cfg)
+  if not ok then
+    return nil, (tostring(err):gsub("^[^\n]-%.lua:%d+: ", ""))
   end
   return cfg
 end
