@@ -6,6 +6,7 @@
 #               then the Neovim end-to-end tests (tests/e2e)
 #   make mutants      cargo-mutants over the named core files (long; not part of make test)
 #   make lua-mutants  the hand-made Lua mutants, each expected to fail a named e2e test
+#   make package      this machine's release asset of the library and its .sha256 (scripts/package; make e2e runs it)
 
 CARGO ?= cargo
 WORKSPACE ?= $(CURDIR)
@@ -54,11 +55,11 @@ $(STYLUA):
 
 fmt: $(STYLUA)
 	$(CARGO) fmt
-	$(STYLUA) lua plugin scripts
+	$(STYLUA) lua plugin scripts build.lua
 
 fmt-check: $(STYLUA)
 	$(CARGO) fmt --check
-	$(STYLUA) --check lua plugin scripts
+	$(STYLUA) --check lua plugin scripts build.lua
 
 # Mutation testing (not part of `make test`: it takes long): cargo-mutants, installed into .deps/ by
 # scripts/ensure-mutants, breaks the code on purpose and counts the mutants the tests catch (figures in
