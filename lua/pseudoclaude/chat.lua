@@ -221,14 +221,27 @@ function M.mcp_ask_again(name)
   return require("pseudoclaude.core").call("agent_mcp_ask_again", name)
 end
 
---- The history the model sees next, in the log's own shape.
----@return table[]
-function M.messages()
-  if not S.host_ready then
-    return {}
-  end
+--- The history the model sees next, in the log's own shape. With `opts.on_done`: copied and written out on a worker
+--- thread, decoded a chunk per main-loop step, `on_done(nil, messages)`; returns nothing.
+---@param opts {on_done: fun(err: string?, messages: table[]?)}?
+---@return table[]?
+function M.messages(opts)
+  local on_done = opts and opts.on_done
   local core = require("pseudoclaude.core")
-  return core.decode(core.call("agent_messages"))
+  if not on_done then
+    return S.host_ready and core.decode(core.call("agent_messages")) or {}
+  end
+  if not S.host_ready then
+    return vim.schedule(function()
+      on_done(nil, {})
+    end)
+  end
+  core.call("agent_messages_async", function(ok, chunks)
+    if not ok then
+      return on_done("pseudoclaude.messages: " .. core.plain(chunks))
+    end
+    core.decode_chunks(chunks, on_done)
+  end)
 end
 
 --- Moves the chat to `workspace`: the sessions listed, started and resumed from now on are that directory's, and the

@@ -270,6 +270,29 @@ function M.decoded(what, on_done)
   end
 end
 
+--- JSON arrays (`bridge::bulk_chunks`: a long result of an `on_done` form) decoded one per main-loop step and joined:
+--- `on_done(nil, items)`, or `on_done(message)` when one does not decode.
+---@param chunks string[]
+---@param on_done fun(err: string?, items: table[]?)
+function M.decode_chunks(chunks, on_done)
+  local out, k = {}, 0
+  local function step()
+    k = k + 1
+    if k > #chunks then
+      return on_done(nil, out)
+    end
+    local ok, part = pcall(M.decode, chunks[k])
+    if not ok then
+      return on_done("cannot decode the result: " .. tostring(part))
+    end
+    for _, item in ipairs(part) do
+      out[#out + 1] = item
+    end
+    vim.schedule(step)
+  end
+  step()
+end
+
 --- A native error message without the native function's name in front ("pseudoclaude_core.sessions_load: ").
 ---@param msg any
 ---@return string

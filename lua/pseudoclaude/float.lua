@@ -40,7 +40,10 @@ local H = {}
 
 ---@class pseudoclaude.float.State
 ---@field top_items pseudoclaude.SessionInfo[] The first list (`limit = max_items`).
----@field items pseudoclaude.SessionInfo[] What the filter searches: `top_items`, then the full list.
+---@field items pseudoclaude.SessionInfo[] What the filter searches: `top_items`, then the full list (packed: its rows
+--- built when first read, so count with `count` and walk it with `finder.plain()`).
+---@field count integer How many `items`.
+---@field packed pseudoclaude.PackedList? The full list as the core packed it, when `items` reads its rows from it.
 ---@field full boolean Whether `items` is the full list.
 ---@field deleted table<string, true> Sessions deleted while the full list was being read.
 ---@field marked table<string, pseudoclaude.SessionInfo> Sessions renamed or pinned here: what the full list, when it
@@ -194,6 +197,7 @@ function M.open(opts)
   local s = { ---@type pseudoclaude.float.State
     top_items = {},
     items = {},
+    count = 0,
     listing = true,
     full = false,
     deleted = {},
@@ -560,7 +564,7 @@ function H.set_items(s, items)
   for i, item in ipairs(items) do
     hay[i] = require("pseudoclaude.float.finder").haystack(item)
   end
-  s.items = items
+  s.items, s.count, s.packed = items, #items, nil
   s.matcher = require("pseudoclaude.float.matcher").new(hay)
 end
 
@@ -568,7 +572,7 @@ end
 ---@param s pseudoclaude.float.State
 function H.default_matches(s)
   local m = {}
-  for i = 1, math.min(s.max_items, #s.items) do
+  for i = 1, math.min(s.max_items, s.count) do
     m[i] = i
   end
   s.matches = m
@@ -615,9 +619,10 @@ end
 ---@param fallback integer?
 function H.reselect(s, fallback)
   local sel = nil
-  if s.sel_id then
+  local at = s.sel_id and require("pseudoclaude.float.finder").index_of(s, s.sel_id)
+  if at then
     for k, i in ipairs(s.matches) do
-      if s.items[i].id == s.sel_id then
+      if i == at then
         sel = k
         break
       end
@@ -654,7 +659,7 @@ end
 function H.remove(s, id)
   s.deleted[id] = true
   local kept = {}
-  for _, item in ipairs(s.items) do
+  for _, item in ipairs(require("pseudoclaude.float.finder").plain(s)) do
     if item.id ~= id then
       kept[#kept + 1] = item
     end

@@ -128,12 +128,23 @@ function M.undo_rewind(opts)
 end
 
 --- The history the model sees next, in the log's own shape (`role`, `content`, `tool_calls`, `tool_result`, `ts`).
----@return table[]
-function M.messages()
+--- Blocking for a long history (10,000 messages: about 15 ms); with `opts.on_done` it returns at once and calls
+--- `on_done(nil, messages)` later, the history read off the main loop (`:help pseudoclaude.messages()`).
+---@param opts {on_done: fun(err: string?, messages: table[]?)}?
+---@return table[]?
+function M.messages(opts)
+  if opts ~= nil and (type(opts) ~= "table" or (opts.on_done ~= nil and type(opts.on_done) ~= "function")) then
+    error("pseudoclaude.messages: opts: expected a table with an on_done function, got " .. vim.inspect(opts), 0)
+  end
   if not package.loaded["pseudoclaude.chat"] then
+    if opts and opts.on_done then
+      return vim.schedule(function()
+        opts.on_done(nil, {})
+      end)
+    end
     return {}
   end
-  return require("pseudoclaude.chat").messages()
+  return require("pseudoclaude.chat").messages(opts)
 end
 
 --- Sessions of the workspace on disk: `list(opts)`, `load(id)`, `search(query, opts)`, `cleanup()`, `delete(id)`

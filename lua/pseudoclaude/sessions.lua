@@ -88,6 +88,7 @@
 ---@field external boolean? Also this workspace's Claude Code and Codex sessions (`pseudoclaude.ExternalSession`,
 --- `source` set), merged in by time. With `max_read`, a transcript not cached yet is read at its head and tail only
 --- (`partial`, its `messages` not counted yet).
+---@field on_done fun(err: string?, sessions: table[]?)? `list()` only: read in the background, as `list_async()`.
 
 ---@class pseudoclaude.ExternalSession Another agent's session of this workspace (`list({ external = true })`).
 ---@field source "claude-code"|"codex"
@@ -113,83 +114,108 @@ local H = {}
 
 --- Sessions of the workspace, newest first (by last write), without empty ones and without the current one. A
 --- damaged log is listed even when nothing in it can be restored (`damaged`, `bad_lines`). A session folder or
---- log that is a symbolic link is never listed (nor opened).
+--- log that is a symbolic link is never listed (nor opened). The rows are plain tables, built from the list the core
+--- packs (src/bridge/rows.rs, session_rows.lua): 10,000 sessions cost the main loop about 10 ms. With `opts.on_done`,
+--- returns nothing at once and calls `on_done(nil, sessions)` later, as `list_async()` does.
 ---@param opts pseudoclaude.SessionListOpts?
----@return (pseudoclaude.SessionInfo|pseudoclaude.ExternalSession)[]
+---@return (pseudoclaude.SessionInfo|pseudoclaude.ExternalSession)[]?
 function M.list(opts)
   opts = opts or {}
   H.check_type("list", "opts", opts, "table")
+  if opts.on_done ~= nil then
+    H.check_type("list", "opts.on_done", opts.on_done, "function")
+    return M.list_async(opts, opts.on_done)
+  end
   local limit = opts.limit
   if limit ~= nil and (type(limit) ~= "number" or limit < 0 or limit ~= math.floor(limit)) then
     error(("pseudoclaude.sessions.list: opts.limit: expected an integer >= 0, got %s"):format(vim.inspect(limit)), 0)
   end
-  local current = not opts.include_current and M.current_id() or nil
-  return H.call("list", "sessions_list", M.workspace(), {
-    exclude = current,
-    limit = limit,
-    check_locks = opts.check_locks ~= false,
-    include_empty = false,
-    max_read = opts.max_read,
-    pricing = H.pricing(),
-    include_pinned = opts.include_pinned == true,
-    all = opts.all == true,
-    workspaces_file = M.workspaces_file(),
-    external = opts.external == true,
-  })
+  local rows = require("pseudoclaude.session_rows")
+  if not rows.available then
+    return require("pseudoclaude.core").decode(H.call("list", "sessions_list_json", M.workspace(), H.list_args(opts)))
+  end
+  return rows.rows(H.call("list", "sessions_list", M.workspace(), H.list_args(opts)))
 end
+
+--- Rows built per main-loop step by `list_async()`: about 2 ms of a step.
+M.LIST_STEP = 2000
 
 --- `list(opts)` read on a background thread: returns at once, then calls `on_done(nil, sessions)` (or
 --- `on_done(message)` on an error) on the main thread. For long lists (reading ten thousand sessions takes a
---- quarter of a second) that must not freeze the editor.
+--- quarter of a second) that must not freeze the editor: the rows are built `LIST_STEP` per main-loop step.
 ---@param opts pseudoclaude.SessionListOpts?
 ---@param on_done fun(err: string?, sessions: pseudoclaude.SessionInfo[]?)
 function M.list_async(opts, on_done)
   opts = opts or {}
   H.check_type("list_async", "opts", opts, "table")
   H.check_type("list_async", "on_done", on_done, "function")
-  local current = not opts.include_current and M.current_id() or nil
-  H.call("list_async", "sessions_list_async", M.workspace(), {
-    exclude = current,
+  M.list_packed(opts, function(err, list)
+    if err or type(list) ~= "table" or not list.recs then
+      return on_done(err, list)
+    end
+    local rows = require("pseudoclaude.session_rows")
+    local out, done = {}, 0
+    local function step()
+      local to = math.min(done + M.LIST_STEP, list.count)
+      local ok, failed = pcall(rows.fill, list, done + 1, to, out)
+      if not ok then
+        return on_done("pseudoclaude.sessions.list_async: cannot read the list: " .. tostring(failed))
+      end
+      done = to
+      if done < list.count then
+        return vim.schedule(step)
+      end
+      on_done(nil, out)
+    end
+    step()
+  end)
+end
+
+--- `list_async()` for the picker: `on_done(nil, list, matcher)` with the list still packed (`session_rows.open()`:
+--- its rows are built when read) or, without the FFI, decoded; with `opts.matcher`, `matcher` is the handle of the
+--- core's fuzzy matcher over the rows (`fuzzy_filter`, as float/matcher.lua uses it), built on the worker thread.
+---@param opts pseudoclaude.SessionListOpts|{matcher: boolean?}
+---@param on_done fun(err: string?, list: pseudoclaude.PackedList|table[]|nil, matcher: integer?)
+function M.list_packed(opts, on_done)
+  local rows = require("pseudoclaude.session_rows")
+  local args = H.list_args(opts)
+  args.matcher = opts.matcher == true
+  args.json = not rows.available
+  H.call("list_async", "sessions_list_async", M.workspace(), args, function(ok, ready)
+    local core = require("pseudoclaude.core")
+    if not ok then
+      return on_done(("pseudoclaude.sessions.list_async: %s"):format(core.plain(ready)))
+    end
+    local took, data = pcall(H.call, "list_async", "sessions_list_take", ready.id)
+    local read, list = false, nil
+    if took then
+      read, list = pcall(args.json and core.decode or rows.open, data)
+    end
+    if not read then
+      if ready.matcher then
+        pcall(core.call, "fuzzy_free", ready.matcher)
+      end
+      return on_done("pseudoclaude.sessions.list_async: cannot read the list: " .. tostring(took and list or data))
+    end
+    on_done(nil, list, ready.matcher)
+  end)
+end
+
+---@param opts pseudoclaude.SessionListOpts
+---@return table
+function H.list_args(opts)
+  return {
+    exclude = not opts.include_current and M.current_id() or nil,
     limit = opts.limit,
     check_locks = opts.check_locks ~= false,
     include_empty = false,
     max_read = opts.max_read,
-    include_pinned = opts.include_pinned == true,
     pricing = H.pricing(),
+    include_pinned = opts.include_pinned == true,
     all = opts.all == true,
     workspaces_file = M.workspaces_file(),
     external = opts.external == true,
-  }, function(ok, ready)
-    if not ok then
-      return on_done(("pseudoclaude.sessions.list_async: %s"):format(require("pseudoclaude.core").plain(ready)))
-    end
-    -- One chunk (100 sessions: well under 1 ms to carry across and decode) per main-loop step: 10,000 sessions at once
-    -- is over a frame.
-    local list = {}
-    local function step()
-      local took, chunk = pcall(H.call, "list_async", "sessions_list_chunk", ready.id)
-      if not took then
-        return on_done(chunk)
-      end
-      if chunk == nil then
-        return on_done(nil, list)
-      end
-      local decoded, part = pcall(require("pseudoclaude.core").decode, chunk)
-      if not decoded then
-        -- take the rest, so that nothing of this list stays behind in the core
-        local took_rest, rest
-        repeat
-          took_rest, rest = pcall(H.call, "list_async", "sessions_list_chunk", ready.id)
-        until not took_rest or rest == nil
-        return on_done("pseudoclaude.sessions.list_async: cannot decode the list: " .. tostring(part))
-      end
-      for _, item in ipairs(part) do
-        list[#list + 1] = item
-      end
-      vim.schedule(step)
-    end
-    vim.schedule(step)
-  end)
+  }
 end
 
 ---@class pseudoclaude.SessionPreview

@@ -249,6 +249,16 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         export("agent_current", |_| with_host(|h| Ok(h.current()))),
         // the whole history: bulk data, as JSON text (bridge/mod.rs, "How values cross")
         export("agent_messages", |_| with_host(|h| super::bulk(&h.messages()))),
+        // `messages({ on_done })`: the history copied and written as JSON on a worker thread, in chunks Lua decodes
+        // one per main-loop step (10,000 messages at once is over a frame)
+        export("agent_messages_async", |a| {
+            let callback: super::jobs::Callback = a.get(0)?;
+            with_host(|_| Ok(()))?;
+            let agent = current_agent();
+            super::jobs::spawn("agent_messages_async", None, callback, move || {
+                super::bulk_chunks(&agent.map(|ag| ag.messages()).unwrap_or_default(), super::CHUNK_BYTES)
+            })
+        }),
         export("agent_status", |_| with_host(|h| Ok(h.status()))),
         // `mcp.status()`: each MCP server's state, tools and last error
         export("agent_mcp_status", |_| with_host(|h| Ok(h.mcp_status()))),

@@ -11,7 +11,8 @@
 //! `uint32` (4 bytes a match; Lua reads it through the FFI), the bulk rule of "How values cross" in
 //! [`super`]. `narrow`: only the previous result is searched (typing forward), so the previous matches never
 //! cross back. The main thread calls these (a keystroke must draw before the next key); 100,000 texts take a few
-//! milliseconds. A handle is freed by `fuzzy_free` (the Lua matcher's finaliser calls it).
+//! milliseconds. A handle is freed by `fuzzy_free` (the Lua matcher's finaliser calls it). The full list's matcher
+//! is built on the worker thread that reads the list (`sessions_list_async` with `matcher`, [`insert`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,9 +28,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("fuzzy_new", |a| {
             let mut m = Matcher::new();
             add(&mut m, &a.bytes(0)?, a.get::<usize>(1)?)?;
-            let id = NEXT.fetch_add(1, Ordering::Relaxed);
-            matchers().insert(id, m);
-            Ok(id)
+            Ok(insert(m))
         }),
         export("fuzzy_add", |a| {
             let (id, texts, count) = (a.get::<u64>(0)?, a.bytes(1)?, a.get::<usize>(2)?);
@@ -56,6 +55,13 @@ pub fn exports() -> Vec<(&'static str, Object)> {
             Ok(())
         }),
     ]
+}
+
+/// Keeps `m` for Lua; returns its handle (a worker thread's too: the full list comes with its matcher built).
+pub fn insert(m: Matcher) -> u64 {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    matchers().insert(id, m);
+    id
 }
 
 /// Adds `count` texts joined by NUL bytes; refuses them (adding none) when there are not `count` of them (a text

@@ -32,11 +32,14 @@
 //! # How values cross
 //!
 //! One rule, by size. A result a user's call makes (an id, a session's info, a fork) crosses as a Lua value,
-//! converted by nvim-oxi's serde `Serializer`. Bulk data (the full list's chunks, a preview, a slice of the
+//! converted by nvim-oxi's serde `Serializer`. Bulk data (a preview, a slice of the
 //! history a restore draws, search hits) crosses as JSON text made by [`bulk`] and decoded on the Lua side by
 //! `core.decode()`, one place each: `vim.json.decode` builds thousands of tables several times faster than
 //! nvim-oxi converts them one object at a time, and the main loop pays for that conversion (issue 8's budget
-//! of one frame per step). Arguments cross as Lua values ([`Args`]); a table argument is read with serde.
+//! of one frame per step). A long result of an `on_done` form comes in JSON chunks ([`bulk_chunks`]) decoded one
+//! per main-loop step. The session list, the largest, is packed instead ([`rows`]: fixed binary records Lua reads
+//! through the FFI, several times cheaper than JSON). Arguments cross as Lua values ([`Args`]); a table argument is
+//! read with serde.
 //!
 //! Nil is nil: a `None` (JSON `null`) field is left out of a table on both paths, so Lua reads `nil`, never
 //! `vim.NIL` ([`lua_value`] drops them before nvim-oxi converts a value; `core.decode()` reads JSON with
@@ -53,6 +56,7 @@ pub mod agent;
 pub mod fuzzy;
 pub mod jobs;
 pub mod preview;
+pub mod rows;
 pub mod search;
 pub mod sessions;
 
@@ -281,6 +285,32 @@ pub fn to_lua(value: &serde_json::Value) -> BridgeResult<Object> {
 /// Bulk data as the JSON text `core.decode()` reads (see "How values cross" above).
 pub fn bulk<T: Serialize + ?Sized>(value: &T) -> BridgeResult<String> {
     Ok(serde_json::to_string(value)?)
+}
+
+/// What one main-loop step decodes of a long bulk result ([`bulk_chunks`]): `vim.json.decode` takes about 1 ms for it.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+
+/// `items` as JSON arrays of about `max_bytes` each (at least one item each), in order, for Lua to decode one per
+/// main-loop step: a long result of an `on_done` form (`messages()`).
+pub fn bulk_chunks<T: Serialize>(items: &[T], max_bytes: usize) -> BridgeResult<Vec<String>> {
+    let mut chunks = Vec::new();
+    let mut chunk = String::from("[");
+    for item in items {
+        let text = serde_json::to_string(item)?;
+        if chunk.len() > 1 && chunk.len() + text.len() > max_bytes {
+            chunk.push(']');
+            chunks.push(std::mem::replace(&mut chunk, String::from("[")));
+        }
+        if chunk.len() > 1 {
+            chunk.push(',');
+        }
+        chunk.push_str(&text);
+    }
+    if chunk.len() > 1 {
+        chunk.push(']');
+        chunks.push(chunk);
+    }
+    Ok(chunks)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -592,6 +622,19 @@ mod tests {
         assert!(!ok);
         let text = nvim_oxi::String::try_from(value).expect("a string").to_string();
         assert!(text.starts_with("pseudoclaude_core.t: internal error (panic): boom"), "{text}");
+    }
+
+    #[test]
+    fn bulk_chunks_cut_between_items_and_keep_them_all_in_order() {
+        let items: Vec<String> = (0..50).map(|i| "x".repeat(i)).collect();
+        let chunks = bulk_chunks(&items, 100).expect("chunks");
+        assert!(chunks.len() > 5);
+        let back: Vec<String> =
+            chunks.iter().flat_map(|c| serde_json::from_str::<Vec<String>>(c).expect("an array")).collect();
+        assert_eq!(back, items);
+        // an item longer than a chunk is a chunk of its own
+        assert!(chunks.iter().all(|c| c.len() <= 100 || serde_json::from_str::<Vec<String>>(c).expect("").len() == 1));
+        assert!(bulk_chunks::<String>(&[], 100).expect("none").is_empty());
     }
 
     #[test]

@@ -6,9 +6,10 @@
 //!
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
-//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?, all?, workspaces_file?, external?}`? | `SessionInfo[]` (and with `external`, `ExternalItem`s), newest first |
-//! | `sessions_list_async` | workspace, options as above, `callback(ok, {id, chunks})` | a ticket number, at once |
-//! | `sessions_list_chunk` | the list's id                            | the next JSON chunk, nil at the end |
+//! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?, all?, workspaces_file?, external?}`? | `SessionInfo[]` (and with `external`, `ExternalItem`s), newest first, packed ([`super::rows`]) |
+//! | `sessions_list_json` | the same                                  | the same list as JSON text (`bulk`): Lua without the FFI, and the tests' oracle |
+//! | `sessions_list_async` | workspace, options as above (and `matcher?`, `json?`), `callback(ok, {id, count, matcher?})` | a ticket number, at once |
+//! | `sessions_list_take` | the list's id                             | the list, packed (JSON with `json`), once; nil after |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
 //! | `sessions_holder`  | workspace, id                               | who holds its lock, or nil (no read of the log) |
 //! | `sessions_preview_async` | workspace, id, `{max_messages?, budget?, max_bytes?, pricing?}`?, `callback(ok, preview)` | a ticket number, at once |
@@ -26,9 +27,10 @@
 //!
 //! The `_async` exports run on the bridge's worker threads ([`super::jobs`]), so that listing
 //! thousands of sessions (about 25 µs each, most of it the kernel's) or reading a 100 MiB one never
-//! freezes the editor. The full list travels as JSON chunks because `vim.json.decode` builds ten
-//! thousand tables several times faster than converting them one object at a time, and a chunk per
-//! main-loop step keeps each step short.
+//! freezes the editor. A list crosses packed ([`super::rows`]: fixed binary records Lua reads through the FFI),
+//! because building ten thousand rows from them costs the main loop a few milliseconds where JSON costs 27 and
+//! nvim-oxi's conversion 190 (issue 39); the picker reads only the rows it draws, and gets the full list's fuzzy
+//! matcher built on the worker thread with it.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,7 +40,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use nvim_oxi::Object;
 use serde::{Deserialize, Serialize};
 
-use super::{Args, BridgeError, BridgeResult, export, jobs, table_arg, workspace};
+use super::{Args, BridgeError, BridgeResult, export, export_object, jobs, table_arg, workspace};
 use crate::import::list::ListItem;
 use crate::import::{self, Homes};
 use crate::session::entry::ForkedFrom;
@@ -49,9 +51,12 @@ use crate::usage::Pricing;
 /// The session exports, chained into the export table by [`super::exports`].
 pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
-        export("sessions_list", |a| list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
+        export_object("sessions_list", |a| {
+            Ok(packed(&super::rows::pack(&list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?)?))
+        }),
+        export("sessions_list_json", |a| super::bulk(&list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?)),
         export("sessions_list_async", list_async),
-        export("sessions_list_chunk", list_chunk),
+        export_object("sessions_list_take", list_take),
         export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
         export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
         export("sessions_info", |a| info_priced(&workspace(a)?, &a.get::<String>(1)?, &table_arg::<Pricing>(a, 2)?)),
@@ -112,6 +117,11 @@ pub struct ListArgs {
     /// This workspace's Claude Code and Codex sessions too ([`crate::import::list`]); with `max_read`, only the
     /// head and tail of each transcript not cached yet is read (the picker's first rows).
     pub external: bool,
+    /// `sessions_list_async`: also build the picker's fuzzy matcher over the rows' haystacks ([`super::rows::haystack`])
+    /// on the worker thread, and hand back its handle ([`super::fuzzy`]).
+    pub matcher: bool,
+    /// `sessions_list_async`: keep the list as JSON text (`bulk`) instead of packed (a Lua without the FFI).
+    pub json: bool,
 }
 
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
@@ -204,10 +214,6 @@ pub fn delete(workspace: &Path, id: &str) -> BridgeResult<String> {
     session::retention::remove(&ctx)?;
     Ok(ctx.id)
 }
-
-/// Sessions per JSON chunk of `sessions_list_async`: decoding one costs the main loop under 1 ms, well
-/// inside the idle loop's own worst gap (400 cost 1.5 ms, which showed in the picker's stall).
-const LIST_CHUNK: usize = 100;
 
 /// What `sessions_mark_async` writes: a name, a pin, or both.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -336,22 +342,25 @@ fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// `sessions_list_async(workspace, opts, callback)`: reads the list on a worker thread and returns a
-/// ticket at once; `callback(true, {id, chunks})` says how many JSON arrays of at most [`LIST_CHUNK`]
-/// sessions each wait under `id`, and Lua takes them one per main-loop step with
-/// `sessions_list_chunk(id)`: carrying 10,000 sessions across at once costs the main loop about 7 ms,
-/// decoding them 27 ms, both more than a frame.
+/// ticket at once; `callback(true, {id, count, matcher?})` says that the list of `count` rows waits under `id`,
+/// packed ([`super::rows`]; JSON text with `opts.json`), for `sessions_list_take(id)`. With `opts.matcher`, the
+/// picker's fuzzy matcher over the rows is built here too and `matcher` is its handle ([`super::fuzzy`]): the main
+/// loop neither decodes the full list nor hands its texts over.
 fn list_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let args = table_arg::<ListArgs>(a, 1)?;
     let callback: jobs::Callback = a.get(2)?;
     jobs::spawn("sessions_list_async", None, callback, move || {
         let all = list_items(&ws, &args)?;
-        let chunks =
-            all.chunks(LIST_CHUNK).map(super::bulk).collect::<BridgeResult<std::collections::VecDeque<_>>>()?;
+        let data = if args.json { super::bulk(&all)?.into_bytes() } else { super::rows::pack(&all)? };
+        let matcher = args.matcher.then(|| {
+            let mut m = crate::fuzzy::Matcher::new();
+            all.iter().for_each(|item| m.push(super::rows::haystack(item).as_bytes()));
+            super::fuzzy::insert(m)
+        });
         let id = NEXT_LIST.fetch_add(1, Ordering::Relaxed);
-        let count = chunks.len();
-        lists().insert(id, chunks);
-        Ok(ListReady { id, chunks: count })
+        lists().insert(id, data);
+        Ok(ListReady { id, count: all.len(), matcher })
     })
 }
 
@@ -359,27 +368,28 @@ fn list_async(a: &Args) -> BridgeResult<u64> {
 #[derive(Debug, Serialize)]
 struct ListReady {
     id: u64,
-    chunks: usize,
+    count: usize,
+    matcher: Option<u64>,
+}
+
+/// The bytes of a packed list as a Lua string.
+fn packed(bytes: &[u8]) -> Object {
+    Object::from(nvim_oxi::String::from_bytes(bytes))
 }
 
 static NEXT_LIST: AtomicU64 = AtomicU64::new(1);
-type Chunks = HashMap<u64, std::collections::VecDeque<String>>;
-static LISTS: std::sync::LazyLock<Mutex<Chunks>> = std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+static LISTS: std::sync::LazyLock<Mutex<HashMap<u64, Vec<u8>>>> =
+    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
 
-fn lists() -> MutexGuard<'static, Chunks> {
+fn lists() -> MutexGuard<'static, HashMap<u64, Vec<u8>>> {
     LISTS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `sessions_list_chunk(id)`: the next JSON chunk of list `id`, or nil when all were taken (the list
-/// is then forgotten).
-fn list_chunk(a: &Args) -> BridgeResult<Option<String>> {
+/// `sessions_list_take(id)`: list `id`, once (it is then forgotten); nil when it was taken.
+fn list_take(a: &Args) -> BridgeResult<Object> {
     let id: u64 = a.get(0)?;
-    let mut all = lists();
-    let next = all.get_mut(&id).and_then(|q| q.pop_front());
-    if next.is_none() {
-        all.remove(&id);
-    }
-    Ok(next)
+    let data = lists().remove(&id);
+    Ok(data.map_or(Object::nil(), |d| packed(&d)))
 }
 
 #[cfg(test)]

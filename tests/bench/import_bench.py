@@ -50,12 +50,12 @@ vim.cmd("PseudoResume")
 ROWS_AT = """
 local s = require("pseudoclaude.float").get_state()
 if not (s and s.stats.rows_at) then return vim.NIL end
-return { rows = (s.stats.rows_at - _G.bench_open_t0) / 1e6, n = #s.items }
+return { rows = (s.stats.rows_at - _G.bench_open_t0) / 1e6, n = s.count }
 """
 FULL_AT = """
 local s = require("pseudoclaude.float").get_state()
 if not (s and s.full) then return vim.NIL end
-return { full = (s.stats.full_at - _G.bench_open_t0) / 1e6, n = #s.items }
+return { full = (s.stats.full_at - _G.bench_open_t0) / 1e6, n = s.count }
 """
 SET_HOMES = """
 local claude, codex = ...

@@ -129,7 +129,7 @@ local s = require("pseudoclaude.float").get_state()
 if not s then return vim.NIL end
 return { full = s.full, full_ms = s.full and (s.stats.full_at - s.stats.opened_at) / 1e6 or vim.NIL,
          full_apply = s.stats.full_apply_ms or vim.NIL, filters = s.stats.filters, previews = s.stats.previews,
-         query = s.query, count = #s.matches, items = #s.items, preview_id = s.preview_id,
+         query = s.query, count = #s.matches, items = s.count, preview_id = s.preview_id,
          selected = (require("pseudoclaude.float").selected() or {}).id }
 """
 
@@ -176,17 +176,17 @@ return { a, b, (vim.uv.hrtime() - t) / 1e6 }
 
 ASYNC = """
 _G.bench_async = nil
--- the list waits as JSON chunks of 200 sessions, taken and decoded one per main-loop step: "decode" is the slowest
-require("pseudoclaude.core").call("sessions_list_async", vim.uv.cwd(), { check_locks = true }, function(ok, ready)
-  local n, slowest = 0, 0
-  while true do
+-- `sessions.list_async()`: the list arrives packed and its rows are built LIST_STEP per main-loop step: "decode" is
+-- the slowest step (the picker itself builds none: it reads the rows it draws)
+local sessions = require("pseudoclaude.sessions")
+sessions.list_packed({ check_locks = true }, function(err, list)
+  local rows, step, slowest = require("pseudoclaude.session_rows"), sessions.LIST_STEP, 0
+  for from = 1, list.count, step do
     local t = vim.uv.hrtime()
-    local ok2, json = pcall(require("pseudoclaude.core").call, "sessions_list_chunk", ready.id)
-    if not ok2 or json == nil or json == vim.NIL then break end
-    n = n + #vim.json.decode(json, { luanil = { object = true, array = true } })
+    rows.fill(list, from, math.min(from + step - 1, list.count), {})
     slowest = math.max(slowest, (vim.uv.hrtime() - t) / 1e6)
   end
-  _G.bench_async = { decode = slowest, n = n }
+  _G.bench_async = { decode = slowest, n = list.count }
 end)
 """
 
@@ -425,7 +425,6 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             s = wait_for(lambda: (x := nv.lua(STATS)) and x["full"] and x, timeout=300)
             res["full"].append(s["full_ms"])
             res["full_apply"].append(s["full_apply"])
-            previews_before = len(s["previews"])
             for k, ch in enumerate(QUERY, 1):
                 nv.api.input(ch)
                 s = wait_for(lambda k=k: (x := nv.lua(STATS)) and len(x["filters"]) >= k and x)
@@ -434,11 +433,15 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             res["key"].extend(ms)
             res["key1"].append(ms[0])
             res["key_cpu"].extend(f["cpu_ms"] for f in s["filters"])
-            # the preview follows the highlight (read in the background; the same session stays highlighted
-            # while it still matches, so there may be nothing new to draw)
+            # the preview follows the highlight; typing the query mostly keeps the same session highlighted (it
+            # still matches), which then has nothing new to draw: so the keystroke timed here is <C-n>, to the
+            # next match, whose preview is read in the background and drawn
             s = wait_for(lambda: (x := nv.lua(STATS)) and x.get("preview_id") == x.get("selected") and x)
-            res["kpreview"].extend(p["ms"] for p in s["previews"][previews_before:])
-            matches = s["count"]
+            matches, before, previews_before = s["count"], s["selected"], len(s["previews"])
+            nv.api.input("<C-n>")
+            s = wait_for(lambda: (x := nv.lua(STATS)) and x["selected"] != before
+                         and x.get("preview_id") == x.get("selected") and len(x["previews"]) > previews_before and x)
+            res["kpreview"].extend(p["ms"] + p.get("wait_ms", 0) for p in s["previews"][previews_before:])
             nv.api.input("<Esc>")
             wait_for(lambda: nv.lua(STATS) is None)
             if mini:  # same round, right after ours
@@ -491,13 +494,16 @@ def table(results: list[dict[str, float]]) -> str:
         ("… of which the picker's own (all but waiting for `list_async({ limit = 9 })`)", "own"),
         ("`:PseudoResume` → first preview drawn", "preview"),
         ("full list in place for filtering, read in the background (from `:PseudoResume`)", "full"),
-        ("main thread's share: JSON decode of the full list, slowest step (200 sessions a step)", "decode"),
-        ("main thread's share: matcher, query, rows for the full list", "full_apply"),
+        ("`sessions.list_async()` (not the picker's): rows built from the packed list, slowest main-loop step "
+         "(2,000 a step)", "decode"),
+        ("main thread's share: the packed list and the core's matcher taken, query applied, rows drawn (one step)",
+         "full_apply"),
         (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key"),
         ("keystroke: the first one (searches every session)", "key1"),
         ("keystroke: CPU time of the editor process in it (`os.clock()`, median of the 5; the wall times above "
          "include waiting for a core on a loaded machine)", "key_cpu"),
-        ("preview redrawn after a keystroke", "kpreview"),
+        ("preview redrawn after a keystroke (`<C-n>` to the next match: read in the background, then drawn)",
+         "kpreview"),
         ("first `:PseudoResume` in a fresh Neovim (Lua modules load) → first rows", "cold_rows"),
         ("`sessions.list({ limit = 9 })`", "list9"),
         ("`sessions.list()` (with lock checks)", "list_all"),
@@ -583,7 +589,8 @@ def section(results: list[dict[str, float]], rounds: int, total: float, mini: st
         f"`sessions.list({{ limit = 9 }})` is {fmt(big['rows'] - big['own'])}: it finds the newest sessions from the "
         f"writers' activity hint (`sessions/activity`, read from its tail) instead of a `stat` per log, and "
         f"summarises only those. The picker's own share is {fmt(big['own'])}. The full list arrives in the "
-        f"background and costs the main thread {fmt(big['decode'] + big['full_apply'])} when it does."
+        f"background, packed, with the core's matcher over it built on the same thread, and costs the main thread "
+        f"{fmt(big['full_apply'])} (one step) when it does: a row is built when it is drawn."
     )
     if mini_ok:
         parts = [
@@ -664,9 +671,10 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
   finds the 9 newest from the activity hint and summarises only them (from their warm `summary.json` caches),
   opening the three windows and drawing. The sessions are real directories on disk (ext4, page cache warm),
   written by the script.
-- **full list**: from `:PseudoResume` until every session is searchable: `sessions.list_async()` reads them on a
-  background thread (started right after the first draw), then the main thread decodes the JSON it sends, prepares
-  the matcher and applies the query (the two "main thread's share" rows: the only time the editor is busy).
+- **full list**: from `:PseudoResume` until every session is searchable: the core reads them on a background thread
+  (started right after the first draw), packs them (src/bridge/rows.rs) and builds the fuzzy matcher over them there;
+  the main thread then takes the packed list and applies the query, in one step ("main thread's share"), and builds
+  a row only when it draws it.
 - **keystroke**: the prompt's `TextChangedI` handler: fuzzy filter (narrowing: each character searches only the
   previous matches), then the visible rows, their match highlights and the counter. The preview follows in a
   scheduled callback (its own row).

@@ -24,7 +24,7 @@ STATE = """
 local picker = require("pseudoclaude.float")
 local s = picker.get_state()
 if not s then return vim.NIL end
-local out = { full = s.full, query = s.query, count = #s.matches, items = #s.items, top_items = #s.top_items }
+local out = { full = s.full, query = s.query, count = #s.matches, items = s.count, top_items = #s.top_items }
 out.selected = (picker.selected() or {}).id
 out.preview_id = s.preview_id
 for name, win in pairs(s.wins) do
@@ -171,8 +171,8 @@ def test_typing_before_the_full_list_arrives_filters_the_first_rows_then_all(nv,
     nv.lua(
         """
         local sessions = require("pseudoclaude.sessions")
-        local real = sessions.list_async
-        sessions.list_async = function(opts, on_done)
+        local real = sessions.list_packed
+        sessions.list_packed = function(opts, on_done)
           if opts.limit then
             return real(opts, on_done)
           end

@@ -462,7 +462,7 @@ def test_auto_opens_the_first_installed_picker_else_the_float(start_nvim, ws6):
     m.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, picker = { backend = "auto" } })')
     m.lua(TRACK)
     m.api.input(":PseudoResume<CR>")
-    wait_for(lambda: m.lua("local s = require('pseudoclaude.float').get_state() return s and #s.items or 0") == 6,
+    wait_for(lambda: m.lua("local s = require('pseudoclaude.float').get_state() return s and s.count or 0") == 6,
              what="the float picker")
     assert m.lua("return _G.notes") == []
 

@@ -323,3 +323,36 @@ def test_a_very_long_line_is_drawn_cut_with_a_note_and_the_model_reads_all_of_it
     assert lines[i + 1] == f"… {len(long_line.encode()) - 4095} more bytes on this line not shown"
     assert lines[i + 2] == "short tail"
     assert nvim.lua("return require('pseudoclaude').messages()")[1]["content"] == long_line + "\nshort tail"
+
+
+def test_messages_on_done_gives_the_history_off_the_main_loop_in_steps(nvim: Neovim, workspace: Path) -> None:
+    """`messages({ on_done })` returns at once; the history, written out on a worker thread in chunks of about
+    256 KiB and decoded one per main-loop step, is `messages()`'s, message for message."""
+    sid = session_id(78)
+    big = "y" * 300_000  # one message larger than a chunk: a chunk of its own
+    entries = [entry("user", "start", ts=1_780_000_000, model="m")]
+    for k in range(3000):
+        entries.append(entry("assistant" if k % 2 == 0 else "user", f"message {k} " + ("é" * (k % 40)),
+                             ts=1_780_000_001 + k))
+    entries.insert(1500, entry("assistant", big, ts=1_780_000_000))
+    write_session(workspace, sid, entries)
+    real_chat(nvim)
+    nvim.api.command(f"PseudoResume {sid}")
+    wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), what="the resume")
+    got = nvim.lua(
+        """
+        _G.got, _G.steps = nil, 0
+        local ret = require('pseudoclaude').messages({ on_done = function(err, m) _G.got = { err or vim.NIL, m } end })
+        local function count() if not _G.got then _G.steps = _G.steps + 1 vim.schedule(count) end end
+        vim.schedule(count)
+        return { ret = ret == nil, at_once = _G.got == nil }
+        """
+    )
+    assert got == {"ret": True, "at_once": True}
+    err, msgs = wait_for(lambda: nvim.lua("return _G.got"), what="on_done")
+    assert err is None and msgs == nvim.lua("return require('pseudoclaude').messages()")
+    assert len(msgs) >= 3002 and msgs[1500]["content"] == big  # (and the stale session's reminder after them)
+    assert nvim.lua("return _G.steps") >= 2  # decoded over several steps
+    # bad options are an error that names them
+    msg = nvim.lua("return select(2, pcall(require('pseudoclaude').messages, { on_done = 1 }))")
+    assert "pseudoclaude.messages: opts" in msg

@@ -1,9 +1,12 @@
 """require("pseudoclaude").sessions: list, info, load, cleanup, delete, over sessions written to disk as JSONL."""
 
+import json
+import subprocess
 import time
 
 import pytest
 
+from conftest import ROOT, wait_for
 from session_files import SESSIONS, chat, entry, hold_lock, session_dir, session_id, write_session
 
 STUB_CHAT = """
@@ -233,3 +236,110 @@ def test_fractional_retention_days_reach_the_agent_too(nvim, workspace):
     while not nvim.lua("return require('pseudoclaude').current() ~= nil"):
         assert time.monotonic() < deadline, "the chat never started"
         time.sleep(0.02)
+
+
+CLI = ROOT / "target" / "release" / "pseudoclaude"
+
+
+def varied_sessions(ws, n: int) -> None:
+    """`n` sessions whose rows use every field of a list entry: names, pins, forks, git branches (and a detached
+    HEAD), token usage (priced and not), damage, an empty model, text beyond ASCII."""
+    now = int(time.time())
+    activity = []
+    for i in range(n):
+        sid = session_id(i)
+        ts = now - (n - i) * 60
+        lines = [entry("user", f"task {i} — ünïcode {i % 7}" if i % 5 else f"task {i}", ts=ts,
+                       model="" if i % 11 == 0 else f"model-{i % 3}")]
+        if i % 3 == 0:
+            lines.insert(0, {"type": "meta", "ts": ts, "git": {"branch": f"b{i % 4}", "commit": f"{i:07x}"}})
+        if i % 13 == 0:
+            lines.append({"type": "meta", "ts": ts, "git": {"commit": "abcdef0"}})  # detached
+        if i % 2 == 0:
+            lines.append({"type": "usage", "ts": ts, "model": f"model-{i % 3}",
+                          "usage": {"input_tokens": i, "output_tokens": 2 * i, "cache_read_tokens": 3 * i,
+                                    "cache_write_tokens": i % 5}})
+        lines.append(entry("assistant", f"answer {i}", ts=ts + 1))
+        if i % 17 == 0:
+            lines.append({"type": "title", "ts": ts + 2, "title": f"named {i}"})
+        if i % 19 == 0:
+            lines.append({"type": "pin", "ts": ts + 2, "pinned": True})
+        if i % 23 == 0:
+            lines = [{"type": "replace", "reason": "fork", "messages": [{"role": "user", "content": f"fork {i}",
+                      "ts": ts}], "count": 1, "forked_from": {"id": session_id(i - 1 if i else 1), "index": 1},
+                      "ts": ts, "model": "model-1"}] + lines[1:]
+        tail = "{not json\n" if i % 29 == 0 else ""
+        write_session(ws, sid, lines, mtime=ts + 2, tail=tail)
+        (session_dir(ws, sid) / "lock").touch()
+        activity.append(f"{sid} {ts + 2}\n")
+    (ws / SESSIONS / "activity").write_text("".join(activity))
+
+
+def test_list_of_10000_sessions_gives_the_rows_of_the_cli_and_of_the_json_crossing_field_by_field(
+    nvim, workspace, tmp_path
+):
+    """`sessions.list()` builds its rows from the list the core packs (src/bridge/rows.rs, session_rows.lua): every
+    row, every field, as the CLI's `sessions list --json` (another process, serde_json) and the JSON crossing the
+    list used before (`sessions_list_json`, `vim.json.decode`) give them; nil where they say null."""
+    n = 10_000
+    varied_sessions(workspace, n)
+    held = hold_lock(session_dir(workspace, session_id(42)))
+    prices = {"model-0": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}, "model-1": {"input": 1, "output": 2}}
+    (tmp_path / "prices.json").write_text(json.dumps(prices))
+    try:
+        nvim.lua("require('pseudoclaude').setup({ pricing = ... })", prices)
+        rows = nvim.lua("return require('pseudoclaude').sessions.list()")
+        oracle = nvim.lua(
+            "local s, core = require('pseudoclaude.sessions'), require('pseudoclaude.core')"
+            " return core.decode(core.call('sessions_list_json', s.workspace(), { check_locks = true, pricing = ... }))",
+            prices,
+        )
+        out = subprocess.run(
+            [str(CLI), "-C", str(workspace), "sessions", "list", "--json", "--pricing", str(tmp_path / "prices.json")],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    finally:
+        held.release()
+    cli = [{k: v for k, v in r.items() if v is not None} for r in json.loads(out)]
+    assert len(rows) == len(cli) == len(oracle) == n
+    for k, (row, want, decoded) in enumerate(zip(rows, cli, oracle)):
+        assert row == want, f"row {k}: {row} != the CLI's {want}"
+        assert row == decoded, f"row {k}: {row} != the JSON crossing's {decoded}"
+    # every kind of field was there to compare
+    for field in ("held_by", "branch", "commit", "cost", "forked_from"):
+        assert any(field in r for r in rows), field
+    assert any(r["pinned"] for r in rows) and any(r["damaged"] for r in rows) and any(r["model"] == "" for r in rows)
+    assert any(r["usage"]["cache_write_tokens"] for r in rows) and any("é" in r["title"] or "ü" in r["title"] for r in rows)
+
+
+def test_list_rows_are_plain_tables(nvim, three):
+    """pairs(), vim.inspect, #, ipairs, table.sort and vim.deepcopy see the rows as they would any table."""
+    got = nvim.lua(
+        """
+        local list = require('pseudoclaude').sessions.list()
+        local keys = 0
+        for _ in pairs(list[1]) do keys = keys + 1 end
+        table.sort(list, function(a, b) return a.title < b.title end)
+        local n = 0
+        for _, r in ipairs(list) do n = n + 1 end
+        return { len = #list, n = n, keys = keys, meta = getmetatable(list[1]) == nil and getmetatable(list) == nil,
+                 first = list[1].title, inspect = vim.inspect(list[1]):find('title = "task 0"', 1, true) ~= nil,
+                 copy = vim.deep_equal(vim.deepcopy(list), list) }
+        """
+    )
+    assert got == {"len": 3, "n": 3, "keys": got["keys"], "meta": True, "first": "task 0", "inspect": True,
+                   "copy": True}
+    assert got["keys"] == 14  # id, title, model, the 8 counts and times, damaged, usage, pinned
+
+
+def test_list_on_done_returns_at_once_with_the_same_rows(nvim, three):
+    nvim.lua(
+        """
+        _G.got = nil
+        _G.ret = require('pseudoclaude').sessions.list({ on_done = function(err, list) _G.got = { err or vim.NIL, list } end })
+        _G.sync_before = _G.got == nil
+        """
+    )
+    assert nvim.lua("return _G.sync_before and _G.ret == nil")
+    err, listed = wait_for(lambda: nvim.lua("return _G.got"), what="on_done")
+    assert err is None and listed == nvim.lua("return require('pseudoclaude').sessions.list()")

@@ -324,7 +324,8 @@ function M.mark(s, what, item, value)
     if s:is_current() and info then
       info.workspace = item.workspace
       s.marked[id] = info
-      s:set_items(require("pseudoclaude.float.finder").with_marks(s, s.items))
+      local finder = require("pseudoclaude.float.finder")
+      s:set_items(finder.with_marks(s, finder.plain(s)))
       for _, hit in ipairs(s.search and s.search.hits or {}) do
         if hit.id == id then
           hit.title = info.title

@@ -1,5 +1,6 @@
 --- The picker's finder: where its items come from. The first rows (`max_items` newest, pinned first) and then the
---- full list, both read on the core's threads; the haystacks the matcher searches are built in steps.
+--- full list, both read on the core's threads; the full list comes packed with the core's matcher over it, and its
+--- rows are built when drawn (`M.lazy`).
 
 --- It is handed the picker's state and asks the controller through its methods (`s:refresh()`…): it never requires
 --- float.lua.
@@ -117,19 +118,34 @@ function M.with_marks(s, items)
 end
 
 --- Starts reading the full list in the background; when it arrives, it replaces the first rows as what the query
---- searches. (Read right after the first draw instead when no thread can be started.)
+--- searches. It comes packed, with the core's fuzzy matcher over it built on the same worker thread: putting it in
+--- place is one main-loop step whatever its size, and a row is built only when it is drawn or acted on (`M.lazy`).
+--- (Read right after the first draw instead when no thread can be started.)
 ---@param s pseudoclaude.float.State
 function M.read_full_list(s)
   local sessions = require("pseudoclaude.sessions")
+  local matcher = require("pseudoclaude.float.matcher")
   local gen = s.list_gen
-  local ok = pcall(sessions.list_async, { all = s.all, external = s.external }, function(err, items)
+  local opts = { all = s.all, external = s.external, matcher = matcher.DEFAULT_ENGINE == "rust" }
+  local ok = pcall(sessions.list_packed, opts, function(err, list, handle)
     if not s:is_current() or s.full or s.list_gen ~= gen then
+      if handle then
+        matcher.free(handle)
+      end
       return
     end
     if err then
       s:notify(err, vim.log.levels.ERROR)
+      return M.use_full_list(s, s.items)
     end
-    M.use_full_list(s, items or s.items)
+    if list.recs and handle and not next(s.marked) and not next(s.deleted) then
+      return M.install_packed(s, list, handle)
+    end
+    -- renamed, pinned or deleted here meanwhile (or no FFI, or Lua's matcher): the rows themselves, adjusted
+    if handle then
+      matcher.free(handle)
+    end
+    M.use_full_list(s, list.recs and require("pseudoclaude.session_rows").fill(list, 1, list.count, {}) or list)
   end)
   if not ok then
     vim.schedule(function()
@@ -139,6 +155,82 @@ function M.read_full_list(s)
       end
     end)
   end
+end
+
+--- The rows of a packed list as a table that builds each one when it is first read (and keeps it): `items[i]` is a
+--- plain row; `#items` and `ipairs()` do not see them (LuaJIT), so the picker counts with `s.count` and walks the
+--- list with `M.plain`.
+---@param list pseudoclaude.PackedList
+---@return table
+function M.lazy(list)
+  local rows = require("pseudoclaude.session_rows")
+  local count = list.count
+  return setmetatable({}, {
+    __index = function(t, i)
+      if type(i) ~= "number" or i < 1 or i > count then
+        return nil
+      end
+      local row = rows.row(list, i)
+      rawset(t, i, row)
+      return row
+    end,
+  })
+end
+
+--- The full list, packed, with the core's matcher over it: in place now (one step, whatever its size).
+---@param s pseudoclaude.float.State
+---@param list pseudoclaude.PackedList
+---@param handle integer
+function M.install_packed(s, list, handle)
+  local t = vim.uv.hrtime()
+  local items = M.lazy(list)
+  -- the texts stay in the core; Lua's copy of one is made when its row's match is highlighted
+  local hay = setmetatable({}, {
+    __index = function(h, i)
+      local item = items[i]
+      local text = item and M.haystack(item)
+      rawset(h, i, text)
+      return text
+    end,
+  })
+  s.items, s.count, s.packed = items, list.count, list
+  s.matcher = require("pseudoclaude.float.matcher").new(hay, "rust", nil, handle, list.count)
+  s.full = true
+  s:refresh()
+  s.stats.full_at = vim.uv.hrtime()
+  s.stats.full_apply_ms = (s.stats.full_at - t) / 1e6
+  s.stats.full_count = list.count
+end
+
+--- Every item of the picker, in order, as a plain list (a packed list's rows are built: for the rare changes of the
+--- whole list, a delete, a name, a pin).
+---@param s pseudoclaude.float.State
+---@return pseudoclaude.SessionInfo[]
+function M.plain(s)
+  if not s.packed then
+    return s.items
+  end
+  local out = {}
+  for i = 1, s.count do
+    out[i] = s.items[i]
+  end
+  return out
+end
+
+--- The position of session `id` in the picker's items, or nil (a packed list is searched without building rows).
+---@param s pseudoclaude.float.State
+---@param id string
+---@return integer?
+function M.index_of(s, id)
+  if s.packed then
+    return require("pseudoclaude.session_rows").find(s.packed, id)
+  end
+  for i = 1, s.count or #s.items do
+    if s.items[i].id == id then
+      return i
+    end
+  end
+  return nil
 end
 
 --- The full list is here: build what the matcher searches in steps, then search it from now on and apply the
@@ -227,7 +319,7 @@ function M.install_full_list(s, items, hay, lower, handle)
     end
   end
   local t = vim.uv.hrtime()
-  s.items = items
+  s.items, s.count, s.packed = items, #items, nil
   s.matcher = matcher.new(hay, handle and "rust" or (lower and "lua" or nil), lower, handle)
   s.full = true
   s:refresh()

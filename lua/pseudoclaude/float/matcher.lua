@@ -23,7 +23,8 @@ local H = {}
 M.DEFAULT_ENGINE = "rust"
 
 ---@class pseudoclaude.float.Matcher
----@field haystacks string[] The texts matched against, in list order.
+---@field haystacks string[] The texts matched against, in list order (for a matcher the core built, computed when read).
+---@field count integer How many.
 ---@field engine pseudoclaude.float.MatchEngine
 ---@field lower string[]? Lower-cased haystacks ("lua" engine).
 ---@field index table<string, integer>? Haystack -> index ("vim" engine).
@@ -38,10 +39,11 @@ Matcher.__index = Matcher
 ---@param engine pseudoclaude.float.MatchEngine?
 ---@param lower string[]? The haystacks already lower-cased ("lua" engine), when the caller made them in steps.
 ---@param handle integer? The core's matcher holding `haystacks` already ("rust" engine, see `M.add`).
+---@param count integer? How many haystacks (default `#haystacks`; given for a table that computes them when read).
 ---@return pseudoclaude.float.Matcher
-function M.new(haystacks, engine, lower, handle)
+function M.new(haystacks, engine, lower, handle, count)
   engine = engine or M.DEFAULT_ENGINE
-  local self = setmetatable({ haystacks = haystacks, engine = engine }, Matcher)
+  local self = setmetatable({ haystacks = haystacks, engine = engine, count = count or #haystacks }, Matcher)
   if engine == "rust" then
     handle = handle or M.add(nil, haystacks, 1, #haystacks)
     if not handle then
@@ -107,7 +109,7 @@ function Matcher:filter(query, candidates)
       return out
     end
     local out = {}
-    for i = 1, #self.haystacks do
+    for i = 1, self.count do
       out[i] = i
     end
     return out

@@ -34,10 +34,10 @@ function M.draw(s)
     hls[k] = row.hls
   end
   if n == 0 then
-    lines = { #s.items == 0 and "  no sessions" or "  no match" }
+    lines = { s.count == 0 and "  no sessions" or "  no match" }
     hls = { { { 0, #lines[1], "PseudoClaudePickerEmpty" } } }
   end
-  local total = #s.items .. (s.full and "" or "+")
+  local total = s.count .. (s.full and "" or "+")
   M.put(s, lines, hls, n > 0 and s.sel - s.top or nil, ("%d/%s"):format(n, total))
   if s.query ~= "" and s.matcher then
     H.draw_match_highlights(s, s.bufs.results, rows)

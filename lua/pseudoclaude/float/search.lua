@@ -154,10 +154,9 @@ function M.selected_item(s)
   if not hit then
     return nil
   end
-  for _, item in ipairs(s.items) do
-    if item.id == hit.id then
-      return item
-    end
+  local at = require("pseudoclaude.float.finder").index_of(s, hit.id)
+  if at then
+    return s.items[at]
   end
   return { id = hit.id, title = hit.title, last_message = hit.last_message, model = "", messages = 0 }
 end

@@ -1,0 +1,253 @@
+//! The session list packed for Lua: one string of fixed-size binary records and the texts they point to, read by
+//! `lua/pseudoclaude/session_rows.lua` through LuaJIT's FFI (issue 39).
+//!
+//! Why not JSON: `vim.json.decode` builds a table per object field by field (10,000 sessions: 27 ms), and
+//! nvim-oxi's conversion is slower still (190 ms). From fixed records Lua builds each row with one table
+//! constructor whose keys are constants (LuaJIT copies a template), reading numbers straight out of the string:
+//! what is left is the rows themselves. The picker does not even build them: it reads a row when it draws it.
+//!
+//! Layout (native byte order; every producer and reader is this machine):
+//!
+//! ```text
+//! header   "PCL1", u32 count, u32 record size (184), u32 0
+//! records  count x { f64 x 14 (NUMBERS, in that order; cost NaN = none), u32 flags, u32 0,
+//!                    (u32 offset, u32 length) x 8 (STRINGS, in that order; offset u32::MAX = none) }
+//! texts    the strings, offsets counted from the first byte after the records
+//! ```
+//!
+//! A row of another tool's session ([`ListItem::External`], flag [`EXTERNAL`]) is rare and shaped otherwise: its
+//! `id` string holds the item as JSON (`bridge::bulk`'s form), which Lua decodes as it would the whole list.
+
+use super::{BridgeError, BridgeResult};
+use crate::import::list::ListItem;
+use crate::session::SessionInfo;
+
+pub const MAGIC: &[u8; 4] = b"PCL1";
+pub const HEADER: usize = 16;
+/// 14 numbers, flags and padding, 8 strings.
+pub const RECORD: usize = 14 * 8 + 8 + 8 * 8;
+
+/// The numeric fields of a record, in order (`usage`'s four are its fields; `forked_index` is `forked_from.index`).
+pub const NUMBERS: [&str; 14] = [
+    "messages",
+    "entries",
+    "bytes",
+    "modified",
+    "last_message",
+    "bad_lines",
+    "repaired",
+    "torn_tail_bytes",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost",
+    "forked_index",
+];
+/// The string fields of a record, in order (`forked_id` is `forked_from.id`).
+pub const STRINGS: [&str; 8] = ["id", "title", "model", "held_by", "branch", "commit", "forked_id", "workspace"];
+
+pub const PARTIAL: u32 = 1;
+pub const DAMAGED: u32 = 2;
+pub const PINNED: u32 = 4;
+pub const EXTERNAL: u32 = 8;
+
+const NONE: u32 = u32::MAX;
+
+/// `items` packed as the module docs say.
+pub fn pack(items: &[ListItem]) -> BridgeResult<Vec<u8>> {
+    let mut records = Vec::with_capacity(HEADER + items.len() * RECORD);
+    records.extend_from_slice(MAGIC);
+    records.extend_from_slice(&u32::try_from(items.len()).map_err(too_big)?.to_ne_bytes());
+    records.extend_from_slice(&(RECORD as u32).to_ne_bytes());
+    records.extend_from_slice(&0u32.to_ne_bytes());
+    let mut texts: Vec<u8> = Vec::with_capacity(items.len() * 64);
+    for item in items {
+        match item {
+            ListItem::Ours(info) => record(&mut records, &mut texts, info)?,
+            ListItem::External(ext) => {
+                let json = super::bulk(&super::lua_value(ext)?)?;
+                for _ in 0..14 {
+                    records.extend_from_slice(&0f64.to_ne_bytes());
+                }
+                records.extend_from_slice(&EXTERNAL.to_ne_bytes());
+                records.extend_from_slice(&0u32.to_ne_bytes());
+                text(&mut records, &mut texts, Some(&json))?;
+                for _ in 1..8 {
+                    text(&mut records, &mut texts, None)?;
+                }
+            }
+        }
+    }
+    records.extend_from_slice(&texts);
+    Ok(records)
+}
+
+fn record(out: &mut Vec<u8>, texts: &mut Vec<u8>, i: &SessionInfo) -> BridgeResult<()> {
+    let u = &i.usage;
+    let numbers = [
+        i.messages as f64,
+        i.entries as f64,
+        i.bytes as f64,
+        i.modified as f64,
+        i.last_message as f64,
+        i.bad_lines as f64,
+        i.repaired as f64,
+        i.torn_tail_bytes as f64,
+        u.input_tokens as f64,
+        u.output_tokens as f64,
+        u.cache_read_tokens as f64,
+        u.cache_write_tokens as f64,
+        i.cost.unwrap_or(f64::NAN),
+        i.forked_from.as_ref().map_or(0.0, |f| f.index as f64),
+    ];
+    for n in numbers {
+        out.extend_from_slice(&n.to_ne_bytes());
+    }
+    let flag = |on: bool, bit: u32| if on { bit } else { 0 };
+    let flags = flag(i.partial, PARTIAL) | flag(i.damaged, DAMAGED) | flag(i.pinned, PINNED);
+    out.extend_from_slice(&flags.to_ne_bytes());
+    out.extend_from_slice(&0u32.to_ne_bytes());
+    let workspace = i.workspace.as_ref().map(|w| w.to_string_lossy());
+    for s in [
+        Some(i.id.as_str()),
+        Some(i.title.as_str()),
+        Some(i.model.as_str()),
+        i.held_by.as_deref(),
+        i.branch.as_deref(),
+        i.commit.as_deref(),
+        i.forked_from.as_ref().map(|f| f.id.as_str()),
+        workspace.as_deref(),
+    ] {
+        text(out, texts, s)?;
+    }
+    Ok(())
+}
+
+fn text(out: &mut Vec<u8>, texts: &mut Vec<u8>, s: Option<&str>) -> BridgeResult<()> {
+    let (off, len) = match s {
+        None => (NONE, 0),
+        Some(s) => {
+            let off = u32::try_from(texts.len()).ok().filter(|&o| o != NONE).ok_or_else(|| too_big(()))?;
+            texts.extend_from_slice(s.as_bytes());
+            (off, u32::try_from(s.len()).map_err(too_big)?)
+        }
+    };
+    out.extend_from_slice(&off.to_ne_bytes());
+    out.extend_from_slice(&len.to_ne_bytes());
+    Ok(())
+}
+
+fn too_big<E>(_: E) -> BridgeError {
+    BridgeError::msg("the list is too large to hand to Lua (over 4 GiB of text)")
+}
+
+/// What the float picker's fuzzy filter searches for a row: `float/finder.lua`'s `haystack()` (title, model, id,
+/// branch, then the other tool's name and the workspace when there are), made here when the core builds the
+/// matcher with the list (`sessions_list_async`'s `matcher`).
+pub fn haystack(item: &ListItem) -> String {
+    let (title, model, id, branch, source, workspace) = match item {
+        ListItem::Ours(i) => {
+            (&i.title, &i.model, &i.id, i.branch.as_deref(), None, i.workspace.as_ref().map(|w| w.to_string_lossy()))
+        }
+        ListItem::External(e) => (&e.title, &e.model, &e.id, e.branch.as_deref(), Some(e.source.as_str()), None),
+    };
+    let mut hay = format!("{title} {model} {id} {}", branch.unwrap_or(""));
+    if let Some(s) = source {
+        hay.push(' ');
+        hay.push_str(s);
+    }
+    if let Some(w) = workspace {
+        hay.push(' ');
+        hay.push_str(&w);
+    }
+    hay
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::entry::ForkedFrom;
+    use crate::usage::Usage;
+
+    fn full() -> SessionInfo {
+        SessionInfo {
+            id: "20260101-000000-abcd".into(),
+            title: "fix the parser".into(),
+            model: "m".into(),
+            messages: 3,
+            entries: 5,
+            bytes: 1 << 40,
+            modified: 1_700_000_000,
+            modified_ns: 0,
+            last_message: 1_700_000_001,
+            bad_lines: 1,
+            partial: true,
+            held_by: Some("pid 1".into()),
+            repaired: 2,
+            torn_tail_bytes: 7,
+            damaged: true,
+            branch: Some("main".into()),
+            commit: Some("0f0f0f0".into()),
+            usage: Usage { input_tokens: 1, output_tokens: 2, cache_read_tokens: 3, cache_write_tokens: 4 },
+            usage_by_model: Default::default(),
+            cost: Some(0.5),
+            pinned: true,
+            forked_from: Some(ForkedFrom { id: "20250101-000000-ffff".into(), index: 9 }),
+            workspace: Some("/w".into()),
+        }
+    }
+
+    /// Every field the JSON crossing gives a row (`bulk`) has its place in a record: a field added to
+    /// `SessionInfo` fails here until `pack` (and session_rows.lua) carry it.
+    #[test]
+    fn a_record_carries_every_field_the_json_row_has() {
+        let json = serde_json::to_value(full()).expect("json");
+        let mut keys: Vec<String> = json.as_object().expect("object").keys().cloned().collect();
+        keys.sort();
+        let mut packed: Vec<String> = NUMBERS
+            .iter()
+            .chain(STRINGS.iter())
+            .filter(|k| !k.ends_with("_tokens") && !k.starts_with("forked_"))
+            .map(|k| k.to_string())
+            .chain(["usage", "forked_from", "partial", "damaged", "pinned"].map(String::from))
+            .collect();
+        packed.sort();
+        assert_eq!(keys, packed);
+        let usage: Vec<&String> = json["usage"].as_object().expect("usage").keys().collect();
+        assert_eq!(usage, ["cache_read_tokens", "cache_write_tokens", "input_tokens", "output_tokens"]);
+    }
+
+    #[test]
+    fn records_hold_numbers_flags_and_texts_at_their_places() {
+        let none = SessionInfo { held_by: None, cost: None, forked_from: None, workspace: None, ..full() };
+        let packed = pack(&[ListItem::Ours(Box::new(full())), ListItem::Ours(Box::new(none))]).expect("pack");
+        assert_eq!(&packed[..4], MAGIC);
+        let u32_at = |at: usize| u32::from_ne_bytes(packed[at..at + 4].try_into().expect("4"));
+        let f64_at = |at: usize| f64::from_ne_bytes(packed[at..at + 8].try_into().expect("8"));
+        assert_eq!((u32_at(4), u32_at(8) as usize), (2, RECORD));
+        let texts = HEADER + 2 * RECORD;
+        let string = |rec: usize, k: usize| {
+            let at = HEADER + rec * RECORD + 120 + 8 * k;
+            let (off, len) = (u32_at(at), u32_at(at + 4) as usize);
+            (off != NONE).then(|| String::from_utf8(packed[texts + off as usize..][..len].to_vec()).expect("utf-8"))
+        };
+        assert_eq!(f64_at(HEADER + 2 * 8), (1u64 << 40) as f64);
+        assert_eq!(f64_at(HEADER + 12 * 8), 0.5);
+        assert_eq!(f64_at(HEADER + 13 * 8), 9.0);
+        assert_eq!(u32_at(HEADER + 112), PARTIAL | DAMAGED | PINNED);
+        assert_eq!(string(0, 6).as_deref(), Some("20250101-000000-ffff"));
+        assert_eq!(string(0, 7).as_deref(), Some("/w"));
+        assert!(f64_at(HEADER + RECORD + 12 * 8).is_nan());
+        assert_eq!((string(1, 3), string(1, 6), string(1, 7)), (None, None, None));
+        assert_eq!(string(1, 1).as_deref(), Some("fix the parser"));
+    }
+
+    #[test]
+    fn the_haystack_is_the_finders() {
+        let item = ListItem::Ours(Box::new(full()));
+        assert_eq!(haystack(&item), "fix the parser m 20260101-000000-abcd main /w");
+        let bare = SessionInfo { branch: None, workspace: None, ..full() };
+        assert_eq!(haystack(&ListItem::Ours(Box::new(bare))), "fix the parser m 20260101-000000-abcd ");
+    }
+}
