@@ -53,6 +53,7 @@ local H = {}
 ---@field matches integer[] Indices into `items`, in display order.
 ---@field sel integer Selected position in `matches` (1-based).
 ---@field sel_id string? The highlighted session: kept highlighted while the list changes under it.
+---@field sel_at integer? Its index in `items` when it was highlighted (checked against `sel_id` before use).
 ---@field top integer First visible position in `matches`.
 ---@field wins {prompt: integer, results: integer, preview: integer?}
 ---@field bufs {prompt: integer, results: integer, preview: integer?}
@@ -295,7 +296,7 @@ function M.move(delta)
   local sel = math.max(1, math.min(s.sel + delta, #s.matches))
   if sel ~= s.sel then
     s.sel = sel
-    s.sel_id = s.items[s.matches[sel]].id
+    s.sel_id, s.sel_at = s.items[s.matches[sel]].id, s.matches[sel]
     H.draw_rows(s)
     require("pseudoclaude.float.preview").request_preview(s)
   end
@@ -618,8 +619,12 @@ end
 ---@param s pseudoclaude.float.State
 ---@param fallback integer?
 function H.reselect(s, fallback)
-  local sel = nil
-  local at = s.sel_id and require("pseudoclaude.float.finder").index_of(s, s.sel_id)
+  local sel, at = nil, nil
+  if s.sel_id then
+    -- where it was (the same list, mostly: a keystroke), else searched for
+    local was = s.sel_at and s.items[s.sel_at]
+    at = was and was.id == s.sel_id and s.sel_at or require("pseudoclaude.float.finder").index_of(s, s.sel_id)
+  end
   if at then
     for k, i in ipairs(s.matches) do
       if i == at then
@@ -634,6 +639,7 @@ function H.reselect(s, fallback)
   end
   local item = H.selected(s)
   s.sel_id = item and item.id or nil
+  s.sel_at = s.matches[s.sel]
 end
 
 --- Recomputes the matches for the current query (after the items changed), keeping the highlighted session.

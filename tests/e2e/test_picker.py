@@ -74,10 +74,22 @@ def titles(lines: list[str]) -> list[str]:
 
 
 def match_marks(nvim, buf: int) -> list[tuple[int, int, int]]:
+    """The characters highlighted as matched, one (line, start, end) each (a mark may cover a run of them)."""
     marks = nvim.lua(
         "return vim.api.nvim_buf_get_extmarks(..., -1, 0, -1, { details = true, type = 'highlight' })", buf
     )
-    return sorted((m[1], m[2], m[3]["end_col"]) for m in marks if m[3].get("hl_group") == "PseudoClaudePickerMatch")
+    lines = [l.encode() for l in nvim.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf)]
+    out = []
+    for m in marks:
+        if m[3].get("hl_group") != "PseudoClaudePickerMatch":
+            continue
+        line, col, end = m[1], m[2], m[3]["end_col"]
+        while col < end:
+            lead = lines[line][col]
+            size = 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2 if lead >= 0xC0 else 1
+            out.append((line, col, col + size))
+            col += size
+    return sorted(out)
 
 
 @pytest.fixture

@@ -113,8 +113,8 @@ def test_the_picker_shows_each_sessions_branch_and_filters_by_it(nvim: Neovim, w
     s = type_query(nvim, "rowsx", "rowsx")
     assert len(s["lines"]) == 1 and "alpha question" in s["lines"][0], s["lines"]
     col = s["lines"][0].index("feature/rowsx") + len("feature/")
-    hits = sorted(m[1] for m in s["marks"] if m[3] == "PseudoClaudePickerMatch")
-    assert hits == list(range(col, col + 5)), (hits, col)
+    hits = sorted((m[1], m[2]) for m in s["marks"] if m[3] == "PseudoClaudePickerMatch")
+    assert hits == [(col, col + 5)], (hits, col)  # one mark for the run of matched characters
     s = type_query(nvim, "<C-w>topic", "topic")
     assert len(s["lines"]) == 1 and "beta question" in s["lines"][0], s["lines"]
 

@@ -106,6 +106,8 @@ function H.draw_match_highlights(s, buf, rows)
     local item = s.items[i]
     local title_len = #(item.title or "")
     local branch_at = title_len + #(item.model or "") + #item.id + 3
+    -- one mark per run of adjacent matched characters (a typed word is mostly one run): the keystroke's cost
+    local from, to = nil, nil ---@type integer?, integer?
     for _, p in ipairs(positions or {}) do
       local col ---@type integer?
       if p < row.title_bytes then
@@ -117,13 +119,31 @@ function H.draw_match_highlights(s, buf, rows)
       end
       if col then
         local len = H.char_len(hay, p + 1)
-        api.nvim_buf_set_extmark(buf, ns, k - 1, col, {
-          end_col = col + len,
-          hl_group = "PseudoClaudePickerMatch",
-          priority = 200,
-        })
+        if col ~= to then
+          H.match_mark(buf, k - 1, from, to)
+          from = col
+        end
+        to = col + len
       end
     end
+    H.match_mark(buf, k - 1, from, to)
+  end
+end
+
+--- Highlights columns `from`..`to` (end excluded) of 0-based line `line` as matched; nothing when `from` is nil.
+---@param buf integer
+---@param line integer
+---@param from integer?
+---@param to integer?
+function H.match_mark(buf, line, from, to)
+  if from then
+    api.nvim_buf_set_extmark(
+      buf,
+      ns,
+      line,
+      from,
+      { end_col = to, hl_group = "PseudoClaudePickerMatch", priority = 200 }
+    )
   end
 end
 
