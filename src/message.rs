@@ -190,6 +190,12 @@ pub struct CommandSandbox {
     /// The model's reason for asking to leave the sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// With `sandbox.network = { allow = … }`: the destinations (`host:port`) the command reached through
+    /// the proxy, and those it was refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_hosts: Vec<String>,
 }
 
 /// Where a large tool result was spilled, and how to know it is still the same bytes.

@@ -403,18 +403,7 @@ function H.config()
     pricing = next(cfg.pricing or {}) and cfg.pricing or nil,
     workspaces_file = require("pseudoclaude.sessions").workspaces_file(),
     user_instructions = M.user_instructions(),
-    sandbox = {
-      enabled = cfg.sandbox.enabled ~= false,
-      network = cfg.sandbox.network == true,
-      -- left out when empty, like pricing (the core's default is empty)
-      writable = #(cfg.sandbox.writable or {}) > 0 and vim.tbl_map(function(dir)
-        dir = vim.fn.expand(dir)
-        if dir:sub(1, 1) ~= "/" then
-          dir = S.workspace() .. "/" .. dir
-        end
-        return vim.fs.normalize(dir)
-      end, cfg.sandbox.writable) or nil,
-    },
+    sandbox = H.sandbox_config(cfg.sandbox),
     rewind = { enabled = cfg.rewind.enabled, max_file_bytes = cfg.rewind.max_file_bytes },
     approve = {
       write_file = cfg.approve.write_file == true,
@@ -423,6 +412,42 @@ function H.config()
       mcp = H.approve_mcp(cfg.approve.mcp),
     },
     mcp = H.mcp_config(cfg.mcp),
+  }
+end
+
+--- Paths as the core takes them: `~` expanded, relative ones beneath the workspace, normalized.
+---@param paths string[]?
+---@return string[]
+function H.absolute_paths(paths)
+  return vim.tbl_map(function(p)
+    p = vim.fn.expand(p)
+    if p:sub(1, 1) ~= "/" then
+      p = S.workspace() .. "/" .. p
+    end
+    return vim.fs.normalize(p)
+  end, paths or {})
+end
+
+--- The core's `sandbox` settings (`sandbox::Settings`). The plugin's own state folder (its registry of
+--- workspaces) is hidden from commands like the secret stores are.
+---@param sb pseudoclaude.SandboxConfig
+---@return table
+function H.sandbox_config(sb)
+  local network = sb.network == true
+  if type(sb.network) == "table" and #sb.network.allow > 0 then
+    network = { allow = sb.network.allow }
+  end
+  local deny_read = H.absolute_paths(sb.deny_read)
+  table.insert(deny_read, vim.fs.joinpath(vim.fn.stdpath("state"), "pseudoclaude"))
+  local env = sb.env or {}
+  return {
+    enabled = sb.enabled ~= false,
+    network = network,
+    unix_sockets = sb.unix_sockets == true,
+    -- left out when empty, like pricing (the core's default is empty)
+    writable = H.nonempty(H.absolute_paths(sb.writable)),
+    deny_read = deny_read,
+    env = { keep = H.nonempty(env.keep), set = H.nonempty(env.set) },
   }
 end
 

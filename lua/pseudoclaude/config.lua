@@ -38,8 +38,11 @@
 
 ---@class pseudoclaude.SandboxConfig How run_command is confined (Linux: namespaces and Landlock).
 ---@field enabled boolean Commands run in the sandbox: writes only in the workspace (not its .git/ nor .PseudoClaude/), the session's $TMPDIR and `writable`; false = with all your rights.
----@field network boolean Commands may use the network (TCP, UDP, binds); false = only when you allow it for one command.
+---@field network boolean|{allow: string[]} true: commands may use the network (TCP, UDP, binds); false: only when you allow it for one command; `{ allow = { "crates.io", "*.npmjs.org", "127.0.0.1:8080" } }`: only those hosts, through a proxy (HTTP_PROXY, HTTPS_PROXY).
 ---@field writable string[] More folders commands may write in (`~` expanded).
+---@field unix_sockets boolean Commands may connect to Unix sockets (the editor's own server among them: they can drive the editor); default false.
+---@field env {keep: string[]?, set: table<string, string>?} Variables passed on purpose although their names look secret (`keep`), and set (`set`), in every command's environment.
+---@field deny_read string[] More paths that read as empty inside the sandbox (`~` expanded), besides the usual secret stores.
 
 ---@class pseudoclaude.KeysConfig Keys of the agent buffer; false disables one.
 ---@field send string|false Send the message (Normal mode, input window).
@@ -127,6 +130,9 @@ M.defaults = {
     enabled = true,
     network = false,
     writable = {},
+    unix_sockets = false,
+    env = { keep = {}, set = {} },
+    deny_read = {},
   },
   keys = {
     send = "<CR>",
@@ -186,7 +192,7 @@ local known = {
   },
   picker = { max_items = true, backend = true, external = true },
   approve = { write_file = true, edit_file = true, run_command = true, mcp = true },
-  sandbox = { enabled = true, network = true, writable = true },
+  sandbox = { enabled = true, network = true, writable = true, unix_sockets = true, env = true, deny_read = true },
   keys = {
     send = true,
     send_insert = true,
@@ -306,12 +312,51 @@ function M.validate(cfg)
   -- Refused, not ignored: the sandbox is a safety setting, a misspelled key must not pass unnoticed.
   for key in pairs(cfg.sandbox) do
     if not known.sandbox[key] then
-      error(("sandbox.%s: unknown option (known: enabled, network, writable)"):format(tostring(key)), 0)
+      error(
+        ("sandbox.%s: unknown option (known: enabled, network, writable, unix_sockets, env, deny_read)"):format(
+          tostring(key)
+        ),
+        0
+      )
     end
   end
   check("sandbox.enabled", cfg.sandbox.enabled, "boolean")
-  check("sandbox.network", cfg.sandbox.network, "boolean")
+  check("sandbox.network", cfg.sandbox.network, function(v)
+    if type(v) == "boolean" then
+      return true
+    end
+    if type(v) ~= "table" or not string_list(v.allow) then
+      return false
+    end
+    for k in pairs(v) do
+      if k ~= "allow" then
+        return false
+      end
+    end
+    return true
+  end, false, 'true, false or { allow = { "host", "*.domain", "host:port", ... } }')
   check("sandbox.writable", cfg.sandbox.writable, string_list, false, "a list of folder paths (strings)")
+  check("sandbox.unix_sockets", cfg.sandbox.unix_sockets, "boolean")
+  check("sandbox.deny_read", cfg.sandbox.deny_read, string_list, false, "a list of paths (strings)")
+  check("sandbox.env", cfg.sandbox.env, function(v)
+    if type(v) ~= "table" then
+      return false
+    end
+    for k in pairs(v) do
+      if k ~= "keep" and k ~= "set" then
+        return false
+      end
+    end
+    if v.keep ~= nil and not string_list(v.keep) then
+      return false
+    end
+    for name, value in pairs(v.set or {}) do
+      if type(name) ~= "string" or name == "" or name:find("=", 1, true) or type(value) ~= "string" then
+        return false
+      end
+    end
+    return v.set == nil or type(v.set) == "table"
+  end, false, '{ keep = { "NAME", ... }, set = { NAME = "value", ... } }')
   check("keys", cfg.keys, "table")
   local names = vim.tbl_keys(known.keys)
   table.sort(names)

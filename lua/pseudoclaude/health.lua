@@ -1,6 +1,7 @@
 --- `:checkhealth pseudoclaude`
 
 local M = {}
+local H = {}
 
 local health = vim.health
 
@@ -302,10 +303,65 @@ function M.check_sandbox(cfg, lib)
       health.warn(("sandbox.writable: %s is not a folder; commands get no access to it"):format(dir))
     end
   end
-  if cfg.network then
+  H.check_protections(cfg, s)
+end
+
+--- Each protection beyond writes, and whether this system provides it (`s`: the core's probe).
+---@param cfg pseudoclaude.SandboxConfig
+---@param s {mechanism: string, landlock_abi: integer}
+function H.check_protections(cfg, s)
+  local ns = s.mechanism == "namespaces"
+  if cfg.network == true then
     health.warn("network on for every command (sandbox.network = true)")
-  else
+  elseif type(cfg.network) == "table" and #cfg.network.allow > 0 then
+    health.ok(
+      ("network only to %s, through the plugin's proxy (sandbox.network.allow); nothing else is reachable"):format(
+        table.concat(cfg.network.allow, ", ")
+      )
+    )
+  elseif ns then
     health.ok("network off: no TCP or UDP connection and no bind, unless you allow it for one command")
+  else
+    health.ok(
+      ("network off (Landlock's TCP rules%s and seccomp): no connection and no bind, unless you allow it for one command"):format(
+        s.landlock_abi >= 4 and "" or ", missing below ABI 4:"
+      )
+    )
+  end
+  if cfg.unix_sockets then
+    health.warn(
+      "Unix sockets open (sandbox.unix_sockets = true): commands can connect to the editor's own server and drive "
+        .. "the editor itself, and to an ssh agent, the Docker daemon, D-Bus"
+    )
+  else
+    health.ok("no Unix socket (seccomp): the editor's server, ssh agents, the Docker daemon are out of reach")
+  end
+  local keep = cfg.env and cfg.env.keep or {}
+  health.ok(
+    (
+      "secret-looking variables (KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH) and the provider's key are "
+      .. "removed from every command's environment%s"
+    ):format(#keep > 0 and (" (kept: " .. table.concat(keep, ", ") .. ")") or "")
+  )
+  local stores = ("~/.ssh, ~/.aws, ~/.gnupg and the other secret stores%s read as empty"):format(
+    #(cfg.deny_read or {}) > 0 and (", and sandbox.deny_read (" .. #cfg.deny_read .. " paths),") or ""
+  )
+  if ns then
+    health.ok(stores .. " (an empty read-only folder mounted over each)")
+  else
+    health.warn(
+      stores .. " (Landlock's read rights), but the folders above them (~, /) cannot be listed inside the sandbox"
+    )
+  end
+  if ns then
+    health.ok("nothing outlives its command: each runs as the first process of its own PID namespace")
+  elseif s.landlock_abi >= 6 then
+    health.ok("nothing outlives its command: its Landlock domain is ended with it (Landlock's signal scope)")
+  else
+    health.warn(
+      "processes a command moved out of its process group (setsid) can outlive it: Landlock below ABI 6 has no "
+        .. "signal scope and this system no PID namespace"
+    )
   end
 end
 

@@ -34,7 +34,7 @@ pub struct HostConfig {
     pub workspaces_file: Option<PathBuf>,
     /// The user's own instructions file (`stdpath("config")/pseudoclaude/AGENTS.md`), read before the workspace's.
     pub user_instructions: Option<PathBuf>,
-    /// How `run_command` is confined (`sandbox = { enabled, network, writable }`).
+    /// How `run_command` is confined (`sandbox = { enabled, network, writable, unix_sockets, env, deny_read }`).
     pub sandbox: crate::sandbox::Settings,
     /// The user's MCP servers and the per-call timeout (`crate::mcp`).
     pub mcp: McpConfig,
@@ -127,6 +127,9 @@ pub(super) fn agent_config(config: &HostConfig, mcp: Option<Arc<Servers>>) -> Ag
     c.pricing = config.pricing.clone();
     c.user_instructions = config.user_instructions.clone();
     c.sandbox = config.sandbox.clone();
+    // The default key variables (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`) look secret by their names already.
+    let key_env = resolve_provider(config).api_key_env;
+    c.sandbox.provider_key_env = (!key_env.trim().is_empty()).then(|| key_env.trim().to_string());
     c.rewind = config.rewind.enabled;
     c.rewind_max_file_bytes = config.rewind.max_file_bytes;
     c.compact.spill_threshold = config.spill_threshold;

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Limits, Mechanism};
+use super::{Limits, Mechanism, Network};
 
 const WRITE_ERRORS: [&str; 3] = ["Permission denied", "Read-only file system", "Operation not permitted"];
 const NETWORK_ERRORS: [&str; 7] = [
@@ -22,24 +22,54 @@ const NETWORK_ERRORS: [&str; 7] = [
     "Cannot assign requested address",
 ];
 
-/// The lines to add to the command's result, one per refused path (at most 5) and one for the network.
+/// What reading a hidden path says: an empty folder has no such file; Landlock refuses.
+const READ_ERRORS: [&str; 2] = ["No such file or directory", "Permission denied"];
+
+/// What a refused `socket(AF_UNIX)` says (the seccomp filter's `EAFNOSUPPORT`).
+const SOCKET_REFUSED: &str = "Address family not supported";
+
+/// The lines to add to the command's result, one per refused path (at most 5), one for the network and
+/// one for Unix sockets.
 pub fn blocked_report(output: &str, limits: &Limits, mechanism: Mechanism, cwd: &Path) -> Vec<String> {
     let mut paths: Vec<PathBuf> = Vec::new();
+    let mut reads: Vec<PathBuf> = Vec::new();
+    let closed = !limits.network.is_open();
     let mut network = false;
+    let mut unix = false;
     for line in output.lines() {
-        if !limits.network && NETWORK_ERRORS.iter().any(|e| line.contains(e)) {
+        // With a network namespace, sockets of the network's families open (their connections fail): a
+        // refused socket is a Unix one.
+        let refused_socket = line.contains(SOCKET_REFUSED);
+        if closed
+            && NETWORK_ERRORS.iter().any(|e| line.contains(e))
+            && !(refused_socket && mechanism == Mechanism::Namespaces)
+        {
             network = true;
+        }
+        if !limits.unix_sockets && refused_socket {
+            unix = true;
+        }
+        if READ_ERRORS.iter().any(|e| line.contains(e)) {
+            for candidate in candidates(line) {
+                let p = absolute(cwd, &candidate);
+                if limits.hidden.iter().any(|h| p.starts_with(h)) && !reads.contains(&p) && reads.len() < 5 {
+                    reads.push(p);
+                }
+            }
         }
         if !WRITE_ERRORS.iter().any(|e| line.contains(e)) {
             continue;
         }
         let found = candidates(line);
         // Landlock refuses a TCP connect or bind with EACCES, which names no path.
-        if found.is_empty() && !limits.network && line.contains("Permission denied") {
+        if found.is_empty() && closed && line.contains("Permission denied") {
             network = true;
         }
         for candidate in found {
             let p = absolute(cwd, &candidate);
+            if reads.contains(&p) {
+                continue;
+            }
             if !limits.allows_write(&p, mechanism) && !paths.contains(&p) && paths.len() < 5 {
                 paths.push(p);
             }
@@ -47,8 +77,25 @@ pub fn blocked_report(output: &str, limits: &Limits, mechanism: Mechanism, cwd: 
     }
     let mut out: Vec<String> =
         paths.iter().map(|p| format!("blocked by the sandbox: write to {}", p.display())).collect();
+    out.extend(reads.iter().map(|p| {
+        format!("blocked by the sandbox: read of {} (a secret store: it reads as empty in the sandbox)", p.display())
+    }));
     if network {
-        out.push("blocked by the sandbox: network (connections, binds and name lookups fail inside it)".to_string());
+        out.push(match &limits.network {
+            Network::Allow(hosts) => format!(
+                "blocked by the sandbox: network (only {} are reachable, through the proxy in $HTTPS_PROXY; \
+                 sandbox.network's allow list adds hosts)",
+                hosts.join(", ")
+            ),
+            _ => "blocked by the sandbox: network (connections, binds and name lookups fail inside it)".to_string(),
+        });
+    }
+    if unix {
+        out.push(
+            "blocked by the sandbox: Unix sockets (no socket(AF_UNIX): the editor's server, an ssh agent, the Docker \
+             daemon are out of reach; socketpair and pipes work; sandbox.unix_sockets = true lifts it)"
+                .to_string(),
+        );
     }
     out
 }
@@ -117,7 +164,15 @@ mod tests {
     use super::*;
 
     fn limits() -> Limits {
-        Limits { workspace: "/w".into(), temp: "/w/.PseudoClaude/s/tmp".into(), writable: vec![], network: false }
+        Limits {
+            workspace: "/w".into(),
+            temp: "/w/.PseudoClaude/s/tmp".into(),
+            writable: vec![],
+            network: Network::Off,
+            unix_sockets: false,
+            hidden: vec![],
+            proxy_port: None,
+        }
     }
 
     #[test]
@@ -145,7 +200,7 @@ mod tests {
             blocked_report(out, &limits(), Mechanism::Namespaces, Path::new("/w")),
             ["blocked by the sandbox: network (connections, binds and name lookups fail inside it)"]
         );
-        let open = Limits { network: true, ..limits() };
+        let open = Limits { network: Network::On, ..limits() };
         assert!(blocked_report(out, &open, Mechanism::Namespaces, Path::new("/w")).is_empty());
     }
 }

@@ -23,12 +23,15 @@
 //! the parent ([`Plan::new`]); the child only makes raw system calls ([`spawn`]), as `fork` requires.
 
 mod blocked;
+pub mod env;
+pub mod proxy;
 mod seccomp;
 mod spawn;
+mod waiter;
 
 pub use crate::message::CommandSandbox;
 pub use blocked::blocked_report;
-pub use spawn::{Plan, landlock_abi};
+pub use spawn::{Plan, landlock_abi, receive_listener};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -40,16 +43,85 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub enabled: bool,
-    /// Network for every command (TCP, UDP, binds).
-    pub network: bool,
+    /// Network for every command: off, on, or only through the allowlist proxy.
+    pub network: Network,
     /// More folders commands may write in (absolute paths).
     pub writable: Vec<PathBuf>,
+    /// Commands may connect to Unix sockets (the editor's own server among them).
+    pub unix_sockets: bool,
+    /// Variables passed on purpose, and set, in every command's environment.
+    pub env: EnvSettings,
+    /// More paths that read as empty inside the sandbox (absolute), besides [`secret_stores`].
+    pub deny_read: Vec<PathBuf>,
+    /// The provider's key variable, removed from every command's environment whatever its name (set
+    /// by the agent from the provider's configuration, not an option of its own).
+    #[serde(skip)]
+    pub provider_key_env: Option<String>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { enabled: true, network: false, writable: Vec::new() }
+        Settings {
+            enabled: true,
+            network: Network::Off,
+            writable: Vec::new(),
+            unix_sockets: false,
+            env: EnvSettings::default(),
+            deny_read: Vec::new(),
+            provider_key_env: None,
+        }
     }
+}
+
+/// `sandbox.network`: `false`, `true`, or `{ allow = { "crates.io", "*.npmjs.org", "127.0.0.1:8080" } }`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(from = "NetworkSetting")]
+pub enum Network {
+    #[default]
+    Off,
+    On,
+    /// Only these hosts (`name`, `*.suffix`, with an optional `:port`), through the core's proxy.
+    Allow(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NetworkSetting {
+    Flag(bool),
+    Allow(AllowList),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AllowList {
+    allow: Vec<String>,
+}
+
+impl From<NetworkSetting> for Network {
+    fn from(s: NetworkSetting) -> Network {
+        match s {
+            NetworkSetting::Flag(false) => Network::Off,
+            NetworkSetting::Flag(true) => Network::On,
+            NetworkSetting::Allow(a) => Network::Allow(a.allow),
+        }
+    }
+}
+
+impl Network {
+    /// Every destination open.
+    pub fn is_open(&self) -> bool {
+        *self == Network::On
+    }
+}
+
+/// `sandbox.env = { keep = { "NPM_TOKEN" }, set = { CI = "1" } }`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnvSettings {
+    /// Names kept although they look secret.
+    pub keep: Vec<String>,
+    /// Set in every command's environment (after the scrub: a secret set here reaches the command).
+    pub set: std::collections::BTreeMap<String, String>,
 }
 
 /// How commands can be confined on this system.
@@ -154,7 +226,10 @@ pub fn probe() -> Support {
             workspace: scratch.clone(),
             temp: scratch.join(".PseudoClaude/tmp"),
             writable: Vec::new(),
-            network: false,
+            network: Network::Off,
+            unix_sockets: false,
+            hidden: Vec::new(),
+            proxy_port: None,
         };
         let plan = Plan::new(&limits, mechanism)?;
         let mut cmd = std::process::Command::new("/bin/sh");
@@ -203,7 +278,51 @@ pub struct Limits {
     pub temp: PathBuf,
     /// More writable folders (those that exist).
     pub writable: Vec<PathBuf>,
-    pub network: bool,
+    pub network: Network,
+    /// Unix sockets allowed (`sandbox.unix_sockets`).
+    pub unix_sockets: bool,
+    /// What reads as empty: [`hidden_paths`].
+    pub hidden: Vec<PathBuf>,
+    /// With an allowlist: the port of the proxy as the command reaches it on 127.0.0.1 (in its own network
+    /// namespace, [`proxy::NAMESPACE_PORT`]; Landlock alone, the host's port the proxy listens on).
+    pub proxy_port: Option<u16>,
+}
+
+/// The secret stores beneath `$HOME` that read as empty inside the sandbox (besides `sandbox.deny_read` and
+/// the plugin's own state folder, which the editor adds to it).
+pub const SECRET_STORES: [&str; 15] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".config/gh",
+    ".password-store",
+    ".local/share/keyrings",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+];
+
+/// The paths to hide from a command: [`SECRET_STORES`] beneath `home` and `deny_read`, those that exist,
+/// links resolved (a bind or a rule applies to what a link leads to). One that holds the workspace is
+/// left out (hiding it would hide the workspace): returned second, for the note.
+pub fn hidden_paths(home: Option<&Path>, deny_read: &[PathBuf], workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let stores = home.into_iter().flat_map(|h| SECRET_STORES.iter().map(move |s| h.join(s)));
+    let (mut hidden, mut kept) = (Vec::new(), Vec::new());
+    for p in stores.chain(deny_read.iter().cloned()) {
+        let Ok(real) = p.canonicalize() else { continue };
+        if workspace.starts_with(&real) {
+            kept.push(real);
+        } else if !hidden.contains(&real) {
+            hidden.push(real);
+        }
+    }
+    (hidden, kept)
 }
 
 /// The folders beneath the workspace a command may not change (with namespaces).
@@ -234,11 +353,25 @@ impl Limits {
         for w in &self.writable {
             places.push(format!("in {}", w.display()));
         }
-        format!(
-            "it could write only {}; the network was {}",
-            places.join(", "),
-            if self.network { "open" } else { "off (no TCP or UDP connection, no bind)" }
-        )
+        let network = match &self.network {
+            Network::On => "open".to_string(),
+            Network::Off => "off (no TCP or UDP connection, no bind)".to_string(),
+            Network::Allow(hosts) => format!("only {} through a proxy (sandbox.network)", hosts.join(", ")),
+        };
+        let unix = if self.unix_sockets {
+            "Unix sockets were open (sandbox.unix_sockets): it could drive the editor itself"
+        } else {
+            "no Unix socket could be opened (the editor's, an ssh agent's, the Docker daemon's)"
+        };
+        let mut s = format!("it could write only {}; the network was {network}; {unix}", places.join(", "));
+        if !self.hidden.is_empty() {
+            let names: Vec<String> = self.hidden.iter().map(|p| p.display().to_string()).collect();
+            s.push_str(&format!("; these read as empty (secret stores, sandbox.deny_read): {}", names.join(", ")));
+            if mechanism == Mechanism::Landlock {
+                s.push_str(" (and the folders above them cannot be listed)");
+            }
+        }
+        s
     }
 }
 
@@ -252,7 +385,10 @@ mod tests {
             workspace: "/w".into(),
             temp: "/w/.PseudoClaude/sessions/s/tmp".into(),
             writable: vec!["/opt/x".into()],
-            network: false,
+            network: Network::Off,
+            unix_sockets: false,
+            hidden: Vec::new(),
+            proxy_port: None,
         };
         assert!(l.allows_write(Path::new("/w/src/a.rs"), Mechanism::Namespaces));
         assert!(!l.allows_write(Path::new("/w/.git/HEAD"), Mechanism::Namespaces));

@@ -14,11 +14,12 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
 };
 
-use super::seccomp;
-use super::{Limits, Mechanism, PROTECTED};
+use super::seccomp::{self, Verdict};
+use super::waiter::{self, Reap};
+use super::{Limits, Mechanism, Network, PROTECTED};
 
 /// The kernel's Landlock ABI version (0: none).
 pub fn landlock_abi() -> i32 {
@@ -39,6 +40,10 @@ struct Namespaces {
     writable_binds: Vec<CString>,
     /// Each bound over itself read-only, with the flags its mount has locked.
     readonly_binds: Vec<(CString, libc::c_ulong)>,
+    /// Folders that read as empty: an empty read-only tmpfs over each.
+    hidden_dirs: Vec<CString>,
+    /// Files that read as empty: `/dev/null` bound over each.
+    hidden_files: Vec<CString>,
 }
 
 /// Everything the child does, prepared.
@@ -47,6 +52,18 @@ pub struct Plan {
     namespaces: Option<Namespaces>,
     ruleset: OwnedFd,
     seccomp: Option<Vec<libc::sock_filter>>,
+    reap: Reap,
+    /// With namespaces and an allowlist: the child's end of the pair the proxy's listener is handed over.
+    proxy_listener: Option<ProxyListener>,
+    /// The core's end of it, until [`Plan::take_proxy_receiver`].
+    proxy_receiver: Option<std::os::unix::net::UnixStream>,
+}
+
+/// The listening socket the child makes in its network namespace for the proxy (see `proxy.rs`).
+#[derive(Debug)]
+struct ProxyListener {
+    send: OwnedFd,
+    port: u16,
 }
 
 fn cstring(p: &Path) -> Result<CString, String> {
@@ -62,8 +79,35 @@ impl Plan {
             Mechanism::Namespaces => Some(namespaces(limits)?),
         };
         let ruleset = ruleset(limits, mechanism)?;
-        let seccomp = (mechanism == Mechanism::Landlock && !limits.network).then(seccomp::deny_inet);
-        Ok(Plan { namespaces, ruleset, seccomp })
+        let seccomp = socket_filter(limits, mechanism);
+        let reap = match mechanism {
+            Mechanism::Namespaces => Reap::Namespace,
+            _ if landlock_abi() >= 6 => Reap::Domain,
+            _ => Reap::Group,
+        };
+        let (mut proxy_listener, mut proxy_receiver) = (None, None);
+        if let (Some(ns), Some(port)) = (&namespaces, limits.proxy_port)
+            && ns.flags & libc::CLONE_NEWNET != 0
+        {
+            let (core, child) = std::os::unix::net::UnixStream::pair()
+                .map_err(|e| format!("cannot make the socket pair for the network proxy: {e}"))?;
+            proxy_listener = Some(ProxyListener { send: child.into(), port });
+            proxy_receiver = Some(core);
+        }
+        Ok(Plan { namespaces, ruleset, seccomp, reap, proxy_listener, proxy_receiver })
+    }
+
+    /// The core's end of the pair the child hands the proxy's listening socket over (namespaces with an
+    /// allowlist); [`receive_listener`] takes the socket once the command runs.
+    pub fn take_proxy_receiver(&mut self) -> Option<std::os::unix::net::UnixStream> {
+        self.proxy_receiver.take()
+    }
+
+    /// Whether the core must stop a running command by asking its waiter (`SIGTERM`), which then ends
+    /// every process of its domain, rather than by killing the process group (which would kill the
+    /// waiter before it could, and leave the orphans a `setsid` made).
+    pub fn stop_through_waiter(&self) -> bool {
+        self.reap == Reap::Domain
     }
 
     /// Makes `cmd` enter the sandbox before it executes.
@@ -78,6 +122,14 @@ impl Plan {
     fn enter(&self) -> io::Result<()> {
         if let Some(ns) = &self.namespaces {
             ns.enter()?;
+            if let Some(p) = &self.proxy_listener {
+                p.make_and_send()?;
+            }
+            // The first child is pid 1 of the new PID namespace: it goes on to exec the command.
+            waiter::fork(Reap::Namespace)?;
+            // Its own /proc, so `ps` shows its processes only; not possible everywhere (a container's
+            // masked /proc): then the host's stays, which Landlock's signal scope keeps out of reach.
+            let _ = mount_fs(c"proc", c"/proc", c"proc", libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC);
         }
         // SAFETY: plain integer arguments.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
@@ -88,6 +140,11 @@ impl Plan {
             let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut libc::sock_filter };
             // SAFETY: `prog` points into `filter`, alive for the call.
             check(unsafe { libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const _, 0, 0) })?;
+        }
+        if self.namespaces.is_none() && self.reap == Reap::Domain {
+            // SAFETY: plain integer arguments.
+            check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
+            waiter::fork(Reap::Domain)?;
         }
         Ok(())
     }
@@ -104,13 +161,107 @@ impl Namespaces {
         // anyway; private says it).
         mount(None, c"/", libc::MS_REC | libc::MS_PRIVATE)?;
         for p in &self.writable_binds {
-            mount(Some(p), p, libc::MS_BIND | libc::MS_REC)?;
+            mount(Some(p.as_c_str()), p, libc::MS_BIND | libc::MS_REC)?;
         }
         for (p, locked) in &self.readonly_binds {
-            mount(Some(p), p, libc::MS_BIND | libc::MS_REC)?;
+            mount(Some(p.as_c_str()), p, libc::MS_BIND | libc::MS_REC)?;
             mount(None, p, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | locked)?;
         }
+        let empty = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        for p in &self.hidden_dirs {
+            mount_fs(c"tmpfs", p, c"tmpfs", empty)?;
+        }
+        for p in &self.hidden_files {
+            mount(Some(c"/dev/null"), p, libc::MS_BIND)?;
+        }
         Ok(())
+    }
+}
+
+fn mount_fs(
+    source: &std::ffi::CStr,
+    target: &std::ffi::CStr,
+    fstype: &std::ffi::CStr,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
+    // SAFETY: NUL-terminated strings alive for the call; no data argument.
+    check(unsafe { libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), flags, std::ptr::null()) })
+}
+
+impl ProxyListener {
+    /// In the new network namespace: `lo` up, a socket listening on 127.0.0.1:`port`, sent to the core.
+    fn make_and_send(&self) -> io::Result<()> {
+        // SAFETY: system calls on stack data, fully initialised before use.
+        unsafe {
+            let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            check(s)?;
+            let mut ifr: libc::ifreq = std::mem::zeroed();
+            ifr.ifr_name[0] = b'l' as libc::c_char;
+            ifr.ifr_name[1] = b'o' as libc::c_char;
+            let up = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut ifr);
+            ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            let set = if up == 0 { libc::ioctl(s, libc::SIOCSIFFLAGS, &ifr) } else { up };
+            libc::close(s);
+            check(set)?;
+            let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            check(l)?;
+            let addr = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: self.port.to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() },
+                sin_zero: [0; 8],
+            };
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            check(libc::bind(l, (&addr as *const libc::sockaddr_in).cast(), len))?;
+            check(libc::listen(l, 128))?;
+            let mut byte = [0u8; 1];
+            let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+            let mut control = [0u64; 4];
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), l);
+            let sent = libc::sendmsg(self.send.as_raw_fd(), &msg, 0);
+            libc::close(l);
+            if sent != 1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The proxy's listening socket, as the child sent it (it has been sent before `exec`, so before the
+/// spawn returned: a short wait only covers a child that failed).
+pub fn receive_listener(from: &std::os::unix::net::UnixStream) -> io::Result<std::net::TcpListener> {
+    use std::os::fd::FromRawFd;
+    from.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut control = [0u64; 4];
+    // SAFETY: recvmsg into stack buffers sized for one descriptor; the descriptor read is ours to own.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+        let n = libc::recvmsg(from.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n != 1 {
+            return Err(if n < 0 { io::Error::last_os_error() } else { io::Error::other("the child sent no socket") });
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
+            return Err(io::Error::other("the child sent no socket"));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+        Ok(std::net::TcpListener::from_raw_fd(fd))
     }
 }
 
@@ -118,7 +269,7 @@ fn check(r: libc::c_int) -> io::Result<()> {
     if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
-fn mount(source: Option<&CString>, target: &std::ffi::CStr, flags: libc::c_ulong) -> io::Result<()> {
+fn mount(source: Option<&std::ffi::CStr>, target: &std::ffi::CStr, flags: libc::c_ulong) -> io::Result<()> {
     let src = source.map_or(std::ptr::null(), |s| s.as_ptr());
     // SAFETY: NUL-terminated strings alive for the call; no data argument.
     check(unsafe { libc::mount(src, target.as_ptr(), std::ptr::null(), flags, std::ptr::null()) })
@@ -140,8 +291,8 @@ fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
 }
 
 fn namespaces(limits: &Limits) -> Result<Namespaces, String> {
-    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
-    if !limits.network {
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+    if !limits.network.is_open() {
         flags |= libc::CLONE_NEWNET;
     }
     // SAFETY: getuid/getgid cannot fail.
@@ -163,7 +314,17 @@ fn namespaces(limits: &Limits) -> Result<Namespaces, String> {
         }
         readonly_binds.push((cstring(&p)?, locked_flags(&p)?));
     }
+    let (mut hidden_dirs, mut hidden_files) = (Vec::new(), Vec::new());
+    for p in &limits.hidden {
+        if p.is_dir() {
+            hidden_dirs.push(cstring(p)?);
+        } else {
+            hidden_files.push(cstring(p)?);
+        }
+    }
     Ok(Namespaces {
+        hidden_dirs,
+        hidden_files,
         flags,
         uid_map: format!("{uid} {uid} 1").into_bytes(),
         gid_map: format!("{gid} {gid} 1").into_bytes(),
@@ -197,6 +358,53 @@ fn locked_flags(path: &Path) -> Result<libc::c_ulong, String> {
     Ok(flags)
 }
 
+/// The seccomp program for `limits` (see `seccomp.rs`); none when nothing is to be refused.
+fn socket_filter(limits: &Limits, mechanism: Mechanism) -> Option<Vec<libc::sock_filter>> {
+    let unix = if limits.unix_sockets { Verdict::Allow } else { Verdict::Deny };
+    let (families, default) = match (mechanism, &limits.network) {
+        (Mechanism::Landlock, Network::Off) => (vec![(libc::AF_UNIX, unix)], Verdict::Deny),
+        (Mechanism::Landlock, Network::Allow(_)) => (
+            vec![(libc::AF_UNIX, unix), (libc::AF_INET, Verdict::StreamOnly), (libc::AF_INET6, Verdict::StreamOnly)],
+            Verdict::Deny,
+        ),
+        _ if limits.unix_sockets => return None,
+        _ => (vec![(libc::AF_UNIX, Verdict::Deny)], Verdict::Allow),
+    };
+    Some(seccomp::socket_filter(&families, default))
+}
+
+/// Reading files and listing folders.
+fn read_access() -> landlock::BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+/// The paths that get the right to read beneath them so that everything but `hidden` is readable: every
+/// entry of `/`, except the hidden ones and the folders on the way to one, which are walked into the same
+/// way. Landlock grants a right to a whole hierarchy and has no exception, so those folders themselves
+/// cannot be listed (their entries can still be opened by name), and what is created in them later cannot
+/// be read: the fallback's price, said in the note and in `:checkhealth`.
+pub(super) fn read_roots(hidden: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, hidden: &[std::path::PathBuf], out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            if hidden.contains(&p) {
+                continue;
+            }
+            let on_the_way = hidden.iter().any(|h| h.starts_with(&p));
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if on_the_way && is_dir {
+                walk(&p, hidden, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(Path::new("/"), hidden, &mut out);
+    out
+}
+
 /// The rights that change the file system; reading, executing and device ioctls stay open.
 fn write_access() -> landlock::BitFlags<AccessFs> {
     AccessFs::from_write(ABI::V3)
@@ -205,19 +413,41 @@ fn write_access() -> landlock::BitFlags<AccessFs> {
 fn ruleset(limits: &Limits, mechanism: Mechanism) -> Result<OwnedFd, String> {
     let err = |e: landlock::RulesetError| format!("cannot build the Landlock rules: {e}");
     let mut rs = Ruleset::default().handle_access(write_access()).map_err(err)?.scope(Scope::Signal).map_err(err)?;
-    if !limits.network {
+    if !limits.unix_sockets {
         rs = rs.scope(Scope::AbstractUnixSocket).map_err(err)?;
+    }
+    if !limits.network.is_open() {
         // With a network namespace of its own the command already has no network (and its errors say
         // "Network is unreachable", which the model understands); Landlock's TCP rules are the fallback.
         if mechanism == Mechanism::Landlock {
             rs = rs.handle_access(AccessNet::from_all(ABI::V4)).map_err(err)?;
         }
     }
+    // The allowlist proxy on the host's loopback (Landlock alone): the one port a command may connect to.
+    let proxy_port = if mechanism == Mechanism::Landlock { limits.proxy_port } else { None };
+    // Without a mount namespace nothing can be laid over the secret stores: Landlock then handles reading
+    // too, and grants it beneath everything but them (see `read_roots`).
+    let hide_by_rules = mechanism == Mechanism::Landlock && !limits.hidden.is_empty();
+    if hide_by_rules {
+        rs = rs.handle_access(read_access()).map_err(err)?;
+    }
     let mut created = rs.create().map_err(err)?;
     let dirs = std::iter::once(&limits.workspace).chain(std::iter::once(&limits.temp)).chain(&limits.writable);
+    let granted = if hide_by_rules { write_access() | read_access() } else { write_access() };
     for dir in dirs {
         let fd = PathFd::new(dir).map_err(|e| format!("cannot open {} for the sandbox: {e}", dir.display()))?;
-        created = created.add_rule(PathBeneath::new(fd, write_access())).map_err(err)?;
+        created = created.add_rule(PathBeneath::new(fd, granted)).map_err(err)?;
+    }
+    if let Some(port) = proxy_port {
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(err)?;
+    }
+    if hide_by_rules {
+        for p in read_roots(&limits.hidden) {
+            // A path that vanished since it was listed needs no right.
+            if let Ok(fd) = PathFd::new(&p) {
+                created = created.add_rule(PathBeneath::new(fd, read_access())).map_err(err)?;
+            }
+        }
     }
     for dev in ["/dev/null", "/dev/zero", "/dev/full"] {
         if let Ok(fd) = PathFd::new(dev) {

@@ -19,12 +19,16 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use super::ToolOutput;
 
 /// Kills the process group when dropped, unless disarmed: the turn was cancelled mid-command.
-struct GroupKill(Option<i32>);
+/// `through_waiter`: the sandbox's waiter is asked instead (`SIGTERM`), and ends its whole Landlock domain
+/// (`crate::sandbox`'s waiter: a `SIGKILL` would leave it no chance to end the orphans).
+struct GroupKill(Option<i32>, bool);
 
 impl GroupKill {
     fn kill(&self) {
-        if let Some(pgid) = self.0 {
-            sys::kill_group(pgid);
+        match *self {
+            GroupKill(Some(pid), true) => sys::stop_waiter(pid),
+            GroupKill(Some(pgid), false) => sys::kill_group(pgid),
+            GroupKill(None, _) => {}
         }
     }
 
@@ -46,6 +50,16 @@ mod sys {
     }
 
     const SIGKILL: i32 = 9;
+    const SIGTERM: i32 = 15;
+
+    pub(super) fn stop_waiter(pid: i32) {
+        if pid > 1 {
+            // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+            unsafe {
+                kill(pid, SIGTERM);
+            }
+        }
+    }
 
     pub(super) fn kill_group(pgid: i32) {
         // Never 0 or 1 (our own group, or every process): only a group we created.
@@ -61,6 +75,7 @@ mod sys {
 #[cfg(not(unix))]
 mod sys {
     pub(super) fn kill_group(_pgid: i32) {}
+    pub(super) fn stop_waiter(_pid: i32) {}
 }
 
 /// Keeps the first and last bytes of a stream, counting what was dropped between them.
@@ -122,21 +137,47 @@ async fn pump(mut r: impl AsyncRead + Unpin, into: &mut Capture) {
     }
 }
 
-/// A command's confinement: the plan its child applies before `exec`, and its private `$TMPDIR`.
+/// A command's confinement: the plan its child applies before `exec`, its private `$TMPDIR`, and the
+/// allowlist proxy it reaches the network through, if any.
 pub(crate) struct Sandboxed {
     pub plan: crate::sandbox::Plan,
     pub temp: std::path::PathBuf,
+    pub proxy: Option<ProxySource>,
 }
 
-/// Runs the command; `cap` bounds the captured output (half for stdout, half for stderr). `sandboxed`:
+/// The allowlist proxy of one command (`crate::sandbox::proxy`).
+pub(crate) struct ProxySource {
+    pub allow: Vec<String>,
+    /// The port the command reaches it on, at 127.0.0.1.
+    pub port: u16,
+    /// Bound by the core (Landlock alone), or handed over by the child from its network namespace.
+    pub listener: Option<std::net::TcpListener>,
+}
+
+fn start_proxy(
+    source: ProxySource,
+    receiver: Option<std::os::unix::net::UnixStream>,
+) -> Result<crate::sandbox::proxy::Running, String> {
+    let listener = match (source.listener, receiver) {
+        (Some(l), _) => l,
+        (None, Some(r)) => crate::sandbox::receive_listener(&r).map_err(|e| e.to_string())?,
+        (None, None) => return Err("no listening socket".to_string()),
+    };
+    crate::sandbox::proxy::serve(listener, source.allow).map_err(|e| e.to_string())
+}
+
+/// Runs the command; `cap` bounds the captured output (half for stdout, half for stderr); `env`: the
+/// secrets scrubbed from its environment (`crate::sandbox::env`), in the sandbox or not. `sandboxed`:
 /// confined (see `crate::sandbox`), with `$TMPDIR` (and `TMP`, `TEMP`) its private folder.
+/// Also returns the hosts the command asked the allowlist proxy for.
 pub(crate) async fn run(
     dir: &Path,
     command: &str,
     timeout: Duration,
     cap: usize,
+    env: &crate::sandbox::env::EnvPlan,
     sandboxed: Option<Sandboxed>,
-) -> ToolOutput {
+) -> (ToolOutput, Vec<crate::sandbox::proxy::Contact>) {
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(command)
@@ -149,19 +190,57 @@ pub(crate) async fn run(
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
         .env("GIT_TERMINAL_PROMPT", "0");
+    env.apply(&mut cmd);
     #[cfg(unix)]
     cmd.process_group(0);
-    if let Some(s) = sandboxed {
+    let mut through_waiter = false;
+    let (mut proxy_source, mut receiver) = (None, None);
+    if let Some(mut s) = sandboxed {
         cmd.env("TMPDIR", &s.temp).env("TMP", &s.temp).env("TEMP", &s.temp);
+        if let Some(p) = &s.proxy {
+            let url = format!("http://127.0.0.1:{}", p.port);
+            for var in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"] {
+                cmd.env(var, &url);
+            }
+            // Everything goes through the proxy, the loopback too (it is the only way out).
+            cmd.env_remove("NO_PROXY").env_remove("no_proxy");
+        }
+        proxy_source = s.proxy.take();
+        receiver = s.plan.take_proxy_receiver();
+        through_waiter = s.plan.stop_through_waiter();
+        // A dropped child would get a SIGKILL: the waiter must get its SIGTERM instead.
+        cmd.kill_on_drop(!through_waiter);
         s.plan.install(cmd.as_std_mut());
     }
-    let mut child = match cmd.spawn() {
+    let child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return ToolOutput::error(format!("cannot start the command (sh -c, or its sandbox): {e}")),
+        Err(e) => {
+            return (ToolOutput::error(format!("cannot start the command (sh -c, or its sandbox): {e}")), Vec::new());
+        }
     };
+    drop(cmd); // the child's end of the proxy's socket pair, among others
+    let proxy = match proxy_source.map(|p| start_proxy(p, receiver)).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            let group = GroupKill(child.id().and_then(|id| i32::try_from(id).ok()), through_waiter);
+            group.kill();
+            return (ToolOutput::error(format!("the sandbox's network proxy could not be started: {e}")), Vec::new());
+        }
+    };
+    let out = supervise(child, timeout, cap, through_waiter).await;
+    (out, proxy.map(|p| p.finish()).unwrap_or_default())
+}
+
+/// Waits for the command within `timeout`, capturing its output; kills it on timeout or when dropped.
+async fn supervise(
+    mut child: tokio::process::Child,
+    timeout: Duration,
+    cap: usize,
+    through_waiter: bool,
+) -> ToolOutput {
     // Declared after `child`, so dropped before it: the group dies while `sh` is still unreaped and
     // its pid (the group id) cannot have been reused.
-    let mut group = GroupKill(child.id().and_then(|id| i32::try_from(id).ok()));
+    let mut group = GroupKill(child.id().and_then(|id| i32::try_from(id).ok()), through_waiter);
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return ToolOutput::error("cannot capture the command's output".to_string());
     };

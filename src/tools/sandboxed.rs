@@ -16,7 +16,7 @@ use super::{
     DEFAULT_COMMAND_TIMEOUT_SECS, Gate, Gated, MAX_COMMAND_TIMEOUT_SECS, SESSION_TMP_DIR, ToolOutput, Tools,
     blocking_res, command,
 };
-use crate::sandbox::{self, CommandSandbox, Limits, Mechanism};
+use crate::sandbox::{self, CommandSandbox, Limits, Mechanism, Network, env::EnvPlan};
 
 impl Tools {
     /// The private `$TMPDIR` of this session's commands.
@@ -41,12 +41,33 @@ impl Tools {
         }
         let timeout = Duration::from_secs(timeout);
         let dir = self.root.canon().to_path_buf();
+        let env = EnvPlan::current(&self.sandbox);
         let Some(limits) = way.limits.clone() else {
-            let mut out = command::run(&dir, &req.command, timeout, self.output_cap, None).await;
+            let (mut out, _) = command::run(&dir, &req.command, timeout, self.output_cap, &env, None).await;
             out.sandbox = Some(way.record(true));
             return out;
         };
         let mechanism = way.mechanism;
+        let mut limits = limits;
+        let mut proxy = None;
+        if let Network::Allow(allow) = &limits.network {
+            let (port, listener) = if mechanism == Mechanism::Namespaces {
+                (sandbox::proxy::NAMESPACE_PORT, None)
+            } else {
+                match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| Ok((l.local_addr()?.port(), l))) {
+                    Ok((port, l)) => (port, Some(l)),
+                    Err(e) => {
+                        let mut out = ToolOutput::error(format!(
+                            "the sandbox's network proxy could not listen, so the command was not run: {e}"
+                        ));
+                        out.sandbox = Some(way.record(false));
+                        return out;
+                    }
+                }
+            };
+            limits.proxy_port = Some(port);
+            proxy = Some(command::ProxySource { allow: allow.clone(), port, listener });
+        }
         let prepared = {
             let limits = limits.clone();
             blocking_res(move |_| {
@@ -66,9 +87,16 @@ impl Tools {
                 return out;
             }
         };
-        let env = command::Sandboxed { plan, temp: limits.temp.clone() };
-        let mut out = command::run(&dir, &req.command, timeout, self.output_cap, Some(env)).await;
-        let blocked = sandbox::blocked_report(&out.content, &limits, mechanism, &dir);
+        let confined = command::Sandboxed { plan, temp: limits.temp.clone(), proxy };
+        let (mut out, contacts) =
+            command::run(&dir, &req.command, timeout, self.output_cap, &env, Some(confined)).await;
+        let mut blocked = sandbox::blocked_report(&out.content, &limits, mechanism, &dir);
+        for c in contacts.iter().filter(|c| !c.allowed) {
+            blocked.push(format!(
+                "blocked by the sandbox: network to {} (not in sandbox.network's allow list; the user can add it)",
+                c.host
+            ));
+        }
         // A non-zero exit may be the sandbox's doing; a timeout or a lost child is not.
         let failed = out.content.starts_with("exit code: ") && !out.content.starts_with("exit code: 0\n");
         if failed || !blocked.is_empty() {
@@ -86,7 +114,10 @@ impl Tools {
                  is asked.]\n",
             );
         }
-        out.sandbox = Some(way.record(true));
+        let mut record = way.record(true);
+        record.hosts = contacts.iter().filter(|c| c.allowed).map(|c| c.host.clone()).collect();
+        record.refused_hosts = contacts.iter().filter(|c| !c.allowed).map(|c| c.host.clone()).collect();
+        out.sandbox = Some(record);
         out
     }
 
@@ -122,25 +153,37 @@ impl Tools {
             way.reason = Some(reason);
             return way;
         }
-        let network = settings.network || req.network == Some(true);
-        if network && !settings.network {
+        let network = if req.network == Some(true) { Network::On } else { settings.network.clone() };
+        if network.is_open() && !settings.network.is_open() {
             way.lifted.push("the network ban (this command may connect and listen)".to_string());
             way.forced = true;
             way.allowed.push("network".to_string());
         }
         way.mechanism = support.mechanism;
-        way.warning = support.warning();
-        way.network = network;
+        let warnings: Vec<String> =
+            support.warning().into_iter().chain(settings.unix_sockets.then(|| UNIX_OPEN.to_string())).collect();
+        way.warning = (!warnings.is_empty()).then(|| warnings.join("; "));
+        way.network = network.is_open();
         let writable = settings.writable.iter().filter_map(|w| w.canonicalize().ok()).collect();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let (hidden, _holding_the_workspace) =
+            sandbox::hidden_paths(home.as_deref(), &settings.deny_read, self.root.canon());
         way.limits = Some(Limits {
+            hidden,
             workspace: self.root.canon().to_path_buf(),
             temp: self.command_temp_dir(),
             writable,
             network,
+            unix_sockets: settings.unix_sockets,
+            proxy_port: None,
         });
         way
     }
 }
+
+/// What the approval says when `sandbox.unix_sockets` is on.
+pub const UNIX_OPEN: &str = "sandbox.unix_sockets = true: the command may connect to Unix sockets, the editor's own \
+                             server among them, so it can drive the editor itself (and through it, anything)";
 
 /// `run_command`'s arguments.
 struct CommandRequest {
@@ -195,6 +238,8 @@ impl CommandWay {
             network: self.network,
             allowed: if ran { self.allowed.clone() } else { Vec::new() },
             reason: self.reason.clone(),
+            hosts: Vec::new(),
+            refused_hosts: Vec::new(),
         })
     }
 }

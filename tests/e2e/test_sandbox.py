@@ -204,6 +204,14 @@ def test_checkhealth_reports_the_sandbox(start_nvim: Any, workspace: Path, monke
     assert "OK commands run in the sandbox: user, mount and network namespaces, then Landlock (Landlock ABI 7)" in report, report
     assert ".git/ and .PseudoClaude/ are read-only" in report, report
     assert "OK network off" in report, report
+    assert "OK no Unix socket (seccomp)" in report, report
+    assert "OK secret-looking variables (KEY, TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, AUTH)" in report, report
+    assert "OK ~/.ssh, ~/.aws, ~/.gnupg and the other secret stores read as empty (an empty read-only folder" in report
+    assert "OK nothing outlives its command: each runs as the first process of its own PID namespace" in report, report
+    n.lua("require('pseudoclaude').setup({ sandbox = { unix_sockets = true } })")
+    report = section(health_report(n), "pseudoclaude: command sandbox")
+    assert "WARNING Unix sockets open (sandbox.unix_sockets = true): commands can connect to the editor's own server" \
+        " and drive the editor itself" in report, report
     n.lua("require('pseudoclaude').setup({ sandbox = { network = true, writable = { '/nonexistent-pc' } } })")
     report = section(health_report(n), "pseudoclaude: command sandbox")
     assert "WARNING network on for every command" in report, report
@@ -216,12 +224,21 @@ def test_checkhealth_reports_the_sandbox(start_nvim: Any, workspace: Path, monke
     report = section(health_report(weak), "pseudoclaude: command sandbox")
     assert "OK commands run in the sandbox: Landlock and seccomp" in report, report
     assert "cannot keep commands from changing .git/ and .PseudoClaude/" in report, report
+    assert "the folders above them (~, /) cannot be listed inside the sandbox" in report, report
+    assert "OK nothing outlives its command: its Landlock domain is ended with it" in report, report
 
 
 def test_sandbox_options_are_checked(nvim: Neovim) -> None:
     for opts, expect in (
-        ({"enable": False}, "sandbox.enable: unknown option (known: enabled, network, writable)"),
+        ({"enable": False}, "sandbox.enable: unknown option (known: enabled, network, writable, unix_sockets, env, deny_read)"),
         ({"network": "yes"}, "sandbox.network"),
+        ({"network": {"allow": "crates.io"}}, "sandbox.network"),
+        ({"network": {"hosts": ["crates.io"]}}, "sandbox.network"),
+        ({"unix_sockets": "yes"}, "sandbox.unix_sockets"),
+        ({"env": {"keep": "GITHUB_TOKEN"}}, "sandbox.env"),
+        ({"env": {"set": {"A": 1}}}, "sandbox.env"),
+        ({"env": {"drop": []}}, "sandbox.env"),
+        ({"deny_read": "~/.ssh"}, "sandbox.deny_read"),
         ({"writable": "/tmp"}, "sandbox.writable"),
         ({"writable": [1]}, "sandbox.writable"),
     ):
@@ -237,3 +254,140 @@ def test_the_demo_shows_the_sandbox_at_work(nvim: Neovim, workspace: Path) -> No
     assert "blocked by the sandbox: write to" in text and "TMPDIR=" in text, text
     assert "refused the write in your home folder" in text, text
     assert not list(Path(os.environ.get("HOME", "/root")).glob(".pseudoclaude-demo-*"))
+
+
+MSGPACK_RPC = """
+import socket, sys
+def s(b):
+    b = b.encode()
+    return (bytes([0xa0 | len(b)]) if len(b) < 32 else bytes([0xd9, len(b)])) + b
+c = socket.socket(socket.AF_UNIX)
+c.connect(sys.argv[1])
+# [0, msgid, "nvim_command", [cmd]]: a request, as any msgpack-RPC client sends it
+c.sendall(bytes([0x94, 0x00, 0x01]) + s("nvim_command") + bytes([0x91]) + s(sys.argv[2]))
+print("drove the editor:", c.recv(64))
+"""
+
+
+def test_a_command_cannot_drive_the_editor_through_its_own_socket(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    from conftest import NVIM
+
+    (workspace / "rpc.py").write_text(MSGPACK_RPC)
+    server = nvim.api.eval("v:servername")
+    assert not server.startswith(str(workspace))
+    rpc_marker, remote_marker = tmp_path / "rpc", tmp_path / "remote"
+    cmd = (f"python3 rpc.py {server} \"call writefile([], '{rpc_marker}')\"; "
+           f"{NVIM} --server {server} --remote-expr \"writefile([], '{remote_marker}')\"; echo tried")
+    setup(nvim, openai(fake), approve={"run_command": True})
+    answer_approvals(nvim)
+    told = run_turn(nvim, fake, {"command": cmd})
+    assert "tried" in told and "drove the editor" not in told, told
+    assert not rpc_marker.exists() and not remote_marker.exists()
+    assert "blocked by the sandbox: Unix sockets" in told, told
+    # sandbox.unix_sockets = true lifts it, and the approval says what that means.
+    nvim.lua("require('pseudoclaude').setup(...)",
+             {"provider": openai(fake), "sandbox": {"unix_sockets": True}})
+    nvim.api.command("PseudoNew")
+    answer_approvals(nvim, "Yes")
+    told = run_turn(nvim, fake, {"command": cmd}, turns=2)
+    assert "drove the editor" in told and rpc_marker.exists() and remote_marker.exists(), told
+    prompt = nvim.lua("return vim.g.pc_prompts[1]")
+    assert "sandbox.unix_sockets = true" in prompt and "drive the editor itself" in prompt, prompt
+
+
+def test_secrets_stay_out_of_the_environment_the_stores_and_the_log(
+    start_nvim: Any, workspace: Path, fake: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY----- pc-secret-key\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("aws_secret_access_key = pc-secret-aws\n")
+    (home / "notes.txt").write_text("ordinary file\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GITHUB_TOKEN", "pc-secret-gh")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "pc-secret-aws-env")
+    monkeypatch.setenv("NPM_TOKEN", "pc-kept-npm")
+    monkeypatch.setenv("ORDINARY_VAR", "plain")
+    n = start_nvim()
+    setup(n, openai(fake), approve={"run_command": True},
+          sandbox={"env": {"keep": ["NPM_TOKEN"], "set": {"CI": "1"}}})
+    answer_approvals(n)
+    told = run_turn(n, fake, {"command": "cat ~/.ssh/id_ed25519 ~/.aws/credentials; cat ~/notes.txt; env | sort"})
+    assert "pc-secret" not in told, told
+    assert "ordinary file" in told and "ORDINARY_VAR=plain" in told and "NPM_TOKEN=pc-kept-npm" in told, told
+    assert "\nCI=1\n" in told, told
+    assert f"these read as empty (secret stores, sandbox.deny_read): {home}/.ssh, {home}/.aws" in told, told
+    log = Path(n.lua("return require('pseudoclaude').current().jsonl")).read_text()
+    assert "pc-secret" not in log
+
+
+def test_nothing_a_command_started_outlives_it(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
+    marker = f"1000.{os.getpid()}"
+    setup(nvim, openai(fake), approve={"run_command": True})
+    answer_approvals(nvim)
+    told = run_turn(nvim, fake, {"command": f"setsid sleep {marker}1 >/dev/null 2>&1 & "
+                                            f"nohup sleep {marker}2 >/dev/null 2>&1 & "
+                                            f"sh -c 'sleep {marker}3 >/dev/null 2>&1 &'; echo started"})
+    assert "started" in told, told
+
+    def running() -> list[str]:
+        found = []
+        for p in Path("/proc").iterdir():
+            try:
+                line = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                state = (p / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError, ValueError):
+                continue
+            if marker in line and state not in ("Z", "X"):
+                found.append(line)
+        return found
+
+    assert running() == []
+
+
+def test_the_network_allowlist_lets_through_only_its_hosts_https_included(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    import http.server
+    import ssl
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = f"hello from {self.server.server_port}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-keyout", str(tmp_path / "k.pem"), "-out", str(tmp_path / "c.pem")], check=True, capture_output=True)
+    tls = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
+    tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    for s in (tls, other):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    tp, op = tls.server_port, other.server_port
+    setup(nvim, openai(fake), approve={"run_command": True}, sandbox={"network": {"allow": [f"127.0.0.1:{tp}"]}})
+    answer_approvals(nvim)
+    told = run_turn(nvim, fake, {"command": f"curl -sSk https://127.0.0.1:{tp}/; echo; curl -sS http://127.0.0.1:{op}/; "
+                                            f"curl -sS --noproxy '*' http://127.0.0.1:{tp}/ || echo direct-failed"})
+    tls.shutdown()
+    other.shutdown()
+    assert f"hello from {tp}" in told, told
+    assert f"hello from {op}" not in told, told
+    assert f"blocked by the sandbox: 127.0.0.1:{op} is not in sandbox.network's allow list" in told, told
+    assert "direct-failed" in told, told
+    assert nvim.lua("return vim.g.pc_asked") == 0
+    rec = logged_results(nvim)[-1]["sandbox"]
+    assert rec["hosts"] == [f"127.0.0.1:{tp}"] and rec["refused_hosts"] == [f"127.0.0.1:{op}"], rec
+    report = section(health_report(nvim), "pseudoclaude: command sandbox")
+    assert f"OK network only to 127.0.0.1:{tp}, through the plugin's proxy" in report, report

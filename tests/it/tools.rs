@@ -620,7 +620,9 @@ async fn run_command_reports_exit_code_stdout_and_stderr() {
 
 #[tokio::test]
 async fn run_command_timeout_kills_the_process_group() {
-    let ws = Ws::with_auto(&[], AutoApprove { run_command: true, ..Default::default() });
+    // Outside the sandbox (where `$!` is a pid of this system, not of the command's PID namespace).
+    let mut ws = Ws::with_auto(&[], AutoApprove { run_command: true, ..Default::default() });
+    ws.tools.set_sandbox(Settings { enabled: false, ..Settings::default() });
     let start = Instant::now();
     // The sleep outlives every deadline here: if it is dead, it was killed.
     let run = ws.run("run_command", json!({"command": "echo started; sleep 300 & echo $! > pid; wait", "timeout": 1}));
@@ -640,7 +642,9 @@ async fn run_command_timeout_kills_the_process_group() {
 
 #[tokio::test]
 async fn dropping_the_run_future_kills_the_command() {
-    let ws = Ws::with_auto(&[], AutoApprove { run_command: true, ..Default::default() });
+    // Outside the sandbox (the sandboxed case: `nothing_outlives_its_command_…`).
+    let mut ws = Ws::with_auto(&[], AutoApprove { run_command: true, ..Default::default() });
+    ws.tools.set_sandbox(Settings { enabled: false, ..Settings::default() });
     let call = ToolCall::new("c", "run_command", json!({"command": "sleep 300 & echo $! > pid; wait"}));
     let pid = {
         // dropped at the end of this block, once the command is seen running (its pid written)
@@ -786,7 +790,7 @@ async fn nothing_inside_a_git_folder_is_written() {
 
 // ---------------------------------------------------------------- run_command in the sandbox
 
-use pseudoclaude::sandbox::{self, Mechanism, Settings, Support};
+use pseudoclaude::sandbox::{self, Mechanism, Network, Settings, Support};
 
 /// Auto-approved commands in a workspace whose session folder is `.PseudoClaude/sessions/s1` (so the
 /// commands' `$TMPDIR` lies beneath the read-only `.PseudoClaude`, as in a real session).
@@ -906,7 +910,7 @@ async fn a_tcp_connection_fails_in_the_sandbox_and_works_when_the_network_is_all
     assert!(declined.contains("declined"), "{declined}");
     assert!(!accepted(&l), "a declined command connected");
     // `network = true` in setup(): no question.
-    let ws = sandboxed(&[], None, Settings { network: true, ..Settings::default() });
+    let ws = sandboxed(&[], None, Settings { network: Network::On, ..Settings::default() });
     let out = ws.run("run_command", json!({"command": connect})).await;
     assert!(out.content.contains("connected"), "{}", out.content);
     assert!(accepted(&l));
@@ -1001,4 +1005,223 @@ async fn writable_folders_and_a_disabled_sandbox() {
     ws.ok("run_command", json!({"command": format!("touch {}/free", extra.path().display())})).await;
     assert!(extra.path().join("free").exists());
     assert!(ws.script.asked().is_empty());
+}
+
+/// A Unix socket listening outside the workspace (as the editor's server, an ssh agent or the Docker
+/// daemon would), and a Python command that connects to it and says so.
+fn unix_listener() -> (tempfile::TempDir, std::os::unix::net::UnixListener, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("server.sock");
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let cmd = format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); s.sendall(b'hi'); print('connected')\"",
+        path.display()
+    );
+    (dir, l, cmd)
+}
+
+const SOCKETPAIR: &str =
+    "python3 -c \"import socket; a, b = socket.socketpair(); a.sendall(b'pair'); print(b.recv(4).decode())\"";
+
+#[tokio::test]
+async fn no_unix_socket_can_be_reached_but_socketpair_and_pipes_work_in_both_mechanisms() {
+    let abi = full_support().landlock_abi;
+    for support in [None, Some(Support::landlock_only(abi, "simulated"))] {
+        let ws = sandboxed(&[], support.clone(), Settings::default());
+        let (_dir, l, connect) = unix_listener();
+        let cmd = format!("{connect}; {SOCKETPAIR}; echo piped | cat");
+        let out = ws.run("run_command", json!({"command": cmd})).await;
+        assert!(!out.content.contains("connected"), "{support:?}: {}", out.content);
+        assert!(l.accept().is_err(), "{support:?}: the listener was reached");
+        assert!(out.content.contains("\npair\npiped\n"), "{support:?}: {}", out.content);
+        assert!(out.content.contains("blocked by the sandbox: Unix sockets"), "{support:?}: {}", out.content);
+        assert!(out.content.contains("sandbox.unix_sockets = true lifts it"), "{}", out.content);
+    }
+    // `unix_sockets = true` lifts it, and the approval says what that means.
+    let (_dir, l, connect) = unix_listener();
+    let mut ws = Ws::new(&[Approval::Yes]);
+    ws.tools.set_sandbox(Settings { unix_sockets: true, ..Settings::default() });
+    let out = ws.ok("run_command", json!({"command": connect})).await;
+    assert!(out.contains("[stdout]\nconnected\n"), "{out}");
+    assert!(l.accept().is_ok());
+    let w = ws.script.asked()[0].warning.clone().unwrap_or_default();
+    assert!(w.contains("sandbox.unix_sockets = true") && w.contains("drive the editor"), "{w}");
+}
+
+#[tokio::test]
+async fn secrets_are_removed_from_every_commands_environment() {
+    full_support();
+    // Names unique to this test (the environment is the whole test process's).
+    let vars = [
+        ("PCT_GITHUB_TOKEN", "t0ken"),
+        ("pct_aws_secret_access_key", "s3cret"),
+        ("PCT_DB_PASSWORD", "pw"),
+        ("PCT_MY_CREDENTIALS", "cr"),
+        ("PCT_PROVIDER", "llm-key"),
+        ("PCT_KEEP_TOKEN", "kept"),
+        ("PCT_ORDINARY", "plain"),
+    ];
+    for (k, v) in vars {
+        // SAFETY: set before any command of this test runs; no other test reads these names.
+        unsafe { std::env::set_var(k, v) };
+    }
+    let mut settings = Settings { provider_key_env: Some("PCT_PROVIDER".into()), ..Settings::default() };
+    settings.env.keep = vec!["PCT_KEEP_TOKEN".into()];
+    settings.env.set.insert("PCT_SET".into(), "given".into());
+    let ws = sandboxed(&[Approval::Yes], None, settings);
+    let out = ws.ok("run_command", json!({"command": "env | grep -i '^pct_' | sort"})).await;
+    assert_eq!(out, "exit code: 0\n[stdout]\nPCT_KEEP_TOKEN=kept\nPCT_ORDINARY=plain\nPCT_SET=given\n");
+    // Outside the sandbox too, after the user's yes.
+    let args = json!({"command": "env | grep -i '^pct_' | sort", "sandbox": false, "reason": "test"});
+    let out = ws.ok("run_command", args).await;
+    assert_eq!(out, "exit code: 0\n[stdout]\nPCT_KEEP_TOKEN=kept\nPCT_ORDINARY=plain\nPCT_SET=given\n");
+}
+
+#[tokio::test]
+async fn secret_stores_read_as_empty_and_the_note_names_them() {
+    let abi = full_support().landlock_abi;
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().canonicalize().unwrap();
+    fs::create_dir_all(home.join(".ssh")).unwrap();
+    fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    fs::write(home.join(".netrc"), "machine x password p\n").unwrap();
+    fs::write(home.join("notes.txt"), "readable\n").unwrap();
+    let settings = Settings { deny_read: vec![home.join(".ssh"), home.join(".netrc")], ..Settings::default() };
+    for support in [None, Some(Support::landlock_only(abi, "simulated"))] {
+        let ws = sandboxed(&[], support.clone(), settings.clone());
+        let cmd = format!(
+            "cat {h}/.ssh/id_ed25519; cat {h}/.netrc; ls -A {h}/.ssh; cat {h}/notes.txt /etc/hostname >/dev/null && echo read-ok",
+            h = home.display()
+        );
+        let out = ws.run("run_command", json!({"command": cmd})).await;
+        assert!(
+            !out.content.contains("PRIVATE KEY") && !out.content.contains("password"),
+            "{support:?}: {}",
+            out.content
+        );
+        assert!(out.content.contains("read-ok"), "{support:?}: {}", out.content);
+        assert!(out.content.contains("these read as empty"), "{}", out.content);
+        assert!(out.content.contains(&format!("{}", home.join(".ssh").display())), "{}", out.content);
+        // Ordinary work still works.
+        let out = ws.ok("run_command", json!({"command": "git init -q g && git -C g status --short && python3 -c 'print(1)' && mktemp >/dev/null && echo fine"})).await;
+        assert!(out.ends_with("fine\n"), "{support:?}: {out}");
+    }
+}
+
+/// Whether a process whose command line holds `marker` runs (zombies count as dead).
+fn running_with(marker: &str) -> bool {
+    let Ok(dir) = fs::read_dir("/proc") else { return false };
+    dir.flatten().any(|e| {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { return false };
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&cmdline).contains(marker) && alive(pid)
+    })
+}
+
+fn gone_soon(marker: &str) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        if !running_with(marker) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[tokio::test]
+async fn nothing_outlives_its_command_setsid_nohup_double_fork_or_timeout() {
+    let abi = full_support().landlock_abi;
+    for (n, support) in [None, Some(Support::landlock_only(abi, "simulated"))].into_iter().enumerate() {
+        let ws = sandboxed(&[], support.clone(), Settings::default());
+        let m = format!("{}{n}", std::process::id());
+        let cmd = format!(
+            "setsid sleep 1000.{m}1 >/dev/null 2>&1 & nohup sleep 1000.{m}2 >/dev/null 2>&1 & \
+             sh -c 'sleep 1000.{m}3 >/dev/null 2>&1 &' ; sleep 0.2; echo started"
+        );
+        let out = ws.ok("run_command", json!({"command": cmd})).await;
+        assert!(out.ends_with("started\n"), "{out}");
+        for k in 1..=3 {
+            assert!(gone_soon(&format!("1000.{m}{k}")), "{support:?}: sleep {k} outlived its command");
+        }
+        // A timeout ends the whole tree too.
+        let cmd = format!("setsid sleep 1000.{m}4 >/dev/null 2>&1 & sleep 1000.{m}5");
+        let e = ws.err("run_command", json!({"command": cmd, "timeout": 1})).await;
+        assert!(e.starts_with("timed out after 1 s"), "{e}");
+        for k in 4..=5 {
+            assert!(gone_soon(&format!("1000.{m}{k}")), "{support:?}: sleep {k} outlived its timeout");
+        }
+        // So does a cancelled turn (the run's future dropped).
+        let call =
+            ToolCall::new("c", "run_command", json!({"command": format!("setsid sleep 1000.{m}6 & sleep 1000.{m}7")}));
+        {
+            let run = ws.tools.run(&call);
+            tokio::pin!(run);
+            let start = Instant::now();
+            while !(running_with(&format!("1000.{m}6")) && running_with(&format!("1000.{m}7"))) {
+                tokio::select! {
+                    out = &mut run => panic!("the command ended on its own: {}", out.content),
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+                assert!(start.elapsed() < Duration::from_secs(10), "the command never started");
+            }
+        }
+        for k in 6..=7 {
+            assert!(gone_soon(&format!("1000.{m}{k}")), "{support:?}: sleep {k} outlived its cancelled command");
+        }
+    }
+}
+
+/// A local HTTP server answering every request with `body`, until the test ends; its port.
+fn http_server(body: &'static str) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let mut conn = conn;
+            let mut buf = [0u8; 4096];
+            let _ = std::io::Read::read(&mut conn, &mut buf);
+            let answer =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let _ = std::io::Write::write_all(&mut conn, answer.as_bytes());
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn the_allowlist_proxy_lets_through_only_the_hosts_allowed_in_both_mechanisms() {
+    let abi = full_support().landlock_abi;
+    let (allowed, refused) = (http_server("allowed-body"), http_server("refused-body"));
+    let get = |port: u16| {
+        format!(
+            "python3 -c \"import urllib.request as u, urllib.error as e\ntry: print(u.urlopen('http://127.0.0.1:{port}/x', timeout=5).read().decode())\nexcept e.HTTPError as x: print(x.code, x.read().decode())\""
+        )
+    };
+    let direct = format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {allowed}), timeout=3); print('direct')\""
+    );
+    for support in [None, Some(Support::landlock_only(abi, "simulated"))] {
+        let network = Network::Allow(vec![format!("127.0.0.1:{allowed}"), "*.example.invalid".into()]);
+        let ws = sandboxed(&[], support.clone(), Settings { network, ..Settings::default() });
+        let cmd = format!("{}; {}; {direct}; echo $HTTPS_PROXY", get(allowed), get(refused));
+        let out = ws.run("run_command", json!({"command": cmd})).await;
+        let c = &out.content;
+        assert!(c.contains("\nallowed-body\n"), "{support:?}: {c}");
+        assert!(!c.contains("refused-body"), "{support:?}: {c}");
+        assert!(
+            c.contains(&format!(
+                "403 blocked by the sandbox: 127.0.0.1:{refused} is not in sandbox.network's allow list"
+            )),
+            "{support:?}: {c}"
+        );
+        assert!(!c.contains("\ndirect\n"), "{support:?}: a direct connection went through: {c}");
+        assert!(c.contains("http://127.0.0.1:"), "{c}");
+        assert!(c.contains(&format!("blocked by the sandbox: network to 127.0.0.1:{refused}")), "{c}");
+        let rec = out.sandbox.unwrap();
+        assert_eq!(rec.hosts, [format!("127.0.0.1:{allowed}")], "{rec:?}");
+        assert_eq!(rec.refused_hosts, [format!("127.0.0.1:{refused}")], "{rec:?}");
+        assert!(ws.script.asked().is_empty());
+    }
 }
