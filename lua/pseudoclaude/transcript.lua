@@ -209,7 +209,7 @@ end
 --- Under an answer that stopped mid-stream (`interrupted` on the message: the editor died while it streamed).
 M.INTERRUPTED_LINE = "[interrupted: the answer stopped here]"
 
---- The prefix of the stale-session reminder (`src/agent/mod.rs`, STALE_REMINDER_PREFIX).
+--- The prefix of the stale-session reminder (`src/session/words.rs`, STALE_REMINDER_PREFIX).
 M.REMINDER_PREFIX = "[Session resumed]"
 
 --- `▸ name {args}` on one line.

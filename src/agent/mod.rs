@@ -28,6 +28,7 @@ use crate::git::GitHead;
 use crate::instructions::{self, Instructions, Sources};
 use crate::message::{Message, now};
 use crate::provider::Provider;
+use crate::session::words::STALE_REMINDER_PREFIX;
 use crate::session::{self, Context, Loaded, Writer, WriterOptions};
 use crate::tools::{Approver, AutoApprove, Tools};
 use crate::usage::{Pricing, UsageByModel};
@@ -423,8 +424,6 @@ pub fn stale_seconds(last: i64, now: i64, stale_after: Duration) -> Option<u64> 
     let idle = now.saturating_sub(last).max(0) as u64;
     (idle > stale_after.as_secs()).then_some(idle)
 }
-
-pub const STALE_REMINDER_PREFIX: &str = "[Session resumed]";
 
 /// The reminder the model reads after a long pause of `hours`.
 pub fn stale_reminder(hours: u64) -> String {

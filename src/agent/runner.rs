@@ -26,6 +26,7 @@ use crate::conversation::Unsaved;
 use crate::git;
 use crate::message::{Message, ToolCall, ToolResult, now};
 use crate::provider::{Request, StreamEvent, Usage};
+use crate::session::words::{CANCELLED_RESULT, INTERRUPTED_NOTE};
 use crate::session::{Entry, spill};
 
 /// What a turn reports, in order, to whoever drives it (the Neovim bridge).
@@ -123,9 +124,6 @@ impl Cancel {
         }
     }
 }
-
-pub const CANCELLED_RESULT: &str = "cancelled by the user before this tool finished";
-pub const INTERRUPTED_NOTE: &str = "[interrupted by the user]";
 
 /// Why a turn stopped early.
 enum Stop {

@@ -13,9 +13,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::loader::Loaded;
+use super::words::{CANCELLED_RESULT, INTERRUPTED_NOTE, STALE_REMINDER_PREFIX};
 use super::{Context, Error, Result, list, load, spill, touched};
-use crate::agent::STALE_REMINDER_PREFIX;
-use crate::agent::runner::{CANCELLED_RESULT, INTERRUPTED_NOTE};
 use crate::message::{Message, ToolResult};
 
 /// What an export produces.

@@ -38,6 +38,7 @@ pub mod retention;
 pub mod search;
 pub mod spill;
 pub mod touched;
+pub mod words;
 pub mod writer;
 
 use std::fs::DirBuilder;

@@ -1,8 +1,9 @@
 """Which source file imports which: Rust paths (`use crate::…`, `super::…`, `self::…`, a child module's name, and
 the same paths written inline in code) and Lua `require("pseudoclaude…")`, resolved to the files that define them.
 
-`test_doc.py` fails on a circle between files and on a module's private `_H` table reached from another file
-(issue 29: a part never imports the whole it was cut from; `H` stays private to its file). Run it alone to print
+`test_doc.py` fails on a circle between files, on a module's private `_H` table reached from another file
+(issue 29: a part never imports the whole it was cut from; `H` stays private to its file) and on an import from a
+lower floor of the core to a higher one (issue 40: `FLOORS`, the one definition of the layers). Run it alone to print
 the graph: `python3 tests/e2e/module_graph.py`.
 
 Each Rust crate under `src/` is read on its own: the library, and each binary under `src/bin/` (whose `crate::` is
@@ -203,6 +204,62 @@ def lua_edges() -> dict[Path, set[Path]]:
     return edges
 
 
+# The floors of the library under src/, lowest first: a file imports its own floor's modules and lower ones, never a
+# higher floor's (the log never imports the agent that writes it; the agent never the bridge that exposes it). Each
+# top-level module of src/ (a folder or a file) is on exactly one floor: a new module must be placed here.
+FLOORS: list[tuple[str, list[str]]] = [
+    ("plain data and helpers", ["message", "pairing", "usage", "git", "atomic", "display", "fuzzy", "instructions"]),
+    ("the log", ["session"]),
+    (
+        "the agent's parts",
+        [
+            "conversation",
+            "provider",
+            "tools",
+            "mcp",
+            "sandbox",
+            "rewind",
+            "compact",
+            "attachment",
+            "import",
+            "workspaces",
+        ],
+    ),
+    ("the agent", ["agent"]),
+    ("the bridge to Neovim", ["bridge"]),
+]
+
+
+def floor_of(f: Path) -> int | None:
+    """The floor of a library file (None for `lib.rs`, a binary's file, or a module `FLOORS` does not place)."""
+    rel = f.relative_to(ROOT / "src").parts
+    if rel[0] in ("bin", "lib.rs"):
+        return None
+    top = rel[0].removesuffix(".rs")
+    return next((i for i, (_, mods) in enumerate(FLOORS) if top in mods), None)
+
+
+def unplaced_modules() -> list[str]:
+    """The top-level modules of the library that `FLOORS` does not place."""
+    src = ROOT / "src"
+    tops = {p.name.removesuffix(".rs") for p in src.iterdir() if p.suffix == ".rs" or p.is_dir()} - {"bin", "lib"}
+    placed = {m for _, mods in FLOORS for m in mods}
+    return sorted(tops - placed)
+
+
+def floor_violations(edges: dict[Path, set[Path]]) -> list[str]:
+    """Every import from a lower floor to a higher one, as `a (floor) -> b (floor)`."""
+    out = []
+    for a in sorted(edges):
+        fa = floor_of(a) if a.is_relative_to(ROOT / "src") else None
+        for b in sorted(edges[a]):
+            fb = floor_of(b)
+            if fa is not None and fb is not None and fb > fa:
+                rel = lambda p: str(p.relative_to(ROOT))  # noqa: E731
+                out.append(f"{rel(a)} ({FLOORS[fa][0]}) -> {rel(b)} ({FLOORS[fb][0]})")
+    return out
+
+
 def is_root(f: Path) -> bool:
     """A folder's root: a module's `mod.rs`, the library's `lib.rs`, a binary's `src/bin/NAME/main.rs`, `init.lua`."""
     return f.name in ("mod.rs", "lib.rs", "init.lua") or (f.name == "main.rs" and f.parent.parent.name == "bin")
@@ -268,3 +325,7 @@ if __name__ == "__main__":
             print(f"{name} circle: {describe(comp, edges)}")
     for line in private_tables_reached():
         print("private table reached:", line)
+    for line in floor_violations(rust_edges()):
+        print("floor broken:", line)
+    for name in unplaced_modules():
+        print("no floor:", name)

@@ -136,6 +136,39 @@ def test_the_import_check_sees_a_circle(tmp_path, monkeypatch):
     assert [line.split(":")[0] for line in module_graph.private_tables_reached()] == ["lua/pseudoclaude/p/part.lua"]
 
 
+def test_no_import_from_a_lower_floor_to_a_higher_one():
+    """Issue 40: the core's floors (`module_graph.FLOORS`: plain data < the log < the agent's parts < the agent < the
+    bridge) are imported downwards only (the log's own words live with the log, not in the agent that writes them),
+    and every module of src/ is on a floor."""
+    import module_graph
+
+    assert module_graph.floor_violations(module_graph.rust_edges()) == []
+    assert module_graph.unplaced_modules() == []
+
+
+def test_the_floor_check_sees_a_lower_floor_importing_a_higher_one(tmp_path, monkeypatch):
+    """The check above can fail: the log importing the agent's constant (as `session/export.rs` once did), a part
+    reaching the bridge, and a module no floor places are each found (in a copy of a small tree)."""
+    import module_graph
+
+    (tmp_path / "src" / "session").mkdir(parents=True)
+    (tmp_path / "src" / "agent").mkdir()
+    (tmp_path / "src" / "lib.rs").write_text("pub mod agent;\npub mod bridge;\npub mod session;\npub mod tools;\n")
+    (tmp_path / "src" / "session" / "mod.rs").write_text("pub mod export;\n")
+    (tmp_path / "src" / "session" / "export.rs").write_text("use crate::agent::runner::NOTE;\n")
+    (tmp_path / "src" / "agent" / "mod.rs").write_text("pub mod runner;\nuse crate::session::export;\n")
+    (tmp_path / "src" / "agent" / "runner.rs").write_text("pub const NOTE: &str = \"\";\n")
+    (tmp_path / "src" / "tools.rs").write_text("fn f() { crate::bridge::export(); }\n")
+    (tmp_path / "src" / "bridge.rs").write_text("pub fn export() {}\n")
+    (tmp_path / "src" / "newcomer.rs").write_text("\n")
+    monkeypatch.setattr(module_graph, "ROOT", tmp_path)
+    assert module_graph.floor_violations(module_graph.rust_edges()) == [
+        "src/session/export.rs (the log) -> src/agent/runner.rs (the agent)",
+        "src/tools.rs (the agent's parts) -> src/bridge.rs (the bridge to Neovim)",
+    ]
+    assert module_graph.unplaced_modules() == ["newcomer"]
+
+
 def test_no_module_reaches_into_another_modules_private_table():
     """`H` is private to its file (STYLE.md, mini.pick): a part gets what it needs as arguments or from the state it is
     handed, never through another module's `_H`."""

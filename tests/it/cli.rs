@@ -531,8 +531,8 @@ fn list_shows_a_forks_parent() {
 
 #[test]
 fn export_marks_the_stale_reminder_and_every_kind_of_interrupted_answer() {
-    use pseudoclaude::agent::runner::{CANCELLED_RESULT, INTERRUPTED_NOTE};
     use pseudoclaude::message::ToolCall;
+    use pseudoclaude::session::words::{CANCELLED_RESULT, INTERRUPTED_NOTE};
     let ws = tempfile::tempdir().unwrap();
     let ctx = Context::new(ws.path()).unwrap();
     let w = Writer::open(&ctx, WriterOptions { model: "m1".into(), ..Default::default() }).unwrap();
