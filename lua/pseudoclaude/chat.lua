@@ -71,7 +71,7 @@ end
 --- The input window's winbar: its keys, and what is attached to the next message.
 ---@return string
 function M.input_winbar()
-  local keys = require("pseudoclaude").get_config().keys
+  local keys = require("pseudoclaude.config").get().keys
   local bar = (" Message · %s send (normal) · %s send (insert) · %s cancel"):format(
     keys.send or "-",
     keys.send_insert or "-",
@@ -150,7 +150,7 @@ function M.resume(id, opts)
   end
   H.ensure_host()
   if id == nil or id == "last" then
-    local list = require("pseudoclaude").sessions.list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
+    local list = require("pseudoclaude.sessions").list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
     if #list == 0 then
       error("pseudoclaude: there is no other session to resume in " .. S.workspace(), 0)
     end
@@ -251,7 +251,7 @@ end
 ---@return string before
 function M.set_workspace(workspace)
   local before = S.workspace()
-  require("pseudoclaude").get_config().workspace = workspace
+  require("pseudoclaude.config").get().workspace = workspace
   if S.host_ready then
     require("pseudoclaude.core").call("agent_configure", H.config())
   end
@@ -352,7 +352,7 @@ end
 --- once each.
 ---@return string[]
 function M.models()
-  local cfg = require("pseudoclaude").get_config()
+  local cfg = require("pseudoclaude.config").get()
   local seen, out = {}, {}
   local function add(m)
     if type(m) == "string" and m ~= "" and not seen[m] then
@@ -381,7 +381,7 @@ end
 
 --- The configuration the core's host is given (`HostConfig`, src/agent/config.rs), a table like every argument.
 function H.config()
-  local cfg = require("pseudoclaude").get_config()
+  local cfg = require("pseudoclaude.config").get()
   local p = cfg.provider or {}
   return {
     workspace = S.workspace(),

@@ -1,4 +1,6 @@
---- Configuration: defaults, merging and validation. See `:help pseudoclaude-config`.
+--- Configuration: defaults, merging and validation, and the configuration in effect with the workspace it names
+--- (`get()`, `workspace()`): every module asks here, never the package's root (`init.lua`, the public API, which
+--- requires the modules, so a module requiring it back would close a loop). See `:help pseudoclaude-config`.
 
 ---@class pseudoclaude.ProviderConfig
 ---@field name string "auto" (default: anthropic when $ANTHROPIC_API_KEY is set, else openai when $OPENAI_API_KEY is set, else demo), "anthropic", "openai" or "demo" (offline).
@@ -575,6 +577,44 @@ function M.resolve(opts)
     error("pseudoclaude.setup: " .. msg, 0)
   end
   return cfg, M.unknown_keys(opts)
+end
+
+--- The configuration in effect and the options it did not know (`set()`); nil until `setup()` or the first `get()`.
+---@type pseudoclaude.Config?
+local current = nil
+---@type string[]
+local unknown = {}
+
+--- Puts in effect what `setup()` resolved.
+---@param cfg pseudoclaude.Config
+---@param unknown_names string[]
+function M.set(cfg, unknown_names)
+  current, unknown = cfg, unknown_names
+end
+
+--- The configuration in effect: the one given to `setup()`, or the defaults.
+---@return pseudoclaude.Config
+function M.get()
+  if not current then
+    current = M.resolve({})
+  end
+  return current
+end
+
+--- The options the last `setup()` did not know (misspelled ones, most likely), for `:checkhealth`.
+---@return string[]
+function M.unknown()
+  return unknown
+end
+
+--- The workspace directory: `workspace` from the configuration, or the current directory.
+---@return string
+function M.workspace()
+  local ws = M.get().workspace
+  if ws then
+    return vim.fs.normalize(ws)
+  end
+  return vim.uv.cwd() or vim.fn.getcwd()
 end
 
 return M

@@ -142,7 +142,7 @@ function M.complete(findstart, base)
   end
   local dir, prefix = base:match("^(.*/)([^/]*)$")
   dir, prefix = dir or "", prefix or base
-  local root = require("pseudoclaude").workspace()
+  local root = require("pseudoclaude.config").workspace()
   for name, type in vim.fs.dir(root .. "/" .. dir) do
     if name:sub(1, #prefix) == prefix and name ~= ".git" and name ~= ".PseudoClaude" then
       local is_dir = type == "directory"
@@ -210,7 +210,7 @@ function H.rel(b)
   if name == "" then
     return "[No Name " .. b .. "]"
   end
-  local root = vim.fs.normalize(require("pseudoclaude").workspace())
+  local root = vim.fs.normalize(require("pseudoclaude.config").workspace())
   local full = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
   local real_root = vim.uv.fs_realpath(root) or root
   local real = vim.uv.fs_realpath(full) or full
@@ -258,7 +258,7 @@ function H.existing(raw)
   if raw == "" then
     return nil
   end
-  local root = require("pseudoclaude").workspace()
+  local root = require("pseudoclaude.config").workspace()
   local full = raw:sub(1, 1) == "/" and raw or (root .. "/" .. raw)
   local st = vim.uv.fs_stat(full)
   return (st and st.type == "file") and raw or nil

@@ -105,7 +105,7 @@ end
 --- Workspace-relative paths of the buffers with unsaved changes: a rewind or a fork never writes them.
 ---@return string[]
 function M.modified_paths()
-  local ws = vim.fs.normalize(require("pseudoclaude").workspace())
+  local ws = vim.fs.normalize(require("pseudoclaude.config").workspace())
   local real = vim.uv.fs_realpath(ws) or ws
   local out = {}
   for _, b in ipairs(vim.api.nvim_list_bufs()) do

@@ -168,7 +168,7 @@ local PREFIX_MARK = 2
 ---@param opts pseudoclaude.float.Opts?
 function M.open(opts)
   opts = opts or {}
-  local cfg = require("pseudoclaude").get_config().picker
+  local cfg = require("pseudoclaude.config").get().picker
   -- Without a limit set: as many rows as the results window holds (it fills the window).
   local max_items = opts.max_items or cfg.max_items or H.fitting_rows()
   local backend = opts.backend or cfg.backend

@@ -48,7 +48,7 @@ local function writable_dir(dir)
 end
 
 function M.check()
-  local pc = require("pseudoclaude")
+  local config = require("pseudoclaude.config")
   local core = require("pseudoclaude.core")
 
   health.start("pseudoclaude: Neovim")
@@ -88,7 +88,7 @@ function M.check()
   M.check_origin(core, lib)
 
   health.start("pseudoclaude: sessions directory")
-  local sessions = pc.workspace() .. "/.PseudoClaude/sessions"
+  local sessions = config.workspace() .. "/.PseudoClaude/sessions"
   local ok, detail = writable_dir(sessions)
   if ok then
     health.ok(detail)
@@ -97,7 +97,7 @@ function M.check()
   end
 
   health.start("pseudoclaude: configuration")
-  local unknown = pc.unknown_options()
+  local unknown = config.unknown()
   if #unknown > 0 then
     health.warn(
       ("setup() was given option(s) it does not know, and ignored them: %s"):format(table.concat(unknown, ", ")),
@@ -108,7 +108,8 @@ function M.check()
   end
 
   health.start("pseudoclaude: instructions")
-  local iok, found = pcall(core.call, "instructions", pc.workspace(), require("pseudoclaude.chat").user_instructions())
+  local iok, found =
+    pcall(core.call, "instructions", config.workspace(), require("pseudoclaude.chat").user_instructions())
   if not iok then
     health.warn("cannot read the instruction files: " .. tostring(found))
   elseif #found.files == 0 then
@@ -126,7 +127,7 @@ function M.check()
   end
 
   health.start("pseudoclaude: provider")
-  local provider = pc.get_config().provider
+  local provider = config.get().provider
   local name, why = M.resolve_provider(provider)
   health.info(
     ("provider: %s%s%s"):format(
@@ -153,7 +154,7 @@ function M.check()
     end
   end
 
-  M.check_sandbox(pc.get_config().sandbox, core.try_load())
+  M.check_sandbox(config.get().sandbox, core.try_load())
 
   health.start("pseudoclaude: MCP servers")
   M.check_mcp()
@@ -164,7 +165,7 @@ function M.check()
     health.info("skipped: the native library is not available")
     return
   end
-  local listed, list = pcall(pc.sessions.list, { include_current = false })
+  local listed, list = pcall(require("pseudoclaude.sessions").list, { include_current = false })
   if not listed then
     health.warn("cannot list sessions: " .. tostring(list))
     return
@@ -368,12 +369,12 @@ end
 --- Each MCP server's state, tools and last error (they start at the first chat: "stopped" before it), `setup()`'s and
 --- the workspace's `.mcp.json`'s.
 function M.check_mcp()
-  local pc = require("pseudoclaude")
-  if next(pc.get_config().mcp.servers) == nil and not vim.uv.fs_stat(vim.fs.joinpath(pc.workspace(), ".mcp.json")) then
+  local config = require("pseudoclaude.config")
+  if next(config.get().mcp.servers) == nil and not vim.uv.fs_stat(vim.fs.joinpath(config.workspace(), ".mcp.json")) then
     health.info("none configured (|pseudoclaude-config-mcp|, or the workspace's .mcp.json)")
     return
   end
-  local ok, rows = pcall(pc.mcp.status)
+  local ok, rows = pcall(require("pseudoclaude.mcp").status)
   if not ok then
     health.warn("cannot ask the native library: " .. tostring(rows))
     return

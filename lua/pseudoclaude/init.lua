@@ -4,23 +4,19 @@
 
 local M = {}
 
----@type pseudoclaude.Config?
-local config = nil
-local H = {}
-
 --- The options the last `setup()` did not know (misspelled ones, most likely), for `:checkhealth`.
 ---@return string[]
 function M.unknown_options()
-  return H.unknown or {}
+  return require("pseudoclaude.config").unknown()
 end
 
 --- Configures the plugin; `opts` is merged over the defaults (`:help pseudoclaude-config`). Raises a clear error
 --- naming the option when one has the wrong type or value; warns about unknown options.
 ---@param opts pseudoclaude.UserConfig?
 function M.setup(opts)
-  local cfg, unknown = require("pseudoclaude.config").resolve(opts)
-  config = cfg
-  H.unknown = unknown
+  local config = require("pseudoclaude.config")
+  local cfg, unknown = config.resolve(opts)
+  config.set(cfg, unknown)
   -- our sources in snacks.picker and mini.pick: now if loaded, else when first required (pickers/init.lua)
   require("pseudoclaude.pickers").register()
   if #unknown > 0 then
@@ -34,20 +30,13 @@ end
 --- The configuration in effect: the one given to `setup()`, or the defaults.
 ---@return pseudoclaude.Config
 function M.get_config()
-  if not config then
-    config = require("pseudoclaude.config").resolve({})
-  end
-  return config
+  return require("pseudoclaude.config").get()
 end
 
 --- The workspace directory: `workspace` from the configuration, or the current directory.
 ---@return string
 function M.workspace()
-  local ws = M.get_config().workspace
-  if ws then
-    return vim.fs.normalize(ws)
-  end
-  return vim.uv.cwd() or vim.fn.getcwd()
+  return require("pseudoclaude.config").workspace()
 end
 
 --- The plugin version (of the Lua side; the native library must report the same one).

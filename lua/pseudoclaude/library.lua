@@ -51,7 +51,7 @@ function M.fork(opts)
         return require("pseudoclaude.errors").report(forked)
       end
       if opts.files then
-        local ws = require("pseudoclaude").workspace()
+        local ws = require("pseudoclaude.config").workspace()
         return core.call(
           "sessions_fork_files_async",
           ws,
@@ -74,7 +74,7 @@ end
 ---@param opts {on_done: fun(report: table)?}
 ---@param files pseudoclaude.RewindReport?
 function H.resume_fork(source, forked, opts, files)
-  require("pseudoclaude").resume(forked.id, {
+  require("pseudoclaude.chat").resume(forked.id, {
     on_done = function(report)
       if report.ok then
         vim.notify(

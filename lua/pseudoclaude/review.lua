@@ -94,7 +94,7 @@ end
 ---@param done fun(accepted: integer[])
 function M.start(r, done)
   r.done = done
-  local keys = require("pseudoclaude").get_config().keys
+  local keys = require("pseudoclaude.config").get().keys
   for _, b in ipairs({ r.old_buf, r.new_buf }) do
     local function map(lhs, fn, desc)
       if lhs then
@@ -232,7 +232,7 @@ function H.draw(r)
     return
   end
   vim.api.nvim_buf_clear_namespace(r.new_buf, H.ns, 0, -1)
-  local keys = require("pseudoclaude").get_config().keys
+  local keys = require("pseudoclaude.config").get().keys
   local n = #r.change.hunks
   local last = vim.api.nvim_buf_line_count(r.new_buf)
   for k, h in ipairs(r.change.hunks) do

@@ -69,7 +69,9 @@ function M.pick()
   if not ok then
     return require("pseudoclaude.errors").report(points)
   end
-  local messages = require("pseudoclaude").messages()
+  -- the history the model sees next (none before the chat is loaded)
+  local chat = package.loaded["pseudoclaude.chat"]
+  local messages = chat and chat.messages() or {}
   local by_index = {}
   for _, t in ipairs(points.turns or {}) do
     by_index[t.index] = t
@@ -248,7 +250,7 @@ function H.sync_buffers(report)
   if not report.ok then
     return
   end
-  local ws = require("pseudoclaude").workspace()
+  local ws = require("pseudoclaude.config").workspace()
   local editor = require("pseudoclaude.editor")
   for _, rel in ipairs(report.restored or {}) do
     local path = vim.uv.fs_realpath(ws .. "/" .. rel) or (ws .. "/" .. rel)

@@ -157,7 +157,7 @@ function H.decode(json)
 end
 
 function H.workspace()
-  return require("pseudoclaude").workspace()
+  return require("pseudoclaude.config").workspace()
 end
 
 --- Calls native `name`; a failure is raised as `pseudoclaude.sessions.<fn>: <message>`.

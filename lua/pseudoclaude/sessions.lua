@@ -284,7 +284,7 @@ end
 --- the current one nor one open in another editor. Returns the ids removed, oldest first.
 ---@return string[]
 function M.cleanup()
-  local days = require("pseudoclaude").get_config().retention_days
+  local days = require("pseudoclaude.config").get().retention_days
   return H.call("cleanup", "sessions_cleanup", M.workspace(), days, M.current_id())
 end
 
@@ -465,7 +465,11 @@ end
 --- Id of the current chat's session, or nil (no chat yet, or no chat module).
 ---@return string?
 function M.current_id()
-  local ok, cur = pcall(require("pseudoclaude").current)
+  local chat = package.loaded["pseudoclaude.chat"]
+  if not chat then
+    return nil
+  end
+  local ok, cur = pcall(chat.current)
   if not ok then
     return nil
   end
@@ -479,7 +483,7 @@ end
 --- workspace given there).
 ---@return string
 function M.workspace()
-  return H.within or require("pseudoclaude").workspace()
+  return H.within or require("pseudoclaude.config").workspace()
 end
 
 --- Runs `fn()` with the functions of this module working on the sessions of `workspace` instead of this one (the
@@ -522,7 +526,7 @@ end
 --- The configured `pricing`, for the core to price each session; nil when empty (no cost is shown).
 ---@return table<string, pseudoclaude.Price>?
 function H.pricing()
-  local pricing = require("pseudoclaude").get_config().pricing
+  local pricing = require("pseudoclaude.config").get().pricing
   return (type(pricing) == "table" and next(pricing)) and pricing or nil
 end
 

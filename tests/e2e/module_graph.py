@@ -15,7 +15,8 @@ a file like any other, so `chat/view.lua` never requires it back.
 
 What counts as an import: every path in a Rust file outside comments, string literals and the `#[cfg(test)]`
 code (a file's tests may use anything), and every `require` of a Lua file, a lazy one inside a function too (it
-is still a dependency, only a later one). What does not: a `mod name;` declaration (the parent's structure, not a
+is still a dependency, only a later one: `require("pseudoclaude").workspace()` at run time is a circle with the
+package's `init.lua`, which requires that module back). What does not: a `mod name;` declaration (the parent's structure, not a
 use) and the integration tests under `tests/` (they only use the crate).
 """
 
@@ -261,7 +262,12 @@ def floor_violations(edges: dict[Path, set[Path]]) -> list[str]:
 
 
 def is_root(f: Path) -> bool:
-    """A folder's root: a module's `mod.rs`, the library's `lib.rs`, a binary's `src/bin/NAME/main.rs`, `init.lua`."""
+    """A folder's root: a module's `mod.rs`, the library's `lib.rs`, a binary's `src/bin/NAME/main.rs`, `init.lua`.
+    Not the Lua package's own `lua/pseudoclaude/init.lua`: it is the public API, not an assembler of parts; it requires
+    the modules (lazily, at run time), so a module that requires `pseudoclaude` back closes a circle with it (issue 40:
+    the configuration and the workspace come from `config.lua`)."""
+    if f == ROOT / "lua" / "pseudoclaude" / "init.lua":
+        return False
     return f.name in ("mod.rs", "lib.rs", "init.lua") or (f.name == "main.rs" and f.parent.parent.name == "bin")
 
 

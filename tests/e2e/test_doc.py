@@ -169,6 +169,31 @@ def test_the_floor_check_sees_a_lower_floor_importing_a_higher_one(tmp_path, mon
     assert module_graph.unplaced_modules() == ["newcomer"]
 
 
+def test_the_import_check_sees_a_module_requiring_the_package_back_at_run_time(tmp_path, monkeypatch):
+    """Issue 40: a module that asks `require("pseudoclaude")` for the workspace inside a function closes a circle
+    with the package's `init.lua` (which requires it), as 15 modules once did; one that asks `config.lua` does not."""
+    import module_graph
+
+    pkg = tmp_path / "lua" / "pseudoclaude"
+    (pkg / "chat").mkdir(parents=True)
+    (pkg / "init.lua").write_text(
+        'local M = {}\nfunction M.open() require("pseudoclaude.chat").open() end\n'
+        'function M.workspace() return require("pseudoclaude.config").workspace() end\nreturn M\n'
+    )
+    (pkg / "config.lua").write_text("local M = {}\nfunction M.workspace() return vim.uv.cwd() end\nreturn M\n")
+    (pkg / "chat.lua").write_text('local M = {}\nfunction M.open() require("pseudoclaude.chat.view").draw() end\nreturn M\n')
+    (pkg / "chat" / "view.lua").write_text(
+        'local M = {}\nfunction M.draw()\n  return require("pseudoclaude").workspace()\nend\nreturn M\n'
+    )
+    monkeypatch.setattr(module_graph, "ROOT", tmp_path)
+    found = [sorted(str(p.relative_to(pkg)) for p in c) for c in module_graph.circles(module_graph.counted(module_graph.lua_edges()))]
+    assert found == [["chat.lua", "chat/view.lua", "init.lua"]]
+    (pkg / "chat" / "view.lua").write_text(
+        'local M = {}\nfunction M.draw()\n  return require("pseudoclaude.config").workspace()\nend\nreturn M\n'
+    )
+    assert module_graph.circles(module_graph.counted(module_graph.lua_edges())) == []
+
+
 def test_no_module_reaches_into_another_modules_private_table():
     """`H` is private to its file (STYLE.md, mini.pick): a part gets what it needs as arguments or from the state it is
     handed, never through another module's `_H`."""

@@ -39,7 +39,7 @@ M.open_block = nil
 M.thinking = nil
 
 function M.workspace()
-  return require("pseudoclaude").workspace()
+  return require("pseudoclaude.config").workspace()
 end
 
 function M.refresh_status()

@@ -69,7 +69,7 @@ end
 ---@param b integer
 ---@param on pseudoclaude.chat.KeyActions
 function M.map_input(b, on)
-  local keys = require("pseudoclaude").get_config().keys
+  local keys = require("pseudoclaude.config").get().keys
   local function submit()
     M.submit(on.send)
   end
@@ -93,7 +93,7 @@ end
 ---@param b integer
 ---@param on pseudoclaude.chat.KeyActions
 function M.map_transcript(b, on)
-  local keys = require("pseudoclaude").get_config().keys
+  local keys = require("pseudoclaude.config").get().keys
   M.map(b, "n", keys.cancel, on.cancel, "cancel the turn")
   M.map(b, "n", keys.toggle_fold, M.toggle_fold, "expand/fold a tool result")
   if keys.open_file then

@@ -13,7 +13,7 @@ local function notify(msg, level)
   vim.notify(tostring(msg), level or vim.log.levels.ERROR)
 end
 
---- Resumes the highlighted session: closes the picker, then calls `require("pseudoclaude").resume(id)` (which
+--- Resumes the highlighted session: closes the picker, then calls `require("pseudoclaude.chat").resume(id)` (which
 --- returns at once and reads the session in the background). A session open in another editor is refused with an
 --- error message and the picker stays open.
 ---@param s pseudoclaude.float.State?
@@ -139,7 +139,7 @@ function M.elsewhere(item)
   if not ws then
     return nil
   end
-  local here = require("pseudoclaude").workspace()
+  local here = require("pseudoclaude.config").workspace()
   return (vim.uv.fs_realpath(here) or here) ~= ws and ws or nil
 end
 
@@ -161,11 +161,11 @@ end
 ---@param workspace string?
 function M.resume_in(id, workspace)
   if not workspace then
-    return require("pseudoclaude").resume(id)
+    return require("pseudoclaude.chat").resume(id)
   end
   local chat = require("pseudoclaude.chat")
   local before = chat.set_workspace(workspace)
-  require("pseudoclaude").resume(id, {
+  require("pseudoclaude.chat").resume(id, {
     on_done = function(report)
       if not report.ok then
         chat.set_workspace(before)
@@ -362,7 +362,7 @@ function M.resume(id)
   if holder then
     error(M.held_message({ id = id }, holder), 0)
   end
-  require("pseudoclaude").resume(id)
+  require("pseudoclaude.chat").resume(id)
 end
 
 --- The `vim.ui.select()` backend: every session, newest first, one line each (read in the background); with

@@ -220,7 +220,7 @@ function M.resume_selected(s)
   end
   s:close()
   vim.schedule(function()
-    local done, err = pcall(require("pseudoclaude").resume, hit.id, { at = hit.index })
+    local done, err = pcall(require("pseudoclaude.chat").resume, hit.id, { at = hit.index })
     if not done then
       require("pseudoclaude.errors").report(err)
     end

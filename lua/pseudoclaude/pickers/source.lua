@@ -22,7 +22,7 @@ local api = vim.api
 function M.opts(opts)
   opts = vim.deepcopy(opts or {})
   if opts.external == nil then
-    opts.external = require("pseudoclaude").get_config().picker.external == true
+    opts.external = require("pseudoclaude.config").get().picker.external == true
   end
   return opts
 end
@@ -282,7 +282,7 @@ function M.resume_hit(hit)
     if holder then
       error(require("pseudoclaude.float.actions").held_message(M.hit_item(hit), holder), 0)
     end
-    require("pseudoclaude").resume(hit.id, { at = hit.index })
+    require("pseudoclaude.chat").resume(hit.id, { at = hit.index })
   end)
   if not ok then
     require("pseudoclaude.errors").report(err)
