@@ -164,7 +164,7 @@ end
 ---@return {from: string, url: string?}?
 ---@return string?
 function H.config(opts)
-  local base = H.lazy_install_opts() or require("pseudoclaude").get_config().install or {}
+  local base = H.lazy_install_opts() or require("pseudoclaude.config").get().install or {}
   local cfg = { from = opts.from or base.from or "auto", url = opts.url or base.url }
   local ok, err = pcall(require("pseudoclaude.config").validate_install, cfg)
   if not ok then
