@@ -23,7 +23,7 @@ run: build
 
 test: build clippy cargo-test sim e2e
 
-# git, strace, tmux, prlimit: installed by the script when missing (as root), else named
+# the Debian packages the tests use (git, strace, tmux, prlimit, zsh, fish, fzf, curl, objdump): installed by the script when missing (as root), else named
 debs:
 	scripts/ensure-debs
 

@@ -1,6 +1,7 @@
 """doc/pseudoclaude.txt: helptags accepts it and the documented tags exist."""
 
 import re
+import subprocess
 import shutil
 
 import pytest
@@ -232,3 +233,94 @@ def test_the_rename_check_sees_a_file_that_renames_on_its_own(tmp_path):
         '// fs::rename(a, b) in a comment\n#[cfg(test)]\nmod tests {\n    fn t() { fs::rename("x", "y").unwrap(); }\n}\n'
     )
     assert renaming_files(tmp_path) == ["src/a/own.rs", "src/a/raw.rs"]
+
+
+def debian_packages() -> list[str]:
+    """The commands scripts/ensure-debs makes sure of, in its order (`[command]=package`)."""
+    script = (ROOT / "scripts" / "ensure-debs").read_text()
+    table = re.search(r"declare -A wanted=\((.*?)\)\n", script, re.S)
+    assert table, "scripts/ensure-debs: no `declare -A wanted=(...)` table"
+    return re.findall(r"\[([\w-]+)\]=", table.group(1))
+
+
+def debian_lists(text: str) -> list[str]:
+    """Every list of the tests' Debian packages a document gives: `(git, strace, …)`, its spaces made one."""
+    flat = re.sub(r"\s+", " ", text)
+    return re.findall(r"\((git, strace[^)]*)\)", flat)
+
+
+def test_every_list_of_the_debian_packages_is_the_scripts():
+    """Issue 40: README, the Makefile, ARCHITECTURE and doc/testing.md name the packages scripts/ensure-debs
+    installs, all of them, in its order: a package added to the script and not to a document fails here."""
+    want = ", ".join(debian_packages())
+    for doc in ("README.md", "Makefile", "ARCHITECTURE.md", "doc/testing.md"):
+        found = debian_lists((ROOT / doc).read_text())
+        assert found and all(f == want for f in found), f"{doc}: {found} instead of ({want})"
+
+
+def test_the_debian_check_sees_a_list_that_drifted():
+    assert debian_lists("installs (git, strace,\n  tmux) when") == ["git, strace, tmux"]
+    assert debian_lists("nothing here") == []
+
+
+def repo_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return out.splitlines()
+
+
+def missing_files(text: str, files: list[str]) -> list[str]:
+    """The source files (`.rs`, `.lua`, `.py`) a document names in backquotes that no file of the repository is: a
+    path names the file at that path or ending with it (`float/rows.lua`), a bare name any file of that name."""
+    out = []
+    for name in sorted(set(re.findall(r"`([\w./-]+\.(?:rs|lua|py))`", text))):
+        name = name.lstrip("./")
+        if not any(f == name or f.endswith("/" + name) for f in files):
+            out.append(name)
+    return out
+
+
+def impl_fns(src: dict[str, str], type_name: str) -> set[str]:
+    """The functions and variants `Type::…` may name: those of every `impl … Type`, `trait Type` and `enum Type`."""
+    names: set[str] = set()
+    head = re.compile(
+        rf"^(?:pub(?:\([^)]*\))? )?(?:impl(?:<[^>]*>)?\s+(?:[\w:<>, ]+\s+for\s+)?{type_name}\b[^{{;]*|trait {type_name}\b[^{{;]*|enum {type_name}\b[^{{;]*)\{{",
+        re.M,
+    )
+    for text in src.values():
+        for m in head.finditer(text):
+            depth, i = 1, m.end()
+            while i < len(text) and depth:
+                depth += {"{": 1, "}": -1}.get(text[i], 0)
+                i += 1
+            body = text[m.end() : i]
+            names |= set(re.findall(r"\bfn (\w+)", body))
+            if m.group(0).lstrip().split()[0:2][-1].startswith("enum") or "enum " in m.group(0):
+                names |= set(re.findall(r"^\s*(\w+)\b", body, re.M))
+    return names
+
+
+def missing_functions(text: str, src: dict[str, str]) -> list[str]:
+    """The `Type::function` (or `Type::Variant`) a document names in backquotes that the code does not define."""
+    out = []
+    for type_name, fn in sorted(set(re.findall(r"`([A-Z]\w*)::(\w+)`", text))):
+        if fn not in impl_fns(src, type_name):
+            out.append(f"{type_name}::{fn}")
+    return out
+
+
+def test_every_file_and_function_the_code_map_names_exists():
+    """Issue 40: ARCHITECTURE.md names no source file that is not in the repository (moved or renamed without the
+    map) and no `Type::function` the code does not define."""
+    src = {str(p): p.read_text() for p in (ROOT / "src").rglob("*.rs")}
+    arch = (ROOT / "ARCHITECTURE.md").read_text()
+    assert missing_files(arch, repo_files()) == []
+    assert missing_functions(arch, src) == []
+
+
+def test_the_code_map_check_sees_a_file_or_function_that_is_not_there():
+    files = ["src/session/mod.rs", "lua/pseudoclaude/float/rows.lua"]
+    text = "`mod.rs`, `float/rows.lua`, `picker/rows.lua`, `gone.rs`, `Context::new`, `Context::old`, `State::Running`"
+    src = {"a.rs": "pub struct Context;\nimpl Context {\n    pub fn new() -> Context { Context }\n}\n"
+           "pub enum State {\n    Running,\n    Stopped,\n}\n"}
+    assert missing_files(text, files) == ["gone.rs", "picker/rows.lua"]
+    assert missing_functions(text, src) == ["Context::old"]
