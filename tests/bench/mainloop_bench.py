@@ -44,25 +44,7 @@ sys.path.insert(0, str(ROOT / ".deps" / "python"))
 
 from fake_llm import FakeOpenAI  # noqa: E402
 
-import pynvim  # noqa: E402
-
-
-def nvim_bin() -> str:
-    return subprocess.run([str(ROOT / "scripts" / "ensure-nvim")], check=True, capture_output=True, text=True).stdout.strip()
-
-
-TIMER = """
-_G.pc_gaps = { max = 0, n = 0 }
-local last = vim.uv.hrtime()
-_G.pc_timer = vim.uv.new_timer()
-_G.pc_timer:start(1, 1, function()
-  local now = vim.uv.hrtime()
-  local gap = (now - last) / 1e6
-  last = now
-  _G.pc_gaps.n = _G.pc_gaps.n + 1
-  if gap > _G.pc_gaps.max then _G.pc_gaps.max = gap end
-end)
-"""
+from harness import TIMER, gap, nvim_bin, started, until, write_section  # noqa: E402
 
 
 def stall_round(nvim: str, ws: Path, every_ms: str | None) -> tuple[float, float, float, int]:
@@ -71,58 +53,37 @@ def stall_round(nvim: str, ws: Path, every_ms: str | None) -> tuple[float, float
     words = " ".join(f"w{i}" for i in range(400))
     fake.push_tools(words, [("c1", "read_file", {"path": "a.txt"}), ("c2", "grep", {"pattern": "alpha"})])
     fake.push_text(words)
-    sock = Path(tempfile.mkdtemp(prefix="pc-bench-")) / "s"
     env = dict(os.environ)
     env.pop("PSEUDOCLAUDE_CHECKPOINT_MS", None)
     if every_ms is not None:
         env["PSEUDOCLAUDE_CHECKPOINT_MS"] = every_ms
-    proc = subprocess.Popen(
-        [nvim, "--headless", "--clean", "--listen", str(sock), "--cmd", f"set rtp^={ROOT}"],
-        cwd=ws, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    while not sock.exists():
-        time.sleep(0.01)
-    # The socket file appears at bind(), before listen(): a connect in between is refused (as in conftest).
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            n = pynvim.attach("socket", path=str(sock))
-            break
-        except ConnectionRefusedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
     try:
-        n.exec_lua(
-            "require('pseudoclaude').setup({ provider = { name = 'openai', base_url = ..., model = 'fake', "
-            "api_key_env = 'PC_BENCH_NONE' } }) vim.g.turns = 0 "
-            "vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeTurnDone', callback = function() "
-            "vim.g.turns = vim.g.turns + 1 end }) require('pseudoclaude.chat').open()",
-            fake.base_url,
-        )
-        # Idle: the same timer, the same length of time, nothing running.
-        n.exec_lua(TIMER)
-        t0 = time.monotonic()
-        time.sleep(1.0)
-        idle = n.exec_lua("_G.pc_timer:stop() return _G.pc_gaps.max")
-        n.exec_lua(TIMER)
-        t0 = time.monotonic()
-        n.exec_lua("require('pseudoclaude').chat.send('go')")
-        while n.exec_lua("return vim.g.turns") < 1:
-            time.sleep(0.005)
-        turn_s = time.monotonic() - t0
-        busy = n.exec_lua("_G.pc_timer:stop() return _G.pc_gaps.max")
-        assert not fake.errors, fake.errors
-        jsonl = Path(n.exec_lua("return require('pseudoclaude').current().jsonl"))
-        written = sum('"type":"checkpoint"' in line for line in jsonl.read_text().splitlines())
-        assert (written > 0) == (every_ms != "0"), written
-        return idle, busy, turn_s, written
+        with started(nvim, ws, env) as n:
+            n.exec_lua(
+                "require('pseudoclaude').setup({ provider = { name = 'openai', base_url = ..., model = 'fake', "
+                "api_key_env = 'PC_BENCH_NONE' } }) vim.g.turns = 0 "
+                "vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeTurnDone', callback = function() "
+                "vim.g.turns = vim.g.turns + 1 end }) require('pseudoclaude.chat').open()",
+                fake.base_url,
+            )
+            # Idle: the same timer, the same length of time, nothing running.
+            n.exec_lua(TIMER)
+            t0 = time.monotonic()
+            time.sleep(1.0)
+            idle = gap(n)
+            n.exec_lua(TIMER)
+            t0 = time.monotonic()
+            n.exec_lua("require('pseudoclaude').chat.send('go')")
+            while n.exec_lua("return vim.g.turns") < 1:
+                time.sleep(0.005)
+            turn_s = time.monotonic() - t0
+            busy = gap(n)
+            assert not fake.errors, fake.errors
+            jsonl = Path(n.exec_lua("return require('pseudoclaude').current().jsonl"))
+            written = sum('"type":"checkpoint"' in line for line in jsonl.read_text().splitlines())
+            assert (written > 0) == (every_ms != "0"), written
+            return idle, busy, turn_s, written
     finally:
-        try:
-            n.command("qall!")
-        except Exception:
-            pass
-        proc.wait(timeout=10)
         fake.close()
 
 
@@ -180,33 +141,6 @@ def resume_workspace() -> tuple[Path, dict[str, str]]:
     return ws, ids
 
 
-def attach(nvim: str, ws: Path):
-    sock = Path(tempfile.mkdtemp(prefix="pc-bench-")) / "s"
-    proc = subprocess.Popen(
-        [nvim, "--headless", "--clean", "--listen", str(sock), "--cmd", f"set rtp^={ROOT}"],
-        cwd=ws, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    while True:
-        try:
-            if sock.exists():
-                return proc, pynvim.attach("socket", path=str(sock))
-        except ConnectionRefusedError:
-            pass
-        time.sleep(0.01)
-
-
-def until(n, cond: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not n.exec_lua("return " + cond):
-        if time.monotonic() > deadline:
-            raise RuntimeError("timed out: " + cond)
-        time.sleep(0.005)
-
-
-def gap(n) -> float:
-    return n.exec_lua("_G.pc_timer:stop() return _G.pc_gaps.max")
-
-
 PICKER_READY = "(function() local s = require('pseudoclaude.float').get_state() return s and s.preview_id ~= nil and s.preview_id == (require('pseudoclaude.float').selected() or {}).id end)()"
 
 
@@ -214,9 +148,8 @@ IDLE_S = 3.0
 
 
 def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
-    proc, n = attach(nvim, ws)
     out: dict[str, float] = {}
-    try:
+    with started(nvim, ws) as n:
         n.exec_lua(
             "require('pseudoclaude').setup({ provider = { name = 'demo' } }) vim.o.columns = 160 vim.o.lines = 48 "
             "vim.g.resumed = vim.NIL vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeResumed', "
@@ -280,12 +213,6 @@ def resume_round(nvim: str, ws: Path, ids: dict) -> dict[str, float]:
                 "collectgarbage('collect') local t = vim.uv.hrtime() require('pseudoclaude').sessions.load(...) "
                 "return (vim.uv.hrtime() - t) / 1e6", sid)
         return out
-    finally:
-        try:
-            n.command("qall!")
-        except Exception:
-            pass
-        proc.wait(timeout=30)
 
 
 def resume_section(nvim: str, rounds: int) -> str:
@@ -332,17 +259,6 @@ def shutil_rm(p: Path) -> None:
     import shutil
 
     shutil.rmtree(p, ignore_errors=True)
-
-
-def write_section(title: str, body: str) -> None:
-    doc = ROOT / "doc" / "benchmarks.md"
-    text = doc.read_text()
-    section = f"## {title}\n\n{body}\n"
-    if f"## {title}\n" in text:
-        text = re.sub(rf"## {re.escape(title)}\n.*?(?=\n## |\Z)", lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + section
-    doc.write_text(text)
 
 
 def startup_ms(nvim: str, with_plugin: bool, ws: Path) -> float:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,8 +36,7 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / ".deps" / "python"))
 
 from fake_llm import FakeOpenAI  # noqa: E402
-
-import pynvim  # noqa: E402
+from harness import nvim_bin, started, write_section  # noqa: E402
 
 FIRST_DELTA = """
 local t0
@@ -57,10 +56,6 @@ end })
 t0 = vim.uv.hrtime()
 require('pseudoclaude').chat.send('hello')
 """
-
-
-def nvim_bin() -> str:
-    return subprocess.run([str(ROOT / "scripts" / "ensure-nvim")], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def mcp_deps() -> Path:
@@ -88,56 +83,28 @@ def first_delta_ms(nvim: str, ws: Path, servers: dict) -> float:
     fake = FakeOpenAI()
     fake.push_text("firstword and the rest of the answer")
     home = Path(tempfile.mkdtemp(prefix="pc-bench-"))
-    sock = home / "s"
     env = dict(os.environ)
     for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"), ("XDG_CONFIG_HOME", "config")):
         env[var] = str(home / sub)
-    proc = subprocess.Popen(
-        [nvim, "--headless", "--clean", "--listen", str(sock), "--cmd", f"set rtp^={ROOT}"],
-        cwd=ws, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            n = pynvim.attach("socket", path=str(sock))
-            break
-        except (ConnectionRefusedError, FileNotFoundError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
     try:
-        opts = {"provider": {"name": "openai", "base_url": fake.base_url, "model": "fake", "api_key_env": "PC_BENCH_NONE"}}
-        if servers:
-            opts["mcp"] = {"servers": servers}
-        n.exec_lua("require('pseudoclaude').setup(...)", opts)
-        n.exec_lua(FIRST_DELTA)
-        deadline = time.monotonic() + 60
-        while (ms := n.exec_lua("return vim.g.pc_first_delta_ms")) is None:
-            assert time.monotonic() < deadline, "no answer delta within 60 s"
-            time.sleep(0.005)
-        assert not fake.errors, fake.errors
-        if servers:
-            states = [s["state"] for s in n.exec_lua("return require('pseudoclaude').mcp.status()")]
-            assert states == ["running"] * len(servers), states
-        return float(ms)
+        with started(nvim, ws, env) as n:
+            opts = {"provider": {"name": "openai", "base_url": fake.base_url, "model": "fake", "api_key_env": "PC_BENCH_NONE"}}
+            if servers:
+                opts["mcp"] = {"servers": servers}
+            n.exec_lua("require('pseudoclaude').setup(...)", opts)
+            n.exec_lua(FIRST_DELTA)
+            deadline = time.monotonic() + 60
+            while (ms := n.exec_lua("return vim.g.pc_first_delta_ms")) is None:
+                assert time.monotonic() < deadline, "no answer delta within 60 s"
+                time.sleep(0.005)
+            assert not fake.errors, fake.errors
+            if servers:
+                states = [s["state"] for s in n.exec_lua("return require('pseudoclaude').mcp.status()")]
+                assert states == ["running"] * len(servers), states
+            return float(ms)
     finally:
-        try:
-            n.command("qall!")
-        except Exception:
-            pass
-        proc.wait(timeout=10)
         fake.close()
-
-
-def write_section(title: str, body: str) -> None:
-    doc = ROOT / "doc" / "benchmarks.md"
-    text = doc.read_text()
-    section = f"## {title}\n\n{body}\n"
-    if f"## {title}\n" in text:
-        text = re.sub(rf"## {re.escape(title)}\n.*?(?=\n## |\Z)", lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + section
-    doc.write_text(text)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def main() -> None:

@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -41,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / ".deps" / "python"))
+
+from harness import nvim_bin, started, write_section  # noqa: E402
 
 SESSIONS = 1000
 TARGET_BYTES = 1 << 20
@@ -181,10 +182,6 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, str]:
     return dt, out.stdout
 
 
-def nvim_bin() -> str:
-    return subprocess.run([str(ROOT / "scripts" / "ensure-nvim")], check=True, capture_output=True, text=True).stdout.strip()
-
-
 PICKER_SEARCH = """
 local query = ...
 vim.cmd("PseudoResume")
@@ -200,23 +197,7 @@ search.on_query(s, query)
 
 def picker_round(nvim: str, ws: Path) -> tuple[float, float, int]:
     """One fresh Neovim: the picker in search mode, the query set; (first hit row drawn, done) in ms after it."""
-    import pynvim
-
-    sock = Path(tempfile.mkdtemp(prefix="pc-sbench-")) / "s"
-    proc = subprocess.Popen(
-        [nvim, "--headless", "--clean", "--listen", str(sock), "--cmd", f"set rtp^={ROOT}"],
-        cwd=ws, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            n = pynvim.attach("socket", path=str(sock))
-            break
-        except (FileNotFoundError, ConnectionRefusedError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-    try:
+    with started(nvim, ws) as n:
         n.command("set columns=200 lines=50")
         n.exec_lua(PICKER_SEARCH, QUERY)
         get = "local s = require('pseudoclaude.float').get_state() return s and s.search and s.search.stats or vim.NIL"
@@ -231,24 +212,6 @@ def picker_round(nvim: str, ws: Path) -> tuple[float, float, int]:
         first = (st["first_row_at"] - st["query_at"]) / 1e6
         done = (st["done_at"] - st["query_at"]) / 1e6
         return first, done, st["hits"]
-    finally:
-        try:
-            n.command("qall!")
-        except Exception:
-            pass
-        proc.wait(timeout=10)
-        shutil.rmtree(sock.parent, ignore_errors=True)
-
-
-def write_section(title: str, body: str) -> None:
-    doc = ROOT / "doc" / "benchmarks.md"
-    text = doc.read_text()
-    section = f"## {title}\n\n{body}\n"
-    if f"## {title}\n" in text:
-        text = re.sub(rf"## {re.escape(title)}\n.*?(?=\n## |\Z)", lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + section
-    doc.write_text(text)
 
 
 def main() -> None:
