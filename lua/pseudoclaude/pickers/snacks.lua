@@ -39,7 +39,7 @@ end
 --- The `pseudoclaude_sessions` source.
 ---@return table
 function M.sessions_source()
-  return {
+  return H.source({
     title = "Resume session",
     finder = function(opts, ctx)
       local source = require("pseudoclaude.pickers.source")
@@ -61,22 +61,22 @@ function M.sessions_source()
         end
       end
     end,
-    format = function(entry, picker)
-      local source = require("pseudoclaude.pickers.source")
-      local line, hls = source.row(entry.session, H.list_width(picker), entry.columns, H.now(picker))
-      return H.segments(line, hls)
+    row = function(entry, width, now)
+      return require("pseudoclaude.pickers.source").row(entry.session, width, entry.columns, now)
     end,
-    preview = function(ctx)
-      H.previewer(ctx.picker):show(ctx.buf, ctx.win, ctx.item.session)
+    show = function(previewer, buf, win, entry)
+      previewer:show(buf, win, entry.session)
     end,
-    confirm = function(picker, entry)
-      picker:close()
-      if entry then
-        vim.schedule(function()
-          require("pseudoclaude.pickers.source").resume(entry.session)
-        end)
-      end
+    resume = function(entry)
+      require("pseudoclaude.pickers.source").resume(entry.session)
     end,
+    mode = "pseudoclaude_search_mode",
+    keys = {
+      ["<a-r>"] = "pseudoclaude_rename",
+      ["<a-t>"] = "pseudoclaude_pin",
+      ["<a-f>"] = "pseudoclaude_fork",
+      ["<a-o>"] = "pseudoclaude_other_agents",
+    },
     actions = {
       pseudoclaude_delete = function(picker, entry)
         if entry and require("pseudoclaude.pickers.source").delete(entry.session) then
@@ -117,29 +117,15 @@ function M.sessions_source()
         end)
       end,
     },
-    win = {
-      input = {
-        keys = {
-          [H.key("<c-x>")] = { "pseudoclaude_delete", mode = { "n", "i" } },
-          [H.key("<a-r>")] = { "pseudoclaude_rename", mode = { "n", "i" } },
-          [H.key("<a-t>")] = { "pseudoclaude_pin", mode = { "n", "i" } },
-          [H.key("<a-f>")] = { "pseudoclaude_fork", mode = { "n", "i" } },
-          [H.key("<a-o>")] = { "pseudoclaude_other_agents", mode = { "n", "i" } },
-          [H.key("<c-g>")] = { "pseudoclaude_search_mode", mode = { "n", "i" } },
-        },
-      },
-      list = { keys = { ["dd"] = "pseudoclaude_delete" } },
-    },
-  }
+  })
 end
 
 --- The `pseudoclaude_search` source: a live source, each query searched anew.
 ---@return table
 function M.search_source()
-  return {
+  return H.source({
     title = "Search messages",
     live = true,
-    supports_live = true,
     finder = function(_, ctx)
       local source = require("pseudoclaude.pickers.source")
       local query = ctx.filter.search or ""
@@ -176,21 +162,16 @@ function M.search_source()
         end
       end
     end,
-    format = function(entry, picker)
-      local line, hls = require("pseudoclaude.pickers.source").hit_row(entry.hit, H.list_width(picker), H.now(picker))
-      return H.segments(line, hls)
+    row = function(entry, width, now)
+      return require("pseudoclaude.pickers.source").hit_row(entry.hit, width, now)
     end,
-    preview = function(ctx)
-      H.previewer(ctx.picker):show_hit(ctx.buf, ctx.win, ctx.item.hit)
+    show = function(previewer, buf, win, entry)
+      previewer:show_hit(buf, win, entry.hit)
     end,
-    confirm = function(picker, entry)
-      picker:close()
-      if entry then
-        vim.schedule(function()
-          require("pseudoclaude.pickers.source").resume_hit(entry.hit)
-        end)
-      end
+    resume = function(entry)
+      require("pseudoclaude.pickers.source").resume_hit(entry.hit)
     end,
+    mode = "pseudoclaude_sessions_mode",
     actions = {
       pseudoclaude_delete = function(picker, entry)
         local source = require("pseudoclaude.pickers.source")
@@ -206,19 +187,50 @@ function M.search_source()
         end)
       end,
     },
-    win = {
-      input = {
-        keys = {
-          [H.key("<c-x>")] = { "pseudoclaude_delete", mode = { "n", "i" } },
-          [H.key("<c-g>")] = { "pseudoclaude_sessions_mode", mode = { "n", "i" } },
-        },
-      },
-      list = { keys = { ["dd"] = "pseudoclaude_delete" } },
-    },
-  }
+  })
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
+
+--- One of our sources in snacks' shape, from what tells the two apart: `spec.finder`; `spec.row(entry, width, now)`
+--- its row and highlights; `spec.show(previewer, buf, win, entry)` its preview; `spec.resume(entry)` what `<CR>`
+--- does once the picker is closed; `spec.mode` the action `<c-g>` runs (the other source); `spec.keys` its own keys
+--- (lhs -> action, in the input window, normal and insert mode); `spec.actions` (`pseudoclaude_delete` among them,
+--- on `<c-x>` and `dd`); `spec.live`: a live source.
+---@param spec table
+---@return table
+function H.source(spec)
+  local keys = {
+    [H.key("<c-x>")] = { "pseudoclaude_delete", mode = { "n", "i" } },
+    [H.key("<c-g>")] = { spec.mode, mode = { "n", "i" } },
+  }
+  for lhs, action in pairs(spec.keys or {}) do
+    keys[H.key(lhs)] = { action, mode = { "n", "i" } }
+  end
+  return {
+    title = spec.title,
+    live = spec.live,
+    supports_live = spec.live,
+    finder = spec.finder,
+    format = function(entry, picker)
+      local line, hls = spec.row(entry, H.list_width(picker), H.now(picker))
+      return H.segments(line, hls)
+    end,
+    preview = function(ctx)
+      spec.show(H.previewer(ctx.picker), ctx.buf, ctx.win, ctx.item)
+    end,
+    confirm = function(picker, entry)
+      picker:close()
+      if entry then
+        vim.schedule(function()
+          spec.resume(entry)
+        end)
+      end
+    end,
+    actions = spec.actions,
+    win = { input = { keys = keys }, list = { keys = { ["dd"] = "pseudoclaude_delete" } } },
+  }
+end
 
 --- `lhs` as snacks writes keys once it has normalized them ("<M-r>", "<C-G>"): a source's key then replaces snacks'
 --- default for that key instead of being reported as its duplicate.

@@ -99,17 +99,8 @@ function H.session_finder(state, opts)
     process_complete()
   end
   local function display(entry)
-    local picker = state.picker
-    local width = 80
-    if picker and picker.results_win and api.nvim_win_is_valid(picker.results_win) then
-      width = api.nvim_win_get_width(picker.results_win) - #(picker.selection_caret or "> ")
-    end
-    local line, hls = source.row(entry.value, width, state.columns, now)
-    local out = {}
-    for _, h in ipairs(hls) do
-      out[#out + 1] = { { h[1], h[2] }, h[3] }
-    end
-    return line, out
+    local line, hls = source.row(entry.value, H.results_width(state.picker), state.columns, now)
+    return line, H.highlights(hls)
   end
   source.list(opts, function(items)
     state.columns = source.columns(items)
@@ -137,6 +128,28 @@ function H.session_finder(state, opts)
   })
 end
 
+--- The columns a row may fill in the picker's results window (its width less the selection caret; 80 before the
+--- window exists).
+---@param picker table?
+---@return integer
+function H.results_width(picker)
+  if picker and picker.results_win and api.nvim_win_is_valid(picker.results_win) then
+    return api.nvim_win_get_width(picker.results_win) - #(picker.selection_caret or "> ")
+  end
+  return 80
+end
+
+--- A row's highlights `{start_col, end_col, group}` as telescope's display highlights `{{start, end}, group}`.
+---@param hls table[]
+---@return table[]
+function H.highlights(hls)
+  local out = {}
+  for _, h in ipairs(hls) do
+    out[#out + 1] = { { h[1], h[2] }, h[3] }
+  end
+  return out
+end
+
 --- A telescope finder that searches every message for the prompt's text: each call cancels the running search and
 --- starts another, whose hits are handed to telescope batch by batch as they arrive.
 ---@param state table
@@ -146,17 +159,8 @@ function H.search_finder(state, previewer)
   local now = os.time()
   local results = {}
   local function display(entry)
-    local picker = state.picker
-    local width = 80
-    if picker and picker.results_win and api.nvim_win_is_valid(picker.results_win) then
-      width = api.nvim_win_get_width(picker.results_win) - #(picker.selection_caret or "> ")
-    end
-    local line, hls = source.hit_row(entry.value, width, now)
-    local out = {}
-    for _, h in ipairs(hls) do
-      out[#out + 1] = { { h[1], h[2] }, h[3] }
-    end
-    return line, out
+    local line, hls = source.hit_row(entry.value, H.results_width(state.picker), now)
+    return line, H.highlights(hls)
   end
   return setmetatable({
     results = results,
