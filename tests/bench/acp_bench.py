@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import sys
@@ -44,6 +43,7 @@ sys.path.insert(0, str(ROOT / ".deps" / "python"))
 from acp_client import AcpClient  # noqa: E402
 from acp_rig import claude_agent_command, claude_env  # noqa: E402
 from fake_llm import FakeAnthropic  # noqa: E402
+from harness import write_section  # noqa: E402
 
 WORD = "firstword"
 ANSWER = WORD + " " + " ".join(f"and{i}" for i in range(30))
@@ -120,17 +120,6 @@ class BareAgain(Bare):
 
 
 CONTENDERS: list[type[Contender]] = [Bare, BareAgain]
-
-
-def write_section(title: str, body: str) -> None:
-    doc = ROOT / "doc" / "benchmarks.md"
-    text = doc.read_text()
-    section = f"## {title}\n\n{body}\n"
-    if f"## {title}\n" in text:
-        text = re.sub(rf"## {re.escape(title)}\n.*?(?=\n## |\Z)", lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + section
-    doc.write_text(text)
 
 
 def main() -> None:

@@ -28,6 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+
+from harness import nvim_bin, write_section  # noqa: E402
+
 TITLE = "Release library: size and start-up"
 
 
@@ -50,23 +54,12 @@ def started_ms(nvim: str, args: list[str], tmp: Path) -> float:
     return float(m[-1])
 
 
-def write_section(body: str) -> None:
-    path = ROOT / "doc" / "benchmarks.md"
-    text = path.read_text()
-    section = f"## {TITLE}\n\n{body}\n"
-    if f"## {TITLE}\n" in text:
-        text = re.sub(rf"## {re.escape(TITLE)}\n.*?(?=\n## |\Z)", lambda _: section, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--write", action="store_true")
     opts = ap.parse_args()
-    nvim = subprocess.run([str(ROOT / "scripts" / "ensure-nvim")], check=True, capture_output=True, text=True).stdout.strip()
+    nvim = nvim_bin()
     lib = asset()
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="pc-install-bench-") as t:
@@ -120,7 +113,7 @@ def main() -> None:
     )
     print(body)
     if opts.write:
-        write_section(body)
+        write_section(TITLE, body)
 
 
 if __name__ == "__main__":
