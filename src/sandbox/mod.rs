@@ -186,6 +186,10 @@ impl Support {
     pub fn warning(&self) -> Option<String> {
         match self.mechanism {
             Mechanism::Namespaces => None,
+            Mechanism::Landlock if self.landlock_abi < 6 => Some(format!(
+                "{UNPROTECTED}; and Landlock below ABI 6 has no signal scope: a process the command moves out of its \
+                 process group (setsid) can outlive it"
+            )),
             Mechanism::Landlock => Some(UNPROTECTED.to_string()),
             Mechanism::Unavailable => {
                 Some(format!("{NO_SANDBOX} ({}): the command runs with all your rights", self.why))

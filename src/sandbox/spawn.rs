@@ -78,6 +78,12 @@ impl Plan {
             Mechanism::Landlock => None,
             Mechanism::Namespaces => Some(namespaces(limits)?),
         };
+        // Without Landlock's TCP rules the proxy's port could not be the only one reachable: fail closed.
+        if mechanism == Mechanism::Landlock && limits.proxy_port.is_some() && landlock_abi() < 4 {
+            return Err("the network allowlist needs Landlock's TCP rules (ABI 4) on a system without user \
+                        namespaces"
+                .to_string());
+        }
         let ruleset = ruleset(limits, mechanism)?;
         let seccomp = socket_filter(limits, mechanism);
         let reap = match mechanism {
