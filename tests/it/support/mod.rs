@@ -29,6 +29,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of it
 
+pub mod acp_rig;
 pub mod client;
 pub mod scripted;
 pub mod sim_disk;
