@@ -117,7 +117,7 @@ function M.undo_rewind(opts)
 end
 
 --- The history the model sees next, in the log's own shape (`role`, `content`, `tool_calls`, `tool_result`, `ts`).
---- Blocking for a long history (10,000 messages: about 15 ms); with `opts.on_done` it returns at once and calls
+--- Blocking for a long history (10,000 messages: tens of ms); with `opts.on_done` it returns at once and calls
 --- `on_done(nil, messages)` later, the history read off the main loop (`:help pseudoclaude.messages()`).
 ---@param opts {on_done: fun(err: string?, messages: table[]?)}?
 ---@return table[]?

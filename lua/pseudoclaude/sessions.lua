@@ -115,7 +115,7 @@ local H = {}
 --- Sessions of the workspace, newest first (by last write), without empty ones and without the current one. A
 --- damaged log is listed even when nothing in it can be restored (`damaged`, `bad_lines`). A session folder or
 --- log that is a symbolic link is never listed (nor opened). The rows are plain tables, built from the list the core
---- packs (src/bridge/rows.rs, session_rows.lua): 10,000 sessions cost the main loop about 10 ms. With `opts.on_done`,
+--- packs (src/bridge/rows.rs, session_rows.lua); it blocks while the list is read. With `opts.on_done`,
 --- returns nothing at once and calls `on_done(nil, sessions)` later, as `list_async()` does.
 ---@param opts pseudoclaude.SessionListOpts?
 ---@return (pseudoclaude.SessionInfo|pseudoclaude.ExternalSession)[]?
@@ -361,7 +361,13 @@ function M.changes(id, on_done)
   H.check_type("changes", "id", id, "string")
   if on_done then
     H.check_type("changes", "on_done", on_done, "function")
-    H.call("changes", "sessions_changes_async", M.workspace(), id, H.done("changes", on_done))
+    local core = require("pseudoclaude.core")
+    H.call("changes", "sessions_changes_async", M.workspace(), id, function(ok, chunks)
+      if not ok then
+        return on_done(("pseudoclaude.sessions.changes: %s"):format(core.plain(chunks)))
+      end
+      core.decode_chunks(chunks, on_done) -- one chunk per main-loop step
+    end)
     return nil
   end
   return require("pseudoclaude.core").decode(H.call("changes", "sessions_changes", M.workspace(), id))

@@ -287,8 +287,9 @@ pub fn bulk<T: Serialize + ?Sized>(value: &T) -> BridgeResult<String> {
     Ok(serde_json::to_string(value)?)
 }
 
-/// What one main-loop step decodes of a long bulk result ([`bulk_chunks`]): `vim.json.decode` takes about 1 ms for it.
-pub const CHUNK_BYTES: usize = 256 * 1024;
+/// What one main-loop step decodes of a long bulk result ([`bulk_chunks`]): `vim.json.decode` takes well under 1 ms
+/// for it on an idle machine, a few on a loaded one.
+pub const CHUNK_BYTES: usize = 64 * 1024;
 
 /// `items` as JSON arrays of about `max_bytes` each (at least one item each), in order, for Lua to decode one per
 /// main-loop step: a long result of an `on_done` form (`messages()`).

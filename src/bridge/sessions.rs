@@ -82,8 +82,9 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("sessions_changes_async", |a| {
             let (ws, id, callback): (std::path::PathBuf, String, super::jobs::Callback) =
                 (workspace(a)?, a.get(1)?, a.get(2)?);
+            // in JSON chunks decoded one per main-loop step: thousands of turns converted at once are a long step
             super::jobs::spawn("sessions_changes_async", None, callback, move || {
-                Ok(crate::rewind::changes_of(&ws, &id)?)
+                super::bulk_chunks(&crate::rewind::changes_of(&ws, &id)?, super::CHUNK_BYTES)
             })
         }),
         export("sessions_fork_files_async", |a| {

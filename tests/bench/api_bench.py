@@ -227,7 +227,7 @@ def table(results: list[dict]) -> str:
     lines = [head, "|---|---|---|---|---|"]
     for label, k, gap, total in ROWS:
         for r in results:
-            if k not in r:
+            if k not in r or (k == "chats" and not r.get("chats")):
                 continue
             items = {"list": "list_count", "list_nolocks": "list_count", "search": "search_hits",
                      "changes": "changes_count", "messages": "messages_count", "chats": "chats_count"}.get(k)

@@ -327,7 +327,7 @@ def test_a_very_long_line_is_drawn_cut_with_a_note_and_the_model_reads_all_of_it
 
 def test_messages_on_done_gives_the_history_off_the_main_loop_in_steps(nvim: Neovim, workspace: Path) -> None:
     """`messages({ on_done })` returns at once; the history, written out on a worker thread in chunks of about
-    256 KiB and decoded one per main-loop step, is `messages()`'s, message for message."""
+    64 KiB and decoded one per main-loop step, is `messages()`'s, message for message."""
     sid = session_id(78)
     big = "y" * 300_000  # one message larger than a chunk: a chunk of its own
     entries = [entry("user", "start", ts=1_780_000_000, model="m")]

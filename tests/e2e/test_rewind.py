@@ -288,6 +288,12 @@ def test_a_resume_tells_the_model_which_files_changed_since_and_a_fork_takes_the
 
     changes = second.lua("return require('pseudoclaude').sessions.changes(...)", sid)
     assert [(t["index"], [f["path"] for f in t["files"]]) for t in changes][:2] == [(1, ["src/a.rs"]), (5, ["src/a.rs"])]
+    # the on_done form (read on a worker thread, decoded in steps): the same turns
+    second.lua(
+        "_G.pc_changes = nil require('pseudoclaude').sessions.changes(..., function(err, t) _G.pc_changes = err or t end)",
+        sid,
+    )
+    assert wait_for(lambda: second.lua("return _G.pc_changes"), what="changes, on_done") == changes
     # A fork at the first answer takes the file as the first turn left it.
     second.lua(
         "vim.g.pc_forked = nil require('pseudoclaude').sessions.fork(..., 4, { files = true, on_done = function(err, f) "
