@@ -3,6 +3,7 @@
 //! The core (`session`, `message`) is plain Rust and knows nothing of Neovim; `bridge` is the only
 //! module that talks to Neovim, through nvim-oxi.
 
+pub mod acp;
 pub mod agent;
 pub mod atomic;
 pub mod attachment;

@@ -100,7 +100,7 @@ pub struct SessionLog {
 }
 
 impl SessionLog {
-    fn lazy(workspace: &Path, opts: WriterOptions) -> Arc<SessionLog> {
+    pub(crate) fn lazy(workspace: &Path, opts: WriterOptions) -> Arc<SessionLog> {
         Arc::new(SessionLog {
             workspace: workspace.to_path_buf(),
             opts,
@@ -110,7 +110,7 @@ impl SessionLog {
         })
     }
 
-    fn opened(workspace: &Path, opts: WriterOptions, writer: Writer) -> Arc<SessionLog> {
+    pub(crate) fn opened(workspace: &Path, opts: WriterOptions, writer: Writer) -> Arc<SessionLog> {
         let ctx = OnceLock::from(writer.context().clone());
         Arc::new(SessionLog {
             workspace: workspace.to_path_buf(),
@@ -171,7 +171,7 @@ impl SessionLog {
         writer.checkpoint(answer, at, text).map_err(|e| e.to_string())
     }
 
-    fn hooks(self: &Arc<Self>) -> Hooks {
+    pub(crate) fn hooks(self: &Arc<Self>) -> Hooks {
         let (a, r) = (self.clone(), self.clone());
         Hooks {
             on_append: Box::new(move |m| {

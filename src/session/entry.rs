@@ -58,6 +58,7 @@ pub enum Kind {
     Pin,
     Files,
     Rewind,
+    Acp,
     Other(String),
 }
 
@@ -73,6 +74,7 @@ impl Kind {
             Kind::Pin => "pin",
             Kind::Files => "files",
             Kind::Rewind => "rewind",
+            Kind::Acp => "acp",
             Kind::Other(name) => name,
         }
     }
@@ -90,6 +92,7 @@ impl From<String> for Kind {
             "pin" => Kind::Pin,
             "files" => Kind::Files,
             "rewind" => Kind::Rewind,
+            "acp" => Kind::Acp,
             _ => Kind::Other(name),
         }
     }
@@ -115,6 +118,17 @@ pub struct ForkedFrom {
     pub id: String,
     /// 1-based position, in the source's restored history, of the last message the fork took.
     pub index: usize,
+}
+
+/// The ACP agent a session ran (`crate::acp`): the name `setup()` gave it, its own id of the session (what a
+/// `session/load` or `session/resume` names), and the version its `initialize` reported. On a `meta` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AgentMeta {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
 }
 
 /// Where an imported session came from: the tool (`claude-code`, `codex`), its id of the session, the file, and
@@ -204,6 +218,13 @@ pub struct Entry {
     /// On a `rewind` entry: one step of a rewind ([`super::files`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewind: Option<RewindRecord>,
+    /// On a `meta` entry: the ACP agent the session runs, and its own id of the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentMeta>,
+    /// On an `acp` entry: what an ACP agent reported that is no message (a plan, a mode or model change, its
+    /// usage, a permission it asked and the answer), as the protocol carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp: Option<serde_json::Value>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -254,6 +275,16 @@ impl Entry {
     /// Where the workspace's git HEAD stood at a turn.
     pub fn meta_git(git: GitHead, ts: i64) -> Entry {
         Entry { kind: Some(Kind::Meta), ts, git: Some(git), ..Default::default() }
+    }
+
+    /// The ACP agent a session runs, and its own session id.
+    pub fn meta_agent(agent: AgentMeta, ts: i64) -> Entry {
+        Entry { kind: Some(Kind::Meta), ts, agent: Some(agent), ..Default::default() }
+    }
+
+    /// `{"type":"acp","acp":{..}}`: an ACP agent's report that is no message.
+    pub fn acp(report: serde_json::Value, ts: i64) -> Entry {
+        Entry { kind: Some(Kind::Acp), ts, acp: Some(report), ..Default::default() }
     }
 
     /// The tokens one request to `model` cost.

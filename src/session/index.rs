@@ -85,6 +85,7 @@ pub(crate) struct Row(
     pub bool,               // pinned
     pub Option<ForkedFrom>, // forked_from
     pub u64,                // the lock file's inode when the row was made (0: none), see [`super::lock::locked_inodes`]
+    pub Option<String>,     // agent: the ACP agent's name
 );
 
 /// Every listable session of the workspace (unfiltered, unsorted), through the index: rows it can

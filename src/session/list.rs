@@ -77,6 +77,8 @@ pub struct SessionInfo {
     pub pinned: bool,
     /// The session this one was forked from, and at which of its messages.
     pub forked_from: Option<ForkedFrom>,
+    /// The ACP agent the session ran (`setup({ agents })`'s name), `None` for a session of our own agent.
+    pub agent: Option<String>,
     /// The workspace the session belongs to, in a list of every workspace ([`list_every`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
@@ -229,6 +231,7 @@ fn row_of(s: &SessionInfo, lock_ino: u64) -> Row {
         s.pinned,
         s.forked_from.clone(),
         lock_ino,
+        s.agent.clone(),
     )
 }
 
@@ -252,6 +255,7 @@ fn info_of(row: Row, pricing: &Pricing) -> SessionInfo {
         pinned,
         forked_from,
         _lock_ino,
+        agent,
     ) = row;
     SessionInfo {
         id,
@@ -276,6 +280,7 @@ fn info_of(row: Row, pricing: &Pricing) -> SessionInfo {
         usage_by_model: usage,
         pinned,
         forked_from,
+        agent,
         workspace: None,
     }
 }
@@ -483,6 +488,7 @@ fn to_info(
         model: s.shown_model().to_string(),
         pinned: s.pinned,
         forked_from: s.forked_from,
+        agent: s.agent.map(|a| a.name),
         messages: s.messages,
         entries: s.entries,
         bytes,
@@ -512,7 +518,8 @@ fn mtime_ns(m: &fs::Metadata) -> i64 {
 /// 3: the fold reads `title` and `pin` entries and `forked_from` (a version 2 cache skipped them, and
 /// would hide a name written before it).
 /// 4: the state holds git (`meta`) and `usage` entries, which a version 3 fold skipped.
-const SUMMARY_VERSION: u32 = 4;
+/// 5: the state holds the ACP agent of a `meta` entry (`agent`), which a version 4 fold skipped.
+const SUMMARY_VERSION: u32 = 5;
 /// How many bytes before the cached offset must still be the same for the cache to count.
 const FINGERPRINT_BYTES: u64 = 64;
 

@@ -63,6 +63,8 @@ pub struct Loaded {
     pub pinned: bool,
     /// The session this one was forked from.
     pub forked_from: Option<super::entry::ForkedFrom>,
+    /// The ACP agent the session runs, and its own id of the session (`meta` entries).
+    pub agent: Option<super::entry::AgentMeta>,
     /// The `files` checkpoints and `rewind` steps, in order ([`super::files`]); not sent to the editor.
     #[serde(skip)]
     pub files: Vec<super::files::FilesRecord>,
@@ -158,6 +160,7 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         title: done.state.shown_title().to_string(),
         pinned: done.state.pinned,
         forked_from: done.state.forked_from.clone(),
+        agent: done.state.agent.clone(),
         model: done.state.shown_model().to_string(),
         entries: done.state.entries,
         last_message: done.state.last_message,

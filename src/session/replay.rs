@@ -93,6 +93,10 @@ pub struct State {
     /// The session is a fork of this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// The ACP agent the session runs (the last `meta` entry naming one; its session id may change when the
+    /// agent had forgotten the session and a new one was started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<crate::session::entry::AgentMeta>,
 }
 
 impl State {
@@ -291,6 +295,9 @@ impl Replay {
         }
         // Not messages: an answer streaming around them goes on.
         if entry.is(Kind::Meta) {
+            if let Some(agent) = entry.agent {
+                self.state.agent = Some(agent);
+            }
             if let Some(git) = entry.git {
                 self.state.git_start.get_or_insert_with(|| git.clone());
                 self.state.git = Some(git);
@@ -314,6 +321,9 @@ impl Replay {
             return;
         }
         // What happened to the files: kept for a load (rewind, changes), never a message.
+        if entry.is(Kind::Acp) {
+            return;
+        }
         if entry.is(Kind::Files) || entry.is(Kind::Rewind) {
             if let Some(k) = &mut self.kept {
                 k.files.extend(entry.files);

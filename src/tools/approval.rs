@@ -28,6 +28,19 @@ pub struct ApprovalRequest {
     pub warning: Option<String>,
     /// Whether "Always" may be offered (not when something is lifted, nor without a sandbox).
     pub always: bool,
+    /// An ACP agent's permission (`crate::acp`): its options as it names them; "yes" answers its `allow_once`
+    /// option, "always" its `allow_always`, "no" its `reject_once`. Empty for our own tools.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<PermissionChoice>,
+}
+
+/// One option of an ACP agent's permission request: its id, its name as the agent words it, and its kind
+/// (`allow_once`, `allow_always`, `reject_once`, `reject_always`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PermissionChoice {
+    pub id: String,
+    pub name: String,
+    pub kind: String,
 }
 
 /// A write or an edit as the review shows it: the file's text now, the text proposed, and the change
@@ -178,6 +191,7 @@ impl Tools {
             lifted: gate.lifted,
             warning: gate.warning,
             always: !gate.forced,
+            options: Vec::new(),
         };
         let declined = || {
             let nothing = match tool {

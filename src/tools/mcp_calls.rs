@@ -40,6 +40,7 @@ impl Tools {
                 lifted: Vec::new(),
                 warning: None,
                 always: true,
+                options: Vec::new(),
             };
             match self.approver.ask(req).await {
                 Approval::Yes | Approval::Only(_) => {}

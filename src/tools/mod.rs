@@ -39,8 +39,8 @@ mod sandboxed;
 mod specs;
 
 pub use approval::{
-    Approval, ApprovalRequest, Approver, AutoApprove, BufferState, DEFAULT_EDITOR_TIMEOUT, HunkLines, ProposedChange,
-    Written,
+    Approval, ApprovalRequest, Approver, AutoApprove, BufferState, DEFAULT_EDITOR_TIMEOUT, HunkLines, PermissionChoice,
+    ProposedChange, Written,
 };
 use approval::{Gate, Gated, partial, proposed};
 use specs::specs;

@@ -8,6 +8,7 @@
 
 mod support;
 
+mod acp;
 mod acp_rig;
 mod agent_checkpoint;
 mod agent_providers;

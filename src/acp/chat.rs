@@ -1,0 +1,896 @@
+//! One ACP agent's chat, logged as ours is: the session's log and conversation (the same [`SessionLog`] and
+//! [`Conversation`] as [`crate::agent::Agent`]), the agent's process, and what each of its updates becomes.
+//!
+//! How the protocol's updates map onto the log (doc/log_format.md, "ACP agents"):
+//! - the user's message is written first (it creates the session), then the agent is started if it is not running;
+//! - `agent_message_chunk`s stream into the answer, checkpointed as ours ([`Checkpoints`]): a `kill -9` keeps what
+//!   had streamed; `agent_thought_chunk`s are its thinking (`reasoning` blocks, shown folded, never sent back);
+//! - a `tool_call` and its `tool_call_update`s are one call and its result, written when the call completes or
+//!   fails: the text streamed before it, with the call (title, kind, input, locations), then the result (its
+//!   content, diffs and terminal output as text). A call still running when the turn ends is not written: a log only
+//!   holds calls with their results;
+//! - plans, mode and config changes, `usage_update` and each permission asked (with its answer) are `acp` entries;
+//!   the agent's name and its own session id are a `meta` entry.
+//!
+//! The agent's updates are read by one task per connection (the pump), in order; a turn waits for the pump to have
+//! handled everything the agent sent before its `session/prompt` answer (a marker, see [`super::client`]) before
+//! it writes the final message. Updates a `session/load` replays are dropped: the log has them already.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::AgentSpec;
+use super::client::{Connection, Incoming, is_closed_error};
+use crate::agent::checkpoint::Checkpoints;
+use crate::agent::{Cancel, Event, SessionLog};
+use crate::conversation::{Conversation, Unsaved};
+use crate::message::{Message, Role, Thinking, ToolCall, now};
+use crate::session::entry::AgentMeta;
+use crate::session::{self, Context, Entry, Writer, WriterOptions};
+use crate::tools::{Approval, ApprovalRequest, Approver, PermissionChoice};
+use crate::usage::{Pricing, Usage, UsageByModel};
+
+/// How long an agent whose input was closed may take to exit before its process group is killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a cancelled turn waits for the agent's answer to `session/cancel` before giving up on it.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+
+/// One chat's settings (the host's configuration, resolved).
+#[derive(Debug, Clone)]
+pub struct ChatConfig {
+    /// The agent's name in `setup({ agents })`.
+    pub name: String,
+    pub spec: AgentSpec,
+    pub workspace: PathBuf,
+    /// The plugin's log file: the agent's standard error goes there.
+    pub log_file: Option<PathBuf>,
+    pub spill_threshold: usize,
+    pub checkpoint_every: Duration,
+    /// `approve.agents.NAME`: permissions are answered "allow once" without asking.
+    pub auto_allow: bool,
+    pub pricing: Pricing,
+    /// A resumed session idle longer than this gets the reminder ours get ([`crate::agent::stale_reminder_after`]).
+    pub stale_after: Duration,
+}
+
+/// The agent's process and its session, once started.
+struct Live {
+    conn: Arc<Connection>,
+    session_id: String,
+    closed: Arc<AtomicBool>,
+}
+
+pub struct AcpChat {
+    pub config: ChatConfig,
+    pub log: Arc<SessionLog>,
+    pub conversation: Arc<Conversation>,
+    approver: Arc<dyn Approver>,
+    live: tokio::sync::Mutex<Option<Live>>,
+    /// The answer streaming now, if a turn runs.
+    turn: tokio::sync::Mutex<Option<Turn>>,
+    /// A `session/load` is replaying the agent's history: its updates are not ours to log or show.
+    replaying: AtomicBool,
+    /// The agent's own session (from the log's `meta`, or the one it started), and its version.
+    agent: Mutex<Option<AgentMeta>>,
+    /// The transcript that goes with the next message, when the agent had forgotten the session.
+    context: Mutex<Option<String>>,
+    /// Messages the agent reads with the next message, logged with it (the stale reminder), as ours.
+    pending: Mutex<Vec<Message>>,
+    usage: Mutex<UsageByModel>,
+    /// Dollars the agent reported (`usage_update.cost`), when it does.
+    cost: Mutex<Option<f64>>,
+    /// What the agent offers: `available_commands_update`'s commands, its modes (`session/new`'s `modes`).
+    commands: Mutex<Vec<Value>>,
+    modes: Mutex<Value>,
+}
+
+/// Why a turn stopped early.
+enum Stop {
+    Cancelled,
+    Failed(String),
+    Unsaved(Unsaved),
+}
+
+impl From<Unsaved> for Stop {
+    fn from(e: Unsaved) -> Self {
+        Stop::Unsaved(e)
+    }
+}
+
+impl AcpChat {
+    /// A new chat with agent `config.name`; its session appears with its first message, the agent starts then.
+    pub fn new(config: ChatConfig, approver: Arc<dyn Approver>) -> Arc<AcpChat> {
+        let log = SessionLog::lazy(&config.workspace, writer_options(&config));
+        AcpChat::assemble(config, approver, log, Vec::new(), None, UsageByModel::default())
+    }
+
+    /// Reopens session `id` (the lock, a torn tail moved aside, the history loaded), on the caller's thread; the
+    /// agent is started again by [`AcpChat::connect`].
+    pub fn resume(
+        config: ChatConfig,
+        approver: Arc<dyn Approver>,
+        id: &str,
+    ) -> session::Result<(Arc<AcpChat>, crate::agent::Resumed)> {
+        let ctx = Context::open(&config.workspace, id)?;
+        let opts = writer_options(&config);
+        let (writer, repair) = Writer::open_with_repair(&ctx, opts.clone())?;
+        let mut loaded = session::load(&ctx)?;
+        let log = SessionLog::opened(&config.workspace, opts, writer);
+        let messages = std::mem::take(&mut loaded.messages);
+        let usage = loaded.usage_by_model.clone();
+        let stale = crate::agent::stale_seconds(loaded.last_message, now(), config.stale_after);
+        let chat = AcpChat::assemble(config, approver, log, messages, loaded.agent.clone(), usage);
+        if let Some(idle) = stale {
+            lock(&chat.pending).push(Message::user(crate::agent::stale_reminder_after(idle)));
+        }
+        let resumed = crate::agent::Resumed {
+            torn_bytes: repair.torn_bytes,
+            stale_hours: stale.map(|s| s / 3600),
+            stale_seconds: stale,
+            loaded,
+            ..Default::default()
+        };
+        Ok((chat, resumed))
+    }
+
+    fn assemble(
+        config: ChatConfig,
+        approver: Arc<dyn Approver>,
+        log: Arc<SessionLog>,
+        messages: Vec<Message>,
+        agent: Option<AgentMeta>,
+        usage: UsageByModel,
+    ) -> Arc<AcpChat> {
+        let conversation = Conversation::from_messages(messages, log.hooks());
+        Arc::new(AcpChat {
+            config,
+            log,
+            conversation,
+            approver,
+            live: tokio::sync::Mutex::new(None),
+            turn: tokio::sync::Mutex::new(None),
+            replaying: AtomicBool::new(false),
+            agent: Mutex::new(agent),
+            context: Mutex::new(None),
+            pending: Mutex::new(Vec::new()),
+            usage: Mutex::new(usage),
+            cost: Mutex::new(None),
+            commands: Mutex::new(Vec::new()),
+            modes: Mutex::new(Value::Null),
+        })
+    }
+
+    /// The session, once it exists.
+    pub fn current(&self) -> Option<Context> {
+        self.log.context()
+    }
+
+    /// The agent's own session id, once it has one.
+    pub fn agent_session(&self) -> Option<String> {
+        lock(&self.agent).as_ref().map(|a| a.session_id.clone()).filter(|s| !s.is_empty())
+    }
+
+    pub fn usage(&self) -> UsageByModel {
+        lock(&self.usage).clone()
+    }
+
+    /// What the session cost: the agent's own figure when it reports one, else our pricing of its tokens.
+    pub fn cost(&self) -> Option<f64> {
+        (*lock(&self.cost)).or_else(|| self.usage().cost(&self.config.pricing))
+    }
+
+    /// The agent's slash commands (`available_commands_update`), as it sent them.
+    pub fn commands(&self) -> Vec<Value> {
+        lock(&self.commands).clone()
+    }
+
+    /// The agent's modes (`{currentModeId, availableModes}`), when it offers some.
+    pub fn modes(&self) -> Value {
+        lock(&self.modes).clone()
+    }
+
+    /// The version the agent's `initialize` reported (the last one that ran for this chat).
+    pub fn agent_version(&self) -> Option<String> {
+        lock(&self.agent).as_ref().map(|a| a.version.clone()).filter(|v| !v.is_empty())
+    }
+
+    /// Asks the agent to switch to mode `mode` (`session/set_mode`).
+    pub async fn set_mode(self: &Arc<Self>, mode: &str, events: &mpsc::UnboundedSender<Event>) -> Result<(), String> {
+        let (conn, sid) = self.ensure_live(events).await?;
+        conn.set_mode(&sid, mode).await?;
+        let update = json!({ "sessionUpdate": "current_mode_update", "currentModeId": mode });
+        self.apply_mode(&update);
+        let _ = self.log.append_meta(Entry::acp(update, now()));
+        Ok(())
+    }
+
+    /// Starts the agent (when it is not running) and its session: `session/load` of the agent's own id when it
+    /// offers it, else `session/resume`, else a new session told the transcript with the next message. One line
+    /// in `events` says which happened when a session was restored.
+    pub async fn connect(self: &Arc<Self>, events: &mpsc::UnboundedSender<Event>) -> Result<(), String> {
+        self.ensure_live(events).await.map(|_| ())
+    }
+
+    /// Ends the agent (its input closed, its process group killed after a grace of [`STOP_GRACE`]); the chat's next
+    /// message starts it again.
+    pub async fn stop(&self) {
+        if let Some(l) = self.live.lock().await.take() {
+            l.conn.shutdown(STOP_GRACE).await;
+        }
+    }
+
+    /// Kills the agent without waiting (the editor exits, the chat closes).
+    pub fn kill(&self) {
+        if let Ok(live) = self.live.try_lock()
+            && let Some(l) = live.as_ref()
+        {
+            l.conn.kill();
+        }
+    }
+
+    async fn ensure_live(
+        self: &Arc<Self>,
+        events: &mpsc::UnboundedSender<Event>,
+    ) -> Result<(Arc<Connection>, String), String> {
+        let mut live = self.live.lock().await;
+        if let Some(l) = live.as_ref()
+            && !l.closed.load(Ordering::SeqCst)
+        {
+            return Ok((l.conn.clone(), l.session_id.clone()));
+        }
+        *live = None;
+        let name = &self.config.name;
+        let (conn, rx) =
+            Connection::start(name, &self.config.spec, &self.config.workspace, self.config.log_file.as_deref()).await?;
+        let conn = Arc::new(conn);
+        let closed = Arc::new(AtomicBool::new(false));
+        spawn_pump(Arc::downgrade(self), rx, closed.clone());
+        let caps = &conn.init["agentCapabilities"];
+        let version = conn.init["agentInfo"]["version"].as_str().unwrap_or_default().to_string();
+        let known = self.agent_session();
+        let ws = &self.config.workspace;
+        let mut restored = None;
+        if let Some(id) = &known {
+            if caps["loadSession"].as_bool() == Some(true) {
+                self.replaying.store(true, Ordering::SeqCst);
+                let r = conn.load_session(id, ws).await;
+                conn.marker().await;
+                self.replaying.store(false, Ordering::SeqCst);
+                match r {
+                    Ok(v) => restored = Some((v, "session/load: the agent restored its own session")),
+                    Err(e) if is_closed_error(&e) => return Err(format!("the agent {name} exited: {e}")),
+                    Err(_) => {}
+                }
+            }
+            if restored.is_none() && caps["sessionCapabilities"]["resume"].is_object() {
+                match conn.resume_session(id, ws).await {
+                    Ok(v) => restored = Some((v, "session/resume: the agent resumed its own session")),
+                    Err(e) if is_closed_error(&e) => return Err(format!("the agent {name} exited: {e}")),
+                    Err(_) => {}
+                }
+            }
+        }
+        let session_id = match (&restored, &known) {
+            (Some((answer, how)), Some(id)) => {
+                self.apply_session(answer);
+                let _ = events.send(Event::Notice { text: format!("{name}: {how}") });
+                id.clone()
+            }
+            _ => {
+                let answer = conn.new_session(ws).await?;
+                self.apply_session(&answer);
+                let id = answer["sessionId"].as_str().unwrap_or_default().to_string();
+                if id.is_empty() {
+                    return Err(format!("the agent {name} started a session without an id"));
+                }
+                if known.is_some() {
+                    // it forgot the session: the history goes with the next message
+                    *lock(&self.context) = Some(self.transcript());
+                    let _ = events.send(Event::Notice {
+                        text: format!(
+                            "{name}: session/new: the agent no longer has this session; a new one started, and the \
+                             conversation so far goes with your next message"
+                        ),
+                    });
+                }
+                id
+            }
+        };
+        super::note_version(name, &version);
+        let meta = AgentMeta { name: name.clone(), session_id: session_id.clone(), version };
+        let changed = lock(&self.agent).as_ref() != Some(&meta);
+        if changed {
+            *lock(&self.agent) = Some(meta.clone());
+            // written with the next message (a resume leaves the log as it was until then)
+            self.log.stage(Entry::meta_agent(meta, now()), true);
+        }
+        *live = Some(Live { conn: conn.clone(), session_id: session_id.clone(), closed });
+        Ok((conn, session_id))
+    }
+
+    /// The conversation so far as text, for an agent that forgot it.
+    fn transcript(&self) -> String {
+        let mut out = String::from(
+            "[The conversation so far, from the editor's log of this session; the agent's own record of it is gone]\n",
+        );
+        self.conversation.with_messages(|msgs| {
+            for m in msgs {
+                if let Some(r) = &m.tool_result {
+                    out.push_str(&format!("\n[tool result]\n{}\n", r.content));
+                    continue;
+                }
+                let who = if m.role == Role::Assistant { "Assistant" } else { "User" };
+                out.push_str(&format!("\n{who}: {}\n", m.content));
+                for c in &m.tool_calls {
+                    out.push_str(&format!("[tool call {}: {}]\n", c.name, c.arguments));
+                }
+            }
+        });
+        out.push_str("\n[End of the earlier conversation. The new message follows.]\n\n");
+        out
+    }
+
+    fn apply_session(&self, answer: &Value) {
+        if answer["modes"].is_object() {
+            *lock(&self.modes) = answer["modes"].clone();
+        }
+    }
+
+    fn apply_mode(&self, update: &Value) {
+        let mut modes = lock(&self.modes);
+        if modes.is_object() {
+            modes["currentModeId"] = update["currentModeId"].clone();
+        }
+    }
+
+    /// Runs one turn for `text`; events go to `events`; returns when the turn is over.
+    pub async fn turn(self: &Arc<Self>, text: &str, events: mpsc::UnboundedSender<Event>, cancel: Cancel) {
+        let was_unsaved = self.conversation.is_unsaved();
+        let stop_reason = match self.turn_steps(text, &events, &cancel, was_unsaved).await {
+            Ok(reason) => reason,
+            Err(Stop::Cancelled) => {
+                let _ = events.send(Event::Cancelled);
+                "cancelled".into()
+            }
+            Err(Stop::Failed(message)) => {
+                let _ = events.send(Event::Error { message });
+                "error".into()
+            }
+            Err(Stop::Unsaved(e)) => {
+                let _ = events.send(Event::Saved { ok: false, error: Some(e.0.to_string()) });
+                let _ = events.send(Event::Error { message: e.to_string() });
+                "unsaved".into()
+            }
+        };
+        let _ = events.send(Event::TurnDone { stop_reason });
+    }
+
+    async fn turn_steps(
+        self: &Arc<Self>,
+        text: &str,
+        events: &mpsc::UnboundedSender<Event>,
+        cancel: &Cancel,
+        was_unsaved: bool,
+    ) -> Result<String, Stop> {
+        // the stale reminder, logged before the message and read by the agent with it
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        let mut preamble = String::new();
+        for m in pending {
+            preamble.push_str(&m.content);
+            preamble.push_str("\n\n");
+            self.conversation.add(m)?;
+        }
+        self.conversation.add(Message::user(text))?;
+        if was_unsaved {
+            let _ = events.send(Event::Saved { ok: true, error: None });
+        }
+        let _ = events.send(Event::UserRecorded { text: text.to_string() });
+        let name = self.config.name.clone();
+        let started = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(Stop::Cancelled),
+            r = self.ensure_live(events) => r,
+        };
+        let (conn, sid) = started.map_err(Stop::Failed)?;
+        // what ensure_live staged (the agent's meta) is written now, after the message it follows
+        let (before, after) = self.log.take_staged();
+        for e in before.into_iter().chain(after) {
+            let _ = self.log.append_meta(e);
+        }
+        let prompt = match lock(&self.context).take() {
+            Some(history) => format!("{history}{preamble}{text}"),
+            None => format!("{preamble}{text}"),
+        };
+        *self.turn.lock().await =
+            Some(Turn::new(events.clone(), self.log.clone(), self.config.checkpoint_every, &name));
+        let asked = {
+            let (conn, sid) = (conn.clone(), sid.clone());
+            async move { conn.prompt(&sid, &prompt).await }
+        };
+        tokio::pin!(asked);
+        let mut cancelled = false;
+        let answer = tokio::select! {
+            r = &mut asked => r,
+            _ = cancel.cancelled() => {
+                cancelled = true;
+                conn.cancel(&sid);
+                tokio::time::timeout(CANCEL_GRACE, &mut asked)
+                    .await
+                    .unwrap_or_else(|_| Err(format!("the agent did not stop within {}s of session/cancel", CANCEL_GRACE.as_secs())))
+            }
+        };
+        // every update the agent sent before its answer, handled
+        conn.marker().await;
+        let turn = self.turn.lock().await.take();
+        let stopped_early = cancelled || answer.is_err();
+        let outcome = match turn {
+            Some(t) => t.finish(&self.conversation, stopped_early).await,
+            None => Ok(()),
+        };
+        outcome?;
+        match answer {
+            Ok(answer) => {
+                self.record_usage(&answer["usage"], events);
+                let reason = answer["stopReason"].as_str().unwrap_or("end_turn").to_string();
+                if cancelled || reason == "cancelled" {
+                    return Err(Stop::Cancelled);
+                }
+                Ok(reason)
+            }
+            Err(_) if cancelled => Err(Stop::Cancelled),
+            Err(e) => {
+                let gone = conn.clone();
+                let dead = {
+                    let live = self.live.lock().await;
+                    live.as_ref().is_none_or(|l| l.closed.load(Ordering::SeqCst))
+                } || is_closed_error(&e);
+                if dead {
+                    // the next message starts it again (with session/load)
+                    self.live.lock().await.take();
+                    gone.kill();
+                    Err(Stop::Failed(format!(
+                        "the agent {name} exited mid-turn ({}); what it had answered is kept, and your next message \
+                         starts it again",
+                        first_line(&e)
+                    )))
+                } else {
+                    Err(Stop::Failed(format!("{name}: {e}")))
+                }
+            }
+        }
+    }
+
+    /// `session/prompt`'s `usage`: a `usage` entry of the tokens, as ours are.
+    fn record_usage(&self, usage: &Value, events: &mpsc::UnboundedSender<Event>) {
+        let n = |k: &str| usage[k].as_u64().unwrap_or(0);
+        let u = Usage {
+            input_tokens: n("inputTokens"),
+            output_tokens: n("outputTokens"),
+            cache_read_tokens: n("cachedReadTokens"),
+            cache_write_tokens: n("cachedWriteTokens"),
+        };
+        if u.is_zero() {
+            return;
+        }
+        let model = self.config.name.clone();
+        let _ = self.log.append_meta(Entry::usage(&model, u, now()));
+        let all = {
+            let mut all = lock(&self.usage);
+            all.add(&model, &u);
+            all.clone()
+        };
+        let _ = events.send(Event::Usage { usage: all.total(), cost: self.cost() });
+    }
+
+    /// One thing the agent sent, in order (the pump's body).
+    async fn handle(self: &Arc<Self>, m: Incoming) {
+        match m {
+            Incoming::Update { update, .. } => self.on_update(update).await,
+            Incoming::Permission { request, reply } => {
+                let chat = self.clone();
+                // answered off the pump: the user may take minutes, and the agent's updates keep flowing
+                tokio::spawn(async move { chat.on_permission(request, reply).await });
+            }
+            Incoming::Marker(done) => {
+                let _ = done.send(());
+            }
+            Incoming::Closed(_) => {}
+        }
+    }
+
+    async fn on_update(self: &Arc<Self>, update: Value) {
+        let kind = update["sessionUpdate"].as_str().unwrap_or_default().to_string();
+        match kind.as_str() {
+            "available_commands_update" => {
+                *lock(&self.commands) = update["availableCommands"].as_array().cloned().unwrap_or_default();
+                return;
+            }
+            "current_mode_update" => self.apply_mode(&update),
+            _ => {}
+        }
+        if self.replaying.load(Ordering::SeqCst) {
+            return;
+        }
+        match kind.as_str() {
+            "agent_message_chunk" | "agent_thought_chunk" | "tool_call" | "tool_call_update" => {
+                let mut turn = self.turn.lock().await;
+                let Some(t) = turn.as_mut() else { return };
+                let result = match kind.as_str() {
+                    "agent_message_chunk" => {
+                        t.text(&content_text(&update["content"])).await;
+                        Ok(())
+                    }
+                    "agent_thought_chunk" => {
+                        t.thought(&content_text(&update["content"]));
+                        Ok(())
+                    }
+                    "tool_call" => t.tool_call(update, &self.conversation).await,
+                    _ => t.tool_update(update, &self.conversation).await,
+                };
+                if let Err(e) = result {
+                    t.unsaved.get_or_insert(e);
+                }
+            }
+            "plan" | "current_mode_update" | "config_option_update" | "usage_update" | "session_info_update" => {
+                if kind == "usage_update"
+                    && let Some(amount) = update["cost"]["amount"].as_f64()
+                {
+                    *lock(&self.cost) = Some(amount);
+                }
+                let turn = self.turn.lock().await;
+                if let Some(t) = turn.as_ref()
+                    && kind == "plan"
+                {
+                    let _ = t.events.send(Event::Notice { text: plan_text(&update) });
+                }
+                if let Some(t) = turn.as_ref()
+                    && kind == "usage_update"
+                {
+                    let usage = self.usage().total();
+                    let _ = t.events.send(Event::Usage { usage, cost: self.cost() });
+                }
+                let _ = self.log.append_meta(Entry::acp(update, now()));
+            }
+            _ => {}
+        }
+    }
+
+    /// `session/request_permission`: asked through the same approval prompt as our tools (the agent's options,
+    /// named as it names them), or answered "allow once" by `approve.agents.NAME`; logged with its answer.
+    async fn on_permission(&self, request: Value, reply: oneshot::Sender<Option<String>>) {
+        let options: Vec<PermissionChoice> = request["options"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|o| PermissionChoice {
+                        id: o["optionId"].as_str().unwrap_or_default().to_string(),
+                        name: o["name"].as_str().unwrap_or_default().to_string(),
+                        kind: o["kind"].as_str().unwrap_or_default().to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let pick = |kind: &str| options.iter().find(|o| o.kind == kind).map(|o| o.id.clone());
+        let call = &request["toolCall"];
+        let title = call["title"].as_str().unwrap_or("a tool call").to_string();
+        let (answer, by) = if self.config.auto_allow {
+            (pick("allow_once"), "config")
+        } else {
+            let ask = ApprovalRequest {
+                tool: format!("{}:{}", self.config.name, call["kind"].as_str().unwrap_or("tool")),
+                summary: title.clone(),
+                detail: call_detail(call),
+                change: None,
+                lifted: Vec::new(),
+                warning: None,
+                always: pick("allow_always").is_some(),
+                options: options.clone(),
+            };
+            let answer = match self.approver.ask(ask).await {
+                Approval::Yes => pick("allow_once").or_else(|| pick("allow_always")),
+                Approval::Always => pick("allow_always").or_else(|| pick("allow_once")),
+                Approval::Only(hunks) if !hunks.is_empty() => pick("allow_once"),
+                _ => pick("reject_once").or_else(|| pick("reject_always")),
+            };
+            (answer, "user")
+        };
+        let entry = json!({ "permission": {
+            "tool_call_id": call["toolCallId"], "title": title, "options": options,
+            "answer": answer, "by": by,
+        }});
+        let _ = self.log.append_meta(Entry::acp(entry, now()));
+        let _ = reply.send(answer);
+    }
+}
+
+/// The agent's updates, read in order by one task until its connection ends. Holds the chat weakly: a chat
+/// dropped (closed, replaced) ends its agent, whose connection ends this task.
+fn spawn_pump(chat: Weak<AcpChat>, mut rx: mpsc::UnboundedReceiver<Incoming>, closed: Arc<AtomicBool>) {
+    tokio::spawn(async move {
+        loop {
+            let tick = match chat.upgrade() {
+                Some(c) => c.turn.lock().await.as_ref().and_then(|t| t.checkpoints.tick()),
+                None => return,
+            };
+            let next = match tick {
+                Some(t) => match tokio::time::timeout(t, rx.recv()).await {
+                    Ok(m) => m,
+                    Err(_) => {
+                        if let Some(c) = chat.upgrade()
+                            && let Some(t) = c.turn.lock().await.as_mut()
+                        {
+                            t.offer_text().await;
+                        }
+                        continue;
+                    }
+                },
+                None => rx.recv().await,
+            };
+            let Some(m) = next else { return };
+            if matches!(m, Incoming::Closed(_)) {
+                closed.store(true, Ordering::SeqCst);
+            }
+            let Some(c) = chat.upgrade() else { return };
+            c.handle(m).await;
+        }
+    });
+}
+
+/// The answer streaming in a turn: the text since its last recorded message, its thinking, its tool calls under way.
+struct Turn {
+    events: mpsc::UnboundedSender<Event>,
+    log: Arc<SessionLog>,
+    every: Duration,
+    model: String,
+    text: String,
+    checkpoints: Checkpoints,
+    thinking: String,
+    thinking_since: Option<Instant>,
+    thoughts: Vec<Thinking>,
+    thinking_ms: u64,
+    /// Tool calls under way, by id: the `tool_call` with every update merged in.
+    calls: HashMap<String, Value>,
+    /// A write that failed while the turn ran.
+    unsaved: Option<Unsaved>,
+}
+
+impl Turn {
+    fn new(events: mpsc::UnboundedSender<Event>, log: Arc<SessionLog>, every: Duration, model: &str) -> Turn {
+        Turn {
+            checkpoints: Checkpoints::new(log.clone(), every),
+            events,
+            log,
+            every,
+            model: model.to_string(),
+            text: String::new(),
+            thinking: String::new(),
+            thinking_since: None,
+            thoughts: Vec::new(),
+            thinking_ms: 0,
+            calls: HashMap::new(),
+            unsaved: None,
+        }
+    }
+
+    async fn text(&mut self, chunk: &str) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.end_thinking();
+        self.text.push_str(chunk);
+        let _ = self.events.send(Event::TextDelta { text: chunk.to_string() });
+        self.checkpoints.offer(&self.text, false).await;
+    }
+
+    async fn offer_text(&mut self) {
+        self.checkpoints.offer(&self.text, false).await;
+    }
+
+    fn thought(&mut self, chunk: &str) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.thinking_since.get_or_insert_with(Instant::now);
+        self.thinking.push_str(chunk);
+        let _ = self.events.send(Event::ThinkingDelta { text: chunk.to_string() });
+    }
+
+    fn end_thinking(&mut self) {
+        let Some(since) = self.thinking_since.take() else { return };
+        let ms = since.elapsed().as_millis() as u64;
+        self.thinking_ms += ms;
+        self.thoughts.push(Thinking {
+            kind: Thinking::REASONING.into(),
+            thinking: std::mem::take(&mut self.thinking),
+            ..Default::default()
+        });
+        let _ = self.events.send(Event::ThinkingDone { ms });
+    }
+
+    async fn tool_call(&mut self, update: Value, conv: &Conversation) -> Result<(), Unsaved> {
+        self.end_thinking();
+        // the text before a call is on disk before the call runs, as ours is
+        self.checkpoints.offer(&self.text, true).await;
+        let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
+        let _ = self.events.send(Event::ToolCallStarted { id: id.clone(), name: call_name(&update) });
+        let done = is_done(&update);
+        self.calls.insert(id.clone(), update);
+        if done { self.record(&id, conv).await } else { Ok(()) }
+    }
+
+    async fn tool_update(&mut self, update: Value, conv: &Conversation) -> Result<(), Unsaved> {
+        let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
+        let call = self.calls.entry(id.clone()).or_insert_with(|| json!({ "toolCallId": id }));
+        if let (Some(call), Some(fields)) = (call.as_object_mut(), update.as_object()) {
+            for (k, v) in fields {
+                if k != "sessionUpdate" && !v.is_null() {
+                    call.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        if is_done(&update) { self.record(&id, conv).await } else { Ok(()) }
+    }
+
+    /// A call that completed or failed: the text before it with the call, then its result.
+    async fn record(&mut self, id: &str, conv: &Conversation) -> Result<(), Unsaved> {
+        let Some(call) = self.calls.remove(id) else { return Ok(()) };
+        self.checkpoints.settle().await;
+        let name = call_name(&call);
+        let arguments = json!({
+            "title": call["title"], "kind": call["kind"], "input": call["rawInput"], "locations": call["locations"],
+        });
+        let text = std::mem::take(&mut self.text);
+        let calls = vec![ToolCall::new(id, name.clone(), arguments)];
+        let message = Message {
+            thinking: std::mem::take(&mut self.thoughts),
+            thinking_ms: std::mem::take(&mut self.thinking_ms),
+            model: self.model.clone(),
+            ..Message::assistant_tool_calls(text.clone(), calls.clone())
+        };
+        self.checkpoints = Checkpoints::new(self.log.clone(), self.every);
+        conv.add(message)?;
+        let _ = self.events.send(Event::AssistantRecorded { text, tool_calls: calls });
+        let is_error = call["status"].as_str() == Some("failed");
+        let content = result_text(&call);
+        conv.add(Message::tool_result(id, content.clone(), is_error))?;
+        let _ = self.events.send(Event::ToolResult { id: id.to_string(), name, content, is_error });
+        Ok(())
+    }
+
+    /// The turn is over: the answer's last text becomes its final message (interrupted when the turn stopped early).
+    async fn finish(mut self, conv: &Conversation, stopped_early: bool) -> Result<(), Unsaved> {
+        self.end_thinking();
+        self.checkpoints.settle().await;
+        if let Some(e) = self.unsaved.take() {
+            return Err(e);
+        }
+        if self.text.trim().is_empty() && self.thoughts.is_empty() {
+            return Ok(());
+        }
+        let text = std::mem::take(&mut self.text);
+        let message = Message {
+            thinking: std::mem::take(&mut self.thoughts),
+            thinking_ms: self.thinking_ms,
+            model: self.model.clone(),
+            interrupted: stopped_early && !text.trim().is_empty(),
+            ..Message::assistant(text.clone())
+        };
+        conv.add(message)?;
+        let _ = self.events.send(Event::AssistantRecorded { text, tool_calls: Vec::new() });
+        Ok(())
+    }
+}
+
+fn is_done(update: &Value) -> bool {
+    matches!(update["status"].as_str(), Some("completed") | Some("failed"))
+}
+
+/// A call's name in our log: the agent's kind of tool (`execute`, `edit`, `read`...).
+fn call_name(call: &Value) -> String {
+    call["kind"].as_str().filter(|k| !k.is_empty()).unwrap_or("other").to_string()
+}
+
+/// The text of a content block (`{"type":"text","text":..}`; other kinds by their type).
+fn content_text(block: &Value) -> String {
+    match block["type"].as_str() {
+        Some("text") => block["text"].as_str().unwrap_or_default().to_string(),
+        Some("resource_link") => format!("[{}]", block["uri"].as_str().unwrap_or_default()),
+        Some("resource") => block["resource"]["text"].as_str().unwrap_or_default().to_string(),
+        Some(other) => format!("[{other}]"),
+        None => String::new(),
+    }
+}
+
+/// A call's result as text: its content (text, diffs as unified diffs, terminals by id), else its raw output.
+fn result_text(call: &Value) -> String {
+    let mut parts = Vec::new();
+    for item in call["content"].as_array().into_iter().flatten() {
+        match item["type"].as_str() {
+            Some("content") => parts.push(content_text(&item["content"])),
+            Some("diff") => {
+                let path = item["path"].as_str().unwrap_or_default();
+                let old = item["oldText"].as_str().unwrap_or_default();
+                let new = item["newText"].as_str().unwrap_or_default();
+                let diff = similar::TextDiff::from_lines(old, new);
+                parts.push(diff.unified_diff().context_radius(3).header(path, path).to_string());
+            }
+            Some("terminal") => parts.push(format!("[terminal {}]", item["terminalId"].as_str().unwrap_or_default())),
+            _ => {}
+        }
+    }
+    if parts.iter().all(|p| p.trim().is_empty()) {
+        match &call["rawOutput"] {
+            Value::Null => {}
+            Value::String(s) => parts.push(s.clone()),
+            v => parts.push(v.to_string()),
+        }
+    }
+    parts.join("\n")
+}
+
+/// What a permission prompt shows below its title: the call's input and proposed content.
+fn call_detail(call: &Value) -> String {
+    let mut out = result_text(call);
+    if let Some(input) = call.get("rawInput").filter(|v| !v.is_null()) {
+        let input = serde_json::to_string_pretty(input).unwrap_or_default();
+        out = if out.is_empty() { input } else { format!("{input}\n{out}") };
+    }
+    out
+}
+
+fn plan_text(update: &Value) -> String {
+    let mut out = String::from("plan:");
+    for e in update["entries"].as_array().into_iter().flatten() {
+        let mark = match e["status"].as_str() {
+            Some("completed") => "[x]",
+            Some("in_progress") => "[~]",
+            _ => "[ ]",
+        };
+        out.push_str(&format!(" {mark} {};", e["content"].as_str().unwrap_or_default()));
+    }
+    out.trim_end_matches(';').to_string()
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+fn writer_options(config: &ChatConfig) -> WriterOptions {
+    WriterOptions { model: config.name.clone(), spill_threshold: config.spill_threshold }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_calls_result_is_its_content_with_diffs_as_unified_diffs_else_its_raw_output() {
+        let call = json!({ "content": [
+            { "type": "content", "content": { "type": "text", "text": "wrote it" } },
+            { "type": "diff", "path": "a.txt", "oldText": "one\n", "newText": "two\n" },
+        ]});
+        let text = result_text(&call);
+        assert!(text.starts_with("wrote it\n--- a.txt\n+++ a.txt") && text.contains("-one\n+two"), "{text}");
+        assert_eq!(result_text(&json!({ "rawOutput": "done" })), "done");
+        assert_eq!(result_text(&json!({ "rawOutput": { "code": 0 } })), r#"{"code":0}"#);
+    }
+
+    #[test]
+    fn a_plan_is_one_line_of_its_steps() {
+        let plan = json!({ "entries": [
+            { "content": "read", "status": "completed" }, { "content": "write", "status": "pending" },
+        ]});
+        assert_eq!(plan_text(&plan), "plan: [x] read; [ ] write");
+    }
+}

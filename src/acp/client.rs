@@ -1,0 +1,342 @@
+//! The one place that speaks to the `agent-client-protocol` SDK: start an agent in its own process group, connect
+//! to it over its standard streams, send requests, and hand what it sends back as plain data ([`Incoming`]).
+//! Requests and answers cross this file as `serde_json::Value` in the protocol's own wire shape (the ACP
+//! specification is the stable contract; the SDK's Rust types changed at each major this year), so an upgrade of the
+//! SDK touches this file only.
+//!
+//! Ordering, which the chat relies on: the SDK handles incoming messages one at a time, and a response is delivered
+//! only after every message that arrived before it was handled. The handlers below only queue what they receive, so
+//! when a request's answer is awaited, every update the agent sent before it is already in the queue: a marker pushed
+//! after the answer ([`Connection::marker`]) comes after all of them.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Agent, Client, JsonRpcRequest, Lines};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use super::AgentSpec;
+
+/// The last lines of the agent's standard error kept for an error message.
+const STDERR_LINES: usize = 20;
+
+/// What the agent sends, queued in the order it arrived.
+pub enum Incoming {
+    /// A `session/update`: the `update` object as the protocol carries it (`sessionUpdate` names its kind).
+    Update { session_id: String, update: Value },
+    /// A `session/request_permission` (its params as sent); `reply` takes the chosen option's id, `None` for
+    /// "cancelled".
+    Permission { request: Value, reply: oneshot::Sender<Option<String>> },
+    /// Everything queued before this was handled (see the module's ordering note).
+    Marker(oneshot::Sender<()>),
+    /// The connection ended: the agent exited or closed its output. The text says how, with its last words.
+    Closed(String),
+}
+
+/// A running agent: the SDK's connection to it and its process group.
+pub struct Connection {
+    cx: ConnectionTo<Agent>,
+    queue: mpsc::UnboundedSender<Incoming>,
+    /// The `initialize` answer, as sent.
+    pub init: Value,
+    pgid: Option<i32>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    /// Reaped when the connection goes (and killed, with its group).
+    child: Mutex<tokio::process::Child>,
+}
+
+impl Connection {
+    /// Starts the agent in the workspace, in a process group of its own, and does the `initialize` handshake.
+    /// Each line of its standard error goes to `log` (the plugin's log file) after its name.
+    pub async fn start(
+        name: &str,
+        spec: &AgentSpec,
+        workspace: &Path,
+        log: Option<&Path>,
+    ) -> Result<(Connection, mpsc::UnboundedReceiver<Incoming>), String> {
+        let mut cmd = tokio::process::Command::new(&spec.command);
+        cmd.args(&spec.args).envs(&spec.env).current_dir(workspace).process_group(0).kill_on_drop(true);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| super::spawn_error(name, spec, &e))?;
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            kill_group(pgid);
+            return Err(format!("cannot open the standard streams of the agent {name}"));
+        };
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        spawn_stderr_reader(name, stderr, log, lines.clone());
+        let (queue, rx) = mpsc::unbounded_channel();
+        let (cx_tx, cx_rx) = oneshot::channel();
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        spawn_connection(stdin, stdout, queue.clone(), cx_tx, stop_rx, lines.clone());
+        let mut conn = Connection {
+            cx: match cx_rx.await {
+                Ok(cx) => cx,
+                Err(_) => {
+                    kill_group(pgid);
+                    return Err(with_stderr(format!("the agent {name} closed its connection at once"), &lines));
+                }
+            },
+            queue,
+            init: Value::Null,
+            pgid,
+            stderr: lines,
+            stop: Mutex::new(Some(stop)),
+            child: Mutex::new(child),
+        };
+        let init = serde_json::json!({
+            "protocolVersion": 1,
+            "clientCapabilities": { "fs": { "readTextFile": false, "writeTextFile": false }, "terminal": false },
+            "clientInfo": { "name": "pseudoclaude.nvim", "version": env!("CARGO_PKG_VERSION") },
+        });
+        match conn.request::<acp::InitializeRequest>(init).await {
+            Ok(v) => conn.init = v,
+            Err(e) => {
+                // its last words on standard error say why more often than the handshake's error does
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                let exited = conn.child.lock().unwrap_or_else(|p| p.into_inner()).try_wait();
+                let e = match exited {
+                    Ok(Some(status)) => format!("the agent {name} exited ({status}) before answering `initialize`"),
+                    _ => format!("the agent {name} did not answer `initialize`: {e}"),
+                };
+                return Err(with_stderr(e, &conn.stderr));
+            }
+        }
+        Ok((conn, rx))
+    }
+
+    /// One request with its params in the protocol's shape; its result in the same shape.
+    pub async fn request<Req>(&self, params: Value) -> Result<Value, String>
+    where
+        Req: JsonRpcRequest + serde::de::DeserializeOwned,
+        Req::Response: serde::Serialize,
+    {
+        let req: Req = serde_json::from_value(params).map_err(|e| format!("cannot make the request: {e}"))?;
+        let resp = self.cx.send_request(req).block_task().await.map_err(|e| describe(&e))?;
+        serde_json::to_value(resp).map_err(|e| format!("cannot read the answer: {e}"))
+    }
+
+    pub async fn new_session(&self, cwd: &Path) -> Result<Value, String> {
+        self.request::<acp::NewSessionRequest>(serde_json::json!({ "cwd": cwd, "mcpServers": [] })).await
+    }
+
+    pub async fn load_session(&self, id: &str, cwd: &Path) -> Result<Value, String> {
+        let params = serde_json::json!({ "sessionId": id, "cwd": cwd, "mcpServers": [] });
+        self.request::<acp::LoadSessionRequest>(params).await
+    }
+
+    pub async fn resume_session(&self, id: &str, cwd: &Path) -> Result<Value, String> {
+        let params = serde_json::json!({ "sessionId": id, "cwd": cwd, "mcpServers": [] });
+        self.request::<acp::ResumeSessionRequest>(params).await
+    }
+
+    pub async fn prompt(&self, id: &str, text: &str) -> Result<Value, String> {
+        let params = serde_json::json!({ "sessionId": id, "prompt": [{ "type": "text", "text": text }] });
+        self.request::<acp::PromptRequest>(params).await
+    }
+
+    pub async fn set_mode(&self, id: &str, mode: &str) -> Result<Value, String> {
+        self.request::<acp::SetSessionModeRequest>(serde_json::json!({ "sessionId": id, "modeId": mode })).await
+    }
+
+    /// `session/cancel`: the agent stops the turn and answers its `session/prompt` with `cancelled`.
+    pub fn cancel(&self, id: &str) {
+        if let Ok(n) = serde_json::from_value::<acp::CancelNotification>(serde_json::json!({ "sessionId": id })) {
+            let _ = self.cx.send_notification(n);
+        }
+    }
+
+    /// Resolves once everything the agent sent before this call was handled.
+    pub async fn marker(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.queue.send(Incoming::Marker(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// The agent's last lines on standard error, for an error message.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+    }
+
+    /// Kills the agent and whatever it started, now.
+    pub fn kill(&self) {
+        kill_group(self.pgid);
+    }
+
+    /// Ends the agent as a terminal would: its input closed, so it can finish writing its own record of the
+    /// session (Claude Code writes its transcript after the answer), then its process group killed after `grace`.
+    pub async fn shutdown(&self, grace: std::time::Duration) {
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = stop.send(());
+        }
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if matches!(self.child.lock().unwrap_or_else(|p| p.into_inner()).try_wait(), Ok(Some(_))) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        kill_group(self.pgid);
+    }
+
+    pub fn pid(&self) -> Option<i32> {
+        self.pgid
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = stop.send(());
+        }
+        kill_group(self.pgid);
+    }
+}
+
+/// The SDK's connection on the agent's streams, driven on a task of its own until the agent closes its output or
+/// the [`Connection`] goes. Its handlers only queue (never wait), so the agent's messages flow whatever the chat does.
+fn spawn_connection(
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::process::ChildStdout,
+    queue: mpsc::UnboundedSender<Incoming>,
+    cx_tx: oneshot::Sender<ConnectionTo<Agent>>,
+    stop: oneshot::Receiver<()>,
+    stderr: Arc<Mutex<Vec<String>>>,
+) {
+    let outgoing = futures::sink::unfold(stdin, |mut w, line: String| async move {
+        w.write_all(line.as_bytes()).await?;
+        w.write_all(b"\n").await?;
+        w.flush().await?;
+        Ok::<_, std::io::Error>(w)
+    });
+    let incoming = futures::stream::unfold(tokio::io::BufReader::new(stdout).lines(), |mut lines| async move {
+        match lines.next_line().await {
+            Ok(Some(l)) => Some((Ok(l), lines)),
+            Ok(None) => None,
+            Err(e) => Some((Err(e), lines)),
+        }
+    });
+    let (updates, permissions, closed) = (queue.clone(), queue.clone(), queue);
+    let driver = Client
+        .v1()
+        .name("pseudoclaude")
+        .on_receive_notification(
+            async move |n: acp::SessionNotification, _cx| {
+                let session_id = n.session_id.to_string();
+                if let Ok(update) = serde_json::to_value(&n.update) {
+                    let _ = updates.send(Incoming::Update { session_id, update });
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |r: acp::RequestPermissionRequest, responder, _cx| {
+                let request = serde_json::to_value(&r).unwrap_or(Value::Null);
+                let (reply, answer) = oneshot::channel();
+                let _ = permissions.send(Incoming::Permission { request, reply });
+                // answered later, off the dispatch loop: the user may take minutes
+                tokio::spawn(async move {
+                    let outcome = match answer.await.ok().flatten() {
+                        Some(id) => serde_json::json!({ "outcome": "selected", "optionId": id }),
+                        None => serde_json::json!({ "outcome": "cancelled" }),
+                    };
+                    match serde_json::from_value::<acp::RequestPermissionResponse>(
+                        serde_json::json!({ "outcome": outcome }),
+                    ) {
+                        Ok(resp) => drop(responder.respond(resp)),
+                        Err(e) => drop(responder.respond_with_internal_error(e)),
+                    }
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(Lines::new(Box::pin(outgoing), Box::pin(incoming)), async move |cx: ConnectionTo<Agent>| {
+            let _ = cx_tx.send(cx.clone());
+            tokio::select! {
+                _ = stop => {}
+                _ = cx.incoming_closed() => {}
+            }
+            Ok(())
+        });
+    tokio::spawn(async move {
+        let how = match driver.await {
+            Ok(()) => "it closed its connection".to_string(),
+            Err(e) => describe(&e),
+        };
+        // its last words arrive on standard error just after
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let _ = closed.send(Incoming::Closed(with_stderr(how, &stderr)));
+    });
+}
+
+/// Each line of the agent's standard error into the log file (one write per line, `O_APPEND`), its last
+/// [`STDERR_LINES`] kept for error messages.
+fn spawn_stderr_reader(
+    name: &str,
+    stderr: tokio::process::ChildStderr,
+    log: Option<&Path>,
+    lines: Arc<Mutex<Vec<String>>>,
+) {
+    let mut log = log.and_then(|p| {
+        let _ = p.parent().map(std::fs::create_dir_all);
+        std::fs::OpenOptions::new().create(true).append(true).open(p).ok()
+    });
+    let name = name.to_string();
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if let Some(f) = &mut log {
+                use std::io::Write;
+                let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S");
+                let _ = f.write_all(format!("{stamp} acp {name}: {line}\n").as_bytes());
+            }
+            let mut l = lines.lock().unwrap_or_else(|p| p.into_inner());
+            if l.len() == STDERR_LINES {
+                l.remove(0);
+            }
+            l.push(line);
+        }
+    });
+}
+
+fn with_stderr(message: String, lines: &Mutex<Vec<String>>) -> String {
+    let tail = lines.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
+    let tail = tail.trim();
+    if tail.is_empty() { message } else { format!("{message}; its standard error ended with:\n{tail}") }
+}
+
+/// An SDK error as one sentence: the agent's own message, and its data when it has some.
+fn describe(e: &agent_client_protocol::Error) -> String {
+    let v = serde_json::to_value(e).unwrap_or(Value::Null);
+    let message = v.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| e.to_string());
+    match v.get("data") {
+        Some(Value::Null) | None => message,
+        Some(Value::String(d)) => format!("{message}: {d}"),
+        Some(d) => format!("{message}: {d}"),
+    }
+}
+
+/// Whether an error of [`Connection::request`] means the agent is gone (its connection closed).
+pub fn is_closed_error(e: &str) -> bool {
+    e.contains("incoming_transport_closed") || e.contains("connection_terminated") || e.contains("terminated")
+}
+
+/// The agent and whatever it started: an agent run through `npx` is a tree of processes.
+fn kill_group(pgid: Option<i32>) {
+    if let Some(p) = pgid.filter(|&p| p > 1) {
+        // SAFETY: a plain kill(2) of a process group we created.
+        unsafe {
+            libc::kill(-p, libc::SIGKILL);
+        }
+    }
+}

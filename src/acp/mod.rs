@@ -1,0 +1,138 @@
+//! Other agents' conversations in our log: Claude Code, Codex, Gemini CLI, opencode, goose... driven over the Agent
+//! Client Protocol (JSON-RPC on the agent's standard streams), every word and every tool call written to the
+//! session's `conversation.jsonl` as it happens, in the same format as our own agent's (doc/log_format.md).
+//!
+//! - [`client`]: the one file that speaks to the `agent-client-protocol` SDK (start, requests, what the agent sends).
+//! - [`chat`]: an [`AcpChat`], the ACP counterpart of [`crate::agent::Agent`]: a session's log and conversation, the
+//!   agent's process, turns, resume (`session/load`, else `session/resume`, else a new session told the transcript).
+//!
+//! Nothing here knows Neovim; the host drives a chat and hears back through the same events as our agent's.
+//! Architecture invariant: a chat never waits on the editor: what the editor must answer (a permission) goes
+//! through the same [`crate::tools::Approver`] as our tools' approvals.
+
+pub mod chat;
+pub mod client;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use chat::{AcpChat, ChatConfig};
+
+/// How to start one agent: `setup({ agents = { NAME = { command, args, env } } })`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// The agents known without configuration: the command line only (a user's entry of the same name overrides it),
+/// and where to get the command.
+const BUILTINS: &[(&str, &str, &[&str], &str)] = &[
+    ("claude", "claude-agent-acp", &[], "npm install -g @zed-industries/claude-agent-acp"),
+    ("codex", "codex-acp", &[], "npm install -g @zed-industries/codex-acp"),
+    ("gemini", "gemini", &["--experimental-acp"], "npm install -g @google/gemini-cli"),
+    ("opencode", "opencode", &["acp"], "npm install -g opencode-ai"),
+    ("goose", "goose", &["acp"], "see https://block.github.io/goose/docs/getting-started/installation"),
+];
+
+/// The names of the built-in agents.
+pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+    BUILTINS.iter().map(|b| b.0)
+}
+
+/// Agent `name` as configured: the user's entry over the built-in one (an entry without `command` keeps the
+/// built-in command line and adds its `env`).
+pub fn resolve(name: &str, user: &BTreeMap<String, AgentSpec>) -> Result<AgentSpec, String> {
+    let builtin = BUILTINS.iter().find(|b| b.0 == name).map(|b| AgentSpec {
+        command: b.1.to_string(),
+        args: b.2.iter().map(|a| a.to_string()).collect(),
+        env: BTreeMap::new(),
+    });
+    match (user.get(name), builtin) {
+        (Some(u), Some(b)) if u.command.is_empty() => {
+            Ok(AgentSpec { env: u.env.clone(), args: if u.args.is_empty() { b.args } else { u.args.clone() }, ..b })
+        }
+        (Some(u), _) if !u.command.is_empty() => Ok(u.clone()),
+        (Some(_), None) => Err(format!("agents.{name} has no command: give it one (`command = \"...\"`)")),
+        (_, Some(b)) => Ok(b),
+        (None, None) => {
+            let mut known: Vec<&str> = builtin_names().collect();
+            known.extend(user.keys().map(String::as_str));
+            Err(format!("no agent named {name:?}: the known ones are {}", known.join(", ")))
+        }
+    }
+}
+
+/// How to install an agent's command, when it is a built-in one's.
+pub fn install_hint(command: &str) -> Option<&'static str> {
+    BUILTINS.iter().find(|b| b.1 == command).map(|b| b.3)
+}
+
+/// A failed start as the user reads it: a command not found names itself and how to get it.
+pub(crate) fn spawn_error(name: &str, spec: &AgentSpec, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        let how = match install_hint(&spec.command) {
+            Some(hint) => format!("install it ({hint}) or set agents.{name}.command"),
+            None => format!("check agents.{name}.command in setup()"),
+        };
+        return format!("cannot start the agent {name}: the command {:?} was not found on PATH: {how}", spec.command);
+    }
+    format!("cannot start the agent {name} ({:?}): {e}", spec.command)
+}
+
+/// The version each agent's `initialize` reported, by name, since the editor started (`:checkhealth` shows it;
+/// nothing is started only to ask).
+static VERSIONS: std::sync::Mutex<BTreeMap<String, String>> = std::sync::Mutex::new(BTreeMap::new());
+
+pub(crate) fn note_version(name: &str, version: &str) {
+    if !version.is_empty() {
+        VERSIONS.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), version.to_string());
+    }
+}
+
+/// The version agent `name` reported when it last started in this process, if it did.
+pub fn known_version(name: &str) -> Option<String> {
+    VERSIONS.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+}
+
+/// Where a command would be run from: its path when found on `PATH` (or as given, when it names a file).
+pub fn find_command(command: &str) -> Option<std::path::PathBuf> {
+    if command.contains('/') {
+        let p = std::path::PathBuf::from(command);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(command)).find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_users_entry_overrides_the_builtin_and_an_unknown_name_lists_the_known_ones() {
+        let mut user = BTreeMap::new();
+        assert_eq!(resolve("gemini", &user).unwrap().args, vec!["--experimental-acp"]);
+        user.insert("claude".into(), AgentSpec { command: "/opt/claude-acp".into(), ..Default::default() });
+        let env = BTreeMap::from([("A".to_string(), "1".to_string())]);
+        user.insert("codex".into(), AgentSpec { env: env.clone(), ..Default::default() });
+        assert_eq!(resolve("claude", &user).unwrap().command, "/opt/claude-acp");
+        let codex = resolve("codex", &user).unwrap();
+        assert_eq!((codex.command.as_str(), codex.env), ("codex-acp", env));
+        let err = resolve("nope", &user).unwrap_err();
+        assert!(err.contains("\"nope\"") && err.contains("goose"), "{err}");
+        user.insert("mine".into(), AgentSpec::default());
+        assert!(resolve("mine", &user).unwrap_err().contains("agents.mine has no command"));
+    }
+
+    #[test]
+    fn a_command_not_found_names_itself_and_how_to_install_it() {
+        let spec = resolve("claude", &BTreeMap::new()).unwrap();
+        let e = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let msg = spawn_error("claude", &spec, &e);
+        assert!(msg.contains("\"claude-agent-acp\" was not found") && msg.contains("@zed-industries/claude-agent-acp"));
+    }
+}

@@ -1,0 +1,406 @@
+//! ACP chats against the real agent: `@zed-industries/claude-agent-acp` (installed by scripts/ensure-acp into
+//! .deps/acp), which runs the real Claude Code it bundles, pointed at the fake Anthropic server
+//! (`python3 tests/e2e/fake_llm.py anthropic`, a process of its own scripted over HTTP). Each test has its own
+//! workspace and its own HOME (Claude Code's store of sessions: `$HOME/.claude/projects`).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pseudoclaude::acp::{AcpChat, AgentSpec, ChatConfig};
+use pseudoclaude::agent::{Cancel, Event};
+use pseudoclaude::provider::BoxFuture;
+use pseudoclaude::session::{self, Context};
+use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// Installed once per run: the tests run on parallel threads, and two installs into one folder would race.
+fn agent_command() -> PathBuf {
+    static DEPS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DEPS.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new(root.join("scripts/ensure-acp")).output().expect("run scripts/ensure-acp");
+        assert!(out.status.success(), "scripts/ensure-acp failed: {}", String::from_utf8_lossy(&out.stderr));
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("node_modules/.bin/claude-agent-acp")
+    })
+    .clone()
+}
+
+/// The fake Anthropic server in a process of its own (killed with this value).
+struct Fake {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Fake {
+    fn start() -> Fake {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fake_llm.py");
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .arg("anthropic")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the fake Anthropic server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("its first line");
+        let v: Value = serde_json::from_str(&line).expect("the fake's port as JSON");
+        Fake { child, port: v["port"].as_u64().unwrap() as u16 }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn http(&self, method: &str, path: &str, body: &str) -> Value {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect to the fake");
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        serde_json::from_str(body).unwrap_or(Value::Null)
+    }
+
+    fn push(&self, answers: Value) {
+        self.http("POST", "/_fake/push", &answers.to_string());
+    }
+
+    /// The bodies the model was sent, in order.
+    fn requests(&self) -> Vec<Value> {
+        self.http("GET", "/_fake/requests", "").as_array().cloned().unwrap_or_default()
+    }
+
+    fn errors(&self) -> Value {
+        self.http("GET", "/_fake/errors", "")
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Answers every permission "yes", and remembers what it was asked.
+#[derive(Default)]
+struct Yes(Mutex<Vec<ApprovalRequest>>);
+
+impl Approver for Yes {
+    fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        self.0.lock().unwrap().push(req);
+        Box::pin(async { Approval::Yes })
+    }
+}
+
+struct Setup {
+    ws: tempfile::TempDir,
+    home: tempfile::TempDir,
+    fake: Fake,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let _ = agent_command();
+        Setup {
+            ws: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+            fake: Fake::start(),
+            rt: tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap(),
+        }
+    }
+
+    fn config(&self, auto_allow: bool) -> ChatConfig {
+        let env = BTreeMap::from(
+            [
+                ("HOME", self.home.path().display().to_string()),
+                ("ANTHROPIC_BASE_URL", self.fake.base_url()),
+                ("ANTHROPIC_API_KEY", "sk-ant-fake-key".into()),
+                ("IS_SANDBOX", "1".into()),
+                ("DISABLE_TELEMETRY", "1".into()),
+                ("DISABLE_AUTOUPDATER", "1".into()),
+                ("DISABLE_ERROR_REPORTING", "1".into()),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+                ("CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL", "1".into()),
+            ]
+            .map(|(k, v)| (k.to_string(), v)),
+        );
+        ChatConfig {
+            name: "claude".into(),
+            spec: AgentSpec { command: agent_command().display().to_string(), args: Vec::new(), env },
+            workspace: self.ws.path().canonicalize().unwrap(),
+            log_file: Some(self.ws.path().join("agent.log")),
+            spill_threshold: session::spill::DEFAULT_THRESHOLD,
+            checkpoint_every: Duration::from_millis(100),
+            auto_allow,
+            pricing: Default::default(),
+            stale_after: Duration::from_secs(6 * 3600),
+        }
+    }
+
+    /// One turn to its end; the events it reported.
+    fn turn(&self, chat: &Arc<AcpChat>, text: &str) -> Vec<Event> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let chat = chat.clone();
+        let text = text.to_string();
+        self.rt.block_on(async move {
+            tokio::time::timeout(Duration::from_secs(90), chat.turn(&text, tx, Cancel::new())).await.expect("turn");
+            let mut out = Vec::new();
+            while let Ok(e) = rx.try_recv() {
+                out.push(e);
+            }
+            out
+        })
+    }
+
+    fn log_lines(&self, chat: &AcpChat) -> Vec<Value> {
+        let ctx = chat.current().expect("a session");
+        std::fs::read_to_string(&ctx.jsonl_path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+}
+
+fn errors_in(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Error { message } => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn notices_in(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Notice { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_chat_with_a_write_and_a_shell_command_is_logged_as_it_happens() {
+    let s = Setup::new();
+    let ws = s.config(false).workspace;
+    let file = ws.join("a.txt");
+    s.fake.push(json!([
+        { "text": "I will write it.", "thinking": "The user wants a file.",
+          "tools": [["toolu_1", "Write", { "file_path": file, "content": "hello\n" }]] },
+        { "tools": [["toolu_2", "Bash", { "command": "echo shell-ran > b.txt", "description": "write b.txt" }]] },
+        { "text": "Done: a.txt written and the shell ran." },
+    ]));
+    let approver = Arc::new(Yes::default());
+    let chat = AcpChat::new(s.config(false), approver.clone());
+    let events = s.turn(&chat, "write a.txt, then run the shell");
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello\n");
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap().trim(), "shell-ran");
+    assert!(matches!(events.last(), Some(Event::TurnDone { stop_reason }) if stop_reason == "end_turn"), "{events:?}");
+
+    // the permissions went through our approval prompt, with the agent's own options
+    let asked = approver.0.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{asked:#?}");
+    assert!(asked.iter().all(|a| a.options.iter().any(|o| o.kind == "allow_once")), "{asked:#?}");
+
+    // the log: the user's message, each call with its result, the final answer; the agent and its session id
+    let ctx = chat.current().unwrap();
+    let loaded = session::load(&ctx).unwrap();
+    let roles: Vec<String> = loaded
+        .messages
+        .iter()
+        .map(|m| match (&m.tool_result, m.tool_calls.first()) {
+            (Some(_), _) => "result".to_string(),
+            (None, Some(c)) => format!("call:{}", c.name),
+            (None, None) => m.role.to_string(),
+        })
+        .collect();
+    assert_eq!(roles, ["user", "call:edit", "result", "call:execute", "result", "assistant"], "{loaded:#?}");
+    assert_eq!(loaded.messages[0].content, "write a.txt, then run the shell");
+    assert!(loaded.messages[1].content.contains("I will write it."), "{:?}", loaded.messages[1]);
+    assert!(
+        loaded.messages[1].thinking.iter().any(|t| t.thinking.contains("wants a file")),
+        "{:?}",
+        loaded.messages[1]
+    );
+    assert!(loaded.messages[3].tool_calls[0].arguments.to_string().contains("echo shell-ran"), "{loaded:#?}");
+    assert_eq!(loaded.messages[5].content, "Done: a.txt written and the shell ran.");
+    let agent = loaded.agent.clone().expect("the agent's meta");
+    assert_eq!(agent.name, "claude");
+    assert!(!agent.session_id.is_empty() && !agent.version.is_empty(), "{agent:?}");
+    assert_eq!(chat.agent_session().as_deref(), Some(agent.session_id.as_str()));
+    let lines = s.log_lines(&chat);
+    let permissions: Vec<&Value> = lines.iter().filter(|l| !l["acp"]["permission"].is_null()).collect();
+    assert_eq!(permissions.len(), 2, "{lines:#?}");
+    assert!(permissions.iter().all(|p| p["acp"]["permission"]["by"] == "user"), "{permissions:?}");
+    // the list's row names the agent
+    let row = session::list::info(&ctx).unwrap();
+    assert_eq!(row.agent.as_deref(), Some("claude"));
+    assert_eq!(s.fake.errors(), json!([]));
+}
+
+#[test]
+fn approve_agents_answers_allow_once_without_asking() {
+    let s = Setup::new();
+    let ws = s.config(true).workspace;
+    s.fake.push(json!([
+        { "tools": [["toolu_1", "Write", { "file_path": ws.join("c.txt"), "content": "c\n" }]] },
+        { "text": "ok" },
+    ]));
+    let approver = Arc::new(Yes::default());
+    let chat = AcpChat::new(s.config(true), approver.clone());
+    let events = s.turn(&chat, "write c.txt");
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    assert!(approver.0.lock().unwrap().is_empty(), "nothing is asked");
+    let lines = s.log_lines(&chat);
+    let p = lines.iter().find(|l| !l["acp"]["permission"].is_null()).expect("the permission logged");
+    assert_eq!(p["acp"]["permission"]["by"], "config");
+    let answer = p["acp"]["permission"]["answer"].as_str().unwrap();
+    let options = p["acp"]["permission"]["options"].as_array().unwrap();
+    let chosen = options.iter().find(|o| o["id"] == answer).unwrap();
+    assert_eq!(chosen["kind"], "allow_once", "never \"always\"");
+}
+
+/// The session's messages as (role, text) pairs, for comparisons.
+fn texts(ctx: &Context) -> Vec<(String, String)> {
+    session::load(ctx).unwrap().messages.iter().map(|m| (m.role.to_string(), m.content.clone())).collect()
+}
+
+#[test]
+fn a_resume_with_the_agents_store_intact_loads_its_session_and_logs_nothing_twice() {
+    let s = Setup::new();
+    s.fake.push(json!([{ "text": "The answer is 42." }]));
+    let chat = AcpChat::new(s.config(true), Arc::new(Yes::default()));
+    let first = s.turn(&chat, "what is the answer?");
+    assert!(errors_in(&first).is_empty(), "{first:#?}");
+    let ctx = chat.current().unwrap();
+    let agent_id = chat.agent_session().unwrap();
+    s.rt.block_on(chat.stop());
+    drop(chat);
+    let before = std::fs::read(&ctx.jsonl_path).unwrap();
+
+    let (chat, _) = AcpChat::resume(s.config(true), Arc::new(Yes::default()), &ctx.id).unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    s.rt.block_on(chat.connect(&tx)).expect("connect");
+    let mut notices = Vec::new();
+    while let Ok(Event::Notice { text }) = rx.try_recv() {
+        notices.push(text);
+    }
+    assert!(notices.iter().any(|n| n.contains("session/load")), "{notices:?}");
+    assert_eq!(chat.agent_session().as_deref(), Some(agent_id.as_str()));
+    // the replayed history is neither logged again nor kept twice
+    assert_eq!(std::fs::read(&ctx.jsonl_path).unwrap(), before, "the log is unchanged until the next message");
+    assert_eq!(chat.conversation.snapshot().len(), 2);
+
+    s.fake.push(json!([{ "text": "Still 42." }]));
+    let next = s.turn(&chat, "and again?");
+    assert!(errors_in(&next).is_empty(), "{next:#?}");
+    assert_eq!(
+        texts(&ctx),
+        [
+            ("user".into(), "what is the answer?".into()),
+            ("assistant".into(), "The answer is 42.".into()),
+            ("user".into(), "and again?".into()),
+            ("assistant".into(), "Still 42.".into()),
+        ]
+    );
+    // the agent's own memory carried the history: its request holds the first answer
+    let last = s.fake.requests().last().cloned().unwrap();
+    assert!(last.to_string().contains("The answer is 42."), "{last}");
+}
+
+#[test]
+fn a_resume_after_the_agents_store_is_gone_sends_our_transcript_with_the_next_message() {
+    let s = Setup::new();
+    s.fake.push(json!([{ "text": "The password is swordfish." }]));
+    let chat = AcpChat::new(s.config(true), Arc::new(Yes::default()));
+    assert!(errors_in(&s.turn(&chat, "remember the password")).is_empty());
+    let ctx = chat.current().unwrap();
+    let old_id = chat.agent_session().unwrap();
+    s.rt.block_on(chat.stop());
+    drop(chat);
+    std::fs::remove_dir_all(s.home.path().join(".claude/projects")).expect("the agent's store");
+
+    let (chat, _) = AcpChat::resume(s.config(true), Arc::new(Yes::default()), &ctx.id).unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    s.rt.block_on(chat.connect(&tx)).expect("connect");
+    let notices: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+        .filter_map(|e| if let Event::Notice { text } = e { Some(text) } else { None })
+        .collect();
+    assert!(notices.iter().any(|n| n.contains("session/new")), "{notices:?}");
+    assert_ne!(chat.agent_session().unwrap(), old_id);
+
+    s.fake.push(json!([{ "text": "It was swordfish." }]));
+    let events = s.turn(&chat, "what was the password?");
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    let last = s.fake.requests().last().cloned().unwrap();
+    assert!(last.to_string().contains("The password is swordfish."), "the history reached the model: {last}");
+    // our log holds the user's words, not the transcript sent with them; and the new agent session id
+    let msgs = texts(&ctx);
+    assert_eq!(msgs[2], ("user".to_string(), "what was the password?".to_string()));
+    assert_eq!(session::load(&ctx).unwrap().agent.unwrap().session_id, chat.agent_session().unwrap());
+}
+
+#[test]
+fn an_agent_that_dies_mid_turn_keeps_the_partial_answer_and_the_next_message_restarts_it() {
+    let s = Setup::new();
+    let words: Vec<String> = (0..400).map(|i| format!("w{i}")).collect();
+    s.fake.push(json!([{ "text": words.join(" "), "delay": 0.02 }]));
+    let chat = AcpChat::new(s.config(true), Arc::new(Yes::default()));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let turn = {
+        let chat = chat.clone();
+        s.rt.spawn(async move { chat.turn("stream a long answer", tx, Cancel::new()).await })
+    };
+    // some text streamed (and was checkpointed), then the agent's whole process group is killed
+    let mut streamed = String::new();
+    s.rt.block_on(async {
+        while streamed.len() < 200 {
+            match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("text").unwrap() {
+                Event::TextDelta { text } => streamed.push_str(&text),
+                Event::Error { message } => panic!("{message}"),
+                _ => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    });
+    chat.kill();
+    s.rt.block_on(turn).unwrap();
+    let events: Vec<Event> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    let errors = errors_in(&events);
+    assert_eq!(errors.len(), 1, "one line: {events:#?}");
+    assert!(errors[0].contains("exited mid-turn") && errors[0].contains("next message"), "{errors:?}");
+    let ctx = chat.current().unwrap();
+    let loaded = session::load(&ctx).unwrap();
+    assert_eq!(loaded.messages.len(), 2, "{loaded:#?}");
+    assert!(loaded.messages[1].interrupted && loaded.messages[1].content.starts_with("w0 w1"), "{loaded:#?}");
+
+    s.fake.push(json!([{ "text": "Back." }]));
+    let next = s.turn(&chat, "are you there?");
+    assert!(errors_in(&next).is_empty(), "{next:#?}");
+    assert!(notices_in(&next).iter().any(|n| n.contains("session/load")), "{next:#?}");
+    assert_eq!(texts(&ctx).last().unwrap().1, "Back.");
+}
+
+#[test]
+fn an_agent_command_not_found_is_a_plain_error_naming_it() {
+    let s = Setup::new();
+    let mut config = s.config(true);
+    config.spec.command = "claude-agent-acp-not-installed".into();
+    let chat = AcpChat::new(config, Arc::new(Yes::default()));
+    let events = s.turn(&chat, "hello");
+    let errors = errors_in(&events);
+    assert_eq!(errors.len(), 1, "{events:#?}");
+    assert!(errors[0].contains("\"claude-agent-acp-not-installed\" was not found on PATH"), "{errors:?}");
+    // the message is kept: the next one (after a fix) continues the session
+    assert_eq!(texts(&chat.current().unwrap()), [("user".to_string(), "hello".to_string())]);
+}
