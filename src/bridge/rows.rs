@@ -194,6 +194,7 @@ mod tests {
             cost: Some(0.5),
             pinned: true,
             forked_from: Some(ForkedFrom { id: "20250101-000000-ffff".into(), index: 9 }),
+            agent: None,
             workspace: Some("/w".into()),
         }
     }
