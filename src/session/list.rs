@@ -77,7 +77,9 @@ pub struct SessionInfo {
     pub pinned: bool,
     /// The session this one was forked from, and at which of its messages.
     pub forked_from: Option<ForkedFrom>,
-    /// The ACP agent the session ran (`setup({ agents })`'s name), `None` for a session of our own agent.
+    /// The ACP agent the session ran (`setup({ agents })`'s name), `None` for a session of our own agent (then left out
+    /// of the JSON row: the packed rows of `bridge/rows.rs` do not carry it yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// The workspace the session belongs to, in a list of every workspace ([`list_every`]).
     #[serde(skip_serializing_if = "Option::is_none")]
