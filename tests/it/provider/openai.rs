@@ -21,9 +21,13 @@ fn config(base_url: String) -> ProviderConfig {
 #[tokio::test]
 async fn usage_is_asked_for_and_its_cached_share_read_from_the_final_chunk() {
     let server = FakeServer::start(Kind::OpenAi);
-    // The fake's stream up to its own usage chunk (keys are written sorted: it is the one starting so),
-    // then the usage chunk as OpenAI sends it: empty choices, then `[DONE]`.
-    let answer = truncate_before(&openai_sse("Cached.", &[]), "data: {\"choices\":[],");
+    // The fake's stream up to its own usage chunk (the one event with empty choices: its `data: ` line is cut
+    // whole, whatever order serde_json writes the keys in), then the usage chunk as OpenAI sends it: empty
+    // choices, then `[DONE]`.
+    let full = openai_sse("Cached.", &[]);
+    let usage_at = full.windows(14).position(|w| w == b"\"choices\":[],").expect("the fake's usage chunk");
+    let line_at = full[..usage_at].windows(6).rposition(|w| w == b"data: ").expect("its data line");
+    let answer = full[..line_at].to_vec();
     let body = |usage: Value| {
         let c = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
                        "choices": [], "usage": usage});
