@@ -25,7 +25,8 @@ async fn usage_is_asked_for_and_its_cached_share_read_from_the_final_chunk() {
     // whole, whatever order serde_json writes the keys in), then the usage chunk as OpenAI sends it: empty
     // choices, then `[DONE]`.
     let full = openai_sse("Cached.", &[]);
-    let usage_at = full.windows(14).position(|w| w == b"\"choices\":[],").expect("the fake's usage chunk");
+    let marker = b"\"choices\":[],";
+    let usage_at = full.windows(marker.len()).position(|w| w == marker).expect("the fake's usage chunk");
     let line_at = full[..usage_at].windows(6).rposition(|w| w == b"data: ").expect("its data line");
     let answer = full[..line_at].to_vec();
     let body = |usage: Value| {
