@@ -227,6 +227,7 @@ FLOORS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("the agent", ["agent"]),
+    ("another agent over ACP, logged as ours", ["acp"]),
     ("the bridge to Neovim", ["bridge"]),
 ]
 
