@@ -37,8 +37,20 @@ vim.api.nvim_create_user_command("PseudoChat", function(opts)
       return require("pseudoclaude.errors").report(err)
     end
   end
+  if opts.bang then
+    return require("pseudoclaude.chat").new({})
+  end
   require("pseudoclaude.chat").open()
-end, { nargs = 0, range = true, desc = "pseudoclaude: open the agent buffer; with a range, attach those lines" })
+end, {
+  nargs = 0,
+  range = true,
+  bang = true,
+  desc = "pseudoclaude: open the agent buffer (!: another chat); with a range, attach those lines",
+})
+
+vim.api.nvim_create_user_command("PseudoChats", function()
+  require("pseudoclaude.chat").pick()
+end, { nargs = 0, desc = "pseudoclaude: the live chats and their state; pick one to show it" })
 
 vim.api.nvim_create_user_command("PseudoCancel", function()
   require("pseudoclaude.chat").cancel()

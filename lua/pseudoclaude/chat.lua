@@ -29,20 +29,27 @@ end
 
 -- Public API ===========================================================================================================
 
---- Opens (or focuses) the agent buffer. Returns the transcript buffer.
+--- Opens (or focuses) the current chat's agent buffer. Returns the transcript buffer.
 ---@return integer bufnr
 function M.open()
   H.ensure_host()
   -- what `#buffer` means from the input window: the file buffer the user opened the chat from
-  require("pseudoclaude.context").track(vim.api.nvim_get_current_buf())
+  if vim.b.pseudoclaude_chat == nil then
+    require("pseudoclaude.context").track(vim.api.nvim_get_current_buf())
+  end
+  H.focus(S.chat)
+  -- the first chat keeps the names it always had; the others are numbered
+  local suffix = S.chat == 1 and "" or ("/" .. S.chat)
   if not V.valid_buf(S.buf) then
-    S.buf = V.make_buf("pseudoclaude://chat", "pseudoclaude")
+    S.buf = V.make_buf("pseudoclaude://chat" .. suffix, "pseudoclaude")
+    vim.b[S.buf].pseudoclaude_chat = S.chat
     vim.bo[S.buf].modifiable = false
     -- at once: a message sent right after opening must find the history drawn, or both would draw it
     require("pseudoclaude.chat.restore").restore(nil, nil, nil, true)
   end
   if not V.valid_buf(S.input_buf) then
-    S.input_buf = V.make_buf("pseudoclaude://input", "pseudoclaude-input")
+    S.input_buf = V.make_buf("pseudoclaude://input" .. suffix, "pseudoclaude-input")
+    vim.b[S.input_buf].pseudoclaude_chat = S.chat
     V.map_input(S.input_buf, H.key_actions)
   end
   if not V.valid_win(S.win) then
@@ -51,7 +58,7 @@ function M.open()
     vim.api.nvim_win_set_buf(S.win, S.buf)
     vim.api.nvim_win_set_width(S.win, math.max(60, math.floor(vim.o.columns * 0.4)))
     V.set_win_options(S.win)
-    vim.wo[S.win].winbar = "%{%v:lua.require'pseudoclaude.chat'.winbar()%}"
+    vim.wo[S.win].winbar = ("%%{%%v:lua.require'pseudoclaude.chat'.winbar(%d)%%}"):format(S.chat)
     V.map_transcript(S.buf, H.key_actions)
   end
   if not V.valid_win(S.input_win) then
@@ -65,7 +72,150 @@ function M.open()
   end
   vim.api.nvim_set_current_win(S.input_win)
   V.scroll_to_end()
+  -- what it asked while it was not in sight is asked now
+  require("pseudoclaude.chat.approval").ask_pending()
   return S.buf
+end
+
+---@class pseudoclaude.ChatOpts
+---@field provider table? Provider settings of this chat (`name`, `model`, `base_url`…, as `setup({ provider })`),
+--- over the configured ones.
+---@field model string? Its model (as `provider.model`).
+---@field agent string? The agent that drives it: "pseudoclaude" (ours, the default).
+
+--- Opens another chat, next to the others, and shows it: its own session (from its first message), log, lock,
+--- agent and provider settings, buffer and input window; the other chats go on. Returns its transcript buffer.
+--- Without `opts` (nil), as before: starts the current chat over, empty (`new_chat()`).
+---@param opts pseudoclaude.ChatOpts?
+---@return integer? bufnr
+function M.new(opts)
+  if opts == nil then
+    return M.new_chat()
+  end
+  vim.validate("opts", opts, "table")
+  vim.validate("opts.provider", opts.provider, "table", true)
+  vim.validate("opts.model", opts.model, "string", true)
+  vim.validate("opts.agent", opts.agent, "string", true)
+  if opts.agent and opts.agent ~= "pseudoclaude" then
+    error(("pseudoclaude.chat.new: no agent named %q (known: pseudoclaude)"):format(opts.agent), 0)
+  end
+  H.ensure_host()
+  local own = (opts.provider or opts.model) and H.config(opts) or nil
+  local n = require("pseudoclaude.core").call("agent_chat_open", own)
+  S.get(n)
+  return M.show(n)
+end
+
+--- Shows chat `n` (its windows opened, or focused) and makes it the current chat. Returns its transcript buffer.
+---@param n integer
+---@return integer bufnr
+function M.show(n)
+  H.ensure_host()
+  if not S.chats[n] then
+    error(("pseudoclaude: there is no chat %s"):format(tostring(n)), 0)
+  end
+  S.use(n)
+  return M.open()
+end
+
+--- Closes chat `n` (nil: the current one): its turn cancelled, its windows and buffers gone; its session stays on
+--- disk. The last chat is emptied instead.
+---@param n integer?
+function M.close(n)
+  if not S.host_ready then
+    return
+  end
+  n = n or S.current
+  local c = S.chats[n]
+  if not c then
+    return
+  end
+  require("pseudoclaude.core").call("agent_chat_close", n)
+  for _, b in ipairs({ c.input_buf, c.buf }) do
+    if V.valid_buf(b) then
+      pcall(vim.api.nvim_buf_delete, b, { force = true })
+    end
+  end
+  local rows = require("pseudoclaude.core").call("agent_chats")
+  local current = S.current
+  for _, r in ipairs(rows) do
+    if r.current then
+      current = r.chat
+    end
+  end
+  if #rows == 1 and rows[1].chat == n then
+    -- the last chat: emptied, not removed
+    S.chats[n] = nil
+    S.get(n)
+    S.use(n)
+    return
+  end
+  S.forget(n, current)
+end
+
+--- The sessions live in a chat, by id: `{chat, state}` (for the picker's rows).
+---@return table<string, {chat: integer, state: string}>
+function M.live()
+  local out = {}
+  for _, r in ipairs(M.chats()) do
+    if r.session then
+      out[r.session] = { chat = r.chat, state = r.state }
+    end
+  end
+  return out
+end
+
+--- `:PseudoChats`: the live chats with their state (`vim.ui.select`); the one picked is shown.
+function M.pick()
+  local rows = M.chats()
+  if #rows == 0 then
+    return vim.notify("pseudoclaude: no chat yet (:PseudoChat opens one)")
+  end
+  vim.ui.select(rows, {
+    prompt = "Chats",
+    kind = "pseudoclaude.chat",
+    format_item = function(r)
+      local title = r.title ~= "" and r.title or "(new chat)"
+      return ("%d  [%s]  %s  · %s%s"):format(r.chat, r.state, title, r.agent, r.current and "  (current)" or "")
+    end,
+  }, function(r)
+    if r then
+      M.show(r.chat)
+    end
+  end)
+end
+
+---@class pseudoclaude.ChatRow
+---@field id string Its session's id, or "chat:N" before its first message.
+---@field chat integer Its number (what `chat.show(n)` takes).
+---@field session string? Its session's id once it has one.
+---@field title string The first line of its first message.
+---@field agent string "pseudoclaude", or the ACP agent's name.
+---@field state "idle"|"running"|"waiting"|"failed" "waiting": for the user's answer (an approval).
+---@field buf integer? Its transcript buffer (nil while never opened).
+---@field current boolean The chat the commands act on.
+
+--- Every live chat, oldest first.
+---@return pseudoclaude.ChatRow[]
+function M.chats()
+  if not S.host_ready then
+    return {}
+  end
+  local out = {}
+  for _, r in ipairs(require("pseudoclaude.core").call("agent_chats")) do
+    local c = S.chats[r.chat]
+    out[#out + 1] = {
+      id = r.session or ("chat:" .. r.chat),
+      chat = r.chat,
+      session = r.session,
+      title = r.title or "",
+      agent = r.agent,
+      state = r.state,
+      buf = c and V.valid_buf(c.buf) and c.buf or nil,
+      current = r.current == true,
+    }
+  end
+  return out
 end
 
 --- The input window's winbar: its keys, and what is attached to the next message.
@@ -99,8 +249,8 @@ function M.send(text, attachments)
   -- opened (and its history drawn) before the message exists, so the message is drawn once, by its event
   M.open()
   require("pseudoclaude.core").call("agent_configure", H.config())
-  require("pseudoclaude.core").call("agent_send", text, attachments)
-  S.state.busy = true
+  require("pseudoclaude.core").call("agent_send", text, attachments, S.chat)
+  S.state.busy, S.state.failed, S.state.waiting = true, false, false
   S.state.phase = "answering"
   V.redraw_winbar()
 end
@@ -111,7 +261,8 @@ function M.cancel()
   if not S.host_ready then
     return false
   end
-  local running = require("pseudoclaude.core").call("agent_cancel")
+  local running = require("pseudoclaude.core").call("agent_cancel", S.chat)
+  S.asks = {}
   return running
 end
 
@@ -149,6 +300,14 @@ function M.resume(id, opts)
     )
   end
   H.ensure_host()
+  if id ~= nil and id ~= "last" then
+    local live = require("pseudoclaude.core").call("agent_chat_live", id)
+    if live and S.chats[live] then
+      -- live in this editor: its chat is shown, not opened twice
+      M.show(live)
+      return require("pseudoclaude.chat.restore").resume_finished(id, opts, { ok = true, id = id, live = true })
+    end
+  end
   if id == nil or id == "last" then
     local list = require("pseudoclaude.sessions").list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
     if #list == 0 then
@@ -156,7 +315,7 @@ function M.resume(id, opts)
     end
     id = list[1].id
   end
-  local ok, ticket = pcall(require("pseudoclaude.core").call, "agent_resume_async", id)
+  local ok, ticket = pcall(require("pseudoclaude.core").call, "agent_resume_async", id, S.chat)
   if not ok then
     require("pseudoclaude.chat.restore").resume_finished(
       id,
@@ -165,7 +324,7 @@ function M.resume(id, opts)
     )
     return
   end
-  S.resumes[ticket] = { id = id, opts = opts, started = vim.uv.hrtime() }
+  S.resumes[ticket] = { id = id, opts = opts, started = vim.uv.hrtime(), chat = S.chat }
   S.last_stats = { id = id, asked_at = S.resumes[ticket].started, slices = 0 }
   S.state.phase = "restoring " .. id
   V.redraw_winbar()
@@ -189,7 +348,7 @@ end
 --- Starts a new, empty chat (the current session stays on disk).
 function M.new_chat()
   H.ensure_host()
-  require("pseudoclaude.core").call("agent_new_chat")
+  require("pseudoclaude.core").call("agent_new_chat", S.chat)
   S.state.saved, S.state.save_error = true, nil
   S.state.usage, S.state.cost = nil, nil
   if V.valid_buf(S.buf) then
@@ -203,7 +362,7 @@ function M.current()
   if not S.host_ready then
     return nil
   end
-  return require("pseudoclaude.core").call("agent_current")
+  return require("pseudoclaude.core").call("agent_current", S.chat)
 end
 
 --- Each configured MCP server: `{ name, state, tools, error }` (`state` "stopped" before the first chat).
@@ -229,7 +388,7 @@ function M.messages(opts)
   local on_done = opts and opts.on_done
   local core = require("pseudoclaude.core")
   if not on_done then
-    return S.host_ready and core.decode(core.call("agent_messages")) or {}
+    return S.host_ready and core.decode(core.call("agent_messages", S.chat)) or {}
   end
   if not S.host_ready then
     return vim.schedule(function()
@@ -241,7 +400,7 @@ function M.messages(opts)
       return on_done("pseudoclaude.messages: " .. core.plain(chunks))
     end
     core.decode_chunks(chunks, on_done)
-  end)
+  end, S.chat)
 end
 
 --- Moves the chat to `workspace`: the sessions listed, started and resumed from now on are that directory's, and the
@@ -269,7 +428,7 @@ function M.message_at(row)
     error("pseudoclaude: the agent buffer is not open", 0)
   end
   local drawn = #vim.api.nvim_buf_get_extmarks(S.buf, S.msg_ns, 0, -1, {})
-  local ok, slice = pcall(require("pseudoclaude.core").call, "agent_history_slice", 0, 0, 0)
+  local ok, slice = pcall(require("pseudoclaude.core").call, "agent_history_slice", 0, 0, 0, S.chat)
   local total = ok and require("pseudoclaude.core").decode(slice).total or drawn
   if S.marks_stale or drawn ~= total or S.open_block then
     if not S.open_block then
@@ -297,14 +456,19 @@ function M.after_rewind(text)
   end
 end
 
---- The winbar of the transcript window: session, model, turn state, the session's tokens and cost (when the
---- provider reported any), whether the log is saved.
+--- The winbar of chat `n`'s transcript window (nil: the current chat's): its state (idle, running, waiting,
+--- failed), session, model, turn phase, the session's tokens and cost (when the provider reported any), whether the
+--- log is saved.
+---@param n integer?
 ---@return string
-function M.winbar()
+function M.winbar(n)
+  if n and n ~= S.chat and S.chats[n] then
+    return S.with(n, M.winbar)
+  end
   local s = S.state
   local parts = {
     -- Narrow side windows are common: no prefix, and the model alone when the provider says the same.
-    "%#PseudoClaudeWinbar# " .. (s.session or "new session"),
+    "%#PseudoClaudeWinbar# " .. H.state_mark(s) .. " " .. (s.session or "new session"),
     (s.model and s.model ~= "" and s.model ~= s.provider) and s.model or (s.provider or "?"),
     s.phase,
   }
@@ -324,7 +488,7 @@ function M.set_model(name)
   H.ensure_host()
   if not name or vim.trim(name) == "" then
     local models = M.models()
-    local current = require("pseudoclaude.core").call("agent_status").model
+    local current = require("pseudoclaude.core").call("agent_status", S.chat).model
     if #models == 0 then
       vim.notify("pseudoclaude: the model is " .. current .. " (`:PseudoModel {name}` switches it)")
       return
@@ -338,7 +502,7 @@ function M.set_model(name)
     end)
     return
   end
-  local ok, model = pcall(require("pseudoclaude.core").call, "agent_set_model", vim.trim(name))
+  local ok, model = pcall(require("pseudoclaude.core").call, "agent_set_model", vim.trim(name), S.chat)
   if not ok then
     require("pseudoclaude.errors").report(model)
     return
@@ -379,10 +543,42 @@ end
 
 -- Helpers ============================================================================================================
 
---- The configuration the core's host is given (`HostConfig`, src/agent/config.rs), a table like every argument.
-function H.config()
+--- A chat's state as the winbar and `chats()` name it.
+---@param s pseudoclaude.chat.Status
+---@return string
+function H.state_name(s)
+  if s.busy then
+    return s.waiting and "waiting" or "running"
+  end
+  return s.failed and "failed" or "idle"
+end
+
+function H.state_mark(s)
+  local name = H.state_name(s)
+  local hl = ({ idle = "PseudoClaudeWinbar", running = "PseudoClaudeSaved", waiting = "PseudoClaudeUnsaved" })[name]
+    or "PseudoClaudeUnsaved"
+  return ("%%#%s#[%s]%%#PseudoClaudeWinbar#"):format(hl, name)
+end
+
+--- Makes chat `n` the current one, here and in the core (the calls that name no chat, `:PseudoRename`,
+--- `:PseudoFork`, `:PseudoRewind`, act on it).
+---@param n integer
+function H.focus(n)
+  if S.current ~= n then
+    S.current = n
+    pcall(require("pseudoclaude.core").call, "agent_chat_focus", n)
+  end
+end
+
+--- The configuration the core's host is given (`HostConfig`, src/agent/config.rs), a table like every argument;
+--- with a chat's own options (`chat.new(opts)`) over the configured provider.
+---@param own pseudoclaude.ChatOpts?
+function H.config(own)
   local cfg = require("pseudoclaude.config").get()
   local p = cfg.provider or {}
+  if own then
+    p = vim.tbl_extend("force", p, own.provider or {}, { model = own.model })
+  end
   return {
     workspace = S.workspace(),
     provider = {
@@ -503,10 +699,23 @@ function H.ensure_host()
   require("pseudoclaude.core").call("agent_setup", E.on_wake, H.config())
   S.host_ready = true
   S.refresh_status()
+  local group = vim.api.nvim_create_augroup("pseudoclaude_chat", { clear = true })
   vim.api.nvim_create_autocmd("VimLeavePre", {
-    group = vim.api.nvim_create_augroup("pseudoclaude_chat", { clear = true }),
+    group = group,
     callback = function()
       pcall(require("pseudoclaude.core").call, "agent_close")
+    end,
+  })
+  -- the chat whose window the user enters is the current one; what it asked while hidden is asked now
+  vim.api.nvim_create_autocmd("BufEnter", {
+    group = group,
+    callback = function(ev)
+      local n = vim.b[ev.buf].pseudoclaude_chat
+      if n and S.chats[n] then
+        S.use(n)
+        H.focus(n)
+        vim.schedule(S.bind(require("pseudoclaude.chat.approval").ask_pending))
+      end
     end,
   })
 end

@@ -22,6 +22,7 @@ M.links = {
   PseudoClaudePickerSource = "Special", -- "[claude]"/"[codex]" in front of another agent's row (`<C-o>`)
   PseudoClaudePickerCost = "Number", -- "$0.42"
   PseudoClaudePickerHeld = "WarningMsg", -- a session open in another editor
+  PseudoClaudePickerLive = "DiagnosticOk", -- a session live in a chat of this editor
   PseudoClaudePickerEmpty = "Comment", -- "no match"
   PseudoClaudePickerPreviewTitle = "Title", -- session title in the preview
   PseudoClaudePickerPreviewMeta = "Comment", -- id, model, count, age

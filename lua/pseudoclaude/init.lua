@@ -84,16 +84,23 @@ function M.print_version()
   end
 end
 
---- The agent buffer: `chat.open()`, `chat.send(text)`, `chat.cancel()`, `chat.new()` (`:help pseudoclaude-api`).
+--- The agent buffers: `chat.open()`, `chat.send(text)`, `chat.cancel()`, `chat.new()` (the current chat started
+--- over), `chat.new(opts)` (another chat), `chat.show(n)`, `chat.close(n)` (`:help pseudoclaude-api`).
 M.chat = setmetatable({}, {
   __index = function(_, key)
-    local chat = require("pseudoclaude.chat")
-    if key == "new" then
-      return chat.new_chat
-    end
-    return chat[key]
+    return require("pseudoclaude.chat")[key]
   end,
 })
+
+--- Every live chat of this editor: `{ id, chat, title, agent, state, buf, session, current }`, `state` one of
+--- "idle", "running", "waiting" (for the user's answer), "failed" (`:help pseudoclaude.chats()`).
+---@return pseudoclaude.ChatRow[]
+function M.chats()
+  if not package.loaded["pseudoclaude.chat"] then
+    return {}
+  end
+  return require("pseudoclaude.chat").chats()
+end
 
 --- The MCP servers: `mcp.status()`, `mcp.show()` (`:help pseudoclaude-mcp`).
 M.mcp = setmetatable({}, {

@@ -1,26 +1,34 @@
-//! The agent as an editor drives it: one current agent, turns on the host's own tokio threads,
-//! everything they report queued for the editor's main loop.
+//! The agent as an editor drives it: a registry of live chats, each with its own agent (its session, log, lock and
+//! provider), its turn and its cancel; turns on the host's own tokio threads, everything they report queued for the
+//! editor's main loop, each message named with its chat.
 //!
 //! Nothing here knows Neovim. The bridge gives [`Host::new`] a `wake` function (a libuv async
 //! handle's `send`); the editor's loop then calls [`Host::drain`] and gets every queued message at
 //! once (async handles merge wake-ups, so one wake may stand for many messages). No call of the host
 //! waits on a model, a network or a tool: `send` returns as soon as the turn is spawned.
 //!
+//! Chats are named by their [`ChatId`] (see [`super::chat`]). One of them is *current*: the calls that name no chat
+//! act on it, which is the single-chat editor of before (`:PseudoChat`, `:PseudoNew`, a resume into the chat). The
+//! chats' turns run side by side; none waits for another, and a cancel stops only its own. The MCP servers are
+//! the editor's, shared by every chat.
+//!
 //! Architecture invariant: what the editor calls returns at once: turns and resumes run on the host's tokio
 //! threads, and their outcome comes back through the queue `drain()` empties.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+pub use super::chat::{ChatId, ChatInfo, ChatState, Driver};
 pub use super::config::{AutoApproveConfig, HostConfig, make_provider, resolve_provider};
 use super::config::{agent_config, make_servers};
 use super::outbox::OutboxApprover;
-pub use super::outbox::{ApprovalAsk, BufferAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport};
+pub use super::outbox::{Addressed, ApprovalAsk, BufferAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport};
 use super::{Agent, Cancel, Event, Resumed, lock};
 use crate::display;
 use crate::message::Message;
@@ -47,6 +55,9 @@ pub struct Status {
     pub usage: Usage,
     /// Their price, when `pricing` names every model that reported usage.
     pub cost: Option<f64>,
+    /// The chat this is the status of, and what it is doing.
+    pub chat: ChatId,
+    pub state: ChatState,
 }
 
 pub struct Host {
@@ -57,17 +68,55 @@ pub struct Host {
 
 struct State {
     config: HostConfig,
-    agent: Option<Arc<Agent>>,
+    chats: BTreeMap<ChatId, Chat>,
+    /// The chat the calls that name none act on; always in `chats`.
+    current: ChatId,
+    next_chat: ChatId,
+    /// The MCP servers, made at the first chat and kept for the editor's life (made again when `setup()`
+    /// changes them), with the configuration they were made from.
+    mcp: Option<(Arc<crate::mcp::Servers>, crate::mcp::McpConfig, AutoApproveConfig)>,
+}
+
+/// One live chat: its agent (none before its first message), its turn, and its own configuration when it was opened
+/// with one (else the host's).
+struct Chat {
+    agent: Option<Arc<dyn Driver>>,
+    config: Option<HostConfig>,
     turn: Option<Cancel>,
-    busy: Arc<std::sync::atomic::AtomicBool>,
-    /// Bumped whenever the current agent changes, so that a resume finishing after a newer switch
+    busy: Arc<AtomicBool>,
+    /// The last turn ended with an error.
+    failed: Arc<AtomicBool>,
+    /// Bumped whenever the chat's agent changes, so that a resume finishing after a newer switch
     /// (a new chat, another resume) does not replace it.
     generation: u64,
     /// A resume is being read on the host's threads.
     resuming: Option<u64>,
-    /// The MCP servers, made at the first chat and kept for the editor's life (made again when `setup()`
-    /// changes them), with the configuration they were made from.
-    mcp: Option<(Arc<crate::mcp::Servers>, crate::mcp::McpConfig, AutoApproveConfig)>,
+}
+
+impl Chat {
+    fn new(config: Option<HostConfig>) -> Chat {
+        Chat {
+            agent: None,
+            config,
+            turn: None,
+            busy: Arc::default(),
+            failed: Arc::default(),
+            generation: 0,
+            resuming: None,
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    fn ours(&self) -> Option<Arc<Agent>> {
+        self.agent.clone().and_then(|a| a.ours())
+    }
+
+    fn session(&self) -> Option<Context> {
+        self.agent.as_ref().and_then(|a| a.session())
+    }
 }
 
 /// Why the host did not do what the editor asked. The session's and the provider's errors keep their
@@ -87,6 +136,42 @@ pub enum HostError {
 
 pub(crate) type HostResult<T> = Result<T, HostError>;
 
+/// How long the editor's exit waits for the cancelled turns to record what they had streamed.
+const EXIT_DRAIN: Duration = Duration::from_secs(5);
+
+impl State {
+    /// Chat `chat`, or the current one (`None`).
+    fn chat(&self, chat: Option<ChatId>) -> HostResult<&Chat> {
+        let id = chat.unwrap_or(self.current);
+        self.chats.get(&id).ok_or_else(|| no_chat(id))
+    }
+
+    fn chat_mut(&mut self, chat: Option<ChatId>) -> HostResult<&mut Chat> {
+        let id = chat.unwrap_or(self.current);
+        self.chats.get_mut(&id).ok_or_else(|| no_chat(id))
+    }
+
+    fn config_of(&self, chat: &Chat) -> HostConfig {
+        chat.config.clone().unwrap_or_else(|| self.config.clone())
+    }
+
+    /// The chat whose agent holds session `id`.
+    fn live(&self, id: &str) -> Option<ChatId> {
+        self.chats.iter().find(|(_, c)| c.session().is_some_and(|s| s.id == id)).map(|(n, _)| *n)
+    }
+
+    fn open(&mut self, config: Option<HostConfig>) -> ChatId {
+        self.next_chat += 1;
+        let id = self.next_chat;
+        self.chats.insert(id, Chat::new(config));
+        id
+    }
+}
+
+fn no_chat(id: ChatId) -> HostError {
+    HostError::Refused(format!("there is no chat {id} (it was closed)"))
+}
+
 impl Host {
     pub fn new(wake: Box<dyn Fn() + Send + Sync>) -> HostResult<Host> {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -98,25 +183,111 @@ impl Host {
         let outbox = Arc::new(Outbox {
             queue: Mutex::new(Vec::new()),
             wake,
-            approvals: Mutex::new(HashMap::new()),
-            buffer_checks: Mutex::new(HashMap::new()),
+            approvals: Mutex::default(),
+            buffer_checks: Mutex::default(),
             next_id: AtomicU64::new(0),
         });
-        let state = State {
-            config: HostConfig::default(),
-            agent: None,
-            turn: None,
-            busy: Arc::default(),
-            generation: 0,
-            resuming: None,
-            mcp: None,
-        };
+        let mut state =
+            State { config: HostConfig::default(), chats: BTreeMap::new(), current: 0, next_chat: 0, mcp: None };
+        state.current = state.open(None);
         Ok(Host { rt, outbox, state: Arc::new(Mutex::new(state)) })
     }
 
-    /// Switches the model: the current chat's next turn and every new chat use it (a turn running keeps its
+    /// The host's threads, for a driver of another kind (an ACP agent) that runs its own work there.
+    pub fn runtime(&self) -> tokio::runtime::Handle {
+        self.rt.handle().clone()
+    }
+
+    /// Opens another chat (no session until its first message) with its own configuration, or the host's; the
+    /// current chat stays current. Returns its number.
+    pub fn open_chat(&self, config: Option<HostConfig>) -> ChatId {
+        lock(&self.state).open(config)
+    }
+
+    /// Opens a chat driven by an agent of another kind: `make` is given the chat's number and the [`Approver`] its
+    /// questions go through, and returns the driver.
+    pub fn open_chat_with(&self, make: impl FnOnce(ChatId, Arc<dyn Approver>) -> Arc<dyn Driver>) -> ChatId {
+        let mut st = lock(&self.state);
+        let id = st.open(None);
+        let approver: Arc<dyn Approver> = Arc::new(OutboxApprover { outbox: self.outbox.clone(), chat: id });
+        if let Some(c) = st.chats.get_mut(&id) {
+            c.agent = Some(make(id, approver));
+        }
+        id
+    }
+
+    /// Makes `chat` the one the calls that name no chat act on.
+    pub fn focus(&self, chat: ChatId) -> HostResult<()> {
+        let mut st = lock(&self.state);
+        st.chat(Some(chat))?;
+        st.current = chat;
+        Ok(())
+    }
+
+    /// The current chat's number.
+    pub fn current_chat(&self) -> ChatId {
+        lock(&self.state).current
+    }
+
+    /// Closes `chat`: its turn cancelled, its agent dropped (its session's lock released once the turn has
+    /// recorded its end). The last chat is never removed: it becomes empty. When the current chat closes, the
+    /// newest other one becomes current.
+    pub fn close_chat(&self, chat: Option<ChatId>) -> HostResult<()> {
+        self.cancel_chat(chat)?;
+        let mut st = lock(&self.state);
+        let id = chat.unwrap_or(st.current);
+        let closed = if st.chats.len() > 1 {
+            st.chats.remove(&id)
+        } else {
+            let c = st.chat_mut(Some(id))?;
+            c.generation += 1;
+            c.turn = None;
+            Some(std::mem::replace(c, Chat::new(None)))
+        };
+        if st.current == id && !st.chats.contains_key(&id) {
+            st.current = *st.chats.keys().next_back().expect("one chat is always left");
+        }
+        drop(st);
+        if let Some(agent) = closed.and_then(|c| c.agent) {
+            agent.close();
+        }
+        Ok(())
+    }
+
+    /// Every live chat, oldest first.
+    pub fn chats(&self) -> Vec<ChatInfo> {
+        let st = lock(&self.state);
+        st.chats
+            .iter()
+            .map(|(id, c)| ChatInfo {
+                chat: *id,
+                session: c.session().map(|s| s.id),
+                title: c.agent.as_ref().map(|a| a.title()).unwrap_or_default(),
+                agent: c.agent.as_ref().map(|a| a.agent_name()).unwrap_or_else(|| "pseudoclaude".into()),
+                state: self.state_of(*id, c),
+                current: *id == st.current,
+            })
+            .collect()
+    }
+
+    /// The chat whose agent holds session `id` (a resume of it shows that chat instead of opening it twice).
+    pub fn live(&self, id: &str) -> Option<ChatId> {
+        lock(&self.state).live(id)
+    }
+
+    fn state_of(&self, id: ChatId, c: &Chat) -> ChatState {
+        if c.busy() {
+            if self.outbox.asks(id) { ChatState::Waiting } else { ChatState::Running }
+        } else if c.failed.load(Ordering::SeqCst) {
+            ChatState::Failed
+        } else {
+            ChatState::Idle
+        }
+    }
+
+    /// Switches the model: the chat's next turn and every new chat use it (a turn running keeps its
     /// own). Returns the model now in effect.
-    pub fn set_model(&self, model: &str) -> HostResult<String> {
+    pub fn set_model(&self, chat: Option<ChatId>, model: &str) -> HostResult<String> {
         let model = model.trim();
         if model.is_empty() {
             return Err(provider::ProviderError::Config { message: "no model named".into() }.into());
@@ -126,7 +297,11 @@ impl Host {
         config.provider = resolve_provider(&config);
         config.provider.model = model.to_string();
         let provider = make_provider(&config)?;
-        if let Some(agent) = &st.agent {
+        let c = st.chat(chat)?;
+        if c.agent.is_some() && c.ours().is_none() {
+            return Err(HostError::Refused("this chat's agent chooses its own model".into()));
+        }
+        if let Some(agent) = c.ours() {
             agent.set_provider(provider);
         }
         st.config = config;
@@ -139,72 +314,92 @@ impl Host {
     }
 
     /// Everything queued since the last call, in order.
-    pub fn drain(&self) -> Vec<Outbound> {
+    pub fn drain(&self) -> Vec<Addressed> {
         std::mem::take(&mut *lock(&self.outbox.queue))
     }
 
-    /// Starts a turn; returns at once. Creates the agent (not yet its session) when there is none.
+    /// Starts a turn in the current chat; returns at once. Creates the agent (not yet its session) when there is
+    /// none.
     pub fn send(&self, text: &str) -> HostResult<()> {
-        self.send_with(text, Vec::new())
+        self.send_with(None, text, Vec::new())
     }
 
-    /// [`Host::send`] with context from the editor attached to the message.
-    pub fn send_with(&self, text: &str, attachments: Vec<crate::attachment::Attachment>) -> HostResult<()> {
+    /// [`Host::send`] in chat `chat` (`None`: the current one), with context from the editor attached to the
+    /// message.
+    pub fn send_with(
+        &self,
+        chat: Option<ChatId>,
+        text: &str,
+        attachments: Vec<crate::attachment::Attachment>,
+    ) -> HostResult<()> {
         if text.trim().is_empty() {
             return Err(HostError::Refused("nothing to send: the message is empty".into()));
         }
         let mut st = lock(&self.state);
-        if st.busy.load(Ordering::SeqCst) {
+        let id = chat.unwrap_or(st.current);
+        let c = st.chat(Some(id))?;
+        if c.busy() {
             return Err(HostError::Refused("the agent is still answering: wait, or cancel the turn with <C-c>".into()));
         }
-        if st.resuming.is_some() {
+        if c.resuming.is_some() {
             return Err(HostError::Refused("a session is being restored: send again once it shows".into()));
         }
-        let agent = match &st.agent {
-            Some(a) => a.clone(),
+        let agent = match c.agent.clone() {
+            Some(a) => a,
             None => {
+                let config = st.config_of(c);
                 let mcp = self.mcp_servers(&mut st);
-                let a = Arc::new(self.new_agent(&st.config, mcp)?);
-                st.agent = Some(a.clone());
-                let config = st.config.clone();
+                let a: Arc<dyn Driver> = Arc::new(self.new_agent(id, &config, mcp)?);
+                st.chat_mut(Some(id))?.agent = Some(a.clone());
                 self.rt.spawn_blocking(move || note_workspace(&config));
                 a
             }
         };
+        let c = st.chat_mut(Some(id))?;
         let cancel = Cancel::new();
-        st.turn = Some(cancel.clone());
-        st.busy.store(true, Ordering::SeqCst);
-        let busy = st.busy.clone();
+        c.turn = Some(cancel.clone());
+        c.busy.store(true, Ordering::SeqCst);
+        c.failed.store(false, Ordering::SeqCst);
+        let (busy, failed) = (c.busy.clone(), c.failed.clone());
         let outbox = self.outbox.clone();
         let text = text.to_string();
         let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
         // Forward events as they come, so the editor sees streaming text while the turn runs.
         self.rt.spawn(async move {
             while let Some(ev) = rx.recv().await {
+                if matches!(ev, Event::Error { .. }) {
+                    failed.store(true, Ordering::SeqCst);
+                }
                 // Idle before the editor hears the turn is done, so it can send again at once.
                 if matches!(ev, Event::TurnDone { .. }) {
                     busy.store(false, Ordering::SeqCst);
                 }
-                outbox.push(Outbound::Event(ev));
+                outbox.push(Some(id), Outbound::Event(ev));
             }
+            // A driver that ended without its `TurnDone` (it panicked) leaves the chat sendable.
+            busy.store(false, Ordering::SeqCst);
         });
-        self.rt.spawn(async move { agent.turn_with(&text, &attachments, tx, cancel).await });
+        self.rt.spawn(agent.turn(text, attachments, tx, cancel));
         Ok(())
     }
 
-    /// Cancels the running turn, if any. Pending approval prompts count as declined.
+    /// Cancels the current chat's running turn, if any. Its pending approval prompts count as declined.
     pub fn cancel(&self) -> bool {
+        self.cancel_chat(None).unwrap_or(false)
+    }
+
+    /// Cancels chat `chat`'s running turn (and only its): its approvals declined, its buffer checks dropped.
+    /// Returns whether one was running.
+    pub fn cancel_chat(&self, chat: Option<ChatId>) -> HostResult<bool> {
         let st = lock(&self.state);
-        let running = st.busy.load(Ordering::SeqCst);
-        if let Some(c) = &st.turn {
-            c.cancel();
+        let id = chat.unwrap_or(st.current);
+        let c = st.chat(Some(id))?;
+        let running = c.busy();
+        if let Some(t) = &c.turn {
+            t.cancel();
         }
-        for (_, tx) in lock(&self.outbox.approvals).drain() {
-            let _ = tx.send(Approval::No);
-        }
-        // Unanswered buffer checks refuse their writes.
-        lock(&self.outbox.buffer_checks).clear();
-        running
+        self.outbox.decline(id);
+        Ok(running)
     }
 
     /// Answers an approval of a write or an edit with the change blocks to apply (1-based, in the
@@ -212,7 +407,7 @@ impl Host {
     pub fn approve_hunks(&self, id: u64, accepted: Vec<usize>) -> HostResult<()> {
         let tx = lock(&self.outbox.approvals).remove(&id);
         match tx {
-            Some(tx) => {
+            Some((_, tx)) => {
                 let _ = tx.send(Approval::Only(accepted));
                 Ok(())
             }
@@ -233,7 +428,7 @@ impl Host {
             }
         };
         match lock(&self.outbox.buffer_checks).remove(&id) {
-            Some(tx) => {
+            Some((_, tx)) => {
                 let _ = tx.send(state);
                 Ok(())
             }
@@ -255,7 +450,7 @@ impl Host {
         };
         let tx = lock(&self.outbox.approvals).remove(&id);
         match tx {
-            Some(tx) => {
+            Some((_, tx)) => {
                 let _ = tx.send(answer);
                 Ok(())
             }
@@ -263,125 +458,157 @@ impl Host {
         }
     }
 
-    /// Switches to session `id` on the host's threads: returns a ticket at once; the outcome arrives
-    /// in the queue as [`Outbound::Resumed`] with that ticket (the lock, torn-tail repair, replay and
-    /// spill checks all run off the editor's main loop). The new agent is built first (its writer
-    /// opened, its log loaded) and installed only if the current chat did not change meanwhile; on
-    /// any error the current session stays as it was.
-    pub fn resume_async(&self, id: &str) -> HostResult<u64> {
-        let (config, generation) = self.resume_check(id)?;
+    /// Switches chat `chat` (`None`: the current one) to session `id` on the host's threads: returns a ticket at
+    /// once; the outcome arrives in the queue as [`Outbound::Resumed`] with that ticket (the lock, torn-tail
+    /// repair, replay and spill checks all run off the editor's main loop). The new agent is built first (its
+    /// writer opened, its log loaded) and installed only if the chat did not change meanwhile; on any error the
+    /// chat's session stays as it was. A session live in another chat of this editor is refused with that chat's
+    /// number: the editor shows that chat instead ([`Host::live`]).
+    pub fn resume_async(&self, chat: Option<ChatId>, id: &str) -> HostResult<u64> {
+        let (chat, config, generation) = self.resume_check(chat, id)?;
         let mcp = self.mcp_servers(&mut lock(&self.state));
         let ticket = self.outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
-        lock(&self.state).resuming = Some(ticket);
+        lock(&self.state).chat_mut(Some(chat))?.resuming = Some(ticket);
         let outbox = self.outbox.clone();
         let state = self.state.clone();
         let id = id.to_string();
         self.rt.spawn_blocking(move || {
-            let built =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build_resumed(&config, mcp, &outbox, &id)))
-                    .unwrap_or_else(|_| Err(HostError::Refused(format!("internal error while reading session {id}"))));
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                build_resumed(chat, &config, mcp, &outbox, &id)
+            }))
+            .unwrap_or_else(|_| Err(HostError::Refused(format!("internal error while reading session {id}"))));
             let outcome = {
                 let mut st = lock(&state);
-                st.resuming = None;
-                built.and_then(|(agent, report)| install(&mut st, generation, agent).map(|()| report))
+                if let Ok(c) = st.chat_mut(Some(chat)) {
+                    c.resuming = None;
+                }
+                built.and_then(|(agent, report)| install(&mut st, chat, generation, agent).map(|()| report))
             };
             let done = match outcome {
                 Ok(report) => ResumeDone { kind: "resumed", ticket, ok: true, report: Some(report), error: None },
                 Err(e) => ResumeDone { kind: "resumed", ticket, ok: false, report: None, error: Some(e.to_string()) },
             };
-            outbox.push(Outbound::Resumed(done));
+            outbox.push(Some(chat), Outbound::Resumed(done));
         });
         Ok(ticket)
     }
 
-    /// What a resume may start from: not while a turn runs or another resume is read.
-    fn resume_check(&self, id: &str) -> HostResult<(HostConfig, u64)> {
+    /// What a resume may start from: not while the chat's turn runs or another resume is read into it, not a
+    /// session live in a chat.
+    fn resume_check(&self, chat: Option<ChatId>, id: &str) -> HostResult<(ChatId, HostConfig, u64)> {
         let st = lock(&self.state);
-        if st.busy.load(Ordering::SeqCst) {
+        let n = chat.unwrap_or(st.current);
+        let c = st.chat(Some(n))?;
+        if c.busy() {
             return Err(HostError::Refused(
                 "cannot resume while the agent is answering: cancel the turn first (<C-c>)".into(),
             ));
         }
-        if st.resuming.is_some() {
+        if c.resuming.is_some() {
             return Err(HostError::Refused("another session is being restored: wait for it to show".into()));
         }
-        if st.agent.as_ref().and_then(|a| a.current()).is_some_and(|c| c.id == id) {
-            return Err(HostError::Refused(format!("session {id} is already the current one")));
+        match st.live(id) {
+            Some(live) if live == n => {
+                return Err(HostError::Refused(format!("session {id} is already the current one")));
+            }
+            Some(live) => {
+                return Err(HostError::Refused(format!("session {id} is live in chat {live} of this editor")));
+            }
+            None => {}
         }
-        Ok((st.config.clone(), st.generation))
+        Ok((n, st.config_of(c), c.generation))
     }
 
-    /// The messages of the current history just before `to` that fit `max_messages` and about
+    /// The messages of the chat's history just before `to` that fit `max_messages` and about
     /// `budget` bytes, as the screen gets them (see [`crate::display`]).
-    pub fn history_slice(&self, to: usize, max_messages: usize, budget: usize) -> display::Slice {
-        let agent = lock(&self.state).agent.clone();
+    pub fn history_slice(&self, chat: Option<ChatId>, to: usize, max_messages: usize, budget: usize) -> display::Slice {
+        let agent = lock(&self.state).chat(chat).ok().and_then(|c| c.agent.clone());
         let max = display::MAX_DISPLAY_BYTES;
-        match agent {
+        match agent.clone().and_then(|a| a.ours()) {
             Some(a) => a.with_messages(|m| display::slice_back(m, to, max_messages, budget, max)),
-            None => display::slice(&[], 0, 0, max),
+            None => {
+                let messages = agent.map(|a| a.messages()).unwrap_or_default();
+                let refs: Vec<&Message> = messages.iter().collect();
+                display::slice_back(&refs, to, max_messages, budget, max)
+            }
         }
     }
 
-    /// Starts over with a new, empty chat (the old session stays on disk).
-    pub fn new_chat(&self) -> HostResult<()> {
+    /// Starts chat `chat` (`None`: the current one) over, empty (the old session stays on disk).
+    pub fn new_chat(&self, chat: Option<ChatId>) -> HostResult<()> {
         let mut st = lock(&self.state);
-        if st.busy.load(Ordering::SeqCst) {
+        let c = st.chat_mut(chat)?;
+        if c.busy() {
             return Err(HostError::Refused("cannot start a new chat while the agent is answering".into()));
         }
-        st.agent = None;
-        st.generation += 1;
+        let old = c.agent.take();
+        c.failed.store(false, Ordering::SeqCst);
+        c.generation += 1;
+        drop(st);
+        if let Some(a) = old {
+            a.close();
+        }
         Ok(())
     }
 
-    pub fn current(&self) -> Option<CurrentSession> {
-        let ctx: Context = lock(&self.state).agent.as_ref()?.current()?;
+    pub fn current(&self, chat: Option<ChatId>) -> Option<CurrentSession> {
+        let ctx: Context = lock(&self.state).chat(chat).ok()?.session()?;
         Some(CurrentSession { id: ctx.id, dir: ctx.dir, jsonl: ctx.jsonl_path })
     }
 
-    /// The current agent, for work done off the main loop on its session (naming it, forking it).
-    pub fn agent(&self) -> Option<Arc<Agent>> {
-        lock(&self.state).agent.clone()
+    /// The chat's agent when it is ours, for work done off the main loop on its session (naming it, forking it).
+    pub fn agent(&self, chat: Option<ChatId>) -> Option<Arc<Agent>> {
+        lock(&self.state).chat(chat).ok()?.ours()
     }
 
-    pub fn messages(&self) -> Vec<Message> {
-        lock(&self.state).agent.as_ref().map(|a| a.messages()).unwrap_or_default()
+    /// Every chat's agent of our own, for what concerns them all (the files a rewind must not take back).
+    pub fn agents(&self) -> Vec<(ChatId, Arc<Agent>)> {
+        lock(&self.state).chats.iter().filter_map(|(id, c)| c.ours().map(|a| (*id, a))).collect()
     }
 
-    pub fn status(&self) -> Status {
+    /// The chat's driver (its agent, of any kind), for reading its history off the main loop.
+    pub fn driver(&self, chat: Option<ChatId>) -> Option<Arc<dyn Driver>> {
+        lock(&self.state).chat(chat).ok()?.agent.clone()
+    }
+
+    pub fn messages(&self, chat: Option<ChatId>) -> Vec<Message> {
+        let agent = lock(&self.state).chat(chat).ok().and_then(|c| c.agent.clone());
+        agent.map(|a| a.messages()).unwrap_or_default()
+    }
+
+    pub fn status(&self, chat: Option<ChatId>) -> HostResult<Status> {
         let st = lock(&self.state);
-        let (provider, model) = match &st.agent {
-            Some(a) => {
-                let p = a.provider();
-                (p.name().to_string(), p.model().to_string())
-            }
+        let id = chat.unwrap_or(st.current);
+        let c = st.chat(Some(id))?;
+        let (provider, model) = match &c.agent {
+            Some(a) => a.model(),
             None => {
-                let p = resolve_provider(&st.config);
+                let p = resolve_provider(&st.config_of(c));
                 (p.name, p.model)
             }
         };
-        let usage = st.agent.as_ref().map(|a| a.usage()).unwrap_or_default();
-        Status {
+        let usage = c.agent.as_ref().map(|a| a.usage()).unwrap_or_default();
+        Ok(Status {
             usage: usage.total(),
             cost: usage.cost(&st.config.pricing),
-            busy: st.busy.load(Ordering::SeqCst),
-            unsaved: st.agent.as_ref().is_some_and(|a| a.conversation.is_unsaved()),
+            busy: c.busy(),
+            unsaved: c.agent.as_ref().is_some_and(|a| a.unsaved()),
             provider,
             model,
-            session: st.agent.as_ref().and_then(|a| a.current()).map(|c| c.id),
-        }
+            session: c.session().map(|c| c.id),
+            chat: id,
+            state: self.state_of(id, c),
+        })
     }
 
-    /// Closes the current session (its lock is released). Waits for nothing.
+    /// Closes the current chat's session (its lock is released). Waits for nothing.
     pub fn close(&self) {
-        self.cancel();
-        let mut st = lock(&self.state);
-        st.agent = None;
-        st.generation += 1;
+        let _ = self.close_chat(None);
     }
 
-    fn new_agent(&self, config: &HostConfig, mcp: Option<Arc<crate::mcp::Servers>>) -> HostResult<Agent> {
+    fn new_agent(&self, chat: ChatId, config: &HostConfig, mcp: Option<Arc<crate::mcp::Servers>>) -> HostResult<Agent> {
         let provider = make_provider(config)?;
-        let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(self.outbox.clone()));
+        let approver: Arc<dyn Approver> = Arc::new(OutboxApprover { outbox: self.outbox.clone(), chat });
         Ok(Agent::new(agent_config(config, mcp), provider, approver))
     }
 
@@ -396,7 +623,7 @@ impl Host {
         let made = make_servers(&st.config, self.rt.handle().clone());
         if let Some(s) = &made {
             let outbox = self.outbox.clone();
-            s.on_consent(move |ask| outbox.push(Outbound::McpConsent(ask)));
+            s.on_consent(move |ask| outbox.push(None, Outbound::McpConsent(ask)));
         }
         st.mcp = made.clone().map(|s| (s, st.config.mcp.clone(), st.config.approve.clone()));
         made
@@ -442,11 +669,23 @@ impl Host {
         s.ask_again(name).map_err(HostError::Refused)
     }
 
-    /// At the editor's exit: the current session closed, every MCP server stopped with its process group.
+    /// At the editor's exit: every chat's turn cancelled, and given up to [`EXIT_DRAIN`] to record what it had
+    /// streamed (a cancelled turn writes its text as an interrupted answer, and its commands' process groups are
+    /// killed); every chat closed; every MCP server stopped with its process group.
     pub fn shutdown(&self) {
-        // the agent's servers may be older ones than `st.mcp` (a setup() changed them since the chat began)
-        let agent_servers = lock(&self.state).agent.as_ref().and_then(|a| a.config.mcp.clone());
-        self.close();
+        let ids: Vec<ChatId> = lock(&self.state).chats.keys().copied().collect();
+        for id in &ids {
+            let _ = self.cancel_chat(Some(*id));
+        }
+        let deadline = Instant::now() + EXIT_DRAIN;
+        while lock(&self.state).chats.values().any(|c| c.busy()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // the agents' servers may be older ones than `st.mcp` (a setup() changed them since the chat began)
+        let agent_servers: Vec<_> = self.agents().into_iter().filter_map(|(_, a)| a.config.mcp.clone()).collect();
+        for id in ids {
+            let _ = self.close_chat(Some(id));
+        }
         let ours = lock(&self.state).mcp.as_ref().map(|(s, _, _)| s.clone());
         for s in agent_servers.iter().chain(ours.iter()) {
             s.stop();
@@ -454,15 +693,16 @@ impl Host {
     }
 }
 
-/// Builds the agent of session `id` (the slow part of a resume: lock, repair, replay).
+/// Builds the agent of session `id` for chat `chat` (the slow part of a resume: lock, repair, replay).
 fn build_resumed(
+    chat: ChatId,
     config: &HostConfig,
     mcp: Option<Arc<crate::mcp::Servers>>,
     outbox: &Arc<Outbox>,
     id: &str,
 ) -> HostResult<(Agent, ResumeReport)> {
     let provider = make_provider(config)?;
-    let approver: Arc<dyn Approver> = Arc::new(OutboxApprover(outbox.clone()));
+    let approver: Arc<dyn Approver> = Arc::new(OutboxApprover { outbox: outbox.clone(), chat });
     let (agent, resumed) = Agent::resume(agent_config(config, mcp), provider, approver, id)?;
     let report = report(id, &agent, &resumed);
     note_workspace(config);
@@ -477,19 +717,24 @@ fn note_workspace(config: &HostConfig) {
     }
 }
 
-/// Makes `agent` the current one, unless the current one changed since the resume began.
-fn install(st: &mut State, generation: u64, agent: Agent) -> HostResult<()> {
-    if st.generation != generation {
+/// Makes `agent` chat `chat`'s, unless the chat changed since the resume began.
+fn install(st: &mut State, chat: ChatId, generation: u64, agent: Agent) -> HostResult<()> {
+    let c = st.chat_mut(Some(chat))?;
+    if c.generation != generation {
         return Err(HostError::Refused(
             "the chat changed while the session was being restored: resume it again".into(),
         ));
     }
-    if st.busy.load(Ordering::SeqCst) {
+    if c.busy() {
         return Err(HostError::Refused("a turn started while the session was being restored: resume it again".into()));
     }
-    st.agent = Some(Arc::new(agent)); // the old agent (and its writer's lock) goes here
-    st.turn = None;
-    st.generation += 1;
+    let old = c.agent.replace(Arc::new(agent)); // the old agent (and its writer's lock) goes here
+    c.turn = None;
+    c.failed.store(false, Ordering::SeqCst);
+    c.generation += 1;
+    if let Some(old) = old {
+        old.close();
+    }
     Ok(())
 }
 
@@ -548,7 +793,7 @@ mod tests {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         loop {
             for m in host.drain() {
-                if let Outbound::Resumed(done) = m {
+                if let Outbound::Resumed(done) = m.message {
                     return done;
                 }
             }
@@ -562,13 +807,13 @@ mod tests {
         let ws = tempfile::tempdir().expect("tempdir");
         let id = session(ws.path());
         let host = host_in(ws.path());
-        let ticket = host.resume_async(&id).expect("started");
+        let ticket = host.resume_async(None, &id).expect("started");
         let done = resumed(&host);
         assert_eq!((done.ticket, done.ok), (ticket, true), "{:?}", done.error);
         assert_eq!(done.report.expect("report").messages, 2);
-        assert_eq!(host.current().expect("current").id, id);
+        assert_eq!(host.current(None).expect("current").id, id);
         // the same one again is refused at once, before any thread is started
-        assert!(host.resume_async(&id).unwrap_err().to_string().contains("already the current one"));
+        assert!(host.resume_async(None, &id).unwrap_err().to_string().contains("already the current one"));
     }
 
     #[test]
@@ -577,13 +822,96 @@ mod tests {
         let first = session(ws.path());
         let held = session(ws.path());
         let host = host_in(ws.path());
-        host.resume_async(&first).expect("started");
+        host.resume_async(None, &first).expect("started");
         assert!(resumed(&host).ok);
         let ctx = Context::open(ws.path(), &held).expect("ctx");
         let _other_editor = crate::session::lock::acquire(&ctx).expect("lock");
-        host.resume_async(&held).expect("started");
+        host.resume_async(None, &held).expect("started");
         let done = resumed(&host);
         assert!(!done.ok && done.error.as_deref().is_some_and(|e| e.contains("open in another editor")), "{done:?}");
-        assert_eq!(host.current().expect("current").id, first);
+        assert_eq!(host.current(None).expect("current").id, first);
+    }
+
+    /// Drains until chat `chat`'s turn is done; returns its events.
+    fn turn_of(host: &Host, chat: ChatId, seen: &mut Vec<Addressed>) -> Vec<Event> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            seen.extend(host.drain());
+            let mine: Vec<Event> = seen
+                .iter()
+                .filter(|m| m.chat == Some(chat))
+                .filter_map(|m| match &m.message {
+                    Outbound::Event(ev) => Some(ev.clone()),
+                    _ => None,
+                })
+                .collect();
+            if mine.iter().any(|e| matches!(e, Event::TurnDone { .. })) {
+                return mine;
+            }
+            assert!(std::time::Instant::now() < deadline, "chat {chat} never finished its turn: {seen:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn two_chats_run_side_by_side_each_in_its_own_session() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let host = host_in(ws.path());
+        let first = host.current_chat();
+        let second = host.open_chat(None);
+        assert_eq!(host.current_chat(), first, "opening a chat leaves the current one current");
+        host.send_with(Some(first), "the first chat's question", Vec::new()).expect("sent");
+        host.send_with(Some(second), "the second chat's question", Vec::new()).expect("sent");
+        let states: Vec<ChatState> = host.chats().iter().map(|c| c.state).collect();
+        assert_eq!(states, vec![ChatState::Running, ChatState::Running]);
+        let mut seen = Vec::new();
+        turn_of(&host, first, &mut seen);
+        turn_of(&host, second, &mut seen);
+        let (a, b) = (host.current(Some(first)).expect("a session"), host.current(Some(second)).expect("a session"));
+        assert_ne!(a.id, b.id);
+        for (session, mine, theirs) in
+            [(&a, "the first chat's question", "the second"), (&b, "the second chat's question", "the first")]
+        {
+            let log = std::fs::read_to_string(&session.jsonl).expect("log");
+            assert!(log.contains(mine) && !log.contains(theirs), "{log}");
+        }
+        let rows = host.chats();
+        assert!(rows.iter().all(|c| c.state == ChatState::Idle), "{rows:?}");
+        assert_eq!(rows[1].title, "the second chat's question");
+        assert_eq!(host.live(&b.id), Some(second));
+        // a session live in a chat is not opened a second time
+        let err = host.resume_async(Some(first), &b.id).unwrap_err().to_string();
+        assert!(err.contains(&format!("live in chat {second}")), "{err}");
+    }
+
+    #[test]
+    fn a_cancel_stops_only_its_own_chat() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let host = host_in(ws.path());
+        let first = host.current_chat();
+        let second = host.open_chat(None);
+        host.send_with(Some(first), "one", Vec::new()).expect("sent");
+        host.send_with(Some(second), "two", Vec::new()).expect("sent");
+        assert!(host.cancel_chat(Some(first)).expect("a chat"));
+        let mut seen = Vec::new();
+        let cancelled = turn_of(&host, first, &mut seen);
+        let finished = turn_of(&host, second, &mut seen);
+        assert!(cancelled.contains(&Event::Cancelled), "{cancelled:?}");
+        assert!(!finished.contains(&Event::Cancelled), "{finished:?}");
+        assert!(finished.iter().any(|e| matches!(e, Event::AssistantRecorded { .. })), "{finished:?}");
+    }
+
+    #[test]
+    fn closing_a_chat_makes_another_current_and_the_last_one_stays() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let host = host_in(ws.path());
+        let first = host.current_chat();
+        let second = host.open_chat(None);
+        host.focus(second).expect("focus");
+        host.close_chat(None).expect("closed");
+        assert_eq!(host.current_chat(), first);
+        assert!(host.send_with(Some(second), "hello", Vec::new()).unwrap_err().to_string().contains("no chat"));
+        host.close_chat(Some(first)).expect("closed");
+        assert_eq!(host.chats().len(), 1, "the last chat is emptied, not removed");
     }
 }

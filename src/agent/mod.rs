@@ -11,6 +11,7 @@
 //! message, so a resume that is left without a word leaves the log byte-identical (and the session's
 //! place in the list unchanged).
 
+pub mod chat;
 pub mod checkpoint;
 mod config;
 pub mod host;

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
+use super::chat::ChatId;
 use super::{Event, lock};
 use crate::provider::BoxFuture;
 use crate::tools::{Approval, ApprovalRequest, Approver, BufferState, Written};
@@ -25,6 +26,16 @@ pub enum Outbound {
     Written(FileWritten),
     /// A server of the workspace's `.mcp.json` asks to run: answer with [`super::host::Host::mcp_consent`].
     McpConsent(crate::mcp::ConsentAsk),
+}
+
+/// One message of the queue and the chat it is about (none: the editor's, as an MCP server's consent). Drained as
+/// the message's own fields with `chat` beside them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Addressed {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat: Option<ChatId>,
+    #[serde(flatten)]
+    pub message: Outbound,
 }
 
 /// A tool is about to write `path`: is it loaded in a buffer, and modified? Reply with
@@ -75,50 +86,83 @@ pub struct ApprovalAsk {
 }
 
 /// The queue between the host's threads and the editor's loop.
+/// Each question waiting for its answer is kept with its chat: a cancel answers only that chat's, and a chat with an
+/// approval pending is `waiting`.
 pub struct Outbox {
-    pub(super) queue: Mutex<Vec<Outbound>>,
+    pub(super) queue: Mutex<Vec<Addressed>>,
     pub(super) wake: Box<dyn Fn() + Send + Sync>,
-    pub(super) approvals: Mutex<HashMap<u64, oneshot::Sender<Approval>>>,
-    pub(super) buffer_checks: Mutex<HashMap<u64, oneshot::Sender<BufferState>>>,
+    pub(super) approvals: Mutex<HashMap<u64, (ChatId, oneshot::Sender<Approval>)>>,
+    pub(super) buffer_checks: Mutex<HashMap<u64, (ChatId, oneshot::Sender<BufferState>)>>,
     pub(super) next_id: AtomicU64,
 }
 
 impl Outbox {
     /// A new question's number, with the receiver its answer (put in `waiting` by the host) will arrive on.
-    fn question<T>(&self, waiting: &Mutex<HashMap<u64, oneshot::Sender<T>>>) -> (u64, oneshot::Receiver<T>) {
+    fn question<T>(
+        &self,
+        chat: ChatId,
+        waiting: &Mutex<HashMap<u64, (ChatId, oneshot::Sender<T>)>>,
+    ) -> (u64, oneshot::Receiver<T>) {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst) + 1;
         let (tx, rx) = oneshot::channel();
-        lock(waiting).insert(id, tx);
+        lock(waiting).insert(id, (chat, tx));
         (id, rx)
     }
 
-    pub(super) fn push(&self, m: Outbound) {
-        lock(&self.queue).push(m);
+    /// Queues a message about `chat` (none: about no chat) and wakes the editor.
+    pub(super) fn push(&self, chat: Option<ChatId>, message: Outbound) {
+        lock(&self.queue).push(Addressed { chat, message });
         (self.wake)();
+    }
+
+    /// Whether `chat` waits for the user's answer.
+    pub(super) fn asks(&self, chat: ChatId) -> bool {
+        lock(&self.approvals).values().any(|(c, _)| *c == chat)
+    }
+
+    /// `chat`'s questions answered "no" (its turn was cancelled): its approvals declined, its buffer checks dropped
+    /// (an unanswered one refuses its write).
+    pub(super) fn decline(&self, chat: ChatId) {
+        let mine: Vec<_> = {
+            let mut approvals = lock(&self.approvals);
+            let ids: Vec<u64> = approvals.iter().filter(|(_, (c, _))| *c == chat).map(|(id, _)| *id).collect();
+            ids.into_iter().filter_map(|id| approvals.remove(&id)).collect()
+        };
+        for (_, tx) in mine {
+            let _ = tx.send(Approval::No);
+        }
+        lock(&self.buffer_checks).retain(|_, (c, _)| *c != chat);
     }
 }
 
-pub(super) struct OutboxApprover(pub(super) Arc<Outbox>);
+/// The [`Approver`] of one chat's tools: its questions go through the queue, named with the chat.
+pub struct OutboxApprover {
+    pub(super) outbox: Arc<Outbox>,
+    pub(super) chat: ChatId,
+}
 
 impl Approver for OutboxApprover {
     fn ask(&self, req: ApprovalRequest) -> BoxFuture<'static, Approval> {
-        let outbox = self.0.clone();
-        let (id, rx) = outbox.question(&outbox.approvals);
-        outbox.push(Outbound::Approval(ApprovalAsk { kind: "approval", id, request: req }));
+        let outbox = self.outbox.clone();
+        let (id, rx) = outbox.question(self.chat, &outbox.approvals);
+        outbox.push(Some(self.chat), Outbound::Approval(ApprovalAsk { kind: "approval", id, request: req }));
         // An unanswered prompt (the turn was cancelled, the editor closed) counts as a no.
         Box::pin(async move { rx.await.unwrap_or(Approval::No) })
     }
 
     fn buffer_state(&self, path: &std::path::Path, rel: &str, hold: bool) -> BoxFuture<'static, Option<BufferState>> {
-        let outbox = self.0.clone();
-        let (id, rx) = outbox.question(&outbox.buffer_checks);
-        outbox.push(Outbound::Buffer(BufferAsk {
-            kind: "buffer_check",
-            id,
-            path: path.to_path_buf(),
-            rel: rel.to_string(),
-            hold,
-        }));
+        let outbox = self.outbox.clone();
+        let (id, rx) = outbox.question(self.chat, &outbox.buffer_checks);
+        outbox.push(
+            Some(self.chat),
+            Outbound::Buffer(BufferAsk {
+                kind: "buffer_check",
+                id,
+                path: path.to_path_buf(),
+                rel: rel.to_string(),
+                hold,
+            }),
+        );
         let stale = outbox.clone();
         Box::pin(async move {
             // Dropped unanswered (a timeout): its entry goes, so the map does not grow.
@@ -139,12 +183,15 @@ impl Approver for OutboxApprover {
             Written::Changed => "changed",
             Written::Failed => "failed",
         };
-        self.0.push(Outbound::Written(FileWritten {
-            kind: "file_written",
-            path: path.to_path_buf(),
-            rel: rel.to_string(),
-            outcome,
-        }));
+        self.outbox.push(
+            Some(self.chat),
+            Outbound::Written(FileWritten {
+                kind: "file_written",
+                path: path.to_path_buf(),
+                rel: rel.to_string(),
+                outcome,
+            }),
+        );
     }
 }
 

@@ -15,7 +15,7 @@ use nvim_oxi::{Function, Object};
 
 use super::{Args, BridgeError, BridgeResult, CallbackPoint, export, guarded_callback, test_panic_point};
 use crate::agent::Agent;
-use crate::agent::host::{Host, HostConfig};
+use crate::agent::host::{ChatId, Host, HostConfig};
 use crate::session::fork;
 
 struct Installed {
@@ -36,18 +36,30 @@ fn with_host<T>(f: impl FnOnce(&Host) -> BridgeResult<T>) -> BridgeResult<T> {
     })
 }
 
-/// The current agent, when the host is set up and has one (main thread only, like every export).
-pub(super) fn current_agent() -> Option<Arc<Agent>> {
-    HOST.with(|h| h.borrow().as_ref().and_then(|i| i.host.agent()))
+/// The agent of the live chat whose session is `id`, when the host is set up and one holds it (main thread only,
+/// like every export): a name or pin of that session goes through its writer.
+pub(super) fn live_agent(id: &str) -> Option<Arc<Agent>> {
+    HOST.with(|h| {
+        h.borrow()
+            .as_ref()
+            .and_then(|i| i.host.agents().into_iter().map(|(_, a)| a).find(|a| a.current().is_some_and(|c| c.id == id)))
+    })
 }
 
-/// `agent_fork_async(index, callback)`: forks the current chat at message `index` (1-based, in the
+/// The chat an export names in its argument `index` (nil: the current chat).
+fn chat_arg(a: &Args, index: usize) -> BridgeResult<Option<ChatId>> {
+    a.get::<Option<ChatId>>(index)
+}
+
+/// `agent_fork_async(index, callback, chat?)`: forks the chat at message `index` (1-based, in the
 /// history the agent buffer shows, a pending stale reminder included) on a worker thread;
-/// `callback(true, {id, messages, forked_from})`. The current session is not touched.
+/// `callback(true, {id, messages, forked_from})`. The chat's session is not touched.
 fn fork_async(a: &Args) -> BridgeResult<u64> {
     let index: usize = a.get(0)?;
     let callback: super::jobs::Callback = a.get(1)?;
-    let agent = current_agent().ok_or_else(|| BridgeError::msg("there is no chat to fork: send a message first"))?;
+    let chat = chat_arg(a, 2)?;
+    let agent = with_host(|h| Ok(h.agent(chat)))?
+        .ok_or_else(|| BridgeError::msg("there is no chat to fork: send a message first"))?;
     let source =
         agent.current().ok_or_else(|| BridgeError::msg("this chat has no session yet: send a message first"))?;
     let what = format!("the fork of session {}", source.id);
@@ -98,32 +110,32 @@ fn rewind_options(a: &Args, index: usize) -> BridgeResult<crate::rewind::RewindO
     })
 }
 
-/// The current agent, when no turn runs: a rewind must not race one.
-fn idle_agent(what: &str) -> BridgeResult<Arc<Agent>> {
+/// The chat's agent, when no turn runs in it: a rewind must not race one.
+fn idle_agent(chat: Option<ChatId>, what: &str) -> BridgeResult<Arc<Agent>> {
     with_host(|h| {
-        if h.status().busy {
+        if h.status(chat)?.busy {
             return Err(BridgeError::msg(format!(
                 "cannot {what} while the agent is answering: cancel the turn first (<C-c>)"
             )));
         }
-        h.agent().ok_or_else(|| BridgeError::msg(format!("there is nothing to {what}: send a message first")))
+        h.agent(chat).ok_or_else(|| BridgeError::msg(format!("there is nothing to {what}: send a message first")))
     })
 }
 
-/// `agent_rewind_async(index, opts, callback)`: [`Agent::rewind`] on a worker thread; `callback(true, report)`.
+/// `agent_rewind_async(index, opts, callback, chat?)`: [`Agent::rewind`] on a worker thread; `callback(true, report)`.
 fn rewind_async(a: &Args) -> BridgeResult<u64> {
     let index: usize = a.get(0)?;
     let opts = rewind_options(a, 1)?;
     let callback: super::jobs::Callback = a.get(2)?;
-    let agent = idle_agent("rewind")?;
+    let agent = idle_agent(chat_arg(a, 3)?, "rewind")?;
     super::jobs::spawn("agent_rewind_async", None, callback, move || Ok(agent.rewind(index, &opts)))
 }
 
-/// `agent_undo_rewind_async(opts, callback)`: [`Agent::undo_rewind`] on a worker thread.
+/// `agent_undo_rewind_async(opts, callback, chat?)`: [`Agent::undo_rewind`] on a worker thread.
 fn undo_rewind_async(a: &Args) -> BridgeResult<u64> {
     let opts = rewind_options(a, 0)?;
     let callback: super::jobs::Callback = a.get(1)?;
-    let agent = idle_agent("undo the rewind")?;
+    let agent = idle_agent(chat_arg(a, 2)?, "undo the rewind")?;
     super::jobs::spawn("agent_undo_rewind_async", None, callback, move || Ok(agent.undo_rewind(&opts)))
 }
 
@@ -198,14 +210,19 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
                 Ok(())
             })
         }),
+        // Every call about a chat takes the chat's number last; nil is the current chat.
         export("agent_send", |a| {
             let text: String = a.get(0)?;
             // A list of attachment tables (nil or `{}`: none), like every argument.
             let attachments = super::table_arg::<Vec<crate::attachment::Attachment>>(a, 1)
                 .map_err(|e| BridgeError::msg(format!("bad attachments: {e}")))?;
-            with_host(|h| Ok(h.send_with(&text, attachments)?))
+            let chat = chat_arg(a, 2)?;
+            with_host(|h| Ok(h.send_with(chat, &text, attachments)?))
         }),
-        export("agent_cancel", |_| with_host(|h| Ok(h.cancel()))),
+        export("agent_cancel", |a| {
+            let chat = chat_arg(a, 0)?;
+            with_host(|h| Ok(h.cancel_chat(chat)?))
+        }),
         export("agent_approve", |a| {
             let (id, answer): (u64, String) = (a.get(0)?, a.get(1)?);
             with_host(|h| Ok(h.approve(id, &answer)?))
@@ -220,23 +237,27 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         }),
         export("agent_resume_async", |a| {
             let id: String = a.get(0)?;
-            with_host(|h| Ok(h.resume_async(&id)?))
+            let chat = chat_arg(a, 1)?;
+            with_host(|h| Ok(h.resume_async(chat, &id)?))
         }),
         export("agent_history_slice", |a| {
             let (to, max_messages, budget): (usize, usize, usize) = (a.get(0)?, a.get(1)?, a.get(2)?);
+            let chat = chat_arg(a, 3)?;
             // As JSON: `vim.json.decode` builds the tables several times faster than nvim-oxi's
             // object-by-object conversion.
-            with_host(|h| super::bulk(&h.history_slice(to, max_messages, budget)))
+            with_host(|h| super::bulk(&h.history_slice(chat, to, max_messages, budget)))
         }),
         export("agent_fork_async", fork_async),
         export("agent_set_model", |a| {
             let model = a.get::<String>(0)?;
-            with_host(|h| Ok(h.set_model(&model)?))
+            let chat = chat_arg(a, 1)?;
+            with_host(|h| Ok(h.set_model(chat, &model)?))
         }),
         export("agent_rewind_async", rewind_async),
         export("agent_undo_rewind_async", undo_rewind_async),
-        export("agent_rewind_points", |_| {
-            let agent = with_host(|h| Ok(h.agent()))?;
+        export("agent_rewind_points", |a| {
+            let chat = chat_arg(a, 0)?;
+            let agent = with_host(|h| Ok(h.agent(chat)))?;
             let points = match agent {
                 Some(a) => {
                     RewindPoints { turns: a.changes(), undo: a.undo_info().map(|(id, at)| UndoPoint { id, at }) }
@@ -245,21 +266,55 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             };
             super::bulk(&points)
         }),
-        export("agent_new_chat", |_| with_host(|h| Ok(h.new_chat()?))),
-        export("agent_current", |_| with_host(|h| Ok(h.current()))),
+        export("agent_new_chat", |a| {
+            let chat = chat_arg(a, 0)?;
+            with_host(|h| Ok(h.new_chat(chat)?))
+        }),
+        export("agent_current", |a| {
+            let chat = chat_arg(a, 0)?;
+            with_host(|h| Ok(h.current(chat)))
+        }),
         // the whole history: bulk data, as JSON text (bridge/mod.rs, "How values cross")
-        export("agent_messages", |_| with_host(|h| super::bulk(&h.messages()))),
+        export("agent_messages", |a| {
+            let chat = chat_arg(a, 0)?;
+            with_host(|h| super::bulk(&h.messages(chat)))
+        }),
         // `messages({ on_done })`: the history copied and written as JSON on a worker thread, in chunks Lua decodes
         // one per main-loop step (10,000 messages at once is over a frame)
         export("agent_messages_async", |a| {
             let callback: super::jobs::Callback = a.get(0)?;
-            with_host(|_| Ok(()))?;
-            let agent = current_agent();
+            let chat = chat_arg(a, 1)?;
+            let driver = with_host(|h| Ok(h.driver(chat)))?;
             super::jobs::spawn("agent_messages_async", None, callback, move || {
-                super::bulk_chunks(&agent.map(|ag| ag.messages()).unwrap_or_default(), super::CHUNK_BYTES)
+                super::bulk_chunks(&driver.map(|d| d.messages()).unwrap_or_default(), super::CHUNK_BYTES)
             })
         }),
-        export("agent_status", |_| with_host(|h| Ok(h.status()))),
+        export("agent_status", |a| {
+            let chat = chat_arg(a, 0)?;
+            with_host(|h| Ok(h.status(chat)?))
+        }),
+        // The registry of chats: open one (its own configuration, or nil: the host's), make one current, close one,
+        // list them, find the one a session is live in.
+        export("agent_chat_open", |a| {
+            let config = match a.get::<Option<Object>>(0)? {
+                Some(_) => Some(config_from(a, 0)?),
+                None => None,
+            };
+            with_host(|h| Ok(h.open_chat(config)))
+        }),
+        export("agent_chat_focus", |a| {
+            let chat: ChatId = a.get(0)?;
+            with_host(|h| Ok(h.focus(chat)?))
+        }),
+        export("agent_chat_close", |a| {
+            let chat = chat_arg(a, 0)?;
+            with_host(|h| Ok(h.close_chat(chat)?))
+        }),
+        export("agent_chats", |_| with_host(|h| Ok(h.chats()))),
+        export("agent_chat_live", |a| {
+            let id: String = a.get(0)?;
+            with_host(|h| Ok(h.live(&id)))
+        }),
         // `mcp.status()`: each MCP server's state, tools and last error
         export("agent_mcp_status", |_| with_host(|h| Ok(h.mcp_status()))),
         // `@SERVER:URI` completion: the running servers' resources, from memory

@@ -244,7 +244,7 @@ fn mark_async(a: &Args) -> BridgeResult<u64> {
     if entries.is_empty() {
         return Err(BridgeError::msg("bad argument #3: give a title or pinned"));
     }
-    let agent = super::agent::current_agent().filter(|ag| ag.current().is_some_and(|c| c.id == ctx.id));
+    let agent = super::agent::live_agent(&ctx.id);
     let what = format!("the {} of session {}", if mark.title.is_some() { "name" } else { "pin" }, ctx.id);
     jobs::spawn_write("sessions_mark_async", what, callback, move || {
         for entry in entries {

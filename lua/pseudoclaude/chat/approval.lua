@@ -8,8 +8,28 @@ local V = require("pseudoclaude.chat.view")
 --- Shows what a tool wants to do and asks yes / no / always. A write or an edit of a text file opens its diff review
 --- first (`pseudoclaude.review`), which stays visible while the question is asked; "Review hunk by hunk" lets the user
 --- accept or reject each change block with the review's keys.
+---
+--- A chat not in sight (its window closed, or in another tab page) does not take the focus: the question waits in the
+--- chat, the user is told once, and it is asked when the chat is shown (`chat.show`, `:PseudoChats`, entering its
+--- window).
 ---@param m pseudoclaude.Event an "approval" event
 function M.ask_approval(m)
+  if not V.visible() then
+    table.insert(S.asks, m)
+    if not S.notified then
+      S.notified = true
+      vim.notify(
+        ("pseudoclaude: chat %d (%s) waits for your answer: %s %s (show it with :PseudoChats)"):format(
+          S.chat,
+          S.state.session or "new session",
+          m.tool or "a tool",
+          m.summary or ""
+        ),
+        vim.log.levels.WARN
+      )
+    end
+    return
+  end
   local change = m.change
   if change and (#change.hunks == 0) then
     change = nil
@@ -30,36 +50,57 @@ function M.ask_approval(m)
     choices[#choices + 1] = by_hunk
   end
   local answers = { Yes = "yes", No = "no", ["Always (this session)"] = "always" }
-  local function answer(call, ...)
+  -- the answer comes later, maybe while another chat is drawn: it is this chat's
+  local answer = S.bind(function(call, ...)
     local ok, err = pcall(require("pseudoclaude.core").call, call, m.id, ...)
     if not ok then
       require("pseudoclaude.errors").report(err, vim.log.levels.WARN)
     end
     S.state.phase = "running tools"
+    S.state.waiting = #S.asks > 0
     V.redraw_winbar()
-  end
-  vim.ui.select(choices, { prompt = M.prompt(m) }, function(choice)
-    if float and vim.api.nvim_win_is_valid(float) then
-      vim.api.nvim_win_close(float, true)
-    end
-    if choice == by_hunk and review then
-      S.state.phase = "reviewing"
-      V.redraw_winbar()
-      return require("pseudoclaude.review").start(review, function(accepted)
-        if #accepted == #change.hunks then
-          answer("agent_approve", "yes")
-        elseif #accepted == 0 then
-          answer("agent_approve", "no")
-        else
-          answer("agent_approve_hunks", accepted)
-        end
-      end)
-    end
-    if review then
-      require("pseudoclaude.review").close(review)
-    end
-    answer("agent_approve", answers[choice] or "no")
   end)
+  vim.ui.select(
+    choices,
+    { prompt = M.prompt(m) },
+    S.bind(function(choice)
+      if float and vim.api.nvim_win_is_valid(float) then
+        vim.api.nvim_win_close(float, true)
+      end
+      if choice == by_hunk and review then
+        S.state.phase = "reviewing"
+        V.redraw_winbar()
+        return require("pseudoclaude.review").start(
+          review,
+          S.bind(function(accepted)
+            if #accepted == #change.hunks then
+              answer("agent_approve", "yes")
+            elseif #accepted == 0 then
+              answer("agent_approve", "no")
+            else
+              answer("agent_approve_hunks", accepted)
+            end
+          end)
+        )
+      end
+      if review then
+        require("pseudoclaude.review").close(review)
+      end
+      answer("agent_approve", answers[choice] or "no")
+    end)
+  )
+end
+
+--- Asks the questions the active chat received while it was not in sight, now that it is.
+function M.ask_pending()
+  local asks = S.asks
+  if #asks == 0 or not V.visible() then
+    return
+  end
+  S.asks, S.notified = {}, false
+  for _, m in ipairs(asks) do
+    M.ask_approval(m)
+  end
 end
 
 --- The question: the tool and its summary, what it lifts of the command sandbox, and what the sandbox cannot do here.

@@ -23,16 +23,33 @@ function M.on_wake()
     require("pseudoclaude.errors").report(msgs)
     return
   end
+  -- each message is drawn in its chat's buffer, with that chat active (`state.lua`); one about no chat (an MCP
+  -- server's consent) with the current one
+  local touched = {}
   for _, m in ipairs(msgs) do
     local handler = M.handlers[m.type]
-    if handler then
-      local hok, herr = pcall(handler, m)
+    local n = m.chat or S.current
+    -- a chat closed meanwhile: what its cancelled turn still reports has nowhere to go
+    if handler and S.chats[n] then
+      local hok, herr = pcall(S.with, n, handler, m)
       if not hok then
         require("pseudoclaude.errors").report(herr)
       end
+      touched[n] = true
     end
   end
-  V.redraw_winbar()
+  for n in pairs(touched) do
+    S.with(n, V.redraw_winbar)
+  end
+end
+
+--- What the User events say of the chat they are about: `id` (its session, or "chat:N" before one), `chat` (N).
+---@param data table
+---@return table data
+function M.about_chat(data)
+  data.id = data.id or S.state.session or ("chat:" .. S.chat)
+  data.chat = S.chat
+  return data
 end
 
 --- The answer starts streaming: its header (when the renderer would draw one), then the line the text flows into.
@@ -179,6 +196,7 @@ M.handlers = {
     end
   end,
   error = function(m)
+    S.state.failed = true
     M.close_block()
     V.append({ "", "✗ " .. m.message }, "PseudoClaudeError")
     S.streaming = false
@@ -197,18 +215,20 @@ M.handlers = {
   end,
   turn_done = function(m)
     M.list_turn_files()
-    S.state.busy = false
+    S.state.busy, S.state.waiting = false, false
     S.state.phase = "idle"
     S.streaming = false
+    S.asks, S.notified = {}, false
     S.refresh_status()
     vim.api.nvim_exec_autocmds("User", {
       pattern = "PseudoClaudeTurnDone",
       modeline = false,
-      data = { stop_reason = m.stop_reason, session = S.state.session },
+      data = M.about_chat({ stop_reason = m.stop_reason, session = S.state.session }),
     })
   end,
   approval = function(m)
     S.state.phase = "waiting for approval"
+    S.state.waiting = true
     require("pseudoclaude.chat.approval").ask_approval(m)
   end,
   buffer_check = function(m)
@@ -260,7 +280,10 @@ M.handlers = {
       if pending.opts.on_drawn then
         pcall(pending.opts.on_drawn, report)
       end
-      vim.api.nvim_exec_autocmds("User", { pattern = "PseudoClaudeResumeDrawn", modeline = false, data = report })
+      vim.api.nvim_exec_autocmds(
+        "User",
+        { pattern = "PseudoClaudeResumeDrawn", modeline = false, data = M.about_chat(report) }
+      )
     end, pending.opts.at)
   end,
 }

@@ -27,12 +27,14 @@ function M.restore(on_first, on_done, at, at_once)
   vim.api.nvim_buf_clear_namespace(S.buf, S.jump_ns, 0, -1)
   local core = require("pseudoclaude.core")
   local first = true
-  local function step(to)
+  -- each slice is drawn with this chat active, whichever the user works in by then
+  local step
+  step = S.bind(function(to)
     if gen ~= S.restore_gen or not V.valid_buf(S.buf) then
       return
     end
     local t0 = vim.uv.hrtime()
-    local ok, slice = pcall(core.call, "agent_history_slice", to, S.SLICE_MESSAGES, S.SLICE_BYTES)
+    local ok, slice = pcall(core.call, "agent_history_slice", to, S.SLICE_MESSAGES, S.SLICE_BYTES, S.chat)
     if ok then
       ok, slice = pcall(core.decode, slice)
     end
@@ -112,7 +114,7 @@ function M.restore(on_first, on_done, at, at_once)
         on_done()
       end
     end
-  end
+  end)
   -- `to` past the end (the largest integer that crosses to Rust as one): the whole history, in this step when the
   -- caller needs it now (a chat being opened).
   if at_once then
@@ -121,7 +123,7 @@ function M.restore(on_first, on_done, at, at_once)
   -- Otherwise a step of its own (opening the windows and clearing the buffer were this one's work), drawing the
   -- history as it is now: a message added before that step runs (a turn sent at once) is drawn by its own event, so
   -- it must not be drawn here too.
-  local counted, now = pcall(core.call, "agent_history_slice", 0, 0, 0)
+  local counted, now = pcall(core.call, "agent_history_slice", 0, 0, 0, S.chat)
   local upto = counted and (core.decode(now).total or 2147483647) or 2147483647
   vim.schedule(function()
     step(upto)
@@ -133,6 +135,7 @@ end
 ---@param opts pseudoclaude.ResumeOpts
 ---@param report pseudoclaude.ResumeReport
 function M.resume_finished(id, opts, report)
+  report.chat = report.chat or S.chat
   if not report.ok then
     require("pseudoclaude.errors").report(("cannot resume session %s: %s"):format(id, report.error))
   end

@@ -24,6 +24,12 @@ function M.define_highlights()
   require("pseudoclaude.highlights").setup()
 end
 
+--- Whether the active chat is in sight: its transcript window open in this tab page.
+---@return boolean
+function M.visible()
+  return M.valid_win(S.win) and vim.api.nvim_win_get_tabpage(S.win) == vim.api.nvim_get_current_tabpage()
+end
+
 function M.redraw_winbar()
   if M.valid_win(S.win) then
     vim.api.nvim__redraw({ win = S.win, winbar = true })

@@ -35,6 +35,10 @@ function M.resume_selected(s)
   if not ok then
     return require("pseudoclaude.errors").report(holder)
   end
+  -- live in a chat of this editor: the resume shows that chat
+  if holder and require("pseudoclaude.picker.render").live()[item.id] then
+    holder = nil
+  end
   if holder then
     if not item.held_by then
       item.held_by = holder
@@ -403,7 +407,10 @@ function M.select_from(items)
       if type(item.cost) == "number" then
         parts[#parts + 1] = require("pseudoclaude.usage").cost(item.cost)
       end
-      if item.held_by then
+      local chat = render.live()[item.id]
+      if chat then
+        parts[#parts + 1] = "live: " .. chat.state
+      elseif item.held_by then
         parts[#parts + 1] = "open in another editor"
       end
       if type(item.workspace) == "string" then

@@ -19,6 +19,8 @@ M.HELD_MARKER = "! "
 --- Marker of a session whose log needed repairs to load (unreadable, repaired or torn lines); the preview says
 --- what. A session open elsewhere shows `HELD_MARKER` instead.
 M.DAMAGED_MARKER = "? "
+--- A session live in a chat of this editor (its title begins with the chat's state).
+M.LIVE_MARKER = "● "
 --- Marker of a pinned session (`<C-t>`); a held or damaged one shows its own marker instead.
 M.PINNED_MARKER = "* "
 --- Widest workspace name in front of a title (`:PseudoResume all`).
@@ -101,6 +103,14 @@ function H.row_count(item)
   return bad > 0 and ("%s, %d bad"):format(c, bad) or c
 end
 
+--- The sessions live in a chat of this editor, by id: `{chat, state}` (none while no chat was opened: the chats'
+--- module is not loaded for this).
+---@return table<string, {chat: integer, state: string}>
+function M.live()
+  local chat = package.loaded["pseudoclaude.chat"]
+  return chat and chat.live() or {}
+end
+
 --- One line per item, fitting `width` cells: marker (`HELD_MARKER`, `DAMAGED_MARKER`), title, age, message count
 --- (with the unreadable lines of a damaged log), cost (when known), git branch, model. The columns are aligned
 --- over the items given (the visible ones); on a narrow window the model goes first, then the branch, then the cost.
@@ -113,6 +123,7 @@ end
 ---@return string[] lines
 ---@return pseudoclaude.float.Row[] rows
 function M.rows(items, width, now, columns)
+  local live = M.live()
   local counts, costs = {}, {}
   local widths = H.columns(items, counts, costs)
   if columns then
@@ -153,7 +164,9 @@ function M.rows(items, width, now, columns)
 
   local lines, rows = {}, {}
   for k, item in ipairs(items) do
-    local marker = item.held_by and M.HELD_MARKER
+    local chat = live[item.id]
+    local marker = chat and M.LIVE_MARKER
+      or item.held_by and M.HELD_MARKER
       or item.damaged and M.DAMAGED_MARKER
       or item.pinned and M.PINNED_MARKER
       or "  "
@@ -163,7 +176,8 @@ function M.rows(items, width, now, columns)
     elseif item.source then
       place = "[" .. M.source_name(item) .. "] "
     end
-    local title, title_bytes = M.fit(M.title(item), math.max(title_w - H.width(place), 1))
+    local shown = chat and ("[%s] %s"):format(chat.state, M.title(item)) or M.title(item)
+    local title, title_bytes = M.fit(shown, math.max(title_w - H.width(place), 1))
     local age = M.age(now - M.activity(item))
     local parts = { marker, place, title, "  ", (" "):rep(M.AGE_WIDTH - #age), age }
     local col = #marker + #place + #title + 2
@@ -174,7 +188,9 @@ function M.rows(items, width, now, columns)
       branch_bytes = 0,
     }
     local hls = {}
-    if item.held_by then
+    if chat then
+      hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerLive" }
+    elseif item.held_by then
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerHeld" }
     elseif item.damaged then
       hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerDamage" }
@@ -354,7 +370,13 @@ function H.header(p, item, now)
   meta[#meta + 1] =
     M.age(now - M.activity({ last_message = p.last_message or item.last_message, modified = item.modified }))
   add(table.concat(meta, " · "), "PseudoClaudePickerPreviewMeta")
-  if item.held_by then
+  local chat = M.live()[item.id]
+  if chat then
+    add(
+      ("● live in chat %d of this editor (%s): resuming shows it"):format(chat.chat, chat.state),
+      "PseudoClaudePickerLive"
+    )
+  elseif item.held_by then
     add(("! open in another editor (%s): it cannot be resumed here"):format(item.held_by), "PseudoClaudePickerHeld")
   end
   if (p.damage_report or "") ~= "" then

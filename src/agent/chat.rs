@@ -1,0 +1,149 @@
+//! One live chat of the editor, as the host's registry holds it: a number of its own, the agent that drives its
+//! turns, the running turn's cancel, and whether it needs the user.
+//!
+//! A chat is named by its [`ChatId`], a number given when it opens and kept for its life in the editor (its session
+//! appears only with the first message, and a resume or `:PseudoNew` changes the session a chat shows; the number
+//! stays). Everything the host queues for the editor about a chat carries that number.
+//!
+//! The seam for a second kind of agent: the registry holds a chat's agent as an `Arc<dyn` [`Driver`]`>`. Ours is
+//! [`Agent`]; an ACP agent (src/acp/) that runs its own turns implements the same trait, reports through the same
+//! [`Event`]s and asks the user through the [`Approver`] the host hands it (bound to its chat, so the question is
+//! routed and the chat shows as waiting), and is put in a chat with [`super::host::Host::open_chat_with`].
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::{Agent, Cancel, Event};
+use crate::attachment::Attachment;
+use crate::message::Message;
+use crate::provider::BoxFuture;
+use crate::session::Context;
+use crate::session::replay::title_of;
+use crate::usage::UsageByModel;
+
+/// A chat's number in this editor.
+pub type ChatId = u64;
+
+/// What a chat is doing, as the editor shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatState {
+    /// No turn runs.
+    Idle,
+    /// A turn runs.
+    Running,
+    /// A turn waits for the user's answer (an approval).
+    Waiting,
+    /// The last turn ended with an error; the next message starts afresh.
+    Failed,
+}
+
+/// What drives a chat's turns: our own [`Agent`], or an agent of its own kind (ACP) that runs them itself.
+pub trait Driver: Send + Sync {
+    /// The agent's name as the editor lists it: `pseudoclaude` for ours, the ACP agent's (`claude`, `codex`…).
+    fn agent_name(&self) -> String;
+
+    /// The session the chat is logged to, once it exists.
+    fn session(&self) -> Option<Context>;
+
+    /// Runs one turn: every [`Event`] of it sent on `events`, [`Event::TurnDone`] last, stopping soon after
+    /// `cancel` is raised. The future runs on the host's threads; it must never block them.
+    fn turn(
+        self: Arc<Self>,
+        text: String,
+        attachments: Vec<Attachment>,
+        events: mpsc::UnboundedSender<Event>,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, ()>;
+
+    /// The history the chat shows, in the log's shape.
+    fn messages(&self) -> Vec<Message>;
+
+    /// What the list of chats calls it: the first line of its first typed message, as a session's automatic title.
+    fn title(&self) -> String {
+        self.messages().iter().find(|m| m.is_user_text()).map(|m| title_of(&m.content)).unwrap_or_default()
+    }
+
+    /// Whether something in memory did not reach the log.
+    fn unsaved(&self) -> bool {
+        false
+    }
+
+    /// Tokens spent by model (empty when the agent does not say).
+    fn usage(&self) -> UsageByModel {
+        UsageByModel::default()
+    }
+
+    /// `(provider, model)` as the winbar shows them.
+    fn model(&self) -> (String, String);
+
+    /// Our own agent, for what only it does (rewind, fork, a model switch, slices of its history).
+    fn ours(self: Arc<Self>) -> Option<Arc<Agent>> {
+        None
+    }
+
+    /// The chat is closed (the editor exits, or the user closed it): stop what runs apart from turns (an ACP
+    /// agent's process group). Called once; a turn still running was cancelled first.
+    fn close(&self) {}
+}
+
+impl Driver for Agent {
+    fn agent_name(&self) -> String {
+        "pseudoclaude".to_string()
+    }
+
+    fn session(&self) -> Option<Context> {
+        self.current()
+    }
+
+    fn turn(
+        self: Arc<Self>,
+        text: String,
+        attachments: Vec<Attachment>,
+        events: mpsc::UnboundedSender<Event>,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(async move { self.turn_with(&text, &attachments, events, cancel).await })
+    }
+
+    fn messages(&self) -> Vec<Message> {
+        Agent::messages(self)
+    }
+
+    fn title(&self) -> String {
+        self.with_messages(|m| m.iter().find(|m| m.is_user_text()).map(|m| title_of(&m.content)).unwrap_or_default())
+    }
+
+    fn unsaved(&self) -> bool {
+        self.conversation.is_unsaved()
+    }
+
+    fn usage(&self) -> UsageByModel {
+        Agent::usage(self)
+    }
+
+    fn model(&self) -> (String, String) {
+        let p = self.provider();
+        (p.name().to_string(), p.model().to_string())
+    }
+
+    fn ours(self: Arc<Self>) -> Option<Arc<Agent>> {
+        Some(self)
+    }
+}
+
+/// One row of [`super::host::Host::chats`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatInfo {
+    pub chat: ChatId,
+    /// Its session's id, once it has one.
+    pub session: Option<String>,
+    /// The first line of its first message ("" before it).
+    pub title: String,
+    pub agent: String,
+    pub state: ChatState,
+    /// The chat the single-chat calls (no chat named) act on.
+    pub current: bool,
+}
