@@ -29,6 +29,7 @@ use crate::git::GitHead;
 use crate::instructions::{self, Instructions, Sources};
 use crate::message::{Message, now};
 use crate::provider::Provider;
+use crate::rewind::calls::Board;
 use crate::session::words::STALE_REMINDER_PREFIX;
 use crate::session::{self, Context, Loaded, Writer, WriterOptions};
 use crate::tools::{Approver, AutoApprove, Tools};
@@ -224,6 +225,9 @@ pub struct Agent {
     files: Option<Arc<Mutex<crate::rewind::Tracker>>>,
     /// What undoes the last rewind, until the next message.
     undo: Mutex<Option<rewind::Undo>>,
+    /// The workspace's board of the chats' tool calls and this agent's number on it (with checkpoints only): which
+    /// changes a checkpoint after a call are another chat's ([`crate::rewind::calls`]).
+    calls: Option<(Arc<Board>, u64)>,
 }
 
 impl Agent {
@@ -308,6 +312,7 @@ impl Agent {
         let compact = tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
         let instructions = instructions::load(&config.instruction_sources());
         let system = system_prompt_with(&config.workspace, &instructions);
+        let calls = files.is_some().then(|| (Board::of(&config.workspace), crate::rewind::calls::owner()));
         Agent {
             config,
             provider: Mutex::new(provider),
@@ -320,6 +325,7 @@ impl Agent {
             pending: Mutex::new(pending),
             usage: Mutex::default(),
             git: Mutex::default(),
+            calls,
             files: files.map(rewind::tracker),
             undo: Mutex::default(),
         }

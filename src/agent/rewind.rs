@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use super::Agent;
 use crate::message::{Message, ToolCall, now};
+use crate::rewind::calls::Begun;
 use crate::rewind::{Report, RewindOptions, Tracker, restore};
 use crate::session::Entry;
-use crate::session::files::{BY_AGENT, BY_REWIND, BY_USER, FileChange, FilesRecord, RewindItem, RewindRecord};
+use crate::session::files::{BY_AGENT, BY_CHAT, BY_REWIND, BY_USER, FileChange, FilesRecord, RewindItem, RewindRecord};
 
 /// What undoes the last rewind, until the next message.
 #[derive(Debug, Clone)]
@@ -76,28 +77,48 @@ impl Agent {
         }
     }
 
+    /// What a tool call can change: `Some(None)` anything (a command), `Some(Some(paths))` the path a write or an
+    /// edit names; `None`: no file (no checkpoint after it).
+    fn call_paths(&self, call: &ToolCall) -> Option<Option<Vec<String>>> {
+        match call.name.as_str() {
+            "write_file" | "edit_file" => {
+                let p = call.arguments.get("path").and_then(|p| p.as_str())?;
+                let p = std::path::Path::new(p);
+                let rel = p.strip_prefix(&self.config.workspace).unwrap_or(p);
+                Some(Some(vec![normalize(&rel.to_string_lossy())]))
+            }
+            "run_command" => Some(None),
+            _ => None,
+        }
+    }
+
+    /// A tool call that can change files begins: the other chats of the workspace learn it
+    /// ([`crate::rewind::calls`]). `None`: it changes none, or checkpoints are off.
+    pub(crate) fn begin_call(&self, call: &ToolCall) -> Option<Begun> {
+        let (board, owner) = self.calls.as_ref()?;
+        Some(board.begin(*owner, self.call_paths(call)?))
+    }
+
     /// The checkpoint after a tool call that can change files: the one path a write or an edit named,
     /// everything after a command. Returned (and staged before the call's result) only when something changed.
-    pub(crate) async fn checkpoint_after_tool(&self, call: &ToolCall) -> Option<FilesRecord> {
-        let only = match call.name.as_str() {
-            "write_file" | "edit_file" => match call.arguments.get("path").and_then(|p| p.as_str()) {
-                Some(p) => {
-                    let p = std::path::Path::new(p);
-                    let rel = p.strip_prefix(&self.config.workspace).unwrap_or(p);
-                    Some(vec![normalize(&rel.to_string_lossy())])
-                }
-                None => return None,
-            },
-            "run_command" => None,
-            _ => return None,
-        };
+    /// `begun`: the call as [`Agent::begin_call`] noted it; a change another chat's call may have made meanwhile
+    /// is marked as that chat's (`by: "chat"`).
+    pub(crate) async fn checkpoint_after_tool(&self, call: &ToolCall, begun: Option<Begun>) -> Option<FilesRecord> {
+        let others = begun.map(Begun::end).unwrap_or_default();
+        let only = self.call_paths(call)?;
         let id = call.id.clone();
         let taken = self
             .with_tracker(move |t| {
                 if let Some(paths) = &only {
                     paths.iter().for_each(|p| t.note_written(p));
                 }
-                t.take(BY_AGENT, &id, only.as_deref()).map_err(|e| e.to_string())
+                let mut record = t.take(BY_AGENT, &id, only.as_deref()).map_err(|e| e.to_string())?;
+                for c in &mut record.changes {
+                    if others.claim(&c.path, only.as_deref()) {
+                        c.by = Some(BY_CHAT.to_string());
+                    }
+                }
+                Ok::<_, String>(record)
             })
             .await;
         let Some(Ok(record)) = taken else { return None };

@@ -345,6 +345,7 @@ impl Agent {
         cancel: &Cancel,
     ) -> Result<(), Stop> {
         for (i, call) in calls.iter().enumerate() {
+            let begun = self.begin_call(call);
             let output = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => None,
@@ -359,7 +360,7 @@ impl Agent {
             let content = self.keep_blobs(output.content, output.blobs)?;
             // What the call did to the files, before its result and in the same write: a crash loses neither
             // alone.
-            let checkpoint = self.checkpoint_after_tool(call).await;
+            let checkpoint = self.checkpoint_after_tool(call, begun).await;
             let recorded = self.record_result(call, content, output.is_error, output.sandbox, events);
             if let Some(record) = checkpoint {
                 self.settle_checkpoint(record, recorded.is_ok());

@@ -16,6 +16,7 @@
 //! ([`crate::agent::Agent::resume`]): each planned file still at its `from` is written, the history is
 //! cut if its `replace` is missing, and `done` says `recovered`.
 
+pub mod calls;
 pub mod restore;
 pub mod scan;
 pub mod store;
@@ -98,7 +99,7 @@ pub fn changes(records: &[FilesRecord], messages: &[Message]) -> Vec<TurnChanges
     let mut per_turn: BTreeMap<u64, BTreeMap<String, (FileChange, u64, u64)>> = BTreeMap::new();
     for r in records.iter().filter(|r| r.by == BY_AGENT) {
         let files = per_turn.entry(r.turn).or_default();
-        for c in &r.changes {
+        for c in r.changes.iter().filter(|c| c.by(r) == BY_AGENT) {
             let e = files.entry(c.path.clone()).or_insert_with(|| (c.clone(), 0, 0));
             e.0.after = c.after.clone();
             e.1 += c.added;

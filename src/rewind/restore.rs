@@ -16,9 +16,10 @@ use std::path::Path;
 use super::scan::{Manifest, content_hash, content_id, is_exec, is_restorable, is_tracked_path};
 use super::store::Store;
 use crate::atomic::{Durable, Mode};
-use crate::session::files::{BY_AGENT, BY_USER, Conflict, FilesRecord, RewindItem};
+use crate::session::files::{BY_AGENT, BY_CHAT, BY_USER, Conflict, FilesRecord, RewindItem};
 
 pub const WHY_USER: &str = "changed by you after the agent";
+pub const WHY_CHAT: &str = "changed by another chat at the same time";
 pub const WHY_BUFFER: &str = "open with unsaved changes";
 pub const WHY_BIG: &str = "not restorable: it was over the size limit when the checkpoint was taken";
 pub const WHY_LOST: &str = "not restorable: its copy is missing from .PseudoClaude/objects";
@@ -35,15 +36,18 @@ pub fn plan(
     modified: &[String],
     force: &[String],
 ) -> (Vec<RewindItem>, Vec<Conflict>) {
-    // Per path: the state before the agent's first change after `turn`, and whether the user changed it later.
-    let mut first: BTreeMap<&str, (Option<&String>, bool)> = BTreeMap::new();
+    // Per path: the state before the agent's first change after `turn`, and who else changed it later (the user,
+    // or another chat at the same time: `None` when nobody).
+    let mut first: BTreeMap<&str, (Option<&String>, Option<&str>)> = BTreeMap::new();
     for r in records.iter().filter(|r| r.seq > turn) {
         for c in &r.changes {
+            let by = c.by(r);
             match first.get_mut(c.path.as_str()) {
-                None if r.by == BY_AGENT => {
-                    first.insert(&c.path, (c.before.as_ref(), false));
+                None if by == BY_AGENT => {
+                    first.insert(&c.path, (c.before.as_ref(), None));
                 }
-                Some((_, user)) if r.by == BY_USER => *user = true,
+                Some((_, later)) if by == BY_USER && later.is_none() => *later = Some(WHY_USER),
+                Some((_, later)) if by == BY_CHAT => *later = Some(WHY_CHAT),
                 _ => {}
             }
         }
@@ -59,8 +63,8 @@ pub fn plan(
         let forced = force.iter().any(|f| f == path);
         if modified.iter().any(|m| m == path) {
             conflicts.push(conflict(WHY_BUFFER));
-        } else if user_after && !forced {
-            conflicts.push(conflict(WHY_USER));
+        } else if let Some(why) = user_after.filter(|_| !forced) {
+            conflicts.push(conflict(why));
         } else if target.is_some_and(|t| !is_restorable(t)) {
             conflicts.push(conflict(WHY_BIG));
         } else if target.is_some_and(|t| !store.has(content_hash(t))) {

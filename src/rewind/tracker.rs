@@ -121,6 +121,7 @@ impl Tracker {
                 after: i.to.clone(),
                 added: 0,
                 removed: 0,
+                by: None,
             });
         }
         self.pending = Some(Pending { state: State::Delta(delta), covered: None, unchanged: false });
@@ -339,7 +340,7 @@ fn change(store: &Store, path: &str, before: Option<String>, after: Option<Strin
         (Some(a), Some(b)) => line_counts(&a, &b),
         _ => (0, 0),
     };
-    FileChange { path: path.to_string(), before, after, added, removed }
+    FileChange { path: path.to_string(), before, after, added, removed, by: None }
 }
 
 /// Lines added and removed from `a` to `b`.

@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 pub const BY_USER: &str = "user";
 pub const BY_AGENT: &str = "agent";
 pub const BY_REWIND: &str = "rewind";
+/// On one change of an agent checkpoint: another chat of the editor may have made it, during this chat's tool call
+/// (see [`crate::rewind::calls`]); a rewind reads it as the user's.
+pub const BY_CHAT: &str = "chat";
 
 /// One `files` checkpoint: the changes since the previous one.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -56,9 +59,17 @@ pub struct FileChange {
     pub added: u64,
     #[serde(default)]
     pub removed: u64,
+    /// Who made this change when it is not the record's `by`: [`BY_CHAT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 impl FileChange {
+    /// Who made it: its own `by`, else its record's.
+    pub fn by<'a>(&'a self, record: &'a FilesRecord) -> &'a str {
+        self.by.as_deref().unwrap_or(&record.by)
+    }
+
     /// `added`, `modified` or `deleted`.
     pub fn status(&self) -> &'static str {
         match (&self.before, &self.after) {

@@ -133,7 +133,7 @@ function M.with(n, fn, ...)
   if not res[1] then
     error(res[2], 0)
   end
-  return vim.F.unpack_len(res, 2)
+  return unpack(res, 2, res.n)
 end
 
 --- `fn` made to run with the chat active now (for callbacks run later: a scheduled slice, an answer).

@@ -35,10 +35,7 @@ function M.resume_selected(s)
   if not ok then
     return require("pseudoclaude.errors").report(holder)
   end
-  -- live in a chat of this editor: the resume shows that chat
-  if holder and require("pseudoclaude.picker.render").live()[item.id] then
-    holder = nil
-  end
+  holder = M.held_elsewhere(item.id, holder)
   if holder then
     if not item.held_by then
       item.held_by = holder
@@ -347,6 +344,17 @@ function M.mark(s, what, item, value)
   end
 end
 
+--- `holder` (who holds session `id`'s lock), unless it is a chat of this editor: resuming that shows the chat.
+---@param id string
+---@param holder string?
+---@return string?
+function M.held_elsewhere(id, holder)
+  if holder and require("pseudoclaude.float.render").live()[id] then
+    return nil
+  end
+  return holder
+end
+
 ---@param item pseudoclaude.SessionInfo
 ---@param holder string
 ---@return string
@@ -362,7 +370,7 @@ end
 --- the background.
 ---@param id string
 function M.resume(id)
-  local holder = require("pseudoclaude.sessions").holder(id)
+  local holder = M.held_elsewhere(id, require("pseudoclaude.sessions").holder(id))
   if holder then
     error(M.held_message({ id = id }, holder), 0)
   end

@@ -108,7 +108,7 @@ end
 ---@return table<string, {chat: integer, state: string}>
 function M.live()
   local chat = package.loaded["pseudoclaude.chat"]
-  return chat and chat.live() or {}
+  return chat and type(chat.live) == "function" and chat.live() or {}
 end
 
 --- One line per item, fitting `width` cells: marker (`HELD_MARKER`, `DAMAGED_MARKER`), title, age, message count

@@ -208,6 +208,10 @@ function M.resume_selected(s)
   if not ok then
     return require("pseudoclaude.errors").report(holder)
   end
+  -- a chat of this editor holds it: resuming shows that chat
+  if holder and require("pseudoclaude.float.render").live()[hit.id] then
+    holder = nil
+  end
   if holder then
     return vim.notify(
       ("pseudoclaude: session %s (%s) is open in another editor (%s); close it there first"):format(

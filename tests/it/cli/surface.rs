@@ -287,6 +287,7 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
         after: after.map(str::to_string),
         added: 2,
         removed: 1,
+        by: None,
     };
     let record = |seq: u64, by: &str, changes: Vec<FileChange>| FilesRecord {
         seq,
