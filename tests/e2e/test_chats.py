@@ -133,6 +133,7 @@ def test_a_hidden_chat_waits_for_its_approval_says_so_once_and_asks_when_shown(
     )
     nvim.api.command("PseudoChat")
     send(nvim, "write a.txt")
+    wait_for(lambda: len(fake.requests) == 1, what="the first chat's request")
     nvim.api.command("tabnew")
     nvim.api.command("PseudoChat!")
     wait_for(lambda: chats(nvim)[0]["state"] == "waiting", what="the first chat waiting")
@@ -268,6 +269,8 @@ def test_eight_chats_streaming_keep_the_main_loop_moving(nvim: Neovim, workspace
         nvim.api.command("PseudoChat")
         send(nvim, "go 1")
         for k in range(2, 9):
+            # the typed keys are consumed before the next chat opens
+            wait_for(lambda k=k: len(fake.requests) >= k - 1, what=f"chat {k - 1}'s request")
             nvim.api.command("PseudoChat!")
             send(nvim, f"go {k}")
         wait_for(lambda: all(done(nvim, k) == 1 for k in range(1, 9)), timeout=120, what="eight turns")
