@@ -79,6 +79,12 @@ pub trait Driver: Send + Sync {
     /// `(provider, model)` as the winbar shows them.
     fn model(&self) -> (String, String);
 
+    /// Whether its turn waits for the user for a reason of its own (our agent: a question about an MCP server of
+    /// `.mcp.json`); the approvals the host asks for are known to the host.
+    fn waits(&self) -> bool {
+        false
+    }
+
     /// Our own agent, for what only it does (rewind, fork, a model switch, slices of its history).
     fn ours(self: Arc<Self>) -> Option<Arc<Agent>> {
         None
@@ -127,6 +133,10 @@ impl Driver for Agent {
     fn model(&self) -> (String, String) {
         let p = self.provider();
         (p.name().to_string(), p.model().to_string())
+    }
+
+    fn waits(&self) -> bool {
+        self.waits_for_consent()
     }
 
     fn ours(self: Arc<Self>) -> Option<Arc<Agent>> {

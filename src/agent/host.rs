@@ -277,7 +277,8 @@ impl Host {
 
     fn state_of(&self, id: ChatId, c: &Chat) -> ChatState {
         if c.busy() {
-            if self.outbox.asks(id) { ChatState::Waiting } else { ChatState::Running }
+            let waits = self.outbox.asks(id) || c.agent.as_ref().is_some_and(|a| a.waits());
+            if waits { ChatState::Waiting } else { ChatState::Running }
         } else if c.failed.load(Ordering::SeqCst) {
             ChatState::Failed
         } else {

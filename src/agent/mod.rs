@@ -228,6 +228,8 @@ pub struct Agent {
     /// The workspace's board of the chats' tool calls and this agent's number on it (with checkpoints only): which
     /// changes a checkpoint after a call are another chat's ([`crate::rewind::calls`]).
     calls: Option<(Arc<Board>, u64)>,
+    /// A turn waits for the MCP servers to settle (a question about one of `.mcp.json` may be on screen).
+    settling: std::sync::atomic::AtomicBool,
 }
 
 impl Agent {
@@ -328,7 +330,14 @@ impl Agent {
             calls,
             files: files.map(rewind::tracker),
             undo: Mutex::default(),
+            settling: Default::default(),
         }
+    }
+
+    /// Whether a turn of this agent waits for the user: its first request held until a server of the workspace's
+    /// `.mcp.json` is answered about (approvals are the host's to know).
+    pub fn waits_for_consent(&self) -> bool {
+        self.settling.load(std::sync::atomic::Ordering::SeqCst) && self.tools.mcp_asking()
     }
 
     /// The provider the next turn uses.

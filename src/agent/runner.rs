@@ -246,10 +246,15 @@ impl Agent {
         self.record_git().await;
         // A first chat waits for the MCP servers still starting (each bounded by `mcp.timeout`), so the
         // model is offered their tools; a cancel does not wait for them.
-        tokio::select! {
+        self.settling.store(true, Ordering::SeqCst);
+        let settled = tokio::select! {
             biased;
-            _ = cancel.cancelled() => return Err(Stop::Cancelled),
-            _ = self.tools.mcp_settled() => {}
+            _ = cancel.cancelled() => false,
+            _ = self.tools.mcp_settled() => true,
+        };
+        self.settling.store(false, Ordering::SeqCst);
+        if !settled {
+            return Err(Stop::Cancelled);
         }
         for text in self.tools.mcp_notices() {
             let _ = events.send(Event::Notice { text });

@@ -261,6 +261,14 @@ impl Servers {
         }
     }
 
+    /// Whether a question about a server of `.mcp.json` is on screen, unanswered (a first chat waits for it).
+    pub fn asking(&self) -> bool {
+        self.all().iter().any(|s| {
+            let slot = lock(&s.slot);
+            slot.state == State::AwaitingConsent && slot.asking
+        })
+    }
+
     /// The failures not said yet, a sentence each, for the chat (each is said once).
     pub fn take_notices(&self) -> Vec<String> {
         let mut out = Vec::new();

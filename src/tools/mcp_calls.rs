@@ -21,6 +21,11 @@ impl Tools {
         }
     }
 
+    /// Whether a question about a server of the workspace's `.mcp.json` is on screen, unanswered.
+    pub fn mcp_asking(&self) -> bool {
+        self.mcp.as_ref().is_some_and(|m| m.asking())
+    }
+
     /// The MCP servers' failures not said in the chat yet.
     pub fn mcp_notices(&self) -> Vec<String> {
         self.mcp.as_ref().map(|m| m.take_notices()).unwrap_or_default()

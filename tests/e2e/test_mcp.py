@@ -222,8 +222,12 @@ def test_a_workspace_server_runs_only_after_yes_and_a_changed_definition_asks_ag
     assert "repo" in prompt and server in prompt and ".PseudoClaude/mcp-consent.json" in prompt, prompt
     assert started(marker) == 0, "started before the user agreed"
     assert fake.requests == [], "the first request waits for the answer (it offers the tools it brings)"
+    states = [c["state"] for c in n1.lua("return require('pseudoclaude').chats()")]
+    assert states == ["waiting"], f"the chat waits for the user's answer: {states}"
     answer(n1, "Yes")
     wait_turns(n1, 1)
+    states = [c["state"] for c in n1.lua("return require('pseudoclaude').chats()")]
+    assert states == ["idle"], states
     assert fake.errors == [], fake.errors
     assert started(marker) == 1
     offered = [t["function"]["name"] for t in fake.requests[0]["tools"]]
