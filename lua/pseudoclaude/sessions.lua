@@ -137,35 +137,51 @@ function M.list(opts)
   return rows.rows(H.call("list", "sessions_list", M.workspace(), H.list_args(opts)))
 end
 
---- Rows built per main-loop step by `list_async()`: about 2 ms of a step.
+--- Rows handed over and built per main-loop step by `list_async()`: about 2 ms of a step.
 M.LIST_STEP = 2000
 
 --- `list(opts)` read on a background thread: returns at once, then calls `on_done(nil, sessions)` (or
 --- `on_done(message)` on an error) on the main thread. For long lists (reading ten thousand sessions takes a
---- quarter of a second) that must not freeze the editor: the rows are built `LIST_STEP` per main-loop step.
+--- quarter of a second) that must not freeze the editor: the core hands the list over packed in parts of
+--- `LIST_STEP` rows, and each main-loop step takes one part and builds its rows.
 ---@param opts pseudoclaude.SessionListOpts?
 ---@param on_done fun(err: string?, sessions: pseudoclaude.SessionInfo[]?)
 function M.list_async(opts, on_done)
   opts = opts or {}
   H.check_type("list_async", "opts", opts, "table")
   H.check_type("list_async", "on_done", on_done, "function")
-  M.list_packed(opts, function(err, list)
-    if err or type(list) ~= "table" or not list.recs then
-      return on_done(err, list)
+  local rows = require("pseudoclaude.session_rows")
+  if not rows.available then
+    return M.list_packed(opts, on_done) -- decoded from JSON, in one step
+  end
+  local args = H.list_args(opts)
+  args.parts = M.LIST_STEP
+  H.call("list_async", "sessions_list_async", M.workspace(), args, function(ok, ready)
+    local core = require("pseudoclaude.core")
+    if not ok then
+      return on_done(("pseudoclaude.sessions.list_async: %s"):format(core.plain(ready)))
     end
-    local rows = require("pseudoclaude.session_rows")
-    local out, done = {}, 0
+    local out = {}
+    local function take()
+      return core.call("sessions_list_take", ready.id)
+    end
     local function step()
-      local to = math.min(done + M.LIST_STEP, list.count)
-      local ok, failed = pcall(rows.fill, list, done + 1, to, out)
-      if not ok then
+      local took, failed = pcall(function()
+        if #out < ready.count then
+          local part = rows.open(take())
+          rows.fill(part, 1, part.count, out, #out)
+        end
+      end)
+      if not took then
+        repeat -- the parts left are dropped
+          local more, data = pcall(take)
+        until not more or data == nil
         return on_done("pseudoclaude.sessions.list_async: cannot read the list: " .. tostring(failed))
       end
-      done = to
-      if done < list.count then
-        return vim.schedule(step)
+      if #out >= ready.count then
+        return on_done(nil, out)
       end
-      on_done(nil, out)
+      vim.schedule(step)
     end
     step()
   end)

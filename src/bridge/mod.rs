@@ -53,6 +53,7 @@
 //! `guarded_callback()`. No other module of the crate knows Neovim.
 
 pub mod agent;
+pub mod full_list;
 pub mod fuzzy;
 pub mod jobs;
 pub mod preview;

@@ -142,26 +142,122 @@ fn too_big<E>(_: E) -> BridgeError {
     BridgeError::msg("the list is too large to hand to Lua (over 4 GiB of text)")
 }
 
-/// What the float picker's fuzzy filter searches for a row: `float/finder.lua`'s `haystack()` (title, model, id,
-/// branch, then the other tool's name and the workspace when there are), made here when the core builds the
-/// matcher with the list (`sessions_list_async`'s `matcher`).
-pub fn haystack(item: &ListItem) -> String {
-    let (title, model, id, branch, source, workspace) = match item {
-        ListItem::Ours(i) => {
-            (&i.title, &i.model, &i.id, i.branch.as_deref(), None, i.workspace.as_ref().map(|w| w.to_string_lossy()))
+/// A packed list read back (the core's side of `session_rows.lua`): the bridge keeps the last full list packed and
+/// answers from it (its ids for the lock check, its haystacks for the matcher, `held_by` filled in).
+pub struct Packed<'a>(&'a [u8]);
+
+/// Where the strings' (offset, length) pairs start in a record: after the numbers, the flags and the padding.
+const STRINGS_AT: usize = 14 * 8 + 8;
+const HELD_BY: usize = 3;
+
+impl<'a> Packed<'a> {
+    /// `data` when it is a packed list of this layout, whole.
+    pub fn read(data: &'a [u8]) -> Option<Self> {
+        let p = Packed(data);
+        let whole = data.get(..4) == Some(MAGIC.as_slice())
+            && p.u32_at(8) as usize == RECORD
+            && data.len() >= HEADER + p.count() * RECORD;
+        whole.then_some(p)
+    }
+
+    pub fn count(&self) -> usize {
+        self.u32_at(4) as usize
+    }
+
+    fn u32_at(&self, at: usize) -> u32 {
+        self.0.get(at..at + 4).map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn flags(&self, i: usize) -> u32 {
+        self.u32_at(HEADER + i * RECORD + 14 * 8)
+    }
+
+    /// String `k` (of [`STRINGS`]) of row `i`; `None` when it has none.
+    fn string(&self, i: usize, k: usize) -> Option<&'a str> {
+        self.string_bytes(i, k).and_then(|b| std::str::from_utf8(b).ok())
+    }
+
+    fn string_bytes(&self, i: usize, k: usize) -> Option<&'a [u8]> {
+        let at = HEADER + i * RECORD + STRINGS_AT + 8 * k;
+        let (off, len) = (self.u32_at(at), self.u32_at(at + 4) as usize);
+        if off == NONE {
+            return None;
         }
-        ListItem::External(e) => (&e.title, &e.model, &e.id, e.branch.as_deref(), Some(e.source.as_str()), None),
-    };
-    let mut hay = format!("{title} {model} {id} {}", branch.unwrap_or(""));
-    if let Some(s) = source {
-        hay.push(' ');
-        hay.push_str(s);
+        let texts = HEADER + self.count() * RECORD;
+        self.0.get(texts + off as usize..texts + off as usize + len)
     }
-    if let Some(w) = workspace {
-        hay.push(' ');
-        hay.push_str(&w);
+
+    /// Row `i`'s session id (a row of another tool's session: its JSON, not an id of ours).
+    pub fn id(&self, i: usize) -> &'a str {
+        self.string(i, 0).unwrap_or("")
     }
-    hay
+
+    /// What the float picker's fuzzy filter searches for row `i`: `float/finder.lua`'s `haystack()` (title, model,
+    /// id, branch, then the other tool's name and the workspace when there are).
+    pub fn haystack(&self, i: usize) -> String {
+        let s = |k| self.string(i, k);
+        if self.flags(i) & EXTERNAL != 0 {
+            let item: serde_json::Value = serde_json::from_str(s(0).unwrap_or("")).unwrap_or_default();
+            let field = |k: &str| item[k].as_str().unwrap_or("").to_string();
+            let mut hay = format!("{} {} {} {}", field("title"), field("model"), field("id"), field("branch"));
+            if let Some(source) = item["source"].as_str() {
+                hay.push(' ');
+                hay.push_str(source);
+            }
+            return hay;
+        }
+        let mut hay =
+            format!("{} {} {} {}", s(1).unwrap_or(""), s(2).unwrap_or(""), s(0).unwrap_or(""), s(4).unwrap_or(""));
+        if let Some(w) = s(7) {
+            hay.push(' ');
+            hay.push_str(w);
+        }
+        hay
+    }
+
+    /// Rows `from..to` as a packed list of their own (their texts copied after them).
+    pub fn part(&self, from: usize, to: usize) -> BridgeResult<Vec<u8>> {
+        let n = to.saturating_sub(from);
+        let mut out = Vec::with_capacity(HEADER + n * RECORD);
+        out.extend_from_slice(&self.0[..4]);
+        out.extend_from_slice(&u32::try_from(n).map_err(too_big)?.to_ne_bytes());
+        out.extend_from_slice(&self.0[8..HEADER]);
+        let mut texts = Vec::new();
+        for i in from..to {
+            let rec = &self.0[HEADER + i * RECORD..][..RECORD];
+            out.extend_from_slice(&rec[..STRINGS_AT]);
+            for k in 0..STRINGS.len() {
+                let bytes = self.string_bytes(i, k);
+                let (off, len) = match bytes {
+                    None => (NONE, 0),
+                    Some(b) => {
+                        let off = u32::try_from(texts.len()).map_err(too_big)?;
+                        texts.extend_from_slice(b);
+                        (off, b.len() as u32)
+                    }
+                };
+                out.extend_from_slice(&off.to_ne_bytes());
+                out.extend_from_slice(&len.to_ne_bytes());
+            }
+        }
+        out.extend_from_slice(&texts);
+        Ok(out)
+    }
+
+    /// This list with `held_by` of the rows of `holders` (row, who) set: a copy, the holders' texts at its end.
+    pub fn with_holders(&self, holders: &[(usize, String)]) -> BridgeResult<Vec<u8>> {
+        let mut out = self.0.to_vec();
+        let texts = HEADER + self.count() * RECORD;
+        for (i, who) in holders {
+            let off = u32::try_from(out.len() - texts).ok().filter(|&o| o != NONE).ok_or_else(|| too_big(()))?;
+            let len = u32::try_from(who.len()).map_err(too_big)?;
+            let at = HEADER + i * RECORD + STRINGS_AT + 8 * HELD_BY;
+            out[at..at + 4].copy_from_slice(&off.to_ne_bytes());
+            out[at + 4..at + 8].copy_from_slice(&len.to_ne_bytes());
+            out.extend_from_slice(who.as_bytes());
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -248,9 +344,35 @@ mod tests {
 
     #[test]
     fn the_haystack_is_the_finders() {
-        let item = ListItem::Ours(Box::new(full()));
-        assert_eq!(haystack(&item), "fix the parser m 20260101-000000-abcd main /w");
         let bare = SessionInfo { branch: None, workspace: None, ..full() };
-        assert_eq!(haystack(&ListItem::Ours(Box::new(bare))), "fix the parser m 20260101-000000-abcd ");
+        let packed = pack(&[ListItem::Ours(Box::new(full())), ListItem::Ours(Box::new(bare))]).expect("pack");
+        let p = Packed::read(&packed).expect("packed");
+        assert_eq!(p.haystack(0), "fix the parser m 20260101-000000-abcd main /w");
+        assert_eq!(p.haystack(1), "fix the parser m 20260101-000000-abcd ");
+        assert_eq!((p.count(), p.id(1)), (2, "20260101-000000-abcd"));
+    }
+
+    #[test]
+    fn holders_are_written_into_a_copy() {
+        let free = SessionInfo { held_by: None, ..full() };
+        let packed = pack(&[ListItem::Ours(Box::new(free.clone())), ListItem::Ours(Box::new(free))]).expect("pack");
+        let p = Packed::read(&packed).expect("packed");
+        assert_eq!(p.string(1, HELD_BY), None);
+        let held = p.with_holders(&[(1, "pid 7 on h".into())]).expect("holders");
+        let h = Packed::read(&held).expect("packed");
+        assert_eq!((h.string(0, HELD_BY), h.string(1, HELD_BY)), (None, Some("pid 7 on h")));
+        assert_eq!((h.string(1, 1), h.id(0)), (Some("fix the parser"), "20260101-000000-abcd"));
+        assert!(Packed::read(&held[..20]).is_none() && Packed::read(b"nope").is_none());
+    }
+
+    #[test]
+    fn a_part_is_a_packed_list_of_its_rows() {
+        let other = SessionInfo { id: "20260101-000000-bbbb".into(), title: "other".into(), branch: None, ..full() };
+        let items = [full(), other.clone(), full()].map(|i| ListItem::Ours(Box::new(i)));
+        let packed = pack(&items).expect("pack");
+        let part = Packed::read(&packed).expect("packed").part(1, 3).expect("part");
+        assert_eq!(part, pack(&items[1..]).expect("pack"), "the same bytes as the two rows packed alone");
+        assert_eq!(Packed::read(&part).expect("packed").id(0), other.id);
+        assert_eq!(Packed::read(&packed).expect("packed").part(3, 3).expect("part"), pack(&[]).expect("pack"));
     }
 }

@@ -8,8 +8,8 @@
 //! |--------------------|---------------------------------------------|----------------------------------|
 //! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?, all?, workspaces_file?, external?}`? | `SessionInfo[]` (and with `external`, `ExternalItem`s), newest first, packed ([`super::rows`]) |
 //! | `sessions_list_json` | the same                                  | the same list as JSON text (`bulk`): Lua without the FFI, and the tests' oracle |
-//! | `sessions_list_async` | workspace, options as above (and `matcher?`, `json?`), `callback(ok, {id, count, matcher?})` | a ticket number, at once |
-//! | `sessions_list_take` | the list's id                             | the list, packed (JSON with `json`), once; nil after |
+//! | `sessions_list_async` | workspace, options as above (and `matcher?`, `json?`, `parts?`), `callback(ok, {id, count, matcher?})` | a ticket number, at once |
+//! | `sessions_list_take` | the list's id                             | the list, packed (JSON with `json`), once, or its next part of `parts` rows; nil after |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
 //! | `sessions_holder`  | workspace, id                               | who holds its lock, or nil (no read of the log) |
 //! | `sessions_preview_async` | workspace, id, `{max_messages?, budget?, max_bytes?, pricing?}`?, `callback(ok, preview)` | a ticket number, at once |
@@ -32,10 +32,10 @@
 //! nvim-oxi's conversion 190 (issue 39); the picker reads only the rows it draws, and gets the full list's fuzzy
 //! matcher built on the worker thread with it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nvim_oxi::Object;
 use serde::{Deserialize, Serialize};
@@ -51,9 +51,7 @@ use crate::usage::Pricing;
 /// The session exports, chained into the export table by [`super::exports`].
 pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
-        export_object("sessions_list", |a| {
-            Ok(packed(&super::rows::pack(&list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?)?))
-        }),
+        export_object("sessions_list", |a| Ok(packed(&packed_list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?))),
         export("sessions_list_json", |a| super::bulk(&list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?)),
         export("sessions_list_async", list_async),
         export_object("sessions_list_take", list_take),
@@ -123,6 +121,9 @@ pub struct ListArgs {
     pub matcher: bool,
     /// `sessions_list_async`: keep the list as JSON text (`bulk`) instead of packed (a Lua without the FFI).
     pub json: bool,
+    /// `sessions_list_async`: hand the packed list over in parts of this many rows, each a packed list of its own,
+    /// one per `sessions_list_take` (`list({ on_done })` takes one per main-loop step).
+    pub parts: Option<usize>,
 }
 
 /// A loaded session plus its one-sentence damage report ("" when nothing was repaired).
@@ -157,6 +158,15 @@ pub fn list_items(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<ListIte
     let opts = import::list::ListOptions { limit: args.options.limit, quick: args.options.max_read.is_some() };
     let theirs = import::list::list_with(workspace, &Homes::from_env(), &opts);
     Ok(import::list::merge(ours, theirs))
+}
+
+/// The list `args` asks for, packed: the full list of this workspace as [`super::full_list`] keeps it; a limited list
+/// (short), every workspace's or the other tools' sessions (no stamp covers them) read and packed.
+fn packed_list(workspace: &Path, args: &ListArgs) -> BridgeResult<Arc<Vec<u8>>> {
+    if args.all || args.external || args.options.limit.is_some() {
+        return Ok(Arc::new(super::rows::pack(&list_items(workspace, args)?)?));
+    }
+    super::full_list::packed(workspace, &args.options)
 }
 
 /// `sessions_import_async(workspace, path, callback)`: [`import::import`] on a worker thread.
@@ -352,16 +362,36 @@ fn list_async(a: &Args) -> BridgeResult<u64> {
     let args = table_arg::<ListArgs>(a, 1)?;
     let callback: jobs::Callback = a.get(2)?;
     jobs::spawn("sessions_list_async", None, callback, move || {
-        let all = list_items(&ws, &args)?;
-        let data = if args.json { super::bulk(&all)?.into_bytes() } else { super::rows::pack(&all)? };
-        let matcher = args.matcher.then(|| {
+        // the matcher searches the rows' haystacks, read from the packed list (packed for it alone when JSON is asked)
+        let (data, packed, json_count) = if args.json {
+            let all = list_items(&ws, &args)?;
+            let packed = if args.matcher { Some(Arc::new(super::rows::pack(&all)?)) } else { None };
+            (Arc::new(super::bulk(&all)?.into_bytes()), packed, Some(all.len()))
+        } else {
+            let data = packed_list(&ws, &args)?;
+            (data.clone(), Some(data), None)
+        };
+        let list = packed.as_deref().and_then(|p| super::rows::Packed::read(p));
+        let matcher = list.as_ref().filter(|_| args.matcher).map(|list| {
             let mut m = crate::fuzzy::Matcher::new();
-            all.iter().for_each(|item| m.push(super::rows::haystack(item).as_bytes()));
+            (0..list.count()).for_each(|i| m.push(list.haystack(i).as_bytes()));
             super::fuzzy::insert(m)
         });
+        let count = json_count.or(list.as_ref().map(|l| l.count())).unwrap_or(0);
+        // in parts of `parts` rows, taken one per main-loop step (`list({ on_done })`): one 24 MB string (100,000
+        // rows) handed over at once was a long step; the picker takes its list whole
+        let parts: Parts = match (args.parts, &list) {
+            (Some(n), Some(list)) if n > 0 && !args.json => (0..list.count())
+                .step_by(n)
+                .map(|from| list.part(from, (from + n).min(list.count())).map(Arc::new))
+                .collect::<BridgeResult<_>>()?,
+            _ => VecDeque::from([data]),
+        };
         let id = NEXT_LIST.fetch_add(1, Ordering::Relaxed);
-        lists().insert(id, data);
-        Ok(ListReady { id, count: all.len(), matcher })
+        if !parts.is_empty() {
+            lists().insert(id, parts); // an empty list in parts has none to take
+        }
+        Ok(ListReady { id, count, matcher })
     })
 }
 
@@ -379,18 +409,26 @@ fn packed(bytes: &[u8]) -> Object {
 }
 
 static NEXT_LIST: AtomicU64 = AtomicU64::new(1);
-static LISTS: std::sync::LazyLock<Mutex<HashMap<u64, Vec<u8>>>> =
-    std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+/// A list waiting to be taken: its parts, in order (one when it is taken whole).
+type Parts = VecDeque<Arc<Vec<u8>>>;
 
-fn lists() -> MutexGuard<'static, HashMap<u64, Vec<u8>>> {
+static LISTS: std::sync::LazyLock<Mutex<HashMap<u64, Parts>>> = std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn lists() -> MutexGuard<'static, HashMap<u64, Parts>> {
     LISTS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `sessions_list_take(id)`: list `id`, once (it is then forgotten); nil when it was taken.
+/// `sessions_list_take(id)`: the next part of list `id` (the whole list unless `parts` was asked), each once (the list
+/// is forgotten with its last part); nil when all was taken.
 fn list_take(a: &Args) -> BridgeResult<Object> {
     let id: u64 = a.get(0)?;
-    let data = lists().remove(&id);
-    Ok(data.map_or(Object::nil(), |d| packed(&d)))
+    let mut lists = lists();
+    let part = lists.get_mut(&id).and_then(VecDeque::pop_front);
+    if lists.get(&id).is_some_and(VecDeque::is_empty) {
+        lists.remove(&id);
+    }
+    drop(lists);
+    Ok(part.map_or(Object::nil(), |d| packed(&d)))
 }
 
 #[cfg(test)]

@@ -249,6 +249,14 @@ impl Dir {
             .map(|st| (st.st_size as u64, st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec)))
     }
 
+    /// Inode number, size and modification time (ns) of `rel`, a link not followed, in one `stat`.
+    pub(crate) fn stat_file(&self, rel: &str) -> Option<(u64, u64, i64)> {
+        self.stat_nofollow(rel).map(|st| {
+            let mtime = st.st_mtime.saturating_mul(1_000_000_000).saturating_add(st.st_mtime_nsec);
+            (st.st_ino, st.st_size as u64, mtime)
+        })
+    }
+
     /// Inode number of `rel`, a link not followed.
     pub(crate) fn ino(&self, rel: &str) -> Option<u64> {
         self.stat_nofollow(rel).map(|st| st.st_ino)

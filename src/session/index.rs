@@ -183,6 +183,34 @@ pub(crate) fn entries(workspace: &Path, root: &Dir, fold: u32, summarise: impl F
     kept
 }
 
+/// What a full list depends on besides the logs' own contents, read without reading the index: the `sessions`
+/// folder's modification time (sessions added or removed) and the activity file's inode, length and modification
+/// time (a log written through any writer). While it is the same, [`entries`] gives the same rows, so a list made
+/// then may be handed out again ([`crate::bridge`] keeps the last one packed): both see the changes the index sees,
+/// and a log edited by hand is seen by neither until the activity file is compacted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    sessions_mtime_ns: i64,
+    activity: Option<(u64, u64, i64)>,
+}
+
+impl Stamp {
+    /// Whether the `sessions` folder changed less than `secs` before `now_ns`: a change in the same clock tick as
+    /// the stamp would not move its time, so a list made then is not kept.
+    pub fn fresh(&self, now_ns: i64, secs: i64) -> bool {
+        now_ns.saturating_sub(self.sessions_mtime_ns) < secs.saturating_mul(1_000_000_000)
+    }
+}
+
+/// The workspace's [`Stamp`] now (three `stat`s), or `None` when there is no `sessions` folder to stamp.
+pub fn stamp(workspace: &Path) -> Option<Stamp> {
+    let home = Dir::workspace(workspace).and_then(|w| w.subdir(ROOT_DIR_NAME)).ok()?;
+    let sessions_mtime_ns = home.mtime_ns(SESSIONS_DIR_NAME)?;
+    let root = home.subdir(SESSIONS_DIR_NAME).ok()?;
+    let activity = root.stat_file(ACTIVITY_FILE_NAME);
+    Some(Stamp { sessions_mtime_ns, activity })
+}
+
 /// The list's order: pinned first, then newest first (log modification time, then id).
 pub(crate) fn list_order(a: &Row, b: &Row) -> std::cmp::Ordering {
     b.14.cmp(&a.14).then_with(|| b.2.cmp(&a.2)).then_with(|| b.0.cmp(&a.0))

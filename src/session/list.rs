@@ -172,8 +172,33 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
 /// The full list, through the workspace's index ([`super::index`]): a session it cannot vouch for is
 /// summarised from its log as a list without it would.
 fn list_indexed(workspace: &Path, dir: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
+    let Unlocked { mut rows, lock_inos } = unlocked_in(workspace, dir, opts)?;
+    if opts.check_locks {
+        for (i, holder) in lock_holders(workspace, &lock_inos, |i| rows[i].id.as_str()) {
+            rows[i].held_by = Some(holder);
+        }
+    }
+    Ok(rows)
+}
+
+/// The full list before anyone's lock is looked at: what [`list`] gives without `limit`, every `held_by` nil, and
+/// each row's lock file inode for [`lock_holders`]. The bridge keeps it (packed) while [`super::index::stamp`] says
+/// nothing changed, and asks only who holds the locks each time (issue 39).
+#[derive(Debug, Default)]
+pub struct Unlocked {
+    pub rows: Vec<SessionInfo>,
+    /// The lock file's inode of each row when the row was made (0: there was none).
+    pub lock_inos: Vec<u64>,
+}
+
+/// [`Unlocked`]: the workspace's full list (`opts.limit` and `opts.check_locks` are not looked at).
+pub fn list_unlocked(workspace: &Path, opts: &ListOptions) -> Result<Unlocked> {
+    unlocked_in(workspace, &sessions_dir(workspace), opts)
+}
+
+fn unlocked_in(workspace: &Path, dir: &Path, opts: &ListOptions) -> Result<Unlocked> {
     match fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Unlocked::default()),
         Err(e) => return Err(io_err("cannot read sessions directory", dir)(e)),
         Ok(m) if !m.is_dir() => {
             let e = std::io::Error::from(std::io::ErrorKind::NotADirectory);
@@ -190,27 +215,37 @@ fn list_indexed(workspace: &Path, dir: &Path, opts: &ListOptions) -> Result<Vec<
         Some(row_of(&info, dir.ino(LOCK_FILE_NAME).unwrap_or(0)))
     };
     let rows = super::index::entries(workspace, &root, SUMMARY_VERSION, summarise);
-    // Who holds a lock: only the sessions whose lock file is among the files locked on this machine
-    // (/proc/locks, one read) are asked, and those without a lock file when their row was made; every
-    // one when that list cannot be read. 100,000 sessions asked one by one take longer than the list.
-    let locked = opts.check_locks.then(lock::locked_inodes);
-    let mut out: Vec<SessionInfo> = Vec::with_capacity(rows.len());
+    let mut out: Vec<(SessionInfo, u64)> = Vec::with_capacity(rows.len());
     for row in rows {
         let lock_ino = row.16;
-        let mut info = info_of(row, &opts.pricing);
+        let info = info_of(row, &opts.pricing);
         if opts.exclude.as_deref() == Some(info.id.as_str()) || !shown(&info, opts) {
             continue;
         }
-        if let Some(locked) = &locked
-            && locked.as_ref().is_none_or(|set| lock_ino == 0 || set.contains(&lock_ino))
-        {
-            info.held_by = root.subdir(&info.id).ok().and_then(|d| lock::holder_in(&d));
-        }
-        out.push(info);
+        out.push((info, lock_ino));
     }
     // The index is written in this order: a pass that finds it sorted, unless rows changed since.
-    sort_newest_first(&mut out);
-    Ok(out)
+    out.sort_by(|(a, _), (b, _)| newest_first(a, b));
+    let (rows, lock_inos) = out.into_iter().unzip();
+    Ok(Unlocked { rows, lock_inos })
+}
+
+/// Who holds the locks of the rows whose lock inodes are `lock_inos` (`id_of(i)`: row `i`'s id): `(row, holder)`.
+/// Only the sessions whose lock file is among the files locked on this machine (/proc/locks, one read) are asked,
+/// and those without a lock file when their row was made; every one when that list cannot be read. 100,000
+/// sessions asked one by one take longer than the list.
+pub fn lock_holders<'a>(workspace: &Path, lock_inos: &[u64], id_of: impl Fn(usize) -> &'a str) -> Vec<(usize, String)> {
+    let Ok(root) = Dir::sessions(workspace) else { return Vec::new() };
+    let locked = lock::locked_inodes();
+    let mut out = Vec::new();
+    for (i, &ino) in lock_inos.iter().enumerate() {
+        if locked.as_ref().is_none_or(|set| ino == 0 || set.contains(&ino))
+            && let Some(holder) = root.subdir(id_of(i)).ok().and_then(|d| lock::holder_in(&d))
+        {
+            out.push((i, holder));
+        }
+    }
+    out
 }
 
 /// A session's row of the index ([`super::index`]), with its lock file's inode (0: none).
@@ -507,9 +542,11 @@ fn to_info(
 
 /// Pinned first, then newest first: by log modification time, then id.
 fn sort_newest_first(out: &mut [SessionInfo]) {
-    out.sort_by(|a, b| {
-        b.pinned.cmp(&a.pinned).then_with(|| b.modified_ns.cmp(&a.modified_ns)).then_with(|| b.id.cmp(&a.id))
-    });
+    out.sort_by(newest_first);
+}
+
+fn newest_first(a: &SessionInfo, b: &SessionInfo) -> std::cmp::Ordering {
+    b.pinned.cmp(&a.pinned).then_with(|| b.modified_ns.cmp(&a.modified_ns)).then_with(|| b.id.cmp(&a.id))
 }
 
 fn mtime_ns(m: &fs::Metadata) -> i64 {

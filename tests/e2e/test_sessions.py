@@ -1,6 +1,7 @@
 """require("pseudoclaude").sessions: list, info, load, cleanup, delete, over sessions written to disk as JSONL."""
 
 import json
+import os
 import subprocess
 import time
 
@@ -289,6 +290,9 @@ def test_list_of_10000_sessions_gives_the_rows_of_the_cli_and_of_the_json_crossi
     try:
         nvim.lua("require('pseudoclaude').setup({ pricing = ... })", prices)
         rows = nvim.lua("return require('pseudoclaude').sessions.list()")
+        again = nvim.lua("return require('pseudoclaude').sessions.list()")  # the kept list, when it was kept
+        nvim.lua("_G.got = nil require('pseudoclaude').sessions.list({ on_done = function(e, l) _G.got = { e or vim.NIL, l } end })")
+        err, stepped = wait_for(lambda: nvim.lua("return _G.got"), what="on_done")  # in parts of LIST_STEP rows
         oracle = nvim.lua(
             "local s, core = require('pseudoclaude.sessions'), require('pseudoclaude.core')"
             " return core.decode(core.call('sessions_list_json', s.workspace(), { check_locks = true, pricing = ... }))",
@@ -302,6 +306,8 @@ def test_list_of_10000_sessions_gives_the_rows_of_the_cli_and_of_the_json_crossi
         held.release()
     cli = [{k: v for k, v in r.items() if v is not None} for r in json.loads(out)]
     assert len(rows) == len(cli) == len(oracle) == n
+    assert err is None and again == rows and stepped == rows
+    assert nvim.lua("return require('pseudoclaude.sessions').LIST_STEP") < n
     for k, (row, want, decoded) in enumerate(zip(rows, cli, oracle)):
         assert row == want, f"row {k}: {row} != the CLI's {want}"
         assert row == decoded, f"row {k}: {row} != the JSON crossing's {decoded}"
@@ -310,6 +316,43 @@ def test_list_of_10000_sessions_gives_the_rows_of_the_cli_and_of_the_json_crossi
         assert any(field in r for r in rows), field
     assert any(r["pinned"] for r in rows) and any(r["damaged"] for r in rows) and any(r["model"] == "" for r in rows)
     assert any(r["usage"]["cache_write_tokens"] for r in rows) and any("é" in r["title"] or "ü" in r["title"] for r in rows)
+
+
+LIST_JSON = (
+    "local s, core = require('pseudoclaude.sessions'), require('pseudoclaude.core')"
+    " return core.decode(core.call('sessions_list_json', s.workspace(), { check_locks = true }))"
+)
+
+
+def test_the_kept_list_follows_written_added_and_locked_sessions(nvim, workspace, three):
+    """The core keeps the last full list (src/bridge/full_list.rs) and hands it out again while the workspace's stamp
+    holds: a message written through the API's writer, a lock taken and released, a session added are each in the
+    next `list()`, as the JSON crossing (read anew each time) gives them; `on_done` gets the same rows."""
+    sessions = workspace / SESSIONS
+    settled = time.time() - 60
+    os.utime(sessions, (settled, settled))  # not just changed: the list read now is kept
+    first = nvim.lua("return require('pseudoclaude').sessions.list()")
+    assert first == nvim.lua(LIST_JSON) and [r["id"] for r in first] == three
+    assert nvim.lua("return require('pseudoclaude').sessions.list()") == first
+    # a name written through the writer (the activity file grows): read anew
+    nvim.lua("_G.named = nil require('pseudoclaude').sessions.rename(..., 'renamed', function(e) _G.named = e or true end)",
+             three[2])
+    assert wait_for(lambda: nvim.lua("return _G.named"), what="the name written") is True
+    got = nvim.lua("return require('pseudoclaude').sessions.list()")
+    assert got == nvim.lua(LIST_JSON) and got[0]["id"] == three[2] and got[0]["title"] == "renamed"
+    # a lock taken, then released
+    with hold_lock(session_dir(workspace, three[1]), pid=4242, host="elsewhere"):
+        got = nvim.lua("return require('pseudoclaude').sessions.list()")
+        assert got == nvim.lua(LIST_JSON) and "pid 4242 on elsewhere" in got[2]["held_by"]
+    got = nvim.lua("return require('pseudoclaude').sessions.list()")
+    assert got == nvim.lua(LIST_JSON) and all("held_by" not in r for r in got)
+    # a session added (the folder changes)
+    write_session(workspace, session_id(7), title="added")
+    got = nvim.lua("return require('pseudoclaude').sessions.list()")
+    assert got == nvim.lua(LIST_JSON) and got[0]["title"] == "added" and len(got) == 4
+    nvim.lua("_G.got = nil require('pseudoclaude').sessions.list({ on_done = function(e, l) _G.got = { e or vim.NIL, l } end })")
+    err, listed = wait_for(lambda: nvim.lua("return _G.got"), what="on_done")
+    assert err is None and listed == got
 
 
 def test_list_rows_are_plain_tables(nvim, three):
