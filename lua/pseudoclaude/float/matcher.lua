@@ -31,6 +31,9 @@ M.DEFAULT_ENGINE = "rust"
 ---@field handle integer? The core's matcher ("rust" engine), freed with this object.
 ---@field last integer[]? The last result ("rust" engine): a narrowing filter of it searches the core's copy.
 ---@field finaliser userdata? Frees `handle` when this matcher is collected.
+---@field units_of string? The query `units` (its characters, lower-cased unless smart-case) were cut from.
+---@field units string[]?
+---@field units_n integer?
 local Matcher = {}
 Matcher.__index = Matcher
 
@@ -133,7 +136,10 @@ function Matcher:positions(i, query)
     return H.positions_vim(hay, query)
   end
   local smart = query:find("%u") ~= nil
-  local units, n = H.units(smart and query or query:lower())
+  if self.units_of ~= query then -- once per keystroke, not once per visible row
+    self.units_of, self.units, self.units_n = query, H.units(smart and query or query:lower())
+  end
+  local units, n = self.units, self.units_n
   local out = {}
   local lower = self.lower and self.lower[i] or (not smart and hay:lower()) or nil
   if not H.score(smart and hay or lower, units, n, out) then

@@ -74,9 +74,11 @@ end
 ---@param counter string
 function M.put(s, lines, hls, selected, counter)
   local win, buf = s.wins.results, s.bufs.results
-  vim.bo[buf].modifiable = true
+  -- the API rather than `vim.bo`, whose metatable costs more than the call (this runs on every keystroke)
+  local opt = { buf = buf }
+  api.nvim_set_option_value("modifiable", true, opt)
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.bo[buf].modifiable = false
+  api.nvim_set_option_value("modifiable", false, opt)
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
   for k, row in ipairs(hls) do
     for _, h in ipairs(row) do
