@@ -37,15 +37,46 @@ vim.api.nvim_create_user_command("PseudoChat", function(opts)
       return require("pseudoclaude.errors").report(err)
     end
   end
+  if opts.args ~= "" then
+    -- `:PseudoChat NAME`: another chat, with that ACP agent
+    local ok, err = pcall(require("pseudoclaude.chat").new, { agent = opts.args })
+    if not ok then
+      return require("pseudoclaude.errors").report(err)
+    end
+    return
+  end
   if opts.bang then
     return require("pseudoclaude.chat").new({})
   end
   require("pseudoclaude.chat").open()
 end, {
-  nargs = 0,
+  nargs = "?",
   range = true,
   bang = true,
-  desc = "pseudoclaude: open the agent buffer (!: another chat); with a range, attach those lines",
+  complete = function(arglead)
+    return vim.tbl_filter(function(n)
+      return vim.startswith(n, arglead)
+    end, require("pseudoclaude.config").agent_names())
+  end,
+  desc = "pseudoclaude: open the agent buffer (!: another chat; NAME: another chat with that ACP agent); with a range, attach those lines",
+})
+
+vim.api.nvim_create_user_command("PseudoMode", function(opts)
+  require("pseudoclaude.chat").set_mode(opts.args)
+end, {
+  nargs = "?",
+  complete = function(arglead)
+    local modes = (require("pseudoclaude.chat").offers().modes or {}).availableModes or {}
+    return vim.tbl_filter(
+      function(id)
+        return vim.startswith(id, arglead)
+      end,
+      vim.tbl_map(function(m)
+        return m.id
+      end, modes)
+    )
+  end,
+  desc = "pseudoclaude: switch the chat's ACP agent to one of its modes (session/set_mode)",
 })
 
 vim.api.nvim_create_user_command("PseudoChats", function()

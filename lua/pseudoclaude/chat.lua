@@ -81,7 +81,8 @@ end
 ---@field provider table? Provider settings of this chat (`name`, `model`, `base_url`…, as `setup({ provider })`),
 --- over the configured ones.
 ---@field model string? Its model (as `provider.model`).
----@field agent string? The agent that drives it: "pseudoclaude" (ours, the default).
+---@field agent string? The agent that drives it: "pseudoclaude" (ours), or an ACP agent's name (`setup({ agents })`'s
+--- and the built-in claude, codex, gemini, opencode, goose); default: `setup({ agent })`, else ours.
 
 --- Opens another chat, next to the others, and shows it: its own session (from its first message), log, lock,
 --- agent and provider settings, buffer and input window; the other chats go on. Returns its transcript buffer.
@@ -96,12 +97,29 @@ function M.new(opts)
   vim.validate("opts.provider", opts.provider, "table", true)
   vim.validate("opts.model", opts.model, "string", true)
   vim.validate("opts.agent", opts.agent, "string", true)
-  if opts.agent and opts.agent ~= "pseudoclaude" then
-    error(("pseudoclaude.chat.new: no agent named %q (known: pseudoclaude)"):format(opts.agent), 0)
+  local cfg = require("pseudoclaude.config")
+  if opts.agent and opts.agent ~= "pseudoclaude" and not vim.tbl_contains(cfg.agent_names(), opts.agent) then
+    error(
+      ("pseudoclaude.chat.new: no agent named %q (known: pseudoclaude, %s)"):format(
+        opts.agent,
+        table.concat(cfg.agent_names(), ", ")
+      ),
+      0
+    )
   end
   H.ensure_host()
+  local core = require("pseudoclaude.core")
+  -- the host knows the agents as configured now (a setup() since the last message may have added one)
+  core.call("agent_configure", H.config())
+  local acp = opts.agent and opts.agent ~= "pseudoclaude" and opts.agent or nil
   local own = (opts.provider or opts.model) and H.config(opts) or nil
-  local n = require("pseudoclaude.core").call("agent_chat_open", own)
+  if opts.agent == "pseudoclaude" and not own and cfg.get().agent then
+    own = H.config() -- ours, explicitly, though new chats default to an ACP agent
+  end
+  if own then
+    own.agent = nil -- a chat given its own provider runs ours
+  end
+  local n = core.call("agent_chat_open", own, acp)
   S.get(n)
   return M.show(n)
 end
@@ -356,6 +374,60 @@ function M.new_chat()
   end
 end
 
+--- Each ACP agent a chat can run (`:checkhealth`): `{ name, command, found, version, configured, default, install,
+--- error }`.
+---@return table[]
+function M.acp_agents()
+  H.ensure_host()
+  local core = require("pseudoclaude.core")
+  core.call("agent_configure", H.config())
+  return core.call("agent_acp_agents")
+end
+
+---@class pseudoclaude.AgentOffers What a chat's agent offers.
+---@field agent string? Its name (nil before the chat's first message).
+---@field commands {name: string, description: string?}[] Its slash commands (`available_commands_update`).
+---@field modes {currentModeId: string?, availableModes: {id: string, name: string?}[]?}|nil Its modes.
+
+--- What chat `n`'s agent (nil: the current chat's) offers: an ACP agent's slash commands and modes.
+---@param n integer?
+---@return pseudoclaude.AgentOffers
+function M.offers(n)
+  if not S.host_ready then
+    return { commands = {} }
+  end
+  local o = require("pseudoclaude.core").call("agent_offers", n or S.chat)
+  o.modes = o.modes ~= vim.NIL and o.modes or nil
+  return o
+end
+
+--- Switches the current chat's ACP agent to mode `mode` (`session/set_mode`, `:PseudoMode`); without one, offers
+--- the agent's modes (`vim.ui.select`). The outcome is a line in the chat.
+---@param mode string?
+function M.set_mode(mode)
+  H.ensure_host()
+  if not mode or vim.trim(mode) == "" then
+    local modes = (M.offers().modes or {}).availableModes or {}
+    if #modes == 0 then
+      return require("pseudoclaude.errors").report("pseudoclaude: this chat's agent offers no modes")
+    end
+    return vim.ui.select(modes, {
+      prompt = "Mode",
+      format_item = function(m)
+        return m.name and m.name ~= m.id and (m.id .. "  " .. m.name) or m.id
+      end,
+    }, function(m)
+      if m then
+        M.set_mode(m.id)
+      end
+    end)
+  end
+  local ok, err = pcall(require("pseudoclaude.core").call, "agent_set_mode", vim.trim(mode), S.chat)
+  if not ok then
+    require("pseudoclaude.errors").report(err)
+  end
+end
+
 --- The current session, or nil before the first message.
 ---@return {id: string, dir: string, jsonl: string}?
 function M.current()
@@ -606,9 +678,23 @@ function H.config(own)
       edit_file = cfg.approve.edit_file == true,
       run_command = cfg.approve.run_command == true,
       mcp = H.approve_mcp(cfg.approve.mcp),
+      agents = H.nonempty(cfg.approve.agents),
     },
     mcp = H.mcp_config(cfg.mcp),
+    agents = H.agents_config(cfg.agents),
+    agent = cfg.agent,
   }
+end
+
+--- `agents` as the core reads it: empty lists and maps left out (a Lua table cannot tell them apart).
+---@param agents table<string, pseudoclaude.AgentSpec>?
+---@return table?
+function H.agents_config(agents)
+  local out = {}
+  for name, a in pairs(agents or {}) do
+    out[name] = { command = a.command or "", args = H.nonempty(a.args), env = H.nonempty(a.env) }
+  end
+  return H.nonempty(out)
 end
 
 --- Paths as the core takes them: `~` expanded, relative ones beneath the workspace, normalized.

@@ -82,6 +82,13 @@
 ---@field mcp pseudoclaude.McpConfig The user's MCP servers.
 ---@field rewind pseudoclaude.RewindConfig
 ---@field install pseudoclaude.InstallConfig
+---@field agents table<string, pseudoclaude.AgentSpec> ACP agents by name, over the built-in ones (claude, codex, gemini, opencode, goose).
+---@field agent string? The ACP agent new chats use; nil = our own provider.
+
+---@class pseudoclaude.AgentSpec How to start an ACP agent (JSON-RPC on its standard streams).
+---@field command string? The program (on `PATH`, or a path); absent: the built-in agent's of the same name.
+---@field args string[]? Its arguments.
+---@field env table<string, string>? Added to its environment (e.g. an API key's variable).
 
 ---@class pseudoclaude.RewindConfig
 ---@field enabled boolean Checkpoint the workspace's files before each message and after each write, edit and command, so `:PseudoRewind` can put them back.
@@ -101,6 +108,8 @@
 ---@field mcp? pseudoclaude.McpConfig|{}
 ---@field rewind? pseudoclaude.RewindConfig|{}
 ---@field install? pseudoclaude.InstallConfig|{}
+---@field agents? table<string, pseudoclaude.AgentSpec>
+---@field agent? string
 
 local M = {}
 
@@ -127,6 +136,7 @@ M.defaults = {
     edit_file = false,
     run_command = false,
     mcp = {},
+    agents = {},
   },
   sandbox = {
     enabled = true,
@@ -157,7 +167,13 @@ M.defaults = {
     max_file_bytes = 16 * 1024 * 1024,
   },
   install = { from = "auto", url = nil },
+  -- the built-in ones (the core's acp::BUILTINS) are known without an entry here
+  agents = {},
+  agent = nil,
 }
+
+--- The ACP agents known without configuration, as the core's `acp::BUILTINS` names them (completion, health).
+M.builtin_agents = { "claude", "codex", "gemini", "opencode", "goose" }
 
 --- Known keys per table, to report misspelled options.
 local known = {
@@ -176,6 +192,9 @@ local known = {
     mcp = true,
     rewind = true,
     install = true,
+    -- its keys are agent names: checked by `validate_agents`
+    agents = true,
+    agent = true,
   },
   install = { from = true, url = true },
   mcp = { servers = true, timeout = true },
@@ -193,7 +212,7 @@ local known = {
     models = true,
   },
   picker = { max_items = true, backend = true, external = true },
-  approve = { write_file = true, edit_file = true, run_command = true, mcp = true },
+  approve = { write_file = true, edit_file = true, run_command = true, mcp = true, agents = true },
   sandbox = { enabled = true, network = true, writable = true, unix_sockets = true, env = true, deny_read = true },
   keys = {
     send = true,
@@ -376,6 +395,7 @@ function M.validate(cfg)
   M.validate_install(cfg.install)
   M.validate_pricing(cfg.pricing)
   M.validate_mcp(cfg.mcp, cfg.approve.mcp)
+  M.validate_agents(cfg.agents, cfg.agent, cfg.approve.agents)
 end
 
 --- `install` (also what `install()` is given, over it). Raises an error naming the bad key.
@@ -391,6 +411,85 @@ function M.validate_install(install)
 end
 
 local SERVER_KEYS = { command = true, args = true, env = true, cwd = true, url = true, headers = true, type = true }
+
+local AGENT_KEYS = { command = true, args = true, env = true }
+
+--- `agents`, `agent` and `approve.agents`. Raises an error naming the first bad entry, e.g. `agents.mine.args: ...`.
+---@param agents any
+---@param agent any
+---@param approve any
+function M.validate_agents(agents, agent, approve)
+  if type(agents) ~= "table" then
+    error(("agents: expected a table of agents by name, got %s"):format(type(agents)), 0)
+  end
+  for name, spec in pairs(agents) do
+    local at = ("agents[%s]"):format(vim.inspect(name))
+    if type(name) ~= "string" or not name:match("^[%w_%-]+$") then
+      error(("%s: an agent's name is letters, digits, `_` and `-`"):format(at), 0)
+    end
+    if type(spec) ~= "table" then
+      error(("%s: expected a table { command, args, env }, got %s"):format(at, type(spec)), 0)
+    end
+    for key in pairs(spec) do
+      if not AGENT_KEYS[key] then
+        error(("%s.%s: unknown option (known: command, args, env)"):format(at, tostring(key)), 0)
+      end
+    end
+    if spec.command ~= nil and (type(spec.command) ~= "string" or spec.command == "") then
+      error(("%s.command: expected a program (a non-empty string), got %s"):format(at, vim.inspect(spec.command)), 0)
+    end
+    if spec.command == nil and not vim.tbl_contains(M.builtin_agents, name) then
+      error(("%s.command: missing (%s is no built-in agent)"):format(at, name), 0)
+    end
+    if spec.args ~= nil and not string_list(spec.args) then
+      error(("%s.args: expected a list of strings, got %s"):format(at, vim.inspect(spec.args)), 0)
+    end
+    if spec.env ~= nil then
+      local ok = type(spec.env) == "table"
+      for k, v in pairs(ok and spec.env or {}) do
+        ok = ok and type(k) == "string" and type(v) == "string"
+      end
+      if not ok then
+        error(("%s.env: expected a table of strings by name, got %s"):format(at, vim.inspect(spec.env)), 0)
+      end
+    end
+  end
+  if
+    agent ~= nil
+    and (type(agent) ~= "string" or (agents[agent] == nil and not vim.tbl_contains(M.builtin_agents, agent)))
+  then
+    error(
+      ("agent: expected the name of an agent (%s), got %s"):format(
+        table.concat(M.agent_names(agents), ", "),
+        vim.inspect(agent)
+      ),
+      0
+    )
+  end
+  if type(approve) ~= "table" then
+    error(("approve.agents: expected a table by agent name, got %s"):format(type(approve)), 0)
+  end
+  for name, v in pairs(approve) do
+    if type(name) ~= "string" or type(v) ~= "boolean" then
+      error(("approve.agents[%s]: expected true or false, got %s"):format(vim.inspect(name), vim.inspect(v)), 0)
+    end
+  end
+end
+
+--- Every agent a chat can run: the built-in ones and those of `agents` (nil: the configured ones), sorted.
+---@param agents table<string, pseudoclaude.AgentSpec>?
+---@return string[]
+function M.agent_names(agents)
+  agents = agents or M.get().agents or {}
+  local names = vim.deepcopy(M.builtin_agents)
+  for name in pairs(agents) do
+    if not vim.tbl_contains(names, name) then
+      names[#names + 1] = name
+    end
+  end
+  table.sort(names)
+  return names
+end
 
 --- `mcp` and `approve.mcp`. Raises an error naming the first bad entry, e.g. `mcp.servers.git.args: ...`.
 ---@param mcp any

@@ -114,11 +114,16 @@ function M.collect(text)
 end
 
 --- 'omnifunc' and 'completefunc' of the input buffer: completes the workspace path after an `@`, one folder at a time,
---- and the running MCP servers' resources as `SERVER:URI` (so nvim-cmp's and blink.cmp's omni sources offer them too).
+--- the running MCP servers' resources as `SERVER:URI` (so nvim-cmp's and blink.cmp's omni sources offer them too), and
+--- an ACP agent's slash commands after a `/` that starts the message.
 ---@param findstart integer
 ---@param base string
 ---@return integer|table
 function M.complete(findstart, base)
+  local slash = H.slash_commands(findstart, base)
+  if slash then
+    return slash
+  end
   if findstart == 1 then
     local line = vim.api.nvim_get_current_line():sub(1, vim.api.nvim_win_get_cursor(0)[2])
     local at = line:match(".*()@[^%s@]*$")
@@ -156,6 +161,41 @@ function M.complete(findstart, base)
 end
 
 -- Helpers ==============================================================================================================
+
+--- The completion of an ACP agent's slash command (`/name`) at the start of the message's first line, or nil when the
+--- cursor is not there or the chat's agent has none (as the agent last listed them: nothing is asked of it here).
+---@param findstart integer
+---@param base string
+---@return integer|table|nil
+function H.slash_commands(findstart, base)
+  local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+  local before = vim.api.nvim_get_current_line():sub(1, col)
+  if findstart == 1 and (row ~= 1 or not before:match("^/%S*$")) then
+    return nil
+  end
+  if findstart == 0 and base:sub(1, 1) ~= "/" then
+    return nil
+  end
+  local chat = vim.b.pseudoclaude_chat
+  -- the chat's agent as the core holds it (an error: no host yet, so no agent)
+  local ok, offers = pcall(require("pseudoclaude.core").call, "agent_offers", chat)
+  local commands = chat and ok and offers.commands or {}
+  if #commands == 0 then
+    return nil
+  end
+  if findstart == 1 then
+    return 0
+  end
+  local items = {}
+  for _, c in ipairs(commands) do
+    local word = "/" .. c.name
+    if word:sub(1, #base) == base then
+      local desc = c.description ~= vim.NIL and c.description or nil
+      items[#items + 1] = { word = word, menu = "command", info = desc }
+    end
+  end
+  return items
+end
 
 --- `SERVER:URI` when `raw` names a configured MCP server (a listed resource's URI as listed, else without the
 --- punctuation that ends a sentence), or nil.

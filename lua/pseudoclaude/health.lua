@@ -159,6 +159,9 @@ function M.check()
   health.start("pseudoclaude: MCP servers")
   M.check_mcp()
 
+  health.start("pseudoclaude: ACP agents")
+  M.check_agents()
+
   health.start("pseudoclaude: sessions held by other editors")
   lib = require("pseudoclaude.core").try_load()
   if not lib then
@@ -368,6 +371,35 @@ end
 
 --- Each MCP server's state, tools and last error (they start at the first chat: "stopped" before it), `setup()`'s and
 --- the workspace's `.mcp.json`'s.
+--- Each ACP agent (the built-in ones and `setup({ agents })`'s): its command line, whether the command is found, and
+--- the version its `initialize` reported when it ran in this editor (nothing is started to ask).
+function M.check_agents()
+  local ok, rows = pcall(require("pseudoclaude.chat").acp_agents)
+  if not ok then
+    health.warn("cannot ask the native library: " .. tostring(rows))
+    return
+  end
+  local default = require("pseudoclaude.config").get().agent
+  health.info(
+    default and ("new chats run the agent " .. default .. " (setup({ agent }))")
+      or "new chats run our own provider (no setup({ agent }); `:PseudoChat NAME` opens a chat with an agent)"
+  )
+  for _, r in ipairs(rows) do
+    local line = ("%s: `%s`"):format(r.name, r.command)
+    if r.error then
+      health.error(("%s: %s"):format(r.name, r.error))
+    elseif r.found then
+      local version = r.version ~= "" and (", version " .. r.version)
+        or (", its version is known once it runs (`:PseudoChat " .. r.name .. "`)")
+      health.ok(("%s found at %s%s"):format(line, r.found, version))
+    elseif r.configured or r.default then
+      health.error(line .. " not found on PATH", r.install and { r.install } or nil)
+    else
+      health.info(line .. " not installed" .. (r.install and (" (" .. r.install .. ")") or ""))
+    end
+  end
+end
+
 function M.check_mcp()
   local config = require("pseudoclaude.config")
   if next(config.get().mcp.servers) == nil and not vim.uv.fs_stat(vim.fs.joinpath(config.workspace(), ".mcp.json")) then

@@ -6,27 +6,23 @@
 //! - [`chat`]: an [`AcpChat`], the ACP counterpart of [`crate::agent::Agent`]: a session's log and conversation, the
 //!   agent's process, turns, resume (`session/load`, else `session/resume`, else a new session told the transcript).
 //!
+//! - `driver`: an [`AcpChat`] as the host's registry drives a chat (the [`crate::agent::chat::Driver`] seam).
+//!
 //! Nothing here knows Neovim; the host drives a chat and hears back through the same events as our agent's.
 //! Architecture invariant: a chat never waits on the editor: what the editor must answer (a permission) goes
 //! through the same [`crate::tools::Approver`] as our tools' approvals.
 
 pub mod chat;
 pub mod client;
+mod driver;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 pub use chat::{AcpChat, ChatConfig};
+pub use driver::AcpDrivers;
 
-/// How to start one agent: `setup({ agents = { NAME = { command, args, env } } })`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AgentSpec {
-    pub command: String,
-    pub args: Vec<String>,
-    pub env: BTreeMap<String, String>,
-}
+/// How to start one agent (`setup({ agents })`): defined with the host's configuration, which carries it.
+pub use crate::agent::host::AgentSpec;
 
 /// The agents known without configuration: the command line only (a user's entry of the same name overrides it),
 /// and where to get the command.
@@ -96,6 +92,57 @@ pub(crate) fn note_version(name: &str, version: &str) {
 /// The version agent `name` reported when it last started in this process, if it did.
 pub fn known_version(name: &str) -> Option<String> {
     VERSIONS.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+}
+
+/// One agent as `:checkhealth` lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Found {
+    pub name: String,
+    /// Its command line.
+    pub command: String,
+    /// Where the command is, when it is found.
+    pub found: Option<String>,
+    /// What its `initialize` reported when it last ran in this editor ("" when it has not).
+    pub version: String,
+    /// Named in `setup({ agents })` (not only built in).
+    pub configured: bool,
+    /// `setup({ agent })` names it.
+    pub default: bool,
+    /// How to install the command, for a built-in agent's.
+    pub install: Option<String>,
+    /// Why it cannot be used (an entry without a command).
+    pub error: Option<String>,
+}
+
+/// Every agent a chat can run (the built-in ones and the user's), whether its command is found, and the version its
+/// `initialize` reported when it last ran here: nothing is started to ask.
+pub fn found(user: &BTreeMap<String, AgentSpec>, default: Option<&str>) -> Vec<Found> {
+    let mut names: Vec<String> = builtin_names().map(str::to_string).collect();
+    names.extend(user.keys().filter(|k| !names.contains(k)).cloned().collect::<Vec<_>>());
+    names
+        .into_iter()
+        .map(|name| {
+            let spec = resolve(&name, user);
+            let (command, found, error) = match &spec {
+                Ok(s) => (
+                    std::iter::once(s.command.clone()).chain(s.args.clone()).collect::<Vec<_>>().join(" "),
+                    find_command(&s.command).map(|p| p.display().to_string()),
+                    None,
+                ),
+                Err(e) => (String::new(), None, Some(e.clone())),
+            };
+            Found {
+                configured: user.contains_key(&name),
+                default: default == Some(name.as_str()),
+                install: spec.as_ref().ok().and_then(|s| install_hint(&s.command)).map(str::to_string),
+                version: known_version(&name).unwrap_or_default(),
+                name,
+                command,
+                found,
+                error,
+            }
+        })
+        .collect()
 }
 
 /// Where a command would be run from: its path when found on `PATH` (or as given, when it names a file).

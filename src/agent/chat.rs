@@ -76,6 +76,12 @@ pub trait Driver: Send + Sync {
         UsageByModel::default()
     }
 
+    /// What the session cost: by default `pricing` applied to [`Driver::usage`]; an agent that reports its own
+    /// cost says so here.
+    fn cost(&self, pricing: &crate::usage::Pricing) -> Option<f64> {
+        self.usage().cost(pricing)
+    }
+
     /// `(provider, model)` as the winbar shows them.
     fn model(&self) -> (String, String);
 
@@ -93,6 +99,56 @@ pub trait Driver: Send + Sync {
     /// The chat is closed (the editor exits, or the user closed it): stop what runs apart from turns (an ACP
     /// agent's process group). Called once; a turn still running was cancelled first.
     fn close(&self) {}
+
+    /// A resume has just put it in a chat: what it does then, reporting on `events` (an ACP agent starts again and
+    /// says how it restored its session). None: nothing.
+    fn resumed(self: Arc<Self>, _events: mpsc::UnboundedSender<Event>) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
+
+    /// The agent's slash commands, as it describes them (`[{name, description}]`; empty for ours).
+    fn commands(&self) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
+
+    /// The agent's modes (`{currentModeId, availableModes: [{id, name}]}`), `null` when it offers none.
+    fn modes(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    /// Switches the agent to mode `mode`, reporting on `events`; an error when it offers no modes.
+    fn set_mode(
+        self: Arc<Self>,
+        _mode: String,
+        _events: mpsc::UnboundedSender<Event>,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        Box::pin(async { Err("this chat's agent offers no modes".to_string()) })
+    }
+}
+
+/// Makes the drivers of agents of other kinds (ACP, src/acp/, a floor above the agent): the bridge gives the host
+/// one ([`super::host::Host::set_drivers`]); without it, every chat runs ours.
+pub trait Drivers: Send + Sync {
+    /// Whether `name` is an agent it can start with `config` (the sentence says why not).
+    fn check(&self, name: &str, config: &super::config::HostConfig) -> Result<(), String>;
+
+    /// A new chat's driver for agent `name`, not started (its first turn starts it).
+    fn open(
+        &self,
+        name: &str,
+        config: &super::config::HostConfig,
+        approver: Arc<dyn crate::tools::Approver>,
+    ) -> Result<Arc<dyn Driver>, String>;
+
+    /// Session `id`'s driver when an agent of its kind ran it (its log says so), reopened: `None` when the session
+    /// is our agent's. Runs on the host's threads (it reads the log).
+    #[allow(clippy::type_complexity)]
+    fn resume(
+        &self,
+        id: &str,
+        config: &super::config::HostConfig,
+        approver: Arc<dyn crate::tools::Approver>,
+    ) -> Option<Result<(Arc<dyn Driver>, super::Resumed), String>>;
 }
 
 impl Driver for Agent {

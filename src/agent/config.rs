@@ -40,6 +40,19 @@ pub struct HostConfig {
     pub mcp: McpConfig,
     /// Checkpoints of the workspace's files, for rewind (the Lua config's `rewind`).
     pub rewind: RewindConfig,
+    /// The ACP agents by name (`setup({ agents = { NAME = { command, args, env } } })`), over the built-in ones.
+    pub agents: BTreeMap<String, AgentSpec>,
+    /// The agent new chats use (`setup({ agent = NAME })`); none: our own provider.
+    pub agent: Option<String>,
+}
+
+/// How to start one ACP agent: `setup({ agents = { NAME = { command, args, env } } })` (src/acp/ starts it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
 }
 
 /// `rewind = { enabled = true, max_file_bytes = 16 MiB }`.
@@ -64,6 +77,8 @@ pub struct AutoApproveConfig {
     pub run_command: bool,
     /// `approve.mcp.SERVER`: `true` for all its tools, or a list of tool names.
     pub mcp: BTreeMap<String, ApproveTools>,
+    /// `approve.agents.NAME = true`: that ACP agent's permission requests are answered "allow once".
+    pub agents: BTreeMap<String, bool>,
 }
 
 impl Default for HostConfig {
@@ -81,6 +96,8 @@ impl Default for HostConfig {
             sandbox: crate::sandbox::Settings::default(),
             mcp: McpConfig::default(),
             rewind: RewindConfig::default(),
+            agents: BTreeMap::new(),
+            agent: None,
         }
     }
 }

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-pub use super::chat::{ChatId, ChatInfo, ChatState, Driver};
-pub use super::config::{AutoApproveConfig, HostConfig, make_provider, resolve_provider};
+pub use super::chat::{ChatId, ChatInfo, ChatState, Driver, Drivers};
+pub use super::config::{AgentSpec, AutoApproveConfig, HostConfig, make_provider, resolve_provider};
 use super::config::{agent_config, make_servers};
 use super::outbox::OutboxApprover;
 pub use super::outbox::{Addressed, ApprovalAsk, BufferAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport};
@@ -64,6 +64,8 @@ pub struct Host {
     rt: tokio::runtime::Runtime,
     outbox: Arc<Outbox>,
     state: Arc<Mutex<State>>,
+    /// The other kinds of agents (ACP), when the bridge gave them.
+    drivers: Mutex<Option<Arc<dyn Drivers>>>,
 }
 
 struct State {
@@ -82,6 +84,8 @@ struct State {
 struct Chat {
     agent: Option<Arc<dyn Driver>>,
     config: Option<HostConfig>,
+    /// The ACP agent it runs (`chat.new({ agent })`, `:PseudoChat NAME`); none: `setup({ agent })`, else ours.
+    acp: Option<String>,
     turn: Option<Cancel>,
     busy: Arc<AtomicBool>,
     /// The last turn ended with an error.
@@ -98,6 +102,7 @@ impl Chat {
         Chat {
             agent: None,
             config,
+            acp: None,
             turn: None,
             busy: Arc::default(),
             failed: Arc::default(),
@@ -160,6 +165,19 @@ impl State {
         self.chats.iter().find(|(_, c)| c.session().is_some_and(|s| s.id == id)).map(|(n, _)| *n)
     }
 
+    /// The name of the agent that drives `chat`, or will at its first message.
+    fn agent_of(&self, chat: &Chat) -> String {
+        match &chat.agent {
+            Some(a) => a.agent_name(),
+            None => self.acp_of(chat).unwrap_or_else(|| "pseudoclaude".into()),
+        }
+    }
+
+    /// The ACP agent a chat without a driver yet starts with: its own, else `setup({ agent })`'s.
+    fn acp_of(&self, chat: &Chat) -> Option<String> {
+        chat.acp.clone().or_else(|| self.config_of(chat).agent)
+    }
+
     fn open(&mut self, config: Option<HostConfig>) -> ChatId {
         self.next_chat += 1;
         let id = self.next_chat;
@@ -190,7 +208,16 @@ impl Host {
         let mut state =
             State { config: HostConfig::default(), chats: BTreeMap::new(), current: 0, next_chat: 0, mcp: None };
         state.current = state.open(None);
-        Ok(Host { rt, outbox, state: Arc::new(Mutex::new(state)) })
+        Ok(Host { rt, outbox, state: Arc::new(Mutex::new(state)), drivers: Mutex::new(None) })
+    }
+
+    /// Lets chats run agents of other kinds (ACP): `chat.new({ agent })`, `setup({ agent })`, their sessions resumed.
+    pub fn set_drivers(&self, drivers: Arc<dyn Drivers>) {
+        *lock(&self.drivers) = Some(drivers);
+    }
+
+    fn drivers(&self) -> HostResult<Arc<dyn Drivers>> {
+        lock(&self.drivers).clone().ok_or_else(|| HostError::Refused("no other kind of agent is available here".into()))
     }
 
     /// The host's threads, for a driver of another kind (an ACP agent) that runs its own work there.
@@ -214,6 +241,17 @@ impl Host {
             c.agent = Some(make(id, approver));
         }
         id
+    }
+
+    /// Opens a chat with ACP agent `name` (`setup({ agents })`'s or a built-in one); the agent starts with its first
+    /// message, on the host's threads. An unknown name is refused before anything opens.
+    pub fn open_acp_chat(&self, name: &str) -> HostResult<ChatId> {
+        let drivers = self.drivers()?;
+        let mut st = lock(&self.state);
+        drivers.check(name, &st.config).map_err(HostError::Refused)?;
+        let id = st.open(None);
+        st.chat_mut(Some(id))?.acp = Some(name.to_string());
+        Ok(id)
     }
 
     /// Makes `chat` the one the calls that name no chat act on.
@@ -263,7 +301,7 @@ impl Host {
                 chat: *id,
                 session: c.session().map(|s| s.id),
                 title: c.agent.as_ref().map(|a| a.title()).unwrap_or_default(),
-                agent: c.agent.as_ref().map(|a| a.agent_name()).unwrap_or_else(|| "pseudoclaude".into()),
+                agent: st.agent_of(c),
                 state: self.state_of(*id, c),
                 current: *id == st.current,
             })
@@ -309,6 +347,37 @@ impl Host {
         Ok(model.to_string())
     }
 
+    /// The configuration in effect (what `setup()` gave last).
+    pub fn config(&self) -> HostConfig {
+        lock(&self.state).config.clone()
+    }
+
+    /// Switches chat `chat`'s agent to mode `mode` (an ACP agent's `session/set_mode`, `:PseudoMode`): returns at
+    /// once; the outcome is a line in the chat.
+    pub fn set_mode(&self, chat: Option<ChatId>, mode: &str) -> HostResult<()> {
+        let (id, driver) = {
+            let st = lock(&self.state);
+            let id = chat.unwrap_or(st.current);
+            (id, st.chat(Some(id))?.agent.clone())
+        };
+        let driver = driver.ok_or_else(|| {
+            HostError::Refused("this chat's agent has not started yet: send a message first, then switch modes".into())
+        })?;
+        if driver.modes().is_null() {
+            return Err(HostError::Refused(format!("the agent {} offers no modes", driver.agent_name())));
+        }
+        let events = forward(self.rt.handle(), &self.outbox, id);
+        let (mode, name) = (mode.to_string(), driver.agent_name());
+        self.rt.spawn(async move {
+            let text = match driver.set_mode(mode.clone(), events.clone()).await {
+                Ok(()) => format!("{name}: mode {mode}"),
+                Err(e) => format!("{name}: cannot switch to mode {mode}: {e}"),
+            };
+            let _ = events.send(Event::Notice { text });
+        });
+        Ok(())
+    }
+
     /// Applies a new configuration; the next new chat uses it (a running one keeps its provider).
     pub fn configure(&self, config: HostConfig) {
         lock(&self.state).config = config;
@@ -349,8 +418,13 @@ impl Host {
             Some(a) => a,
             None => {
                 let config = st.config_of(c);
-                let mcp = self.mcp_servers(&mut st);
-                let a: Arc<dyn Driver> = Arc::new(self.new_agent(id, &config, mcp)?);
+                let a: Arc<dyn Driver> = match st.acp_of(c) {
+                    Some(name) => self.new_acp(id, &config, &name)?,
+                    None => {
+                        let mcp = self.mcp_servers(&mut st);
+                        Arc::new(self.new_agent(id, &config, mcp)?)
+                    }
+                };
                 st.chat_mut(Some(id))?.agent = Some(a.clone());
                 self.rt.spawn_blocking(move || note_workspace(&config));
                 a
@@ -473,9 +547,11 @@ impl Host {
         let outbox = self.outbox.clone();
         let state = self.state.clone();
         let id = id.to_string();
+        let rt = self.rt.handle().clone();
+        let drivers = lock(&self.drivers).clone();
         self.rt.spawn_blocking(move || {
             let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                build_resumed(chat, &config, mcp, &outbox, &id)
+                build_resumed(chat, &config, mcp, drivers, &outbox, &id)
             }))
             .unwrap_or_else(|_| Err(HostError::Refused(format!("internal error while reading session {id}"))));
             let outcome = {
@@ -483,7 +559,14 @@ impl Host {
                 if let Ok(c) = st.chat_mut(Some(chat)) {
                     c.resuming = None;
                 }
-                built.and_then(|(agent, report)| install(&mut st, chat, generation, agent).map(|()| report))
+                built.and_then(|(agent, report)| {
+                    install(&mut st, chat, generation, agent.clone())?;
+                    // an ACP agent starts again now, and says how it restored its session
+                    if let Some(then) = agent.resumed(forward(&rt, &outbox, chat)) {
+                        rt.spawn(then);
+                    }
+                    Ok(report)
+                })
             };
             let done = match outcome {
                 Ok(report) => ResumeDone { kind: "resumed", ticket, ok: true, report: Some(report), error: None },
@@ -583,15 +666,23 @@ impl Host {
         let c = st.chat(Some(id))?;
         let (provider, model) = match &c.agent {
             Some(a) => a.model(),
+            None if st.acp_of(c).is_some() => {
+                let name = st.acp_of(c).unwrap_or_default();
+                (name.clone(), name)
+            }
             None => {
                 let p = resolve_provider(&st.config_of(c));
                 (p.name, p.model)
             }
         };
         let usage = c.agent.as_ref().map(|a| a.usage()).unwrap_or_default();
+        let cost = match &c.agent {
+            Some(a) => a.cost(&st.config.pricing),
+            None => usage.cost(&st.config.pricing),
+        };
         Ok(Status {
             usage: usage.total(),
-            cost: usage.cost(&st.config.pricing),
+            cost,
             busy: c.busy(),
             unsaved: c.agent.as_ref().is_some_and(|a| a.unsaved()),
             provider,
@@ -611,6 +702,12 @@ impl Host {
         let provider = make_provider(config)?;
         let approver: Arc<dyn Approver> = Arc::new(OutboxApprover { outbox: self.outbox.clone(), chat });
         Ok(Agent::new(agent_config(config, mcp), provider, approver))
+    }
+
+    /// A chat with ACP agent `name`, not started (its first turn starts it, off the editor's loop).
+    fn new_acp(&self, chat: ChatId, config: &HostConfig, name: &str) -> HostResult<Arc<dyn Driver>> {
+        let approver: Arc<dyn Approver> = Arc::new(OutboxApprover { outbox: self.outbox.clone(), chat });
+        self.drivers()?.open(name, config, approver).map_err(HostError::Refused)
     }
 
     /// The MCP servers of the current configuration (made, not yet started, the first time).
@@ -694,20 +791,41 @@ impl Host {
     }
 }
 
-/// Builds the agent of session `id` for chat `chat` (the slow part of a resume: lock, repair, replay).
+/// A sender whose events reach the editor's queue as chat `chat`'s, as they come (what runs outside a turn: an
+/// ACP agent started again by a resume).
+fn forward(rt: &tokio::runtime::Handle, outbox: &Arc<Outbox>, chat: ChatId) -> mpsc::UnboundedSender<Event> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let outbox = outbox.clone();
+    rt.spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            outbox.push(Some(chat), Outbound::Event(ev));
+        }
+    });
+    tx
+}
+
+/// Builds the agent of session `id` for chat `chat` (the slow part of a resume: lock, repair, replay). A session an
+/// agent of another kind ran (an ACP agent: its log names it) is resumed with that agent.
 fn build_resumed(
     chat: ChatId,
     config: &HostConfig,
     mcp: Option<Arc<crate::mcp::Servers>>,
+    drivers: Option<Arc<dyn Drivers>>,
     outbox: &Arc<Outbox>,
     id: &str,
-) -> HostResult<(Agent, ResumeReport)> {
-    let provider = make_provider(config)?;
+) -> HostResult<(Arc<dyn Driver>, ResumeReport)> {
     let approver: Arc<dyn Approver> = Arc::new(OutboxApprover { outbox: outbox.clone(), chat });
+    if let Some(other) = drivers.and_then(|d| d.resume(id, config, approver.clone())) {
+        let (driver, resumed) = other.map_err(HostError::Refused)?;
+        let report = report(id, driver.messages().len(), &resumed);
+        note_workspace(config);
+        return Ok((driver, report));
+    }
+    let provider = make_provider(config)?;
     let (agent, resumed) = Agent::resume(agent_config(config, mcp), provider, approver, id)?;
-    let report = report(id, &agent, &resumed);
+    let report = report(id, agent.with_messages(|m| m.len()), &resumed);
     note_workspace(config);
-    Ok((agent, report))
+    Ok((Arc::new(agent), report))
 }
 
 /// A session starts or is resumed in the configured workspace: the registry learns it (a hint, so a
@@ -719,7 +837,7 @@ fn note_workspace(config: &HostConfig) {
 }
 
 /// Makes `agent` chat `chat`'s, unless the chat changed since the resume began.
-fn install(st: &mut State, chat: ChatId, generation: u64, agent: Agent) -> HostResult<()> {
+fn install(st: &mut State, chat: ChatId, generation: u64, agent: Arc<dyn Driver>) -> HostResult<()> {
     let c = st.chat_mut(Some(chat))?;
     if c.generation != generation {
         return Err(HostError::Refused(
@@ -729,7 +847,7 @@ fn install(st: &mut State, chat: ChatId, generation: u64, agent: Agent) -> HostR
     if c.busy() {
         return Err(HostError::Refused("a turn started while the session was being restored: resume it again".into()));
     }
-    let old = c.agent.replace(Arc::new(agent)); // the old agent (and its writer's lock) goes here
+    let old = c.agent.replace(agent); // the old agent (and its writer's lock) goes here
     c.turn = None;
     c.failed.store(false, Ordering::SeqCst);
     c.generation += 1;
@@ -739,7 +857,7 @@ fn install(st: &mut State, chat: ChatId, generation: u64, agent: Agent) -> HostR
     Ok(())
 }
 
-fn report(id: &str, agent: &Agent, resumed: &Resumed) -> ResumeReport {
+fn report(id: &str, messages: usize, resumed: &Resumed) -> ResumeReport {
     let mut notice = resumed.loaded.damage_report();
     if resumed.torn_bytes > 0 && resumed.loaded.torn_tail_bytes == 0 {
         let torn = format!("moved a torn last line of {} bytes to conversation.jsonl.broken", resumed.torn_bytes);
@@ -747,7 +865,7 @@ fn report(id: &str, agent: &Agent, resumed: &Resumed) -> ResumeReport {
     }
     ResumeReport {
         id: id.to_string(),
-        messages: agent.with_messages(|m| m.len()),
+        messages,
         stale_hours: resumed.stale_seconds.map(|s| s / 3600),
         stale_seconds: resumed.stale_seconds,
         notice,

@@ -153,6 +153,14 @@ struct UndoPoint {
     at: i64,
 }
 
+/// What a chat's agent offers (`agent_offers`).
+#[derive(serde::Serialize)]
+struct Offers {
+    agent: Option<String>,
+    commands: Vec<serde_json::Value>,
+    modes: serde_json::Value,
+}
+
 fn config_from(a: &Args, index: usize) -> BridgeResult<HostConfig> {
     super::table_arg::<HostConfig>(a, index).map_err(|e| BridgeError::msg(format!("bad configuration: {e}")))
 }
@@ -190,6 +198,8 @@ fn setup(a: &Args) -> BridgeResult<()> {
             let host = Host::new(Box::new(move || {
                 let _ = sender.send();
             }))?;
+            // chats can run ACP agents (src/acp/, which the host's floor does not know)
+            host.set_drivers(Arc::new(crate::acp::AcpDrivers));
             *slot = Some(Installed { host, _wake: wake });
         }
         slot.as_ref().expect("installed").host.configure(config);
@@ -295,7 +305,12 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         }),
         // The registry of chats: open one (its own configuration, or nil: the host's), make one current, close one,
         // list them, find the one a session is live in.
+        // `agent_chat_open(config?, agent?)`: with `agent`, a chat with that ACP agent (the host's configuration)
         export("agent_chat_open", |a| {
+            let agent: Option<String> = a.get(1)?;
+            if let Some(name) = agent {
+                return with_host(|h| Ok(h.open_acp_chat(&name)?));
+            }
             let config = match a.get::<Option<Object>>(0)? {
                 Some(_) => Some(config_from(a, 0)?),
                 None => None,
@@ -311,6 +326,31 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             with_host(|h| Ok(h.close_chat(chat)?))
         }),
         export("agent_chats", |_| with_host(|h| Ok(h.chats()))),
+        // `:PseudoMode MODE`: the ACP agent's mode (`session/set_mode`); the outcome is a line in the chat
+        export("agent_set_mode", |a| {
+            let mode: String = a.get(0)?;
+            let chat = chat_arg(a, 1)?;
+            with_host(|h| Ok(h.set_mode(chat, &mode)?))
+        }),
+        // what the chat's agent offers: its name, slash commands and modes (`{ agent, commands, modes }`)
+        export("agent_offers", |a| {
+            let chat = chat_arg(a, 0)?;
+            with_host(|h| {
+                let driver = h.driver(chat);
+                Ok(Offers {
+                    agent: driver.as_ref().map(|d| d.agent_name()),
+                    commands: driver.as_ref().map(|d| d.commands()).unwrap_or_default(),
+                    modes: driver.as_ref().map(|d| d.modes()).unwrap_or_default(),
+                })
+            })
+        }),
+        // `:checkhealth`: each ACP agent, its command line, whether it is found, the version it reported
+        export("agent_acp_agents", |_| {
+            with_host(|h| {
+                let c = h.config();
+                Ok(crate::acp::found(&c.agents, c.agent.as_deref()))
+            })
+        }),
         export("agent_chat_live", |a| {
             let id: String = a.get(0)?;
             with_host(|h| Ok(h.live(&id)))

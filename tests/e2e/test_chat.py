@@ -447,7 +447,8 @@ def test_the_chat_keys_are_configurable(nvim: Neovim, workspace: Path) -> None:
         "for _, mode in ipairs({ 'n', 'i' }) do for _, m in ipairs(vim.api.nvim_buf_get_keymap(b, mode)) do "
         "table.insert(out, mode .. ' ' .. m.lhs) end end table.sort(out) return out"
     )
-    assert maps == ["i <C-G>", "i <C-X>", "i @", "n <C-X>"], maps  # `@`: keys.mention
+    # `@`: keys.mention; `/`: an ACP agent's slash commands (a `/` elsewhere than the message's start is typed as is)
+    assert maps == ["i /", "i <C-G>", "i <C-X>", "i @", "n <C-X>"], maps
     nvim.api.input("ivia C-g<C-g>")
     wait_turns(nvim, 1)
     assert "via C-g" in transcript(nvim)

@@ -18,7 +18,7 @@ def test_defaults(nvim):
     assert cfg["retention_days"] == 30
     assert cfg["spill_threshold"] == 65536
     # an empty Lua table crosses RPC as a list
-    assert cfg["approve"] == {"write_file": False, "edit_file": False, "run_command": False, "mcp": []}
+    assert cfg["approve"] == {"write_file": False, "edit_file": False, "run_command": False, "mcp": [], "agents": []}
     assert cfg["mcp"] == {"servers": [], "timeout": 60}
     assert "workspace" not in cfg
 
@@ -30,7 +30,7 @@ def test_options_are_merged_over_defaults(nvim):
     )
     assert cfg["provider"] == {"name": "auto", "model": "m1"}
     assert cfg["picker"] == {"max_items": 3, "backend": "float", "external": False}
-    assert cfg["approve"] == {"write_file": False, "edit_file": True, "run_command": False, "mcp": []}
+    assert cfg["approve"] == {"write_file": False, "edit_file": True, "run_command": False, "mcp": [], "agents": []}
 
 
 def test_setup_does_not_load_the_library(nvim):

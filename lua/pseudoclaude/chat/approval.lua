@@ -50,6 +50,18 @@ function M.ask_approval(m)
     choices[#choices + 1] = by_hunk
   end
   local answers = { Yes = "yes", No = "no", ["Always (this session)"] = "always" }
+  if m.options and #m.options > 0 then
+    -- an ACP agent's permission: its options, named as it names them (the core picks the option of that kind)
+    local kind_answer = { allow_once = "yes", allow_always = "always", reject_once = "no", reject_always = "no" }
+    choices, answers = {}, {}
+    for _, o in ipairs(m.options) do
+      local a = kind_answer[o.kind]
+      if a and not vim.tbl_contains(vim.tbl_values(answers), a) then
+        choices[#choices + 1] = o.name
+        answers[o.name] = a
+      end
+    end
+  end
   -- the answer comes later, maybe while another chat is drawn: it is this chat's
   local answer = S.bind(function(call, ...)
     local ok, err = pcall(require("pseudoclaude.core").call, call, m.id, ...)

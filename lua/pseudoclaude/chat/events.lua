@@ -77,6 +77,10 @@ function M.close_block()
   end
 end
 
+--- The tools whose result may mean files changed under the buffers: our `run_command`, and an ACP agent's own kinds
+--- of tool (its shell and its edits bypass the editor).
+local CHANGES_FILES = { run_command = true, execute = true, edit = true, delete = true, move = true }
+
 --- One handler per event the core queues (see lua/pseudoclaude/types.lua for their shapes).
 ---@type table<pseudoclaude.EventType, fun(m: pseudoclaude.Event)>
 ---@type table<pseudoclaude.EventType, fun(m: pseudoclaude.Event)>
@@ -157,7 +161,7 @@ M.handlers = {
   end,
   tool_result = function(m)
     S.names[m.id] = m.name or S.names[m.id]
-    if m.name == "run_command" then
+    if CHANGES_FILES[m.name] then
       -- the command may have changed files that buffers show: reload them, or warn, as Neovim does
       require("pseudoclaude.editor").checktime()
     end

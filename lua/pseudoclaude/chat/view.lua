@@ -85,6 +85,11 @@ function M.map_input(b, on)
   -- workspace paths after `@`, for <C-x><C-o>, <C-x><C-u> and the completion plugins' omni sources
   vim.bo[b].omnifunc = "v:lua.require'pseudoclaude.context'.complete"
   vim.bo[b].completefunc = "v:lua.require'pseudoclaude.context'.complete"
+  -- an ACP agent's slash commands: `/` that starts the message opens their menu
+  vim.keymap.set("i", "/", function()
+    local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+    return (row == 1 and col == 0) and "/<C-x><C-o>" or "/"
+  end, { buffer = b, expr = true, silent = true, desc = "pseudoclaude: the agent's slash commands" })
   if keys.mention then
     -- the menu opens as the user types on: nothing is inserted or selected until they pick an entry
     vim.bo[b].completeopt = "menuone,noinsert,noselect"

@@ -1,0 +1,368 @@
+"""Chats with another agent over ACP, end to end, against the real agent: `claude-agent-acp` and the Claude Code it
+bundles (installed by scripts/ensure-acp), pointed at the fake Anthropic server on 127.0.0.1 (acp_rig.py). Through
+the real commands and keys: `:PseudoChat claude`, `setup({ agent })`, the input window, the approval prompt,
+`<C-c>`, `:PseudoResume`, `:qa`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_rig import claude_agent_command, claude_env, fake_anthropic  # noqa: F401 - a fixture
+from conftest import Neovim, main_loop_watch, wait_for
+from fake_llm import FakeAnthropic
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """The agent's HOME: its own store of sessions (`.claude/projects`), apart from every other test's."""
+    h = tmp_path / "agent-home"
+    h.mkdir()
+    return h
+
+
+def setup(n: Neovim, fake: FakeAnthropic, home: Path, **extra: Any) -> None:
+    """setup() with the agent `claude` pointed at the fake; turns and resumes counted."""
+    spec = {"command": claude_agent_command()[0], "env": claude_env(fake.base_url, home)}
+    opts = {"provider": {"name": "demo"}, "agents": {"claude": spec}, **extra}
+    n.lua(
+        """
+        require("pseudoclaude").setup(...)
+        vim.g.pc_turns = 0
+        vim.g.pc_resumed = vim.NIL
+        vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeTurnDone", callback = function(ev)
+          vim.g.pc_turns = vim.g.pc_turns + 1
+          vim.g.pc_last_stop = ev.data.stop_reason
+        end })
+        vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
+          vim.g.pc_resumed = ev.data
+        end })
+        """,
+        opts,
+    )
+
+
+def send(n: Neovim, text: str) -> None:
+    """Types `text` into the current chat's input window and sends it with <C-s>, as a user does."""
+    n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
+
+
+def chat_text(n: Neovim) -> str:
+    """The current chat's transcript."""
+    return n.lua(
+        "local b = require('pseudoclaude.chat.state').buf "
+        "if not b or not vim.api.nvim_buf_is_valid(b) then return '' end "
+        "return table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\\n')"
+    )
+
+
+def wait_turns(n: Neovim, count: int, timeout: float = 90.0) -> None:
+    wait_for(lambda: n.lua("return vim.g.pc_turns") >= count, timeout=timeout,
+             what=f"{count} turn(s) done; the chat:\n" + chat_text(n))
+
+
+def log_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def agent_pids(home: Path) -> list[int]:
+    """The processes started with this test's agent HOME (the agent and whatever it runs)."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            env = (p / "environ").read_bytes()
+        except OSError:
+            continue
+        if f"HOME={home}".encode() in env.split(b"\0"):
+            pids.append(int(p.name))
+    return pids
+
+
+def answer_permissions_with(n: Neovim, name: str) -> None:
+    """vim.ui.select (what the approval prompt asks with) picks the option called `name`, and remembers each
+    question's prompt and items."""
+    n.lua(
+        """
+        local want = ...
+        vim.g.pc_asked = {}
+        vim.ui.select = function(items, opts, cb)
+          local a = vim.g.pc_asked
+          table.insert(a, { prompt = opts.prompt, items = items })
+          vim.g.pc_asked = a
+          vim.schedule(function() cb(vim.tbl_contains(items, want) and want or items[1]) end)
+        end
+        """,
+        name,
+    )
+
+
+def test_a_chat_with_claude_writes_a_file_runs_a_shell_and_is_logged(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    fake.push_tools("I will write it.", [("toolu_w1", "Write", {"file_path": str(workspace / "hello.txt"),
+                                                              "content": "hello from claude\n"})],
+                    thinking="The user wants a file.")
+    fake.push_tools("", [("toolu_b1", "Bash", {"command": "echo ran > ran.txt", "description": "write ran.txt"})])
+    fake.push_text("Both done.")
+    setup(nvim, fake, home)
+    answer_permissions_with(nvim, "Allow")
+    nvim.api.command("PseudoChat claude")
+    rows = nvim.lua("return require('pseudoclaude').chats()")
+    assert [r["agent"] for r in rows] == ["pseudoclaude", "claude"] and rows[1]["current"], rows
+    send(nvim, "write hello.txt and run the shell")
+    wait_turns(nvim, 1)
+    text = chat_text(nvim)
+    assert nvim.lua("return vim.g.pc_last_stop") == "end_turn", text
+    assert (workspace / "hello.txt").read_text() == "hello from claude\n"
+    assert (workspace / "ran.txt").read_text().strip() == "ran"
+    # the permission questions came through our approval prompt, with the agent's own options
+    asked = nvim.lua("return vim.g.pc_asked")
+    assert len(asked) == 2, asked
+    assert all("Allow" in a["items"] and "Yes" not in a["items"] for a in asked), asked
+    assert "write hello.txt and run the shell" in text and "Both done." in text, text
+    assert "I will write it." in text, text
+
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    lines = log_lines(Path(cur["jsonl"]))
+    msgs = [entry for entry in lines if entry.get("type", "message") == "message"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant", "user", "assistant"], msgs
+    assert [m["tool_calls"][0]["name"] for m in msgs if m.get("tool_calls")] == ["edit", "execute"], msgs
+    meta = [entry["agent"] for entry in lines if entry.get("type") == "meta" and "agent" in entry]
+    assert meta and meta[0]["name"] == "claude" and meta[0]["session_id"], lines
+    permissions = [entry["acp"]["permission"] for entry in lines if "permission" in entry.get("acp", {})]
+    assert len(permissions) == 2 and all(p["by"] == "user" for p in permissions), permissions
+    assert nvim.lua("return require('pseudoclaude').chats()")[1]["state"] == "idle"
+
+
+def test_approve_agents_answers_allow_once_without_asking(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake_anthropic.push_tools("", [("toolu_1", "Write", {"file_path": str(workspace / "c.txt"), "content": "c\n"})])
+    fake_anthropic.push_text("ok")
+    # every new chat runs claude; its permissions are answered by the configuration
+    setup(nvim, fake_anthropic, home, agent="claude", approve={"agents": {"claude": True}})
+    answer_permissions_with(nvim, "Allow")
+    nvim.api.command("PseudoChat")
+    send(nvim, "write c.txt")
+    wait_turns(nvim, 1)
+    assert (workspace / "c.txt").read_text() == "c\n"
+    assert nvim.lua("return vim.g.pc_asked") == [], "nothing is asked"
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    permission = next(e["acp"]["permission"] for e in log_lines(Path(cur["jsonl"])) if "permission" in e.get("acp", {}))
+    chosen = next(o for o in permission["options"] if o["id"] == permission["answer"])
+    assert permission["by"] == "config" and chosen["kind"] == "allow_once", permission
+
+
+def test_a_permission_asked_shows_the_chat_waiting_and_c_c_sends_session_cancel(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake_anthropic.push_tools("", [("toolu_1", "Bash", {"command": "echo no > no.txt", "description": "no"})])
+    setup(nvim, fake_anthropic, home, agent="claude")
+    # the question is left unanswered: the chat waits for the user
+    nvim.lua("vim.g.pc_asked = 0 vim.ui.select = function() vim.g.pc_asked = vim.g.pc_asked + 1 end")
+    nvim.api.command("PseudoChat")
+    send(nvim, "run it")
+    wait_for(lambda: nvim.lua("return vim.g.pc_asked") == 1, timeout=90, what="the permission asked")
+    assert nvim.lua("return require('pseudoclaude').chats()")[0]["state"] == "waiting"
+    nvim.api.input("<Esc><C-c>")
+    wait_turns(nvim, 1)
+    assert nvim.lua("return vim.g.pc_last_stop") == "cancelled", chat_text(nvim)
+    assert not (workspace / "no.txt").exists()
+    assert nvim.lua("return require('pseudoclaude').chats()")[0]["state"] == "idle"
+
+
+def test_qa_leaves_no_agent_process(nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path) -> None:
+    fake_anthropic.push_text("Hello.")
+    setup(nvim, fake_anthropic, home)
+    nvim.api.command("PseudoChat claude")
+    send(nvim, "hello")
+    wait_turns(nvim, 1)
+    assert agent_pids(home), "the agent runs while its chat is open"
+    try:
+        nvim.api.command("qa!")
+    except Exception:
+        pass
+    nvim.proc.wait(timeout=20)
+    wait_for(lambda: not agent_pids(home), timeout=10, what="no agent process left after :qa")
+
+
+def test_closing_its_chat_ends_the_agent(nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic,
+                                         home: Path) -> None:
+    fake_anthropic.push_text("Hello.")
+    setup(nvim, fake_anthropic, home)
+    nvim.api.command("PseudoChat claude")
+    send(nvim, "hello")
+    wait_turns(nvim, 1)
+    assert agent_pids(home)
+    nvim.lua("require('pseudoclaude').chat.close()")
+    wait_for(lambda: not agent_pids(home), timeout=10, what="no agent process left once its chat closed")
+
+
+def test_an_agent_killed_mid_turn_is_one_line_keeps_the_partial_answer_and_the_next_message_loads_it_again(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    fake.push_text(" ".join(f"w{i:03d}" for i in range(400)), delay=0.02)
+    setup(nvim, fake, home, agent="claude")
+    nvim.api.command("PseudoChat")
+    send(nvim, "stream a long answer")
+    wait_for(lambda: "w040" in chat_text(nvim), timeout=90, what="the answer streaming")
+    for pid in agent_pids(home):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_turns(nvim, 1)
+    text = chat_text(nvim)
+    assert text.count("exited mid-turn") == 1, text
+    msgs = nvim.lua("return require('pseudoclaude').messages()")
+    assert [m["role"] for m in msgs] == ["user", "assistant"] and msgs[1].get("interrupted"), msgs
+    assert msgs[1]["content"].startswith("w000 w001"), msgs
+    fake.push_text("Back.")
+    send(nvim, "are you there?")
+    wait_turns(nvim, 2)
+    text = chat_text(nvim)
+    assert "session/load" in text and "Back." in text, text
+
+
+def first_session(n: Neovim, fake: FakeAnthropic, home: Path, text: str, answer: str) -> dict[str, Any]:
+    """A first chat with claude, one exchange; the editor then quits (the agent with it)."""
+    fake.push_text(answer)
+    setup(n, fake, home, agent="claude")
+    n.api.command("PseudoChat")
+    send(n, text)
+    wait_turns(n, 1)
+    cur = n.lua("return require('pseudoclaude').current()")
+    try:
+        n.api.command("qa!")
+    except Exception:
+        pass
+    n.proc.wait(timeout=20)
+    wait_for(lambda: not agent_pids(home), timeout=10, what="the first agent gone")
+    return cur
+
+
+def test_a_resume_with_the_agents_store_intact_loads_its_session_and_logs_nothing_twice(
+    start_nvim: Any, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    cur = first_session(start_nvim(), fake, home, "what is the answer?", "The answer is 42.")
+    before = Path(cur["jsonl"]).read_bytes()
+
+    second = start_nvim()
+    setup(second, fake, home)
+    second.api.command(f"PseudoResume {cur['id']}")
+    report = wait_for(lambda: second.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["ok"] is True, report
+    wait_for(lambda: "session/load" in chat_text(second), timeout=90, what="the load's line")
+    text = chat_text(second)
+    assert text.count("The answer is 42.") == 1, text
+    assert Path(cur["jsonl"]).read_bytes() == before, "a load logs nothing"
+    fake.push_text("Still 42.")
+    second.api.command("PseudoChat")
+    send(second, "and again?")
+    wait_turns(second, 1)
+    msgs = second.lua("return require('pseudoclaude').messages()")
+    assert [m["content"] for m in msgs] == ["what is the answer?", "The answer is 42.", "and again?", "Still 42."]
+    assert chat_text(second).count("The answer is 42.") == 1
+
+
+def test_a_resume_after_the_agents_store_is_gone_sends_our_history_to_the_model(
+    start_nvim: Any, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    cur = first_session(start_nvim(), fake, home, "remember the password", "The password is swordfish.")
+    shutil.rmtree(home / ".claude" / "projects")
+
+    second = start_nvim()
+    setup(second, fake, home)
+    second.lua("require('pseudoclaude').resume(...)", cur["id"])
+    wait_for(lambda: "session/new" in chat_text(second), timeout=90, what="the new session's line")
+    fake.push_text("It was swordfish.")
+    second.api.command("PseudoChat")
+    send(second, "what was the password?")
+    wait_turns(second, 1)
+    assert "The password is swordfish." in json.dumps(fake.requests[-1]), "the history reached the model"
+    msgs = second.lua("return require('pseudoclaude').messages()")
+    assert [m["content"] for m in msgs][2:] == ["what was the password?", "It was swordfish."], msgs
+
+
+def test_the_main_loop_never_stalls_during_a_long_streamed_answer(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake_anthropic.push_text(" ".join(f"word{i}" for i in range(2000)), delay=0.001)
+    setup(nvim, fake_anthropic, home)
+    nvim.api.command("PseudoChat claude")
+    with main_loop_watch(nvim, "a long answer streamed by claude"):
+        send(nvim, "a long answer please")
+        wait_turns(nvim, 1)
+    assert "word1999" in chat_text(nvim)
+
+
+def test_a_missing_agent_command_is_one_error_naming_it(nvim: Neovim, workspace: Path) -> None:
+    nvim.lua('require("pseudoclaude").setup({ provider = { name = "demo" }, '
+             'agents = { ghost = { command = "no-such-acp-agent" } } })')
+    nvim.lua("vim.g.pc_turns = 0 vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeTurnDone', "
+             "callback = function() vim.g.pc_turns = vim.g.pc_turns + 1 end })")
+    nvim.api.command("PseudoChat ghost")
+    send(nvim, "hello")
+    wait_for(lambda: nvim.lua("return vim.g.pc_turns") >= 1, what="the turn's end")
+    text = chat_text(nvim)
+    assert '"no-such-acp-agent" was not found on PATH' in text, text
+    assert text.count("was not found") == 1, text
+    # an unknown name is refused before a chat opens
+    ok, err = nvim.lua("return { pcall(vim.cmd, 'PseudoChat nobody') }")
+    assert not ok and 'no agent named "nobody"' in err and "claude" in err, err
+    assert len(nvim.lua("return require('pseudoclaude').chats()")) == 2
+
+
+def test_checkhealth_slash_commands_and_modes_of_a_running_agent(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake_anthropic.push_text("Hello.")
+    setup(nvim, fake_anthropic, home)
+    nvim.api.command("PseudoChat claude")
+    send(nvim, "hello")
+    wait_turns(nvim, 1)
+    # the agent's slash commands complete after a `/` that starts the message, typed as a user does
+    nvim.api.input("<Esc>ggdGi/")
+    items = wait_for(lambda: nvim.lua("return vim.fn.complete_info({ 'items' }).items"), what="the completion menu")
+    words = [i["word"] for i in items]
+    assert words and all(w.startswith("/") for w in words), words
+    nvim.api.input("<C-e><Esc>")
+    # its modes: `:PseudoMode` switches, a line says so, the log has it
+    offers = nvim.lua("return require('pseudoclaude.chat').offers()")
+    modes = [m["id"] for m in offers["modes"]["availableModes"]]
+    assert "plan" in modes, offers
+    assert "plan" in nvim.lua("return vim.fn.getcompletion('PseudoMode p', 'cmdline')")
+    nvim.api.command("PseudoMode plan")
+    wait_for(lambda: "claude: mode plan" in chat_text(nvim), timeout=30, what="the mode's line")
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    assert any(e.get("acp", {}).get("currentModeId") == "plan" for e in log_lines(Path(cur["jsonl"])))
+    # :checkhealth lists the agents: found or not, and the version the running one reported
+    health = "\n".join(nvim.lua("vim.cmd('checkhealth pseudoclaude') "
+                                "return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+    version = next(e["agent"]["version"] for e in log_lines(Path(cur["jsonl"])) if "agent" in e)
+    assert f"claude-agent-acp` found at" in health and f"version {version}" in health, health
+    assert "codex: `codex-acp` not installed" in health, health
+
+
+def test_setup_refuses_a_bad_agents_table_naming_the_entry(nvim: Neovim) -> None:
+    for opts, expected in [
+        ({"agents": {"mine": {"args": ["--acp"]}}}, "agents[\"mine\"].command: missing"),
+        ({"agents": {"mine": {"command": "x", "argv": []}}}, "agents[\"mine\"].argv: unknown option"),
+        ({"agents": {"claude": {"env": {"A": 1}}}}, "agents[\"claude\"].env: expected a table of strings"),
+        ({"agent": "nobody"}, "agent: expected the name of an agent (claude, codex, gemini, goose, opencode)"),
+        ({"approve": {"agents": {"claude": "yes"}}}, "approve.agents[\"claude\"]: expected true or false"),
+    ]:
+        ok, err = nvim.lua("return { pcall(require('pseudoclaude').setup, ...) }", opts)
+        assert not ok and expected in err, (opts, err)
