@@ -22,13 +22,13 @@ local PARTIAL, DAMAGED, PINNED, EXTERNAL = 1, 2, 4, 8
 
 if M.available then
   if not pcall(ffi.typeof, "pseudoclaude_list_row") then
-    -- src/bridge/rows.rs: NUMBERS, flags, STRINGS (offset, length) x 8
+    -- src/bridge/rows.rs: NUMBERS, flags, STRINGS (offset, length) x 9
     ffi.cdef([[
       typedef struct {
         double messages, entries, bytes, modified, last_message, bad_lines, repaired, torn_tail_bytes,
                input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost, forked_index;
         uint32_t flags, pad;
-        uint32_t s[16];
+        uint32_t s[18];
       } pseudoclaude_list_row;
       int memcmp(const void *a, const void *b, size_t n);
     ]])
@@ -125,6 +125,9 @@ function M.row(list, i)
   end
   if s[14] ~= NONE then
     row.workspace = ffi.string(texts + s[14], s[15])
+  end
+  if s[16] ~= NONE then
+    row.agent = ffi.string(texts + s[16], s[17])
   end
   return row
 end

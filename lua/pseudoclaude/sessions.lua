@@ -32,6 +32,7 @@
 ---@field pinned boolean Pinned (`pin()`, `<C-t>` in the picker): listed before the others.
 ---@field forked_from pseudoclaude.ForkedFrom? The session this one was forked from.
 ---@field workspace string? Its workspace (an absolute path), in a list of every workspace (`list({ all = true })`).
+---@field agent string? The ACP agent that ran it (`setup({ agents })`'s name: "claude"...); nil for our own agent's.
 
 ---@class pseudoclaude.ForkedFrom
 ---@field id string The source session.

@@ -9,9 +9,9 @@
 //! Layout (native byte order; every producer and reader is this machine):
 //!
 //! ```text
-//! header   "PCL1", u32 count, u32 record size (184), u32 0
+//! header   "PCL1", u32 count, u32 record size (192), u32 0
 //! records  count x { f64 x 14 (NUMBERS, in that order; cost NaN = none), u32 flags, u32 0,
-//!                    (u32 offset, u32 length) x 8 (STRINGS, in that order; offset u32::MAX = none) }
+//!                    (u32 offset, u32 length) x 9 (STRINGS, in that order; offset u32::MAX = none) }
 //! texts    the strings, offsets counted from the first byte after the records
 //! ```
 //!
@@ -24,8 +24,8 @@ use crate::session::SessionInfo;
 
 pub const MAGIC: &[u8; 4] = b"PCL1";
 pub const HEADER: usize = 16;
-/// 14 numbers, flags and padding, 8 strings.
-pub const RECORD: usize = 14 * 8 + 8 + 8 * 8;
+/// 14 numbers, flags and padding, 9 strings.
+pub const RECORD: usize = 14 * 8 + 8 + 9 * 8;
 
 /// The numeric fields of a record, in order (`usage`'s four are its fields; `forked_index` is `forked_from.index`).
 pub const NUMBERS: [&str; 14] = [
@@ -44,8 +44,10 @@ pub const NUMBERS: [&str; 14] = [
     "cost",
     "forked_index",
 ];
-/// The string fields of a record, in order (`forked_id` is `forked_from.id`).
-pub const STRINGS: [&str; 8] = ["id", "title", "model", "held_by", "branch", "commit", "forked_id", "workspace"];
+/// The string fields of a record, in order (`forked_id` is `forked_from.id`; `agent`: the ACP agent's name, none for
+/// ours).
+pub const STRINGS: [&str; 9] =
+    ["id", "title", "model", "held_by", "branch", "commit", "forked_id", "workspace", "agent"];
 
 pub const PARTIAL: u32 = 1;
 pub const DAMAGED: u32 = 2;
@@ -73,7 +75,7 @@ pub fn pack(items: &[ListItem]) -> BridgeResult<Vec<u8>> {
                 records.extend_from_slice(&EXTERNAL.to_ne_bytes());
                 records.extend_from_slice(&0u32.to_ne_bytes());
                 text(&mut records, &mut texts, Some(&json))?;
-                for _ in 1..8 {
+                for _ in 1..STRINGS.len() {
                     text(&mut records, &mut texts, None)?;
                 }
             }
@@ -118,6 +120,7 @@ fn record(out: &mut Vec<u8>, texts: &mut Vec<u8>, i: &SessionInfo) -> BridgeResu
         i.commit.as_deref(),
         i.forked_from.as_ref().map(|f| f.id.as_str()),
         workspace.as_deref(),
+        i.agent.as_deref(),
     ] {
         text(out, texts, s)?;
     }
@@ -290,7 +293,7 @@ mod tests {
             cost: Some(0.5),
             pinned: true,
             forked_from: Some(ForkedFrom { id: "20250101-000000-ffff".into(), index: 9 }),
-            agent: None,
+            agent: Some("claude".into()),
             workspace: Some("/w".into()),
         }
     }
@@ -319,7 +322,7 @@ mod tests {
 
     #[test]
     fn records_hold_numbers_flags_and_texts_at_their_places() {
-        let none = SessionInfo { held_by: None, cost: None, forked_from: None, workspace: None, ..full() };
+        let none = SessionInfo { held_by: None, cost: None, forked_from: None, workspace: None, agent: None, ..full() };
         let packed = pack(&[ListItem::Ours(Box::new(full())), ListItem::Ours(Box::new(none))]).expect("pack");
         assert_eq!(&packed[..4], MAGIC);
         let u32_at = |at: usize| u32::from_ne_bytes(packed[at..at + 4].try_into().expect("4"));
@@ -338,7 +341,8 @@ mod tests {
         assert_eq!(string(0, 6).as_deref(), Some("20250101-000000-ffff"));
         assert_eq!(string(0, 7).as_deref(), Some("/w"));
         assert!(f64_at(HEADER + RECORD + 12 * 8).is_nan());
-        assert_eq!((string(1, 3), string(1, 6), string(1, 7)), (None, None, None));
+        assert_eq!(string(0, 8).as_deref(), Some("claude"));
+        assert_eq!((string(1, 3), string(1, 6), string(1, 7), string(1, 8)), (None, None, None, None));
         assert_eq!(string(1, 1).as_deref(), Some("fix the parser"));
     }
 

@@ -141,6 +141,9 @@ def test_a_chat_with_claude_writes_a_file_runs_a_shell_and_is_logged(
     permissions = [entry["acp"]["permission"] for entry in lines if "permission" in entry.get("acp", {})]
     assert len(permissions) == 2 and all(p["by"] == "user" for p in permissions), permissions
     assert nvim.lua("return require('pseudoclaude').chats()")[1]["state"] == "idle"
+    # the list's rows name the agent (the packed rows and the JSON ones alike)
+    rows = nvim.lua("return require('pseudoclaude').sessions.list({ include_current = true })")
+    assert [r.get("agent") for r in rows if r["id"] == cur["id"]] == ["claude"], rows
 
 
 def test_approve_agents_answers_allow_once_without_asking(
@@ -234,6 +237,16 @@ def test_an_agent_killed_mid_turn_is_one_line_keeps_the_partial_answer_and_the_n
     assert "session/load" in text and "Back." in text, text
 
 
+def floats_text(n: Neovim) -> str:
+    """The text of every floating window (the picker's)."""
+    return n.lua(
+        "local out = {} for _, w in ipairs(vim.api.nvim_list_wins()) do "
+        "if vim.api.nvim_win_get_config(w).relative ~= '' then "
+        "vim.list_extend(out, vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)) end end "
+        "return table.concat(out, '\\n')"
+    )
+
+
 def first_session(n: Neovim, fake: FakeAnthropic, home: Path, text: str, answer: str) -> dict[str, Any]:
     """A first chat with claude, one exchange; the editor then quits (the agent with it)."""
     fake.push_text(answer)
@@ -260,7 +273,10 @@ def test_a_resume_with_the_agents_store_intact_loads_its_session_and_logs_nothin
 
     second = start_nvim()
     setup(second, fake, home)
-    second.api.command(f"PseudoResume {cur['id']}")
+    # through the picker: its preview names the agent; <CR> resumes the session
+    second.api.input(":PseudoResume<CR>")
+    wait_for(lambda: "claude (ACP agent)" in floats_text(second), what="the picker's preview naming the agent")
+    second.api.input("<CR>")
     report = wait_for(lambda: second.lua("return vim.g.pc_resumed"), what="the resume")
     assert report["ok"] is True, report
     wait_for(lambda: "session/load" in chat_text(second), timeout=90, what="the load's line")

@@ -362,7 +362,10 @@ function H.header(p, item, now)
   add(M.title(p.title and p or item), "PseudoClaudePickerPreviewTitle")
   local meta = { p.id or item.id }
   local model = (p.model or "") ~= "" and p.model or item.model
-  if (model or "") ~= "" then
+  if item.agent then
+    -- an ACP agent's session: its log names the agent as the model
+    meta[#meta + 1] = item.agent .. " (ACP agent)"
+  elseif (model or "") ~= "" then
     meta[#meta + 1] = model
   end
   local n = p.messages or item.messages or 0
