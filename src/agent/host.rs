@@ -847,6 +847,8 @@ fn install(st: &mut State, chat: ChatId, generation: u64, agent: Arc<dyn Driver>
     if c.busy() {
         return Err(HostError::Refused("a turn started while the session was being restored: resume it again".into()));
     }
+    // the chat goes on with the session's kind of agent: `:PseudoNew` there starts the same one
+    c.acp = agent.clone().ours().is_none().then(|| agent.agent_name());
     let old = c.agent.replace(agent); // the old agent (and its writer's lock) goes here
     c.turn = None;
     c.failed.store(false, Ordering::SeqCst);

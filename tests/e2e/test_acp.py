@@ -310,6 +310,9 @@ def test_a_resume_after_the_agents_store_is_gone_sends_our_history_to_the_model(
     assert "The password is swordfish." in json.dumps(fake.requests[-1]), "the history reached the model"
     msgs = second.lua("return require('pseudoclaude').messages()")
     assert [m["content"] for m in msgs][2:] == ["what was the password?", "It was swordfish."], msgs
+    # the chat goes on with the session's agent: a new chat in it starts claude again, not our provider
+    second.api.command("PseudoNew")
+    assert [c["agent"] for c in second.lua("return require('pseudoclaude').chats()")] == ["claude"]
 
 
 def test_the_main_loop_never_stalls_during_a_long_streamed_answer(
