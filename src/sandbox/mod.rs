@@ -31,7 +31,7 @@ mod waiter;
 
 pub use crate::message::CommandSandbox;
 pub use blocked::blocked_report;
-pub use spawn::{Plan, landlock_abi, receive_listener};
+pub use spawn::{Plan, Spawned, landlock_abi, receive_listener};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -238,8 +238,13 @@ pub fn probe() -> Support {
         let plan = Plan::new(&limits, mechanism)?;
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.args(["-c", "exit 0"]).current_dir(&scratch).stdin(std::process::Stdio::null());
-        plan.install(&mut cmd);
-        match cmd.status() {
+        let status = if plan.spawns_itself() {
+            plan.spawn(&cmd).map(|s| s.wait_blocking())
+        } else {
+            plan.install(&mut cmd);
+            cmd.status()
+        };
+        match status {
             Ok(s) if s.success() => Ok(()),
             Ok(s) => Err(format!("the test command ended with {s}")),
             Err(e) => Err(e.to_string()),

@@ -1,18 +1,17 @@
-//! Nothing outlives its command: the process `std` spawns forks once more before `exec`; the child goes on
-//! to become the command, and this process (the waiter) stays behind, waits for it, ends whatever the
-//! command left running, and exits as the command did. Runs between `fork` and `exec`: raw system calls
-//! only, no allocation.
+//! Nothing outlives its command.
 //!
-//! - With namespaces the fork comes after `unshare(CLONE_NEWPID)`, so the command is pid 1 of its own PID
-//!   namespace: when it exits the kernel kills every other process in it (a `setsid`, a `nohup`, a double
-//!   fork cannot leave a namespace). The command dies with the waiter (`PR_SET_PDEATHSIG`), so a killed
-//!   waiter (a timeout, a cancelled turn: the process group gets `SIGKILL`) takes the namespace along.
-//! - In the Landlock-only fallback the waiter is a child subreaper inside the command's Landlock domain:
-//!   orphans are reparented to it, and `kill(-1, SIGKILL)` reaches exactly the processes of its domain
-//!   (Landlock's signal scope, ABI 6, refuses the rest). The core stops such a command with `SIGTERM` to
-//!   the waiter, which then does the same; a `SIGKILL` would leave it no chance.
-//!
-//! The waiter also ends everything when the editor dies (`PR_SET_PDEATHSIG` with `SIGTERM`).
+//! - With namespaces the command is pid 1 of its own PID namespace (`Plan::spawn` starts it there): when it
+//!   exits the kernel kills every other process in it (a `setsid`, a `nohup`, a double fork cannot leave a
+//!   namespace), and it dies with the core's thread that started it (`PR_SET_PDEATHSIG`), taking the
+//!   namespace along. No waiter is needed.
+//! - In the Landlock-only fallback the process `std` spawns forks once more before `exec`; the child goes
+//!   on to become the command, and this process (the waiter) stays behind, a child subreaper inside the
+//!   command's Landlock domain: it waits for the command, orphans are reparented to it, and
+//!   `kill(-1, SIGKILL)` then reaches exactly the processes of its domain (Landlock's signal scope, ABI 6,
+//!   refuses the rest); it exits as the command did. The core stops such a command with `SIGTERM` to the
+//!   waiter, which then does the same; a `SIGKILL` would leave it no chance. It also ends everything when
+//!   the editor dies (`PR_SET_PDEATHSIG` with `SIGTERM`). Runs between `fork` and `exec`: raw system calls
+//!   only, no allocation.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// How the process `std` spawns (the waiter) ends what the command started, once it is over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reap {
-    /// The command is pid 1 of a PID namespace: when it ends the kernel ends the rest.
+    /// The command is pid 1 of a PID namespace: when it ends the kernel ends the rest (no waiter).
     Namespace,
     /// The waiter is a child subreaper inside the command's Landlock domain, whose signal scope limits
     /// `kill(-1)` to the domain: every process the command started, orphans included.
@@ -73,10 +72,6 @@ unsafe fn wait_then_exit(child: libc::pid_t, reap: Reap) -> ! {
         let mut ended = false;
         while !ended {
             if STOP.load(Ordering::SeqCst) {
-                if reap == Reap::Namespace {
-                    // pid 1 gone, the namespace goes: the kernel kills the rest.
-                    libc::kill(child, libc::SIGKILL);
-                }
                 // Killed by the core: reported as a SIGKILL, as a process group kill would be.
                 status = libc::SIGKILL;
                 break;

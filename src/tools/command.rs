@@ -195,6 +195,7 @@ pub(crate) async fn run(
     cmd.process_group(0);
     let mut through_waiter = false;
     let (mut proxy_source, mut receiver) = (None, None);
+    let mut own_spawn = None;
     if let Some(mut s) = sandboxed {
         cmd.env("TMPDIR", &s.temp).env("TMP", &s.temp).env("TEMP", &s.temp);
         if let Some(p) = &s.proxy {
@@ -210,9 +211,17 @@ pub(crate) async fn run(
         through_waiter = s.plan.stop_through_waiter();
         // A dropped child would get a SIGKILL: the waiter must get its SIGTERM instead.
         cmd.kill_on_drop(!through_waiter);
-        s.plan.install(cmd.as_std_mut());
+        if s.plan.spawns_itself() {
+            own_spawn = Some(s.plan);
+        } else {
+            s.plan.install(cmd.as_std_mut());
+        }
     }
-    let child = match cmd.spawn() {
+    let started = match own_spawn {
+        Some(plan) => plan.spawn(cmd.as_std()).and_then(Process::confined),
+        None => cmd.spawn().map(Process::Plain),
+    };
+    let child = match started {
         Ok(c) => c,
         Err(e) => {
             return (ToolOutput::error(format!("cannot start the command (sh -c, or its sandbox): {e}")), Vec::new());
@@ -231,17 +240,116 @@ pub(crate) async fn run(
     (out, proxy.map(|p| p.finish()).unwrap_or_default())
 }
 
+/// A started command: by tokio, or by the sandbox in its namespaces (`crate::sandbox::Plan::spawn`).
+enum Process {
+    Plain(tokio::process::Child),
+    Confined(Confined),
+}
+
+/// A command the sandbox started: waited for through its pidfd; killed (and reaped) when dropped unwaited.
+struct Confined {
+    pid: i32,
+    pidfd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    stdout: Option<tokio::net::unix::pipe::Receiver>,
+    stderr: Option<tokio::net::unix::pipe::Receiver>,
+    status: Option<std::process::ExitStatus>,
+}
+
+type Output = Box<dyn AsyncRead + Unpin + Send>;
+
+impl Process {
+    fn confined(s: crate::sandbox::Spawned) -> std::io::Result<Process> {
+        use tokio::net::unix::pipe::Receiver;
+        let pid = s.pid;
+        let made = (move || {
+            Ok(Confined {
+                pid: s.pid,
+                // SAFETY: the AsyncFd owns the pidfd: it is neither closed nor replaced while registered.
+                pidfd: unsafe { tokio::io::unix::AsyncFd::register(s.pidfd) }.map_err(|e| e.into_parts().1)?,
+                stdout: Some(Receiver::from_owned_fd(s.stdout)?),
+                stderr: Some(Receiver::from_owned_fd(s.stderr)?),
+                status: None,
+            })
+        })();
+        made.map(Process::Confined).inspect_err(|_| {
+            // SAFETY: our own unreaped child, ended and reaped here (it has not run long: it just started).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+        })
+    }
+
+    fn id(&self) -> Option<u32> {
+        match self {
+            Process::Plain(c) => c.id(),
+            Process::Confined(c) => u32::try_from(c.pid).ok(),
+        }
+    }
+
+    fn take_output(&mut self) -> Option<(Output, Output)> {
+        match self {
+            Process::Plain(c) => Some((Box::new(c.stdout.take()?), Box::new(c.stderr.take()?))),
+            Process::Confined(c) => Some((Box::new(c.stdout.take()?), Box::new(c.stderr.take()?))),
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Process::Plain(c) => c.wait().await,
+            Process::Confined(c) => c.wait().await,
+        }
+    }
+}
+
+impl Confined {
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        loop {
+            let mut ready = self.pidfd.readable().await?;
+            let mut st = 0;
+            // SAFETY: our own child, unreaped until now (the pidfd holds its pid).
+            let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
+            if r == self.pid {
+                let status = std::process::ExitStatus::from_raw(st);
+                self.status = Some(status);
+                return Ok(status);
+            }
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            ready.clear_ready();
+        }
+    }
+}
+
+impl Drop for Confined {
+    /// Unwaited (a cancelled turn): killed, as tokio's `kill_on_drop`, and reaped off this thread. pid 1 of
+    /// its namespace, it takes every process it started along.
+    fn drop(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        let pid = self.pid;
+        // SAFETY: our own unreaped child: its pid cannot have been reused.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        std::thread::spawn(move || {
+            let mut st = 0;
+            // SAFETY: reaps our own child.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+        });
+    }
+}
+
 /// Waits for the command within `timeout`, capturing its output; kills it on timeout or when dropped.
-async fn supervise(
-    mut child: tokio::process::Child,
-    timeout: Duration,
-    cap: usize,
-    through_waiter: bool,
-) -> ToolOutput {
+async fn supervise(mut child: Process, timeout: Duration, cap: usize, through_waiter: bool) -> ToolOutput {
     // Declared after `child`, so dropped before it: the group dies while `sh` is still unreaped and
     // its pid (the group id) cannot have been reused.
     let mut group = GroupKill(child.id().and_then(|id| i32::try_from(id).ok()), through_waiter);
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+    let Some((stdout, stderr)) = child.take_output() else {
         return ToolOutput::error("cannot capture the command's output".to_string());
     };
     let mut out = Capture::new(cap / 2);
