@@ -1061,6 +1061,11 @@ async fn secrets_are_removed_from_every_commands_environment() {
         ("PCT_PROVIDER", "llm-key"),
         ("PCT_KEEP_TOKEN", "kept"),
         ("PCT_ORDINARY", "plain"),
+        // Ordinary names that only contain a secret word stay; the rest of such a name still counts.
+        ("PCT_GIT_AUTHOR_NAME", "Ann"),
+        ("PCT_KEYBOARD_LAYOUT", "de"),
+        ("PCT_KEYBOARD_TOKEN", "t0k"),
+        ("PCT_HTTP_AUTHORIZATION", "Bearer b"),
     ];
     for (k, v) in vars {
         // SAFETY: set before any command of this test runs; no other test reads these names.
@@ -1071,11 +1076,17 @@ async fn secrets_are_removed_from_every_commands_environment() {
     settings.env.set.insert("PCT_SET".into(), "given".into());
     let ws = sandboxed(&[Approval::Yes], None, settings);
     let out = ws.ok("run_command", json!({"command": "env | grep -i '^pct_' | sort"})).await;
-    assert_eq!(out, "exit code: 0\n[stdout]\nPCT_KEEP_TOKEN=kept\nPCT_ORDINARY=plain\nPCT_SET=given\n");
+    assert_eq!(
+        out,
+        "exit code: 0\n[stdout]\nPCT_GIT_AUTHOR_NAME=Ann\nPCT_KEEP_TOKEN=kept\nPCT_KEYBOARD_LAYOUT=de\nPCT_ORDINARY=plain\nPCT_SET=given\n"
+    );
     // Outside the sandbox too, after the user's yes.
     let args = json!({"command": "env | grep -i '^pct_' | sort", "sandbox": false, "reason": "test"});
     let out = ws.ok("run_command", args).await;
-    assert_eq!(out, "exit code: 0\n[stdout]\nPCT_KEEP_TOKEN=kept\nPCT_ORDINARY=plain\nPCT_SET=given\n");
+    assert_eq!(
+        out,
+        "exit code: 0\n[stdout]\nPCT_GIT_AUTHOR_NAME=Ann\nPCT_KEEP_TOKEN=kept\nPCT_KEYBOARD_LAYOUT=de\nPCT_ORDINARY=plain\nPCT_SET=given\n"
+    );
 }
 
 #[tokio::test]
