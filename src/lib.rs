@@ -22,6 +22,7 @@ pub mod provider;
 pub mod rewind;
 pub mod sandbox;
 pub mod session;
+pub mod stderr_log;
 pub mod tools;
 pub mod usage;
 pub mod workspaces;

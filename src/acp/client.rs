@@ -22,9 +22,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::AgentSpec;
 
-/// The last lines of the agent's standard error kept for an error message.
-const STDERR_LINES: usize = 20;
-
 /// What the agent sends, queued in the order it arrived.
 pub enum Incoming {
     /// A `session/update`: the `update` object as the protocol carries it (`sessionUpdate` names its kind).
@@ -71,7 +68,7 @@ impl Connection {
             return Err(format!("cannot open the standard streams of the agent {name}"));
         };
         let lines = Arc::new(Mutex::new(Vec::new()));
-        spawn_stderr_reader(name, stderr, log, lines.clone());
+        crate::stderr_log::spawn_reader("acp", name, stderr, log, lines.clone());
         let (queue, rx) = mpsc::unbounded_channel();
         let (cx_tx, cx_rx) = oneshot::channel();
         let (stop, stop_rx) = oneshot::channel::<()>();
@@ -276,36 +273,6 @@ fn spawn_connection(
         // its last words arrive on standard error just after
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         let _ = closed.send(Incoming::Closed(with_stderr(how, &stderr)));
-    });
-}
-
-/// Each line of the agent's standard error into the log file (one write per line, `O_APPEND`), its last
-/// [`STDERR_LINES`] kept for error messages.
-fn spawn_stderr_reader(
-    name: &str,
-    stderr: tokio::process::ChildStderr,
-    log: Option<&Path>,
-    lines: Arc<Mutex<Vec<String>>>,
-) {
-    let mut log = log.and_then(|p| {
-        let _ = p.parent().map(std::fs::create_dir_all);
-        std::fs::OpenOptions::new().create(true).append(true).open(p).ok()
-    });
-    let name = name.to_string();
-    tokio::spawn(async move {
-        let mut reader = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            if let Some(f) = &mut log {
-                use std::io::Write;
-                let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S");
-                let _ = f.write_all(format!("{stamp} acp {name}: {line}\n").as_bytes());
-            }
-            let mut l = lines.lock().unwrap_or_else(|p| p.into_inner());
-            if l.len() == STDERR_LINES {
-                l.remove(0);
-            }
-            l.push(line);
-        }
     });
 }
 

@@ -17,9 +17,6 @@ use tokio::io::AsyncBufReadExt;
 
 use super::{ServerConfig, ToolInfo, Transport};
 
-/// The last lines of a server's standard error kept for its error message.
-const STDERR_LINES: usize = 20;
-
 /// How long a server whose standard output is not JSON-RPC gets to start answering in JSON-RPC after all.
 const GARBAGE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -86,36 +83,6 @@ pub(super) struct Client {
     pub(super) stderr: Arc<Mutex<Vec<String>>>,
     /// Reaped when the client goes (and killed, with its group); none for an HTTP server.
     _child: Option<tokio::process::Child>,
-}
-
-/// Each line of the server's standard error into the log file (one write per line, `O_APPEND`: lines of two
-/// servers, or of the editor, never interleave), its last [`STDERR_LINES`] kept for error messages.
-fn spawn_stderr_reader(
-    name: &str,
-    stderr: tokio::process::ChildStderr,
-    log: Option<&std::path::Path>,
-    lines: Arc<Mutex<Vec<String>>>,
-) {
-    let mut log = log.and_then(|p| {
-        let _ = p.parent().map(std::fs::create_dir_all);
-        std::fs::OpenOptions::new().create(true).append(true).open(p).ok()
-    });
-    let name = name.to_string();
-    tokio::spawn(async move {
-        let mut reader = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            if let Some(f) = &mut log {
-                use std::io::Write;
-                let stamp = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S");
-                let _ = f.write_all(format!("{stamp} mcp {name}: {line}\n").as_bytes());
-            }
-            let mut l = lines.lock().unwrap_or_else(|p| p.into_inner());
-            if l.len() == STDERR_LINES {
-                l.remove(0);
-            }
-            l.push(line);
-        }
-    });
 }
 
 /// The server's standard output as the SDK reads it, each line passed on as it is; the first line that is not
@@ -219,7 +186,7 @@ impl Client {
             return Err("cannot open the server's standard input and output".into());
         };
         let lines = Arc::new(Mutex::new(Vec::new()));
-        spawn_stderr_reader(name, stderr, log, lines.clone());
+        crate::stderr_log::spawn_reader("mcp", name, stderr, log, lines.clone());
         let (garbage_tx, mut garbage) = tokio::sync::watch::channel(None::<String>);
         let reader = tap_stdout(stdout, garbage_tx);
         let notices = Notices::default();

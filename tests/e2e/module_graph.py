@@ -209,7 +209,7 @@ def lua_edges() -> dict[Path, set[Path]]:
 # higher floor's (the log never imports the agent that writes it; the agent never the bridge that exposes it). Each
 # top-level module of src/ (a folder or a file) is on exactly one floor: a new module must be placed here.
 FLOORS: list[tuple[str, list[str]]] = [
-    ("plain data and helpers", ["message", "pairing", "usage", "git", "atomic", "display", "fuzzy", "instructions"]),
+    ("plain data and helpers", ["message", "pairing", "usage", "git", "atomic", "display", "fuzzy", "instructions", "stderr_log"]),
     ("the log", ["session"]),
     (
         "the agent's parts",
