@@ -28,9 +28,13 @@ use tokio::sync::{mpsc, oneshot};
 use super::AgentSpec;
 use super::client::{Connection, Incoming, is_closed_error};
 use crate::agent::checkpoint::Checkpoints;
+use crate::agent::rewind::FileCheckpoints;
+use crate::agent::runner::{Stop, report_stop};
 use crate::agent::{Cancel, Event, SessionLog};
 use crate::conversation::{Conversation, Unsaved};
 use crate::message::{Message, Role, Thinking, ToolCall, now};
+use crate::rewind::calls::Begun;
+use crate::rewind::{Report, RewindOptions, Tracker};
 use crate::session::entry::AgentMeta;
 use crate::session::{self, Context, Entry, Writer, WriterOptions};
 use crate::tools::{Approval, ApprovalRequest, Approver, PermissionChoice};
@@ -58,6 +62,9 @@ pub struct ChatConfig {
     pub pricing: Pricing,
     /// A resumed session idle longer than this gets the reminder ours get ([`crate::agent::stale_reminder_after`]).
     pub stale_after: Duration,
+    /// Checkpoints of the workspace's files for rewind ([`crate::rewind`]), as our agent's; off: none are taken.
+    pub rewind: bool,
+    pub rewind_max_file_bytes: u64,
 }
 
 /// The agent's process and its session, once started.
@@ -79,8 +86,14 @@ pub struct AcpChat {
     replaying: AtomicBool,
     /// The agent's own session (from the log's `meta`, or the one it started), and its version.
     agent: Mutex<Option<AgentMeta>>,
-    /// The transcript that goes with the next message, when the agent had forgotten the session.
-    context: Mutex<Option<String>>,
+    /// The agent's session lacks the conversation (it forgot it, or it was started anew after a rewind): our
+    /// transcript of it goes with the next message.
+    tell_history: AtomicBool,
+    /// The checkpoints of the workspace's files: before each message, after each tool call that can change files.
+    pub files: Arc<FileCheckpoints>,
+    /// The agent's own session a conversation rewind left, until the next message: an undo of the rewind returns
+    /// to it.
+    rewound_agent: Mutex<Option<AgentMeta>>,
     /// Messages the agent reads with the next message, logged with it (the stale reminder), as ours.
     pending: Mutex<Vec<Message>>,
     usage: Mutex<UsageByModel>,
@@ -91,24 +104,12 @@ pub struct AcpChat {
     modes: Mutex<Value>,
 }
 
-/// Why a turn stopped early.
-enum Stop {
-    Cancelled,
-    Failed(String),
-    Unsaved(Unsaved),
-}
-
-impl From<Unsaved> for Stop {
-    fn from(e: Unsaved) -> Self {
-        Stop::Unsaved(e)
-    }
-}
-
 impl AcpChat {
     /// A new chat with agent `config.name`; its session appears with its first message, the agent starts then.
     pub fn new(config: ChatConfig, approver: Arc<dyn Approver>) -> Arc<AcpChat> {
         let log = SessionLog::lazy(&config.workspace, writer_options(&config));
-        AcpChat::assemble(config, approver, log, Vec::new(), None, UsageByModel::default())
+        let tracker = config.rewind.then(|| Tracker::new(&config.workspace, config.rewind_max_file_bytes));
+        AcpChat::assemble(config, approver, log, Vec::new(), None, UsageByModel::default(), tracker)
     }
 
     /// Reopens session `id` (the lock, a torn tail moved aside, the history loaded), on the caller's thread; the
@@ -126,16 +127,26 @@ impl AcpChat {
         let messages = std::mem::take(&mut loaded.messages);
         let usage = loaded.usage_by_model.clone();
         let stale = crate::agent::stale_seconds(loaded.last_message, now(), config.stale_after);
-        let chat = AcpChat::assemble(config, approver, log, messages, loaded.agent.clone(), usage);
+        let tracker = config.rewind.then(|| {
+            let last_turn = messages.iter().map(|m| m.turn).max().unwrap_or(0);
+            let files = std::mem::take(&mut loaded.files);
+            Tracker::resume(&config.workspace, config.rewind_max_file_bytes, files, last_turn)
+        });
+        let unfinished = crate::rewind::unfinished(&loaded.rewinds).cloned();
+        let chat = AcpChat::assemble(config, approver, log, messages, loaded.agent.clone(), usage, tracker);
         if let Some(idle) = stale {
             lock(&chat.pending).push(Message::user(crate::agent::stale_reminder_after(idle)));
         }
+        let recovered_rewind = unfinished.map(|begin| chat.files.recover_rewind(&begin));
+        let changed_since = chat.files.changed_since_last();
+        crate::agent::note_changes(&mut lock(&chat.pending), loaded.last_message, &changed_since);
         let resumed = crate::agent::Resumed {
             torn_bytes: repair.torn_bytes,
             stale_hours: stale.map(|s| s / 3600),
             stale_seconds: stale,
+            changed_since,
+            recovered_rewind,
             loaded,
-            ..Default::default()
         };
         Ok((chat, resumed))
     }
@@ -147,8 +158,10 @@ impl AcpChat {
         messages: Vec<Message>,
         agent: Option<AgentMeta>,
         usage: UsageByModel,
+        tracker: Option<Tracker>,
     ) -> Arc<AcpChat> {
         let conversation = Conversation::from_messages(messages, log.hooks());
+        let files = Arc::new(FileCheckpoints::new(&config.workspace, log.clone(), conversation.clone(), tracker));
         Arc::new(AcpChat {
             config,
             log,
@@ -158,7 +171,9 @@ impl AcpChat {
             turn: tokio::sync::Mutex::new(None),
             replaying: AtomicBool::new(false),
             agent: Mutex::new(agent),
-            context: Mutex::new(None),
+            tell_history: AtomicBool::new(false),
+            files,
+            rewound_agent: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
             usage: Mutex::new(usage),
             cost: Mutex::new(None),
@@ -209,6 +224,69 @@ impl AcpChat {
         self.apply_mode(&update);
         let _ = self.log.append_meta(Entry::acp(update, now()));
         Ok(())
+    }
+
+    /// Rewinds to just before user message `index`: the files as [`FileCheckpoints::rewind`] does for ours (what
+    /// the agent's own tools and shell did included: the checkpoints scan the workspace). A conversation rewound
+    /// leaves the agent's own session behind (it remembers what was cut): the agent is stopped, the log's meta
+    /// forgets its session id, and the next message starts a new session told our transcript up to that message.
+    /// Blocking: call it on a blocking thread, with no turn running.
+    pub fn rewind(&self, index: usize, opts: &RewindOptions) -> Report {
+        let report = self.files.rewind(index, opts);
+        let rewound_conversation = opts.conversation && !opts.dry_run && report.ok;
+        let left = if rewound_conversation { self.leave_agent_session() } else { None };
+        if rewound_conversation {
+            lock(&self.pending).clear();
+        }
+        if !opts.dry_run && report.ok {
+            // the undo of this rewind is the one kept: it returns to the agent's session only if this one left it
+            *lock(&self.rewound_agent) = left;
+        }
+        report
+    }
+
+    /// Undoes the last rewind (files and conversation); a conversation comes back with the agent's session it had.
+    /// Blocking.
+    pub fn undo_rewind(&self, opts: &RewindOptions) -> Report {
+        let report = self.files.undo_rewind(opts);
+        if report.ok
+            && let Some(old) = lock(&self.rewound_agent).take()
+        {
+            self.drop_live();
+            *lock(&self.agent) = Some(old.clone());
+            self.tell_history.store(false, Ordering::SeqCst);
+            let _ = self.log.append_meta(Entry::meta_agent(old, now()));
+        }
+        report
+    }
+
+    /// The pending undo of the last rewind, if no message came since.
+    pub fn undo_info(&self) -> Option<(String, i64)> {
+        self.files.undo_info()
+    }
+
+    /// The agent's changes per turn of this session (its tools' and its shell's).
+    pub fn changes(&self) -> Vec<crate::rewind::TurnChanges> {
+        self.files.changes()
+    }
+
+    /// The agent is stopped and its session forgotten (logged: a resume does not load it); returns what it was.
+    fn leave_agent_session(&self) -> Option<AgentMeta> {
+        self.drop_live();
+        let old = lock(&self.agent).clone().filter(|a| !a.session_id.is_empty())?;
+        let meta = AgentMeta { session_id: String::new(), ..old.clone() };
+        *lock(&self.agent) = Some(meta.clone());
+        let _ = self.log.append_meta(Entry::meta_agent(meta, now()));
+        Some(old)
+    }
+
+    /// Kills the agent's process group and forgets the connection: the next message starts the agent again.
+    fn drop_live(&self) {
+        if let Ok(mut live) = self.live.try_lock()
+            && let Some(l) = live.take()
+        {
+            l.conn.kill();
+        }
     }
 
     /// Starts the agent (when it is not running) and its session: `session/load` of the agent's own id when it
@@ -290,9 +368,11 @@ impl AcpChat {
                 if id.is_empty() {
                     return Err(format!("the agent {name} started a session without an id"));
                 }
+                if known.is_some() || self.has_history() {
+                    // a session that lacks the conversation: the history goes with the next message
+                    self.tell_history.store(true, Ordering::SeqCst);
+                }
                 if known.is_some() {
-                    // it forgot the session: the history goes with the next message
-                    *lock(&self.context) = Some(self.transcript());
                     let _ = events.send(Event::Notice {
                         text: format!(
                             "{name}: session/new: the agent no longer has this session; a new one started, and the \
@@ -315,13 +395,18 @@ impl AcpChat {
         Ok((conn, session_id))
     }
 
-    /// The conversation so far as text, for an agent that forgot it.
-    fn transcript(&self) -> String {
+    /// Whether the conversation has an answer: a new agent session would lack it.
+    fn has_history(&self) -> bool {
+        self.conversation.with_messages(|m| m.iter().any(|m| m.role == Role::Assistant))
+    }
+
+    /// The conversation's first `upto` messages as text, for an agent session that lacks them.
+    fn transcript(&self, upto: usize) -> String {
         let mut out = String::from(
             "[The conversation so far, from the editor's log of this session; the agent's own record of it is gone]\n",
         );
         self.conversation.with_messages(|msgs| {
-            for m in msgs {
+            for m in &msgs[..upto.min(msgs.len())] {
                 if let Some(r) = &m.tool_result {
                     out.push_str(&format!("\n[tool result]\n{}\n", r.content));
                     continue;
@@ -353,23 +438,8 @@ impl AcpChat {
     /// Runs one turn for `text`; events go to `events`; returns when the turn is over.
     pub async fn turn(self: &Arc<Self>, text: &str, events: mpsc::UnboundedSender<Event>, cancel: Cancel) {
         let was_unsaved = self.conversation.is_unsaved();
-        let stop_reason = match self.turn_steps(text, &events, &cancel, was_unsaved).await {
-            Ok(reason) => reason,
-            Err(Stop::Cancelled) => {
-                let _ = events.send(Event::Cancelled);
-                "cancelled".into()
-            }
-            Err(Stop::Failed(message)) => {
-                let _ = events.send(Event::Error { message });
-                "error".into()
-            }
-            Err(Stop::Unsaved(e)) => {
-                let _ = events.send(Event::Saved { ok: false, error: Some(e.0.to_string()) });
-                let _ = events.send(Event::Error { message: e.to_string() });
-                "unsaved".into()
-            }
-        };
-        let _ = events.send(Event::TurnDone { stop_reason });
+        let outcome = self.turn_steps(text, &events, &cancel, was_unsaved).await;
+        report_stop(outcome, &events);
     }
 
     async fn turn_steps(
@@ -379,6 +449,7 @@ impl AcpChat {
         cancel: &Cancel,
         was_unsaved: bool,
     ) -> Result<String, Stop> {
+        let earlier = self.conversation.len();
         // the stale reminder, logged before the message and read by the agent with it
         let pending = std::mem::take(&mut *lock(&self.pending));
         let mut preamble = String::new();
@@ -387,7 +458,9 @@ impl AcpChat {
             preamble.push_str("\n\n");
             self.conversation.add(m)?;
         }
-        self.conversation.add(Message::user(text))?;
+        // the files as they are before the message: a rewind to it returns them here
+        self.files.add_user_message(Message::user(text)).await?;
+        lock(&self.rewound_agent).take();
         if was_unsaved {
             let _ = events.send(Event::Saved { ok: true, error: None });
         }
@@ -404,12 +477,12 @@ impl AcpChat {
         for e in before.into_iter().chain(after) {
             let _ = self.log.append_meta(e);
         }
-        let prompt = match lock(&self.context).take() {
-            Some(history) => format!("{history}{preamble}{text}"),
-            None => format!("{preamble}{text}"),
+        let prompt = match self.tell_history.swap(false, Ordering::SeqCst) {
+            true => format!("{}{preamble}{text}", self.transcript(earlier)),
+            false => format!("{preamble}{text}"),
         };
         *self.turn.lock().await =
-            Some(Turn::new(events.clone(), self.log.clone(), self.config.checkpoint_every, &name));
+            Some(Turn::new(events.clone(), self.log.clone(), self.config.checkpoint_every, &name, self.files.clone()));
         let asked = {
             let (conn, sid) = (conn.clone(), sid.clone());
             async move { conn.prompt(&sid, &prompt).await }
@@ -659,11 +732,22 @@ struct Turn {
     calls: HashMap<String, Value>,
     /// A write that failed while the turn ran.
     unsaved: Option<Unsaved>,
+    files: Arc<FileCheckpoints>,
+    /// The calls under way that can change files, as the workspace's board of the chats' calls knows them.
+    begun: HashMap<String, Begun>,
 }
 
 impl Turn {
-    fn new(events: mpsc::UnboundedSender<Event>, log: Arc<SessionLog>, every: Duration, model: &str) -> Turn {
+    fn new(
+        events: mpsc::UnboundedSender<Event>,
+        log: Arc<SessionLog>,
+        every: Duration,
+        model: &str,
+        files: Arc<FileCheckpoints>,
+    ) -> Turn {
         Turn {
+            files,
+            begun: HashMap::new(),
             checkpoints: Checkpoints::new(log.clone(), every),
             events,
             log,
@@ -721,6 +805,12 @@ impl Turn {
         let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
         let _ = self.events.send(Event::ToolCallStarted { id: id.clone(), name: call_name(&update) });
         let done = is_done(&update);
+        if may_change_files(&update)
+            && !self.begun.contains_key(&id)
+            && let Some(begun) = self.files.begin_call(None)
+        {
+            self.begun.insert(id.clone(), begun);
+        }
         self.calls.insert(id.clone(), update);
         if done { self.record(&id, conv).await } else { Ok(()) }
     }
@@ -759,7 +849,18 @@ impl Turn {
         let _ = self.events.send(Event::AssistantRecorded { text, tool_calls: calls });
         let is_error = call["status"].as_str() == Some("failed");
         let content = result_text(&call);
-        conv.add(Message::tool_result(id, content.clone(), is_error))?;
+        // what the call did to the files (the agent's own tools and shell write them: the checkpoint scans the
+        // workspace), before its result and in the same write
+        let begun = self.begun.remove(id);
+        let checkpoint = match may_change_files(&call) {
+            true => self.files.after_call(id, None, begun).await,
+            false => None,
+        };
+        let recorded = conv.add(Message::tool_result(id, content.clone(), is_error));
+        if let Some(record) = checkpoint {
+            self.files.settle_checkpoint(record, recorded.is_ok());
+        }
+        recorded?;
         let _ = self.events.send(Event::ToolResult { id: id.to_string(), name, content, is_error });
         Ok(())
     }
@@ -786,6 +887,12 @@ impl Turn {
         let _ = self.events.send(Event::AssistantRecorded { text, tool_calls: Vec::new() });
         Ok(())
     }
+}
+
+/// Whether a call can change the workspace's files: any but the kinds that only look (ACP's `ToolKind`); a call of
+/// no kind may.
+fn may_change_files(call: &Value) -> bool {
+    !matches!(call["kind"].as_str(), Some("read" | "search" | "think" | "fetch" | "switch_mode"))
 }
 
 fn is_done(update: &Value) -> bool {

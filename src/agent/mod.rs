@@ -29,7 +29,6 @@ use crate::git::GitHead;
 use crate::instructions::{self, Instructions, Sources};
 use crate::message::{Message, now};
 use crate::provider::Provider;
-use crate::rewind::calls::Board;
 use crate::session::words::STALE_REMINDER_PREFIX;
 use crate::session::{self, Context, Loaded, Writer, WriterOptions};
 use crate::tools::{Approver, AutoApprove, Tools};
@@ -221,13 +220,8 @@ pub struct Agent {
     usage: Mutex<UsageByModel>,
     /// The git state the log last recorded; a turn records it again only when it changed.
     git: Mutex<Option<GitHead>>,
-    /// The session's checkpoints of the workspace's files; `None` when rewind is off.
-    files: Option<Arc<Mutex<crate::rewind::Tracker>>>,
-    /// What undoes the last rewind, until the next message.
-    undo: Mutex<Option<rewind::Undo>>,
-    /// The workspace's board of the chats' tool calls and this agent's number on it (with checkpoints only): which
-    /// changes a checkpoint after a call are another chat's ([`crate::rewind::calls`]).
-    calls: Option<(Arc<Board>, u64)>,
+    /// The session's checkpoints of the workspace's files, for rewind.
+    pub(crate) files: rewind::FileCheckpoints,
     /// A turn waits for the MCP servers to settle (a question about one of `.mcp.json` may be on screen).
     settling: std::sync::atomic::AtomicBool,
 }
@@ -276,17 +270,14 @@ impl Agent {
         let unfinished = crate::rewind::unfinished(&loaded.rewinds).cloned();
         let mut agent = Agent::assemble(config, provider, approver, conversation, log, pending, files);
         if let Some(begin) = unfinished {
-            resumed.recovered_rewind = Some(agent.recover_rewind(&begin));
+            resumed.recovered_rewind = Some(agent.files.recover_rewind(&begin));
         }
-        resumed.changed_since = agent.changed_since_last();
-        if !resumed.changed_since.is_empty() {
-            let note = changed_note(loaded.last_message, now(), &resumed.changed_since);
-            let pending = agent.pending.get_mut().unwrap_or_else(|p| p.into_inner());
-            match pending.first_mut() {
-                Some(reminder) => reminder.content.push_str(&format!("\n\n{note}")),
-                None => pending.push(Message::user(format!("{STALE_REMINDER_PREFIX} {note}"))),
-            }
-        }
+        resumed.changed_since = agent.files.changed_since_last();
+        note_changes(
+            agent.pending.get_mut().unwrap_or_else(|p| p.into_inner()),
+            loaded.last_message,
+            &resumed.changed_since,
+        );
         *agent.usage.get_mut().unwrap_or_else(|p| p.into_inner()) = loaded.usage_by_model.clone();
         *agent.git.get_mut().unwrap_or_else(|p| p.into_inner()) = loaded.git.clone();
         resumed.loaded = loaded;
@@ -314,7 +305,7 @@ impl Agent {
         let compact = tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
         let instructions = instructions::load(&config.instruction_sources());
         let system = system_prompt_with(&config.workspace, &instructions);
-        let calls = files.is_some().then(|| (Board::of(&config.workspace), crate::rewind::calls::owner()));
+        let files = rewind::FileCheckpoints::new(&config.workspace, log.clone(), conversation.clone(), files);
         Agent {
             config,
             provider: Mutex::new(provider),
@@ -327,9 +318,7 @@ impl Agent {
             pending: Mutex::new(pending),
             usage: Mutex::default(),
             git: Mutex::default(),
-            calls,
-            files: files.map(rewind::tracker),
-            undo: Mutex::default(),
+            files,
             settling: Default::default(),
         }
     }
@@ -461,6 +450,19 @@ pub fn stale_reminder_after(idle: u64) -> String {
 }
 
 /// "Since this session's last message (7 hours ago): src/a.rs modified, notes.txt deleted."
+/// Tells the model, with the next message, what changed in the workspace since the session's last message
+/// (`changes`, none: nothing): added to the stale reminder when there is one.
+pub(crate) fn note_changes(pending: &mut Vec<Message>, last: i64, changes: &[crate::session::files::FileChange]) {
+    if changes.is_empty() {
+        return;
+    }
+    let note = changed_note(last, now(), changes);
+    match pending.first_mut() {
+        Some(reminder) => reminder.content.push_str(&format!("\n\n{note}")),
+        None => pending.push(Message::user(format!("{STALE_REMINDER_PREFIX} {note}"))),
+    }
+}
+
 pub fn changed_note(last: i64, now: i64, changes: &[crate::session::files::FileChange]) -> String {
     let ago = now.saturating_sub(last).max(0) as u64;
     let ago = match ago {

@@ -1,12 +1,15 @@
-//! The agent's side of [`crate::rewind`]: checkpoints around a turn, the rewind itself (and its undo),
-//! and the recovery of a rewind the editor died in. Everything here runs on the host's threads; the
-//! scans on blocking ones.
+//! The checkpoints of the workspace's files around a chat's turns ([`crate::rewind`]), for our agent and an ACP
+//! agent alike ([`FileCheckpoints`]): taken before each user message and after each tool call that can change files,
+//! the rewind itself (and its undo), and the recovery of a rewind the editor died in. Everything here runs on the
+//! host's threads; the scans on blocking ones.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::Agent;
+use super::{Agent, SessionLog};
+use crate::conversation::{Conversation, Unsaved};
 use crate::message::{Message, ToolCall, now};
-use crate::rewind::calls::Begun;
+use crate::rewind::calls::{Begun, Board};
 use crate::rewind::{Report, RewindOptions, Tracker, restore};
 use crate::session::Entry;
 use crate::session::files::{BY_AGENT, BY_CHAT, BY_REWIND, BY_USER, FileChange, FilesRecord, RewindItem, RewindRecord};
@@ -27,10 +30,63 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Agent {
+/// One session's checkpoints of the workspace's files and what a rewind needs besides: its log and conversation.
+pub struct FileCheckpoints {
+    log: Arc<SessionLog>,
+    conversation: Arc<Conversation>,
+    /// `None` when rewind is off: no checkpoint is taken.
+    tracker: Option<Arc<Mutex<Tracker>>>,
+    /// What undoes the last rewind, until the next message.
+    undo: Mutex<Option<Undo>>,
+    /// The workspace's board of the chats' tool calls and this session's number on it (with checkpoints only): which
+    /// changes a checkpoint after a call are another chat's ([`crate::rewind::calls`]).
+    calls: Option<(Arc<Board>, u64)>,
+}
+
+impl FileCheckpoints {
+    /// The checkpoints of a session's log and conversation: `tracker` its files' state (new or resumed), `None`
+    /// with rewind off.
+    pub fn new(
+        workspace: &Path,
+        log: Arc<SessionLog>,
+        conversation: Arc<Conversation>,
+        tracker: Option<Tracker>,
+    ) -> FileCheckpoints {
+        let calls = tracker.is_some().then(|| (Board::of(workspace), crate::rewind::calls::owner()));
+        FileCheckpoints {
+            log,
+            conversation,
+            tracker: tracker.map(|t| Arc::new(Mutex::new(t))),
+            undo: Mutex::default(),
+            calls,
+        }
+    }
+
+    /// Whether checkpoints are taken.
+    pub fn enabled(&self) -> bool {
+        self.tracker.is_some()
+    }
+
+    /// Adds the user's `message` to the conversation with the checkpoint of the files before it: the message is
+    /// logged first (a log starts with what the user said), carrying the checkpoint's `seq` as its `turn`, then the
+    /// checkpoint, in the same write and sync. A new message ends the undo of the last rewind.
+    pub(crate) async fn add_user_message(&self, message: Message) -> Result<(), Unsaved> {
+        let taken = self.checkpoint_before_message().await;
+        self.forget_undo();
+        let turn = taken.as_ref().map_or(0, |r| r.seq);
+        if let Some(record) = &taken {
+            self.stage_checkpoint(record, true);
+        }
+        let added = self.conversation.add(Message { turn, ..message });
+        if let Some(record) = taken {
+            self.settle_checkpoint(record, added.is_ok());
+        }
+        added
+    }
+
     /// Runs `f` on the tracker on a blocking thread; `None` when checkpoints are off.
     async fn with_tracker<T: Send + 'static>(&self, f: impl FnOnce(&mut Tracker) -> T + Send + 'static) -> Option<T> {
-        let tracker = self.files.clone()?;
+        let tracker = self.tracker.clone()?;
         tokio::task::spawn_blocking(move || f(&mut lock(&tracker))).await.ok()
     }
 
@@ -51,7 +107,7 @@ impl Agent {
     /// The checkpoint before a user message, taken (its objects durable) but not logged: the message goes first,
     /// carrying the record's `seq` as its `turn`, then [`Agent::log_checkpoint`] logs the record. `None`: none taken.
     pub(crate) async fn checkpoint_before_message(&self) -> Option<FilesRecord> {
-        if self.files.is_none() || self.log.ensure().is_err() {
+        if self.tracker.is_none() || self.log.ensure().is_err() {
             return None;
         }
         let taken = self.with_tracker(move |t| t.take(BY_USER, "", None).map_err(|e| e.to_string())).await;
@@ -68,7 +124,7 @@ impl Agent {
     /// state. A message that went another way (a resync rewrites the history) left it staged: logged on its own.
     pub(crate) fn settle_checkpoint(&self, record: FilesRecord, written: bool) {
         let (before, after) = self.log.take_staged();
-        let Some(tracker) = &self.files else { return };
+        let Some(tracker) = &self.tracker else { return };
         let mut t = lock(tracker);
         if before.is_empty() && after.is_empty() {
             if written { t.commit(record) } else { t.forget() }
@@ -77,36 +133,27 @@ impl Agent {
         }
     }
 
-    /// What a tool call can change: `Some(None)` anything (a command), `Some(Some(paths))` the path a write or an
-    /// edit names; `None`: no file (no checkpoint after it).
-    fn call_paths(&self, call: &ToolCall) -> Option<Option<Vec<String>>> {
-        match call.name.as_str() {
-            "write_file" | "edit_file" => {
-                let p = call.arguments.get("path").and_then(|p| p.as_str())?;
-                let p = std::path::Path::new(p);
-                let rel = p.strip_prefix(&self.config.workspace).unwrap_or(p);
-                Some(Some(vec![normalize(&rel.to_string_lossy())]))
-            }
-            "run_command" => Some(None),
-            _ => None,
-        }
-    }
-
     /// A tool call that can change files begins: the other chats of the workspace learn it
     /// ([`crate::rewind::calls`]). `None`: it changes none, or checkpoints are off.
-    pub(crate) fn begin_call(&self, call: &ToolCall) -> Option<Begun> {
+    /// `paths`: what the call can change, as [`FileCheckpoints::after_call`] takes it.
+    pub(crate) fn begin_call(&self, paths: Option<Vec<String>>) -> Option<Begun> {
         let (board, owner) = self.calls.as_ref()?;
-        Some(board.begin(*owner, self.call_paths(call)?))
+        Some(board.begin(*owner, paths))
     }
 
     /// The checkpoint after a tool call that can change files: the one path a write or an edit named,
     /// everything after a command. Returned (and staged before the call's result) only when something changed.
     /// `begun`: the call as [`Agent::begin_call`] noted it; a change another chat's call may have made meanwhile
     /// is marked as that chat's (`by: "chat"`).
-    pub(crate) async fn checkpoint_after_tool(&self, call: &ToolCall, begun: Option<Begun>) -> Option<FilesRecord> {
+    /// `only`: the paths a write or an edit named (workspace-relative), `None` for anything (a command).
+    pub(crate) async fn after_call(
+        &self,
+        id: &str,
+        only: Option<Vec<String>>,
+        begun: Option<Begun>,
+    ) -> Option<FilesRecord> {
         let others = begun.map(Begun::end).unwrap_or_default();
-        let only = self.call_paths(call)?;
-        let id = call.id.clone();
+        let id = id.to_string();
         let taken = self
             .with_tracker(move |t| {
                 if let Some(paths) = &only {
@@ -123,7 +170,7 @@ impl Agent {
             .await;
         let Some(Ok(record)) = taken else { return None };
         if record.changes.is_empty() {
-            lock(self.files.as_ref().expect("taken")).forget();
+            lock(self.tracker.as_ref().expect("taken")).forget();
             return None;
         }
         self.stage_checkpoint(&record, false);
@@ -132,7 +179,7 @@ impl Agent {
 
     /// The files changed since the session's last checkpoint, by anyone (nothing is logged).
     pub fn changed_since_last(&self) -> Vec<FileChange> {
-        let Some(tracker) = &self.files else { return Vec::new() };
+        let Some(tracker) = &self.tracker else { return Vec::new() };
         let mut t = lock(tracker);
         if t.manifest().is_none() {
             return Vec::new();
@@ -165,7 +212,7 @@ impl Agent {
             return failed("nothing to rewind: both code and conversation are off".into());
         }
         let code = opts.code;
-        if code && (self.files.is_none() || target.turn == 0) {
+        if code && (self.tracker.is_none() || target.turn == 0) {
             return failed(format!(
                 "message {index} has no checkpoint of the files (checkpoints were off, or it was sent by an older \
                  version): rewind the conversation only"
@@ -174,7 +221,7 @@ impl Agent {
         let id = format!("{:016x}", rand::random::<u64>());
         let mut report = Report { id: id.clone(), ..Default::default() };
         let mut items = Vec::new();
-        let mut tracker_guard = self.files.as_ref().map(|t| lock(t));
+        let mut tracker_guard = self.tracker.as_ref().map(|t| lock(t));
         if code {
             let t = tracker_guard.as_mut().expect("checked above");
             // The disk as it is now: changes since the last checkpoint are someone else's.
@@ -228,7 +275,6 @@ impl Agent {
                 report.error = Some(e.to_string());
             }
             report.text = target.content.clone();
-            lock(&self.pending).clear();
         }
         let done = RewindRecord {
             id: id.clone(),
@@ -274,7 +320,7 @@ impl Agent {
         if let Err(e) = self.log.append_meta(Entry::rewind(begin, now())) {
             return failed(format!("cannot record the undo: {e}"));
         }
-        if let Some(tracker) = &self.files {
+        if let Some(tracker) = &self.tracker {
             let mut t = lock(tracker);
             let (done, conflicts) = restore::apply(t.workspace(), t.store(), &inverse, t.max_file_bytes());
             report.conflicts.extend(conflicts);
@@ -309,7 +355,7 @@ impl Agent {
     /// `from` are written, the history is cut if its `replace` never landed. Returns what it did.
     pub(crate) fn recover_rewind(&self, begin: &RewindRecord) -> Report {
         let mut report = Report { id: begin.id.clone(), ..Default::default() };
-        if let Some(tracker) = &self.files {
+        if let Some(tracker) = &self.tracker {
             let mut t = lock(tracker);
             let (done, conflicts) = restore::apply(t.workspace(), t.store(), &begin.plan, t.max_file_bytes());
             report.conflicts = conflicts;
@@ -351,7 +397,7 @@ impl Agent {
 
     /// The agent's changes per turn of this session.
     pub fn changes(&self) -> Vec<crate::rewind::TurnChanges> {
-        let Some(tracker) = &self.files else { return Vec::new() };
+        let Some(tracker) = &self.tracker else { return Vec::new() };
         let records = lock(tracker).records().to_vec();
         self.conversation.with_messages(|m| crate::rewind::changes(&records, m))
     }
@@ -367,7 +413,44 @@ fn normalize(p: &str) -> String {
     p.split('/').filter(|s| !s.is_empty() && *s != ".").collect::<Vec<_>>().join("/")
 }
 
-/// The shared tracker of a new or resumed agent.
-pub(crate) fn tracker(t: Tracker) -> Arc<Mutex<Tracker>> {
-    Arc::new(Mutex::new(t))
+impl Agent {
+    /// What a tool call can change: `Some(None)` anything (a command), `Some(Some(paths))` the path a write or an
+    /// edit names; `None`: no file (no checkpoint after it).
+    pub(crate) fn call_paths(&self, call: &ToolCall) -> Option<Option<Vec<String>>> {
+        match call.name.as_str() {
+            "write_file" | "edit_file" => {
+                let p = call.arguments.get("path").and_then(|p| p.as_str())?;
+                let p = std::path::Path::new(p);
+                let rel = p.strip_prefix(&self.config.workspace).unwrap_or(p);
+                Some(Some(vec![normalize(&rel.to_string_lossy())]))
+            }
+            "run_command" => Some(None),
+            _ => None,
+        }
+    }
+
+    /// Rewinds to just before user message `index` (see [`FileCheckpoints::rewind`]); the reminder that was to go
+    /// with the next message goes when the conversation is rewound. Blocking.
+    pub fn rewind(&self, index: usize, opts: &RewindOptions) -> Report {
+        let report = self.files.rewind(index, opts);
+        if opts.conversation && !opts.dry_run && report.ok {
+            lock(&self.pending).clear();
+        }
+        report
+    }
+
+    /// Undoes the last rewind (see [`FileCheckpoints::undo_rewind`]). Blocking.
+    pub fn undo_rewind(&self, opts: &RewindOptions) -> Report {
+        self.files.undo_rewind(opts)
+    }
+
+    /// The pending undo of the last rewind, if no message came since.
+    pub fn undo_info(&self) -> Option<(String, i64)> {
+        self.files.undo_info()
+    }
+
+    /// The agent's changes per turn of this session.
+    pub fn changes(&self) -> Vec<crate::rewind::TurnChanges> {
+        self.files.changes()
+    }
 }

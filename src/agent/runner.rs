@@ -125,8 +125,8 @@ impl Cancel {
     }
 }
 
-/// Why a turn stopped early.
-enum Stop {
+/// Why a turn stopped early (ours, or an ACP agent's: [`crate::acp::AcpChat`]).
+pub(crate) enum Stop {
     Cancelled,
     Failed(String),
     Unsaved(Unsaved),
@@ -136,6 +136,27 @@ impl From<Unsaved> for Stop {
     fn from(e: Unsaved) -> Self {
         Stop::Unsaved(e)
     }
+}
+
+/// A turn's end as the editor hears it: why it stopped early, if it did, then [`Event::TurnDone`] with the reason.
+pub(crate) fn report_stop(outcome: Result<String, Stop>, events: &mpsc::UnboundedSender<Event>) {
+    let stop_reason = match outcome {
+        Ok(reason) => reason,
+        Err(Stop::Cancelled) => {
+            let _ = events.send(Event::Cancelled);
+            "cancelled".into()
+        }
+        Err(Stop::Failed(message)) => {
+            let _ = events.send(Event::Error { message });
+            "error".into()
+        }
+        Err(Stop::Unsaved(e)) => {
+            let _ = events.send(Event::Saved { ok: false, error: Some(e.0.to_string()) });
+            let _ = events.send(Event::Error { message: e.to_string() });
+            "unsaved".into()
+        }
+    };
+    let _ = events.send(Event::TurnDone { stop_reason });
 }
 
 impl Agent {
@@ -174,23 +195,7 @@ impl Agent {
             }
         };
         let outcome = self.turn_steps(&text, &events, &cancel, was_unsaved).await;
-        let stop_reason = match outcome {
-            Ok(reason) => reason,
-            Err(Stop::Cancelled) => {
-                let _ = events.send(Event::Cancelled);
-                "cancelled".into()
-            }
-            Err(Stop::Failed(message)) => {
-                let _ = events.send(Event::Error { message });
-                "error".into()
-            }
-            Err(Stop::Unsaved(e)) => {
-                let _ = events.send(Event::Saved { ok: false, error: Some(e.0.to_string()) });
-                let _ = events.send(Event::Error { message: e.to_string() });
-                "unsaved".into()
-            }
-        };
-        let _ = events.send(Event::TurnDone { stop_reason });
+        report_stop(outcome, &events);
     }
 
     /// The message the model receives: the text and its attachments, large ones spilled.
@@ -226,19 +231,8 @@ impl Agent {
             None => text.to_string(),
         };
         let text = text.as_str();
-        // The files as they are before the message: a rewind to it returns them here. The message is logged
-        // first (a log starts with what the user said), then the checkpoint it names.
-        let taken = self.checkpoint_before_message().await;
-        self.forget_undo();
-        let turn = taken.as_ref().map_or(0, |r| r.seq);
-        if let Some(record) = &taken {
-            self.stage_checkpoint(record, true);
-        }
-        let added = self.conversation.add(Message { turn, ..Message::user(text) });
-        if let Some(record) = taken {
-            self.settle_checkpoint(record, added.is_ok());
-        }
-        added?;
+        // The files as they are before the message: a rewind to it returns them here.
+        self.files.add_user_message(Message::user(text)).await?;
         if was_unsaved {
             let _ = events.send(Event::Saved { ok: true, error: None });
         }
@@ -350,7 +344,8 @@ impl Agent {
         cancel: &Cancel,
     ) -> Result<(), Stop> {
         for (i, call) in calls.iter().enumerate() {
-            let begun = self.begin_call(call);
+            let paths = self.call_paths(call);
+            let begun = paths.clone().and_then(|p| self.files.begin_call(p));
             let output = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => None,
@@ -365,10 +360,13 @@ impl Agent {
             let content = self.keep_blobs(output.content, output.blobs)?;
             // What the call did to the files, before its result and in the same write: a crash loses neither
             // alone.
-            let checkpoint = self.checkpoint_after_tool(call, begun).await;
+            let checkpoint = match paths {
+                Some(only) => self.files.after_call(&call.id, only, begun).await,
+                None => None,
+            };
             let recorded = self.record_result(call, content, output.is_error, output.sandbox, events);
             if let Some(record) = checkpoint {
-                self.settle_checkpoint(record, recorded.is_ok());
+                self.files.settle_checkpoint(record, recorded.is_ok());
             }
             recorded?;
         }

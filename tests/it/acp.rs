@@ -3,92 +3,19 @@
 //! (`python3 tests/e2e/fake_llm.py anthropic`, a process of its own scripted over HTTP). Each test has its own
 //! workspace and its own HOME (Claude Code's store of sessions: `$HOME/.claude/projects`).
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pseudoclaude::acp::{AcpChat, AgentSpec, ChatConfig};
 use pseudoclaude::agent::{Cancel, Event};
 use pseudoclaude::provider::BoxFuture;
+use pseudoclaude::rewind::RewindOptions;
 use pseudoclaude::session::{self, Context};
 use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-/// Installed once per run: the tests run on parallel threads, and two installs into one folder would race.
-fn agent_command() -> PathBuf {
-    static DEPS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DEPS.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let out = std::process::Command::new(root.join("scripts/ensure-acp")).output().expect("run scripts/ensure-acp");
-        assert!(out.status.success(), "scripts/ensure-acp failed: {}", String::from_utf8_lossy(&out.stderr));
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).join("node_modules/.bin/claude-agent-acp")
-    })
-    .clone()
-}
-
-/// The fake Anthropic server in a process of its own (killed with this value).
-struct Fake {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Fake {
-    fn start() -> Fake {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fake_llm.py");
-        let mut child = std::process::Command::new("python3")
-            .arg(script)
-            .arg("anthropic")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("start the fake Anthropic server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("its first line");
-        let v: Value = serde_json::from_str(&line).expect("the fake's port as JSON");
-        Fake { child, port: v["port"].as_u64().unwrap() as u16 }
-    }
-
-    fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn http(&self, method: &str, path: &str, body: &str) -> Value {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect to the fake");
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let body = out.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        serde_json::from_str(body).unwrap_or(Value::Null)
-    }
-
-    fn push(&self, answers: Value) {
-        self.http("POST", "/_fake/push", &answers.to_string());
-    }
-
-    /// The bodies the model was sent, in order.
-    fn requests(&self) -> Vec<Value> {
-        self.http("GET", "/_fake/requests", "").as_array().cloned().unwrap_or_default()
-    }
-
-    fn errors(&self) -> Value {
-        self.http("GET", "/_fake/errors", "")
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::support::acp_rig::{FakeClaudeApi, claude_agent_command, claude_env};
 
 /// Answers every permission "yes", and remembers what it was asked.
 #[derive(Default)]
@@ -104,46 +31,35 @@ impl Approver for Yes {
 struct Setup {
     ws: tempfile::TempDir,
     home: tempfile::TempDir,
-    fake: Fake,
+    fake: FakeClaudeApi,
     rt: tokio::runtime::Runtime,
 }
 
 impl Setup {
     fn new() -> Setup {
-        let _ = agent_command();
+        let _ = claude_agent_command();
         Setup {
             ws: tempfile::tempdir().unwrap(),
             home: tempfile::tempdir().unwrap(),
-            fake: Fake::start(),
+            fake: FakeClaudeApi::start(),
             rt: tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap(),
         }
     }
 
     fn config(&self, auto_allow: bool) -> ChatConfig {
-        let env = BTreeMap::from(
-            [
-                ("HOME", self.home.path().display().to_string()),
-                ("ANTHROPIC_BASE_URL", self.fake.base_url()),
-                ("ANTHROPIC_API_KEY", "sk-ant-fake-key".into()),
-                ("IS_SANDBOX", "1".into()),
-                ("DISABLE_TELEMETRY", "1".into()),
-                ("DISABLE_AUTOUPDATER", "1".into()),
-                ("DISABLE_ERROR_REPORTING", "1".into()),
-                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-                ("CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL", "1".into()),
-            ]
-            .map(|(k, v)| (k.to_string(), v)),
-        );
+        let env = claude_env(&self.fake.base_url(), self.home.path());
         ChatConfig {
             name: "claude".into(),
-            spec: AgentSpec { command: agent_command().display().to_string(), args: Vec::new(), env },
+            spec: AgentSpec { command: claude_agent_command().display().to_string(), args: Vec::new(), env },
             workspace: self.ws.path().canonicalize().unwrap(),
-            log_file: Some(self.ws.path().join("agent.log")),
+            log_file: Some(self.home.path().join("agent.log")),
             spill_threshold: session::spill::DEFAULT_THRESHOLD,
             checkpoint_every: Duration::from_millis(100),
             auto_allow,
             pricing: Default::default(),
             stale_after: Duration::from_secs(6 * 3600),
+            rewind: true,
+            rewind_max_file_bytes: pseudoclaude::rewind::DEFAULT_MAX_FILE_BYTES,
         }
     }
 
@@ -245,7 +161,7 @@ fn a_chat_with_a_write_and_a_shell_command_is_logged_as_it_happens() {
     // the list's row names the agent
     let row = session::list::info(&ctx).unwrap();
     assert_eq!(row.agent.as_deref(), Some("claude"));
-    assert_eq!(s.fake.errors(), json!([]));
+    assert_eq!(s.fake.errors(), Vec::<Value>::new());
 }
 
 #[test]
@@ -403,4 +319,91 @@ fn an_agent_command_not_found_is_a_plain_error_naming_it() {
     assert!(errors[0].contains("\"claude-agent-acp-not-installed\" was not found on PATH"), "{errors:?}");
     // the message is kept: the next one (after a fix) continues the session
     assert_eq!(texts(&chat.current().unwrap()), [("user".to_string(), "hello".to_string())]);
+}
+
+#[test]
+fn a_rewind_puts_back_what_the_agents_own_write_and_shell_changed_and_starts_a_new_agent_session() {
+    let s = Setup::new();
+    let ws = s.config(true).workspace;
+    std::fs::write(ws.join("kept.txt"), "before\n").unwrap();
+    s.fake.push(json!([{ "text": "The code word is albatross." }]));
+    let chat = AcpChat::new(s.config(true), Arc::new(Yes::default()));
+    assert!(errors_in(&s.turn(&chat, "remember the code word")).is_empty());
+    let first_agent_session = chat.agent_session().unwrap();
+    // the second turn: the agent's Write tool, and its shell changing one file and creating another
+    s.fake.push(json!([
+        { "tools": [["toolu_1", "Write", { "file_path": ws.join("new.txt"), "content": "written by the agent\n" }]] },
+        { "tools": [["toolu_2", "Bash", {
+            "command": "sh -c 'echo x > f; echo changed > kept.txt'", "description": "write f and kept.txt" }]] },
+        { "text": "Both done." },
+    ]));
+    let events = s.turn(&chat, "write new.txt and run the shell");
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    assert_eq!(std::fs::read_to_string(ws.join("new.txt")).unwrap(), "written by the agent\n");
+    assert_eq!(std::fs::read_to_string(ws.join("f")).unwrap(), "x\n");
+    assert_eq!(std::fs::read_to_string(ws.join("kept.txt")).unwrap(), "changed\n");
+
+    // sessions.changes(id) lists both, under the turn that made them (read from the log, as the editor does)
+    let ctx = chat.current().unwrap();
+    let changes = pseudoclaude::rewind::changes_of(&ws, &ctx.id).unwrap();
+    assert_eq!(changes, chat.changes());
+    let turn = changes.iter().find(|t| t.index == 3).expect("the second message's turn");
+    let mut files: Vec<(&str, &str)> = turn.files.iter().map(|f| (f.path.as_str(), f.status.as_str())).collect();
+    files.sort();
+    assert_eq!(files, [("f", "added"), ("kept.txt", "modified"), ("new.txt", "added")], "{changes:#?}");
+    assert!(changes.iter().find(|t| t.index == 1).unwrap().files.is_empty(), "{changes:#?}");
+
+    // the rewind to the second message: the code back, the conversation cut there
+    let opts = RewindOptions { code: true, conversation: true, ..Default::default() };
+    let report = chat.rewind(3, &opts);
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.text, "write new.txt and run the shell");
+    assert_eq!(std::fs::read_to_string(ws.join("kept.txt")).unwrap(), "before\n");
+    assert!(!ws.join("f").exists() && !ws.join("new.txt").exists(), "what the Write and the shell created is gone");
+    assert_eq!(chat.conversation.snapshot().len(), 2);
+    assert_eq!(chat.agent_session(), None, "the agent's session remembers what was cut: left");
+    assert!(chat.undo_info().is_some());
+
+    // the next message starts a new agent session told the transcript up to that message, nothing after it
+    s.fake.push(json!([{ "text": "It is albatross." }]));
+    let events = s.turn(&chat, "what was the code word?");
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    let new_session = chat.agent_session().expect("a new agent session");
+    assert_ne!(new_session, first_agent_session);
+    let last = s.fake.requests().last().cloned().unwrap().to_string();
+    assert!(last.contains("The code word is albatross."), "the history up to the message reached the model: {last}");
+    assert!(!last.contains("written by the agent") && !last.contains("Both done"), "nothing after it: {last}");
+    let loaded = session::load(&ctx).unwrap();
+    assert_eq!(loaded.agent.unwrap().session_id, new_session, "the log's meta names the new session");
+    assert_eq!(texts(&ctx).last().unwrap().1, "It is albatross.");
+    assert!(chat.undo_info().is_none(), "a new message ends the undo");
+}
+
+#[test]
+fn an_undone_rewind_returns_to_the_agents_own_session() {
+    let s = Setup::new();
+    let ws = s.config(true).workspace;
+    s.fake.push(json!([
+        { "tools": [["toolu_1", "Bash", { "command": "echo one > one.txt", "description": "write one" }]] },
+        { "text": "Wrote one." },
+    ]));
+    let chat = AcpChat::new(s.config(true), Arc::new(Yes::default()));
+    assert!(errors_in(&s.turn(&chat, "write one.txt")).is_empty());
+    let agent_session = chat.agent_session().unwrap();
+    let report = chat.rewind(1, &RewindOptions { code: true, conversation: true, ..Default::default() });
+    assert!(report.ok && report.removed == ["one.txt"], "{report:?}");
+    assert!(!ws.join("one.txt").exists());
+    let undo = chat.undo_rewind(&RewindOptions::default());
+    assert!(undo.ok, "{undo:?}");
+    assert_eq!(std::fs::read_to_string(ws.join("one.txt")).unwrap(), "one\n");
+    assert_eq!(chat.agent_session().as_deref(), Some(agent_session.as_str()));
+    let ctx = chat.current().unwrap();
+    assert_eq!(session::load(&ctx).unwrap().agent.unwrap().session_id, agent_session);
+    // the next message goes on in the agent's own session (session/load), with no transcript
+    s.fake.push(json!([{ "text": "Still here." }]));
+    let events = s.turn(&chat, "go on");
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    assert!(notices_in(&events).iter().any(|n| n.contains("session/load")), "{events:#?}");
+    let last = s.fake.requests().last().cloned().unwrap().to_string();
+    assert!(!last.contains("the agent's own record of it is gone"), "{last}");
 }
