@@ -37,7 +37,7 @@ use crate::rewind::calls::Begun;
 use crate::rewind::{Report, RewindOptions, Tracker};
 use crate::session::entry::AgentMeta;
 use crate::session::{self, Context, Entry, Writer, WriterOptions};
-use crate::tools::{Approval, ApprovalRequest, Approver, PermissionChoice};
+use crate::tools::{Approval, ApprovalRequest, Approver, AutoApprove, PermissionChoice, Tools};
 use crate::usage::{Pricing, Usage, UsageByModel};
 
 /// How long an agent whose input was closed may take to exit before its process group is killed.
@@ -99,6 +99,8 @@ pub struct AcpChat {
     usage: Mutex<UsageByModel>,
     /// Dollars the agent reported (`usage_update.cost`), when it does.
     cost: Mutex<Option<f64>>,
+    /// The agent's `fs/*` requests go through our tools' paths (confinement, the buffer check, the write).
+    tools: Tools,
     /// What the agent offers: `available_commands_update`'s commands, its modes (`session/new`'s `modes`).
     commands: Mutex<Vec<Value>>,
     modes: Mutex<Value>,
@@ -162,6 +164,8 @@ impl AcpChat {
     ) -> Arc<AcpChat> {
         let conversation = Conversation::from_messages(messages, log.hooks());
         let files = Arc::new(FileCheckpoints::new(&config.workspace, log.clone(), conversation.clone(), tracker));
+        let tools =
+            Tools::new(&config.workspace, approver.clone(), AutoApprove { write_file: true, ..Default::default() });
         Arc::new(AcpChat {
             config,
             log,
@@ -172,6 +176,7 @@ impl AcpChat {
             replaying: AtomicBool::new(false),
             agent: Mutex::new(agent),
             tell_history: AtomicBool::new(false),
+            tools,
             files,
             rewound_agent: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
@@ -574,6 +579,13 @@ impl AcpChat {
             Incoming::Marker(done) => {
                 let _ = done.send(());
             }
+            Incoming::Fs { method, params, reply } => {
+                let chat = self.clone();
+                // served off the pump: a read may wait on the editor, a write on its buffer
+                tokio::spawn(async move {
+                    let _ = reply.send(chat.on_fs(method, &params).await);
+                });
+            }
             Incoming::Closed(_) => {}
         }
     }
@@ -632,6 +644,44 @@ impl AcpChat {
                 let _ = self.log.append_meta(Entry::acp(update, now()));
             }
             _ => {}
+        }
+    }
+
+    /// The agent's `fs/read_text_file` and `fs/write_text_file`, on the workspace's files only (confined as our
+    /// tools' paths are). A read takes the editor's buffer when the file is loaded there (unsaved text included),
+    /// else the disk; `line` (1-based) and `limit` cut it to lines. A write goes the way our `write_file` does
+    /// (without a second question: the agent asked its permission): refused when the file's buffer has unsaved
+    /// changes, the buffer held during the write and reloaded after; the agent's tool call that wrote it is
+    /// checkpointed when it completes.
+    async fn on_fs(&self, method: &str, params: &Value) -> Result<Value, String> {
+        let raw = params["path"].as_str().ok_or_else(|| format!("{method}: no path"))?;
+        let (abs, rel) = self.tools.resolve_path(raw)?;
+        match method {
+            "fs/read_text_file" => {
+                let buffer = tokio::time::timeout(self.tools.editor_timeout(), self.approver.buffer_text(&abs)).await;
+                let text = match buffer {
+                    Ok(Some(text)) => text,
+                    _ => {
+                        let path = abs.clone();
+                        tokio::task::spawn_blocking(move || std::fs::read(&path))
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .map_err(|e| format!("cannot read {rel}: {e}"))
+                            .and_then(|b| String::from_utf8(b).map_err(|_| format!("{rel} is not UTF-8 text")))?
+                    }
+                };
+                let line = params["line"].as_u64().unwrap_or(1).max(1) as usize;
+                let limit = params["limit"].as_u64().map(|l| l as usize);
+                Ok(json!({ "content": lines_of(&text, line, limit) }))
+            }
+            "fs/write_text_file" => {
+                let content = params["content"].as_str().ok_or("fs/write_text_file: no content")?;
+                let id = format!("acp-fs-{:x}", rand::random::<u64>());
+                let call = ToolCall::new(id, "write_file", json!({ "path": rel, "content": content }));
+                let out = self.tools.run(&call).await;
+                if out.is_error { Err(out.content) } else { Ok(json!({})) }
+            }
+            other => Err(format!("{other} is not served")),
         }
     }
 
@@ -889,6 +939,14 @@ impl Turn {
     }
 }
 
+/// Lines `line..` (1-based) of `text`, at most `limit` of them, each with its line ending.
+fn lines_of(text: &str, line: usize, limit: Option<usize>) -> String {
+    if line <= 1 && limit.is_none() {
+        return text.to_string();
+    }
+    text.split_inclusive('\n').skip(line - 1).take(limit.unwrap_or(usize::MAX)).collect()
+}
+
 /// Whether a call can change the workspace's files: any but the kinds that only look (ACP's `ToolKind`); a call of
 /// no kind may.
 fn may_change_files(call: &Value) -> bool {
@@ -991,6 +1049,15 @@ mod tests {
         assert!(text.starts_with("wrote it\n--- a.txt\n+++ a.txt") && text.contains("-one\n+two"), "{text}");
         assert_eq!(result_text(&json!({ "rawOutput": "done" })), "done");
         assert_eq!(result_text(&json!({ "rawOutput": { "code": 0 } })), r#"{"code":0}"#);
+    }
+
+    #[test]
+    fn a_read_takes_the_lines_asked_with_their_endings() {
+        let text = "one\ntwo\nthree\n";
+        assert_eq!(lines_of(text, 1, None), text);
+        assert_eq!(lines_of(text, 2, Some(1)), "two\n");
+        assert_eq!(lines_of(text, 3, Some(5)), "three\n");
+        assert_eq!(lines_of(text, 9, None), "");
     }
 
     #[test]

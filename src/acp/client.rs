@@ -29,6 +29,9 @@ pub enum Incoming {
     /// A `session/request_permission` (its params as sent); `reply` takes the chosen option's id, `None` for
     /// "cancelled".
     Permission { request: Value, reply: oneshot::Sender<Option<String>> },
+    /// A request of the client's file system (`fs/read_text_file`, `fs/write_text_file`; its params as sent):
+    /// `reply` takes the result's JSON, or an error's message.
+    Fs { method: &'static str, params: Value, reply: oneshot::Sender<Result<Value, String>> },
     /// Everything queued before this was handled (see the module's ordering note).
     Marker(oneshot::Sender<()>),
     /// The connection ended: the agent exited or closed its output. The text says how, with its last words.
@@ -90,7 +93,7 @@ impl Connection {
         };
         let init = serde_json::json!({
             "protocolVersion": 1,
-            "clientCapabilities": { "fs": { "readTextFile": false, "writeTextFile": false }, "terminal": false },
+            "clientCapabilities": { "fs": { "readTextFile": true, "writeTextFile": true }, "terminal": false },
             "clientInfo": { "name": "pseudoclaude.nvim", "version": env!("CARGO_PKG_VERSION") },
         });
         match conn.request::<acp::InitializeRequest>(init).await {
@@ -221,7 +224,8 @@ fn spawn_connection(
             Err(e) => Some((Err(e), lines)),
         }
     });
-    let (updates, permissions, closed) = (queue.clone(), queue.clone(), queue);
+    let (updates, permissions, reads, writes, closed) =
+        (queue.clone(), queue.clone(), queue.clone(), queue.clone(), queue);
     let driver = Client
         .v1()
         .name("pseudoclaude")
@@ -257,6 +261,27 @@ fn spawn_connection(
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |r: acp::ReadTextFileRequest, responder, _cx| {
+                let answer = ask(&reads, "fs/read_text_file", &r);
+                // answered off the dispatch loop: a read may wait on the editor
+                tokio::spawn(async move {
+                    drop(responder.respond_with_result(answer_of::<acp::ReadTextFileResponse>(answer).await));
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: acp::WriteTextFileRequest, responder, _cx| {
+                let answer = ask(&writes, "fs/write_text_file", &r);
+                tokio::spawn(async move {
+                    drop(responder.respond_with_result(answer_of::<acp::WriteTextFileResponse>(answer).await));
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .connect_with(Lines::new(Box::pin(outgoing), Box::pin(incoming)), async move |cx: ConnectionTo<Agent>| {
             let _ = cx_tx.send(cx.clone());
             tokio::select! {
@@ -274,6 +299,30 @@ fn spawn_connection(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         let _ = closed.send(Incoming::Closed(with_stderr(how, &stderr)));
     });
+}
+
+/// Queues a request of the agent for the chat; the receiver gets the chat's answer.
+fn ask(
+    queue: &mpsc::UnboundedSender<Incoming>,
+    method: &'static str,
+    request: &impl serde::Serialize,
+) -> oneshot::Receiver<Result<Value, String>> {
+    let params = serde_json::to_value(request).unwrap_or(Value::Null);
+    let (reply, answer) = oneshot::channel();
+    let _ = queue.send(Incoming::Fs { method, params, reply });
+    answer
+}
+
+/// The chat's answer as the protocol's response `T`, or an error whose message is the chat's (what the agent shows).
+async fn answer_of<T: serde::de::DeserializeOwned>(
+    answer: oneshot::Receiver<Result<Value, String>>,
+) -> Result<T, agent_client_protocol::Error> {
+    let result = match answer.await {
+        Ok(Ok(v)) => serde_json::from_value::<T>(v).map_err(|e| e.to_string()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("the chat was closed before it answered".to_string()),
+    };
+    result.map_err(|e| agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INTERNAL_ERROR, e))
 }
 
 fn with_stderr(message: String, lines: &Mutex<Vec<String>>) -> String {

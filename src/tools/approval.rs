@@ -114,6 +114,13 @@ pub trait Approver: Send + Sync {
     fn written(&self, path: &Path, rel: &str, outcome: Written) {
         let _ = (path, rel, outcome);
     }
+
+    /// The text of `path`'s buffer (real, absolute) when the file is loaded in the editor, unsaved changes
+    /// included: what an ACP agent's `fs/read_text_file` reads. `None`: not loaded (the disk is read), or no editor.
+    fn buffer_text(&self, path: &Path) -> BoxFuture<'static, Option<String>> {
+        let _ = path;
+        Box::pin(async { None })
+    }
 }
 
 /// How long the editor may take to say whether a file has unsaved changes.

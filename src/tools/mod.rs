@@ -169,6 +169,17 @@ impl Tools {
         &self.workspace
     }
 
+    /// A path confined as every tool's is (inside the workspace, links resolved): the real path and its
+    /// workspace-relative name; the error says why it is refused.
+    pub fn resolve_path(&self, raw: &str) -> Result<(std::path::PathBuf, String), String> {
+        self.root.resolve(raw).map(|r| (r.abs, r.rel))
+    }
+
+    /// How long the editor may take to answer a question about its buffers.
+    pub fn editor_timeout(&self) -> Duration {
+        self.editor_timeout
+    }
+
     /// The most bytes one output may have (default [`DEFAULT_OUTPUT_CAP`]); longer ones are cut
     /// with a note, and read_file/run_command stop collecting once they reach it.
     pub fn output_cap(&self) -> usize {

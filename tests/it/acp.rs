@@ -3,6 +3,8 @@
 //! (`python3 tests/e2e/fake_llm.py anthropic`, a process of its own scripted over HTTP). Each test has its own
 //! workspace and its own HOME (Claude Code's store of sessions: `$HOME/.claude/projects`).
 
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use pseudoclaude::agent::{Cancel, Event};
 use pseudoclaude::provider::BoxFuture;
 use pseudoclaude::rewind::RewindOptions;
 use pseudoclaude::session::{self, Context};
-use pseudoclaude::tools::{Approval, ApprovalRequest, Approver};
+use pseudoclaude::tools::{Approval, ApprovalRequest, Approver, BufferState, Written};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -406,4 +408,90 @@ fn an_undone_rewind_returns_to_the_agents_own_session() {
     assert!(notices_in(&events).iter().any(|n| n.contains("session/load")), "{events:#?}");
     let last = s.fake.requests().last().cloned().unwrap().to_string();
     assert!(!last.contains("the agent's own record of it is gone"), "{last}");
+}
+
+/// The editor as the fs tests need it: buffers (`path -> (text, modified)`), every permission answered yes, the
+/// writes it was told of (each would reload its buffer).
+struct Editor {
+    buffers: HashMap<PathBuf, (String, bool)>,
+    written: Mutex<Vec<(PathBuf, Written)>>,
+}
+
+impl Approver for Editor {
+    fn ask(&self, _req: ApprovalRequest) -> BoxFuture<'static, Approval> {
+        Box::pin(async { Approval::Yes })
+    }
+
+    fn buffer_state(&self, path: &Path, _rel: &str, _hold: bool) -> BoxFuture<'static, Option<BufferState>> {
+        let state = match self.buffers.get(path) {
+            Some((_, true)) => BufferState::Modified,
+            Some(_) => BufferState::Unmodified,
+            None => BufferState::NotLoaded,
+        };
+        Box::pin(async move { Some(state) })
+    }
+
+    fn written(&self, path: &Path, _rel: &str, outcome: Written) {
+        self.written.lock().unwrap().push((path.to_path_buf(), outcome));
+    }
+
+    fn buffer_text(&self, path: &Path) -> BoxFuture<'static, Option<String>> {
+        let text = self.buffers.get(path).map(|b| b.0.clone());
+        Box::pin(async move { text })
+    }
+}
+
+/// Protocol level: claude-agent-acp never calls the client's `fs/*` (its own tools read and write), so a scripted
+/// agent (support/acp_fs_agent.py) makes the requests a Gemini CLI or a Codex would.
+#[test]
+fn the_clients_fs_methods_read_the_buffer_or_the_disk_and_write_the_way_write_file_does() {
+    let s = Setup::new();
+    let mut config = s.config(true);
+    let ws = config.workspace.clone();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/acp_fs_agent.py");
+    config.spec =
+        AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], env: BTreeMap::new() };
+    std::fs::write(ws.join("disk.txt"), "l1\nl2\nl3\n").unwrap();
+    std::fs::write(ws.join("open.txt"), "saved\n").unwrap();
+    std::fs::write(ws.join("shown.txt"), "old\n").unwrap();
+    std::fs::write(ws.join("dirty.txt"), "on disk\n").unwrap();
+    let editor = Arc::new(Editor {
+        buffers: HashMap::from([
+            (ws.join("open.txt"), ("unsaved text\n".to_string(), true)),
+            (ws.join("shown.txt"), ("old\n".to_string(), false)),
+            (ws.join("dirty.txt"), ("the user's edit\n".to_string(), true)),
+        ]),
+        written: Mutex::new(Vec::new()),
+    });
+    let chat = AcpChat::new(config, editor.clone());
+    let read = |path: PathBuf, extra: Value| {
+        let mut params = json!({ "path": path });
+        params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!({ "method": "fs/read_text_file", "params": params })
+    };
+    let write = |path: PathBuf, content: &str| json!({ "method": "fs/write_text_file", "params": { "path": path, "content": content } });
+    let script = json!([
+        read(ws.join("disk.txt"), json!({ "line": 2, "limit": 1 })),
+        read(ws.join("open.txt"), json!({})),
+        write(ws.join("new.txt"), "fresh\n"),
+        write(ws.join("shown.txt"), "new\n"),
+        write(ws.join("dirty.txt"), "agent\n"),
+        read(PathBuf::from("/etc/hostname"), json!({})),
+    ]);
+    let events = s.turn(&chat, &script.to_string());
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    let answer: Value = serde_json::from_str(&chat.conversation.snapshot().last().unwrap().content).unwrap();
+    assert_eq!(answer["caps"]["fs"], json!({ "readTextFile": true, "writeTextFile": true }), "advertised");
+    let r = &answer["results"];
+    assert_eq!(r[0]["content"], "l2\n", "line 2, one line, from the disk");
+    assert_eq!(r[1]["content"], "unsaved text\n", "the open buffer, unsaved text included");
+    assert_eq!((&r[2], &r[3]), (&json!({}), &json!({})), "{r}");
+    assert_eq!(std::fs::read_to_string(ws.join("new.txt")).unwrap(), "fresh\n");
+    assert_eq!(std::fs::read_to_string(ws.join("shown.txt")).unwrap(), "new\n");
+    let written = editor.written.lock().unwrap().clone();
+    assert!(written.contains(&(ws.join("shown.txt"), Written::Changed)), "the open buffer reloads: {written:?}");
+    let refused = r[4]["error"].as_str().unwrap_or_default();
+    assert!(refused.contains("unsaved changes"), "a modified buffer is never written: {r}");
+    assert_eq!(std::fs::read_to_string(ws.join("dirty.txt")).unwrap(), "on disk\n");
+    assert!(!r[5]["error"].as_str().unwrap_or_default().is_empty(), "outside the workspace: refused: {r}");
 }

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A scripted ACP agent for the protocol-level tests of the client's `fs/*` methods (claude-agent-acp, the real
+agent, never calls them: it reads, writes and runs its shell itself).
+
+JSON-RPC 2.0, one message a line on stdin/stdout. `initialize` answers with no capabilities and remembers the
+client's; `session/new` gives `s1`; each `session/prompt`'s text is a JSON list of requests to make of the client in
+order (`{"method": "fs/read_text_file", "params": {...}}`; `sessionId` is filled in). The answer (one
+`agent_message_chunk`) is the JSON of `{"caps": <the client's capabilities>, "results": [<result or {"error":
+message}> ...]}`, then `end_turn`.
+"""
+
+import json
+import sys
+
+caps = {}
+next_id = 0
+
+
+def send(msg: dict) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def read() -> dict:
+    line = sys.stdin.readline()
+    if not line:
+        sys.exit(0)
+    return json.loads(line)
+
+
+def call(method: str, params: dict) -> dict:
+    """A request to the client, waited for (nothing else arrives meanwhile in these tests)."""
+    global next_id
+    next_id += 1
+    rid = f"a{next_id}"
+    send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    while True:
+        msg = read()
+        if msg.get("id") == rid and "method" not in msg:
+            if "error" in msg:
+                return {"error": msg["error"].get("message", "")}
+            return msg.get("result", {})
+
+
+def main() -> None:
+    global caps
+    while True:
+        msg = read()
+        method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if method == "initialize":
+            caps = params.get("clientCapabilities", {})
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "fs-agent", "version": "1.0"},
+            }})
+        elif method == "session/new":
+            send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "s1"}})
+        elif method == "session/prompt":
+            text = "".join(b.get("text", "") for b in params.get("prompt", []))
+            results = [call(r["method"], {"sessionId": "s1", **r["params"]}) for r in json.loads(text)]
+            answer = json.dumps({"caps": caps, "results": results})
+            send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {
+                "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": answer},
+            }}})
+            send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+        elif mid is not None:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"{method} not supported"}})
+
+
+main()
