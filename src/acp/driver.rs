@@ -61,6 +61,8 @@ fn chat_config(config: &HostConfig, name: &str) -> Result<ChatConfig, String> {
         auto_allow: config.approve.agents.get(name).copied().unwrap_or(false),
         pricing: config.pricing.clone(),
         stale_after: Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0)),
+        rewind: config.rewind.enabled,
+        rewind_max_file_bytes: config.rewind.max_file_bytes,
     })
 }
 
