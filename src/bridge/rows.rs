@@ -58,16 +58,36 @@ const NONE: u32 = u32::MAX;
 
 /// `items` packed as the module docs say.
 pub fn pack(items: &[ListItem]) -> BridgeResult<Vec<u8>> {
-    let mut records = Vec::with_capacity(HEADER + items.len() * RECORD);
+    pack_items(
+        items.len(),
+        items.iter().map(|i| match i {
+            ListItem::Ours(info) => Item::Ours(info),
+            ListItem::External(ext) => Item::External(ext),
+        }),
+    )
+}
+
+/// Sessions of ours packed, without making them list items first (the kept full list, `bridge::full_list`).
+pub fn pack_infos(infos: &[SessionInfo]) -> BridgeResult<Vec<u8>> {
+    pack_items(infos.len(), infos.iter().map(Item::Ours))
+}
+
+enum Item<'a> {
+    Ours(&'a SessionInfo),
+    External(&'a crate::import::ExternalItem),
+}
+
+fn pack_items<'a>(n: usize, items: impl Iterator<Item = Item<'a>>) -> BridgeResult<Vec<u8>> {
+    let mut records = Vec::with_capacity(HEADER + n * RECORD);
     records.extend_from_slice(MAGIC);
-    records.extend_from_slice(&u32::try_from(items.len()).map_err(too_big)?.to_ne_bytes());
+    records.extend_from_slice(&u32::try_from(n).map_err(too_big)?.to_ne_bytes());
     records.extend_from_slice(&(RECORD as u32).to_ne_bytes());
     records.extend_from_slice(&0u32.to_ne_bytes());
-    let mut texts: Vec<u8> = Vec::with_capacity(items.len() * 64);
+    let mut texts: Vec<u8> = Vec::with_capacity(n * 64);
     for item in items {
         match item {
-            ListItem::Ours(info) => record(&mut records, &mut texts, info)?,
-            ListItem::External(ext) => {
+            Item::Ours(info) => record(&mut records, &mut texts, info)?,
+            Item::External(ext) => {
                 let json = super::bulk(&super::lua_value(ext)?)?;
                 for _ in 0..14 {
                     records.extend_from_slice(&0f64.to_ne_bytes());

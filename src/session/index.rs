@@ -202,6 +202,29 @@ impl Stamp {
     }
 }
 
+/// The sessions whose logs were written between stamp `before` and the later stamp `now` of the same workspace, when
+/// that is all that changed: the same `sessions` folder time, the same activity file grown by whole lines (each
+/// names the session a writer appended to). `None` when anything else changed, or a line was cut at either stamp.
+pub fn written_between(workspace: &Path, before: &Stamp, now: &Stamp) -> Option<HashSet<String>> {
+    let ((ino0, len0, _), (ino1, len1, _)) = (before.activity?, now.activity?);
+    if before.sessions_mtime_ns != now.sessions_mtime_ns || ino0 != ino1 || len1 < len0 {
+        return None;
+    }
+    let root = Dir::sessions(workspace).ok()?;
+    let from = len0.saturating_sub(1); // the byte before: the end of a whole line
+    let bytes = activity_bytes(&root, from, len1)?;
+    let whole = |b: Option<&u8>| b.is_none_or(|&c| c == b'\n');
+    if (len0 > 0 && !whole(bytes.first())) || !whole(bytes.last()) {
+        return None;
+    }
+    let lines = if len0 > 0 { &bytes[1.min(bytes.len())..] } else { &bytes[..] };
+    let ids = lines.split(|&b| b == b'\n').filter_map(|line| {
+        let id = std::str::from_utf8(line.split(|&b| b == b' ').next()?).ok()?;
+        is_valid_id(id).then(|| id.to_string())
+    });
+    Some(ids.collect())
+}
+
 /// The workspace's [`Stamp`] now (three `stat`s), or `None` when there is no `sessions` folder to stamp.
 pub fn stamp(workspace: &Path) -> Option<Stamp> {
     let home = Dir::workspace(workspace).and_then(|w| w.subdir(ROOT_DIR_NAME)).ok()?;

@@ -230,6 +230,26 @@ fn unlocked_in(workspace: &Path, dir: &Path, opts: &ListOptions) -> Result<Unloc
     Ok(Unlocked { rows, lock_inos })
 }
 
+/// Session `id`'s row of [`list_unlocked`] now, with its lock file's inode: `None` when it is not listed (not
+/// listable, `opts.exclude`, or not shown). Made as the index makes it, so that it equals the row a full read gives.
+pub fn unlocked_row(workspace: &Path, id: &str, opts: &ListOptions) -> Option<(SessionInfo, u64)> {
+    let ctx = Context::for_id(workspace, id).ok()?;
+    let dir = Dir::sessions(workspace).ok()?.subdir(id).ok()?;
+    let lock_ino = dir.ino(LOCK_FILE_NAME).unwrap_or(0);
+    let info = info_of(row_of(&info_in(&ctx, &dir, None, &opts.pricing).ok()?, lock_ino), &opts.pricing);
+    (opts.exclude.as_deref() != Some(id) && shown(&info, opts)).then_some((info, lock_ino))
+}
+
+impl Unlocked {
+    /// In the list's order again (pinned first, then newest first), after rows were replaced.
+    pub fn sort(&mut self) {
+        let mut pairs: Vec<(SessionInfo, u64)> =
+            std::mem::take(&mut self.rows).into_iter().zip(std::mem::take(&mut self.lock_inos)).collect();
+        pairs.sort_by(|(a, _), (b, _)| newest_first(a, b));
+        (self.rows, self.lock_inos) = pairs.into_iter().unzip();
+    }
+}
+
 /// Who holds the locks of the rows whose lock inodes are `lock_inos` (`id_of(i)`: row `i`'s id): `(row, holder)`.
 /// Only the sessions whose lock file is among the files locked on this machine (/proc/locks, one read) are asked,
 /// and those without a lock file when their row was made; every one when that list cannot be read. 100,000
