@@ -15,6 +15,7 @@ use crate::agent::{Cancel, Event, Resumed};
 use crate::attachment::{self, Attachment};
 use crate::message::Message;
 use crate::provider::BoxFuture;
+use crate::rewind::{Report, RewindOptions, TurnChanges};
 use crate::session::Context;
 use crate::tools::Approver;
 use crate::usage::UsageByModel;
@@ -105,6 +106,22 @@ impl Driver for AcpChat {
     }
 
     /// The agent names its models itself: the winbar shows the agent.
+    fn rewind(&self, index: usize, opts: &RewindOptions) -> Option<Report> {
+        Some(AcpChat::rewind(self, index, opts))
+    }
+
+    fn undo_rewind(&self, opts: &RewindOptions) -> Option<Report> {
+        Some(AcpChat::undo_rewind(self, opts))
+    }
+
+    fn undo_info(&self) -> Option<(String, i64)> {
+        AcpChat::undo_info(self)
+    }
+
+    fn changes(&self) -> Vec<TurnChanges> {
+        AcpChat::changes(self)
+    }
+
     fn model(&self) -> (String, String) {
         (self.config.name.clone(), self.config.name.clone())
     }

@@ -19,6 +19,7 @@ use super::{Agent, Cancel, Event};
 use crate::attachment::Attachment;
 use crate::message::Message;
 use crate::provider::BoxFuture;
+use crate::rewind::{Report, RewindOptions, TurnChanges};
 use crate::session::Context;
 use crate::session::replay::title_of;
 use crate::usage::UsageByModel;
@@ -91,7 +92,29 @@ pub trait Driver: Send + Sync {
         false
     }
 
-    /// Our own agent, for what only it does (rewind, fork, a model switch, slices of its history).
+    /// Rewinds to just before user message `index`: the files its checkpoints hold, and the conversation (see
+    /// `:help pseudoclaude-rewind`). None: this kind of agent keeps no checkpoints. Blocking: call it on a blocking
+    /// thread, with no turn running.
+    fn rewind(&self, _index: usize, _opts: &RewindOptions) -> Option<Report> {
+        None
+    }
+
+    /// Undoes the last rewind (until the next message). None as for [`Driver::rewind`]. Blocking.
+    fn undo_rewind(&self, _opts: &RewindOptions) -> Option<Report> {
+        None
+    }
+
+    /// The pending undo of the last rewind (its id and unix time), if no message came since.
+    fn undo_info(&self) -> Option<(String, i64)> {
+        None
+    }
+
+    /// Its changes to the workspace's files, per turn (what `:PseudoRewind` lists).
+    fn changes(&self) -> Vec<TurnChanges> {
+        Vec::new()
+    }
+
+    /// Our own agent, for what only it does (fork, a model switch, slices of its history).
     fn ours(self: Arc<Self>) -> Option<Arc<Agent>> {
         None
     }
@@ -193,6 +216,22 @@ impl Driver for Agent {
 
     fn waits(&self) -> bool {
         self.waits_for_consent()
+    }
+
+    fn rewind(&self, index: usize, opts: &RewindOptions) -> Option<Report> {
+        Some(Agent::rewind(self, index, opts))
+    }
+
+    fn undo_rewind(&self, opts: &RewindOptions) -> Option<Report> {
+        Some(Agent::undo_rewind(self, opts))
+    }
+
+    fn undo_info(&self) -> Option<(String, i64)> {
+        Agent::undo_info(self)
+    }
+
+    fn changes(&self) -> Vec<TurnChanges> {
+        Agent::changes(self)
     }
 
     fn ours(self: Arc<Self>) -> Option<Arc<Agent>> {

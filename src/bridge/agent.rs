@@ -15,6 +15,7 @@ use nvim_oxi::{Function, Object};
 
 use super::{Args, BridgeError, BridgeResult, CallbackPoint, export, guarded_callback, test_panic_point};
 use crate::agent::Agent;
+use crate::agent::chat::Driver;
 use crate::agent::host::{ChatId, Host, HostConfig};
 use crate::session::fork;
 
@@ -58,8 +59,14 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
     let index: usize = a.get(0)?;
     let callback: super::jobs::Callback = a.get(1)?;
     let chat = chat_arg(a, 2)?;
-    let agent = with_host(|h| Ok(h.agent(chat)))?
-        .ok_or_else(|| BridgeError::msg("there is no chat to fork: send a message first"))?;
+    let (agent, driver) = with_host(|h| Ok((h.agent(chat), h.driver(chat))))?;
+    let agent = agent.ok_or_else(|| match driver {
+        Some(d) => BridgeError::msg(format!(
+            "a chat with the agent {:?} cannot be forked yet (only our own agent's chats can)",
+            d.agent_name()
+        )),
+        None => BridgeError::msg("there is no chat to fork: send a message first"),
+    })?;
     let source =
         agent.current().ok_or_else(|| BridgeError::msg("this chat has no session yet: send a message first"))?;
     let what = format!("the fork of session {}", source.id);
@@ -110,33 +117,44 @@ fn rewind_options(a: &Args, index: usize) -> BridgeResult<crate::rewind::RewindO
     })
 }
 
-/// The chat's agent, when no turn runs in it: a rewind must not race one.
-fn idle_agent(chat: Option<ChatId>, what: &str) -> BridgeResult<Arc<Agent>> {
+/// The chat's agent (ours or an ACP one), when no turn runs in it: a rewind must not race one.
+fn idle_driver(chat: Option<ChatId>, what: &str) -> BridgeResult<Arc<dyn Driver>> {
     with_host(|h| {
         if h.status(chat)?.busy {
             return Err(BridgeError::msg(format!(
                 "cannot {what} while the agent is answering: cancel the turn first (<C-c>)"
             )));
         }
-        h.agent(chat).ok_or_else(|| BridgeError::msg(format!("there is nothing to {what}: send a message first")))
+        h.driver(chat).ok_or_else(|| BridgeError::msg(format!("there is nothing to {what}: send a message first")))
     })
 }
 
-/// `agent_rewind_async(index, opts, callback, chat?)`: [`Agent::rewind`] on a worker thread; `callback(true, report)`.
+fn no_checkpoints(driver: &dyn Driver) -> BridgeError {
+    BridgeError::msg(format!(
+        "the agent {:?} keeps no checkpoints of the files: nothing to rewind",
+        driver.agent_name()
+    ))
+}
+
+/// `agent_rewind_async(index, opts, callback, chat?)`: [`Driver::rewind`] on a worker thread; `callback(true, report)`.
 fn rewind_async(a: &Args) -> BridgeResult<u64> {
     let index: usize = a.get(0)?;
     let opts = rewind_options(a, 1)?;
     let callback: super::jobs::Callback = a.get(2)?;
-    let agent = idle_agent(chat_arg(a, 3)?, "rewind")?;
-    super::jobs::spawn("agent_rewind_async", None, callback, move || Ok(agent.rewind(index, &opts)))
+    let driver = idle_driver(chat_arg(a, 3)?, "rewind")?;
+    super::jobs::spawn("agent_rewind_async", None, callback, move || {
+        driver.rewind(index, &opts).ok_or_else(|| no_checkpoints(driver.as_ref()))
+    })
 }
 
-/// `agent_undo_rewind_async(opts, callback, chat?)`: [`Agent::undo_rewind`] on a worker thread.
+/// `agent_undo_rewind_async(opts, callback, chat?)`: [`Driver::undo_rewind`] on a worker thread.
 fn undo_rewind_async(a: &Args) -> BridgeResult<u64> {
     let opts = rewind_options(a, 0)?;
     let callback: super::jobs::Callback = a.get(1)?;
-    let agent = idle_agent(chat_arg(a, 2)?, "undo the rewind")?;
-    super::jobs::spawn("agent_undo_rewind_async", None, callback, move || Ok(agent.undo_rewind(&opts)))
+    let driver = idle_driver(chat_arg(a, 2)?, "undo the rewind")?;
+    super::jobs::spawn("agent_undo_rewind_async", None, callback, move || {
+        driver.undo_rewind(&opts).ok_or_else(|| no_checkpoints(driver.as_ref()))
+    })
 }
 
 /// What `:PseudoRewind` lists: the current session's changes per turn and the undo of the last rewind.
@@ -267,8 +285,8 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         export("agent_undo_rewind_async", undo_rewind_async),
         export("agent_rewind_points", |a| {
             let chat = chat_arg(a, 0)?;
-            let agent = with_host(|h| Ok(h.agent(chat)))?;
-            let points = match agent {
+            let driver = with_host(|h| Ok(h.driver(chat)))?;
+            let points = match driver {
                 Some(a) => {
                     RewindPoints { turns: a.changes(), undo: a.undo_info().map(|(id, at)| UndoPoint { id, at }) }
                 }

@@ -17,6 +17,7 @@ import pytest
 from acp_rig import claude_agent_command, claude_env, fake_anthropic  # noqa: F401 - a fixture
 from conftest import Neovim, main_loop_watch, wait_for
 from fake_llm import FakeAnthropic
+from test_chat import setup as chat_setup
 
 
 @pytest.fixture
@@ -28,24 +29,10 @@ def home(tmp_path: Path) -> Path:
 
 
 def setup(n: Neovim, fake: FakeAnthropic, home: Path, **extra: Any) -> None:
-    """setup() with the agent `claude` pointed at the fake; turns and resumes counted."""
+    """setup() with the agent `claude` pointed at the fake; turns and resumes counted (as test_chat's setup)."""
     spec = {"command": claude_agent_command()[0], "env": claude_env(fake.base_url, home)}
-    opts = {"provider": {"name": "demo"}, "agents": {"claude": spec}, **extra}
-    n.lua(
-        """
-        require("pseudoclaude").setup(...)
-        vim.g.pc_turns = 0
-        vim.g.pc_resumed = vim.NIL
-        vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeTurnDone", callback = function(ev)
-          vim.g.pc_turns = vim.g.pc_turns + 1
-          vim.g.pc_last_stop = ev.data.stop_reason
-        end })
-        vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
-          vim.g.pc_resumed = ev.data
-        end })
-        """,
-        opts,
-    )
+    extra.setdefault("agents", {"claude": spec})
+    chat_setup(n, None, **extra)
 
 
 def send(n: Neovim, text: str) -> None:
@@ -144,6 +131,52 @@ def test_a_chat_with_claude_writes_a_file_runs_a_shell_and_is_logged(
     # the list's rows name the agent (the packed rows and the JSON ones alike)
     rows = nvim.lua("return require('pseudoclaude').sessions.list({ include_current = true })")
     assert [r.get("agent") for r in rows if r["id"] == cur["id"]] == ["claude"], rows
+
+
+def test_pseudorewind_in_a_claude_chat_puts_back_what_its_write_and_its_shell_changed(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    (workspace / "kept.txt").write_text("before\n")
+    fake.push_text("Hello.")
+    fake.push_tools("Writing.", [("toolu_w1", "Write", {"file_path": str(workspace / "new.txt"), "content": "new\n"})])
+    fake.push_tools("", [("toolu_b1", "Bash", {"command": "echo changed > kept.txt", "description": "change it"})])
+    fake.push_text("Done.")
+    setup(nvim, fake, home, approve={"agents": {"claude": True}})
+    nvim.api.command("PseudoChat claude")
+    send(nvim, "hello")
+    wait_turns(nvim, 1)
+    send(nvim, "change the files")
+    wait_turns(nvim, 2)
+    assert (workspace / "new.txt").read_text() == "new\n"
+    assert (workspace / "kept.txt").read_text().strip() == "changed"
+    # :PseudoRewind lists the agent's own changes (its Write and its shell's), newest first; the first item of each
+    # question is taken: that turn, code and conversation
+    nvim.lua(
+        """
+        vim.g.pc_lists = {}
+        vim.g.pc_rewound = vim.NIL
+        vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeRewound", callback = function(ev)
+          vim.g.pc_rewound = ev.data
+        end })
+        vim.ui.select = function(items, opts, cb)
+          local shown = {}
+          for _, it in ipairs(items) do table.insert(shown, opts.format_item and opts.format_item(it) or it) end
+          local lists = vim.g.pc_lists
+          table.insert(lists, shown)
+          vim.g.pc_lists = lists
+          vim.schedule(function() cb(items[1], 1) end)
+        end
+        """
+    )
+    nvim.api.command("PseudoRewind")
+    report = wait_for(lambda: nvim.lua("return vim.g.pc_rewound"), what="User PseudoClaudeRewound")
+    first = nvim.lua("return vim.g.pc_lists")[0][0]
+    assert "change the files" in first and "new.txt" in first and "kept.txt" in first, first
+    assert report["ok"] is True, report
+    assert not (workspace / "new.txt").exists()
+    assert (workspace / "kept.txt").read_text() == "before\n"
+    assert nvim.lua("return #require('pseudoclaude').messages()") == 2
 
 
 def test_approve_agents_answers_allow_once_without_asking(
