@@ -105,7 +105,6 @@ impl Driver for AcpChat {
         AcpChat::cost(self)
     }
 
-    /// The agent names its models itself: the winbar shows the agent.
     fn rewind(&self, index: usize, opts: &RewindOptions) -> Option<Report> {
         Some(AcpChat::rewind(self, index, opts))
     }
@@ -122,6 +121,7 @@ impl Driver for AcpChat {
         AcpChat::changes(self)
     }
 
+    /// The agent names its models itself: the winbar shows the agent.
     fn model(&self) -> (String, String) {
         (self.config.name.clone(), self.config.name.clone())
     }
