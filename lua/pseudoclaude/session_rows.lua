@@ -36,7 +36,7 @@ if M.available then
 end
 
 ---@class pseudoclaude.PackedList A packed list opened for reading (it keeps `data` alive: the pointers are into it).
----@field data string
+---@field data string? The Lua string it was opened from (none for a list lent by the core, `lent()`)
 ---@field count integer
 ---@field recs ffi.cdata* `const pseudoclaude_list_row *`
 ---@field texts ffi.cdata* `const char *`
@@ -48,10 +48,19 @@ function M.open(data)
   if type(data) ~= "string" or data:sub(1, 4) ~= MAGIC then
     error("not a packed session list", 0)
   end
-  local base = ffi.cast("const uint8_t *", data)
+  local list = H.open(ffi.cast("const uint8_t *", data), #data)
+  list.data = data
+  return list
+end
+
+--- The list of `len` bytes at `base`.
+---@param base ffi.cdata* `const uint8_t *`
+---@param len integer
+---@return pseudoclaude.PackedList
+function H.open(base, len)
   local head = ffi.cast("const uint32_t *", base)
   local count, size = tonumber(head[1]), tonumber(head[2])
-  if size ~= ffi.sizeof("pseudoclaude_list_row") or #data < HEADER + count * size then
+  if size ~= ffi.sizeof("pseudoclaude_list_row") or len < HEADER + count * size then
     error(
       ("a packed session list of another layout (record of %d bytes, this reader's %d)"):format(
         size,
@@ -61,7 +70,6 @@ function M.open(data)
     )
   end
   return {
-    data = data,
     count = count,
     recs = ffi.cast("const pseudoclaude_list_row *", base + HEADER),
     texts = ffi.cast("const char *", base + HEADER + count * size),
@@ -184,6 +192,24 @@ end
 function M.rows(data)
   local list = M.open(data)
   return M.fill(list, 1, list.count, H.new_list(list.count))
+end
+
+--- Every row of the list the core lent (`sessions_list_lend`: `{addr, len, holders}`, the packed list in the core's
+--- memory, valid until the next lend): no copy of the list into a Lua string (100,000 rows: 24 MB, twice). Read
+--- before anything else can ask the core for a list; `held_by` set from `holders` (0-based rows).
+---@param lent {addr: number, len: integer, holders: {[1]: integer, [2]: string}[]?}
+---@return (pseudoclaude.SessionInfo|pseudoclaude.ExternalSession)[]
+function M.lent(lent)
+  local base = ffi.cast("const uint8_t *", lent.addr)
+  if lent.len < HEADER or ffi.string(base, 4) ~= MAGIC then
+    error("not a packed session list", 0)
+  end
+  local list = H.open(base, lent.len)
+  local out = M.fill(list, 1, list.count, H.new_list(list.count))
+  for _, held in ipairs(lent.holders or {}) do
+    out[held[1] + 1].held_by = held[2]
+  end
+  return out
 end
 
 --- The id of row `i`, without building the row.

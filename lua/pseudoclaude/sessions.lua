@@ -135,7 +135,7 @@ function M.list(opts)
   if not rows.available then
     return require("pseudoclaude.core").decode(H.call("list", "sessions_list_json", M.workspace(), H.list_args(opts)))
   end
-  return rows.rows(H.call("list", "sessions_list", M.workspace(), H.list_args(opts)))
+  return rows.lent(H.call("list", "sessions_list_lend", M.workspace(), H.list_args(opts)))
 end
 
 --- Rows handed over and built per main-loop step by `list_async()`: about 2 ms of a step.

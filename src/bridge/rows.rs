@@ -267,6 +267,64 @@ impl<'a> Packed<'a> {
         Ok(out)
     }
 
+    /// Whether row `i` is pinned.
+    pub fn pinned(&self, i: usize) -> bool {
+        self.flags(i) & PINNED != 0
+    }
+
+    /// The bytes of row `i`'s texts (what is left behind unused when the row is dropped from a [`Self::merged`]).
+    pub fn text_len(&self, i: usize) -> usize {
+        (0..STRINGS.len()).filter_map(|k| self.string_bytes(i, k)).map(<[u8]>::len).sum()
+    }
+
+    /// The bytes of the texts, used or not.
+    pub fn texts_len(&self) -> usize {
+        self.0.len() - HEADER - self.count() * RECORD
+    }
+
+    /// This list without the rows `gone` marks, with the rows of `added` (each `added` row `j` before this list's
+    /// row `at[j]`, `count()` for the end; `at` in order): records copied in runs, this list's texts copied whole
+    /// (a dropped row's texts stay, unused, until a [`Self::part`] of it all) and `added`'s after them. Work
+    /// proportional to the bytes, none per row: the kept full list after a few sessions were written (issue 39).
+    pub fn merged(&self, gone: &[bool], added: &Packed, at: &[usize]) -> BridgeResult<Vec<u8>> {
+        let n = self.count();
+        let count = gone.iter().filter(|&&g| !g).count() + added.count();
+        let texts = &self.0[HEADER + n * RECORD..];
+        let added_texts = &added.0[HEADER + added.count() * RECORD..];
+        let shift = u32::try_from(texts.len()).map_err(too_big)?;
+        let mut out = Vec::with_capacity(HEADER + count * RECORD + texts.len() + added_texts.len());
+        out.extend_from_slice(&self.0[..4]);
+        out.extend_from_slice(&u32::try_from(count).map_err(too_big)?.to_ne_bytes());
+        out.extend_from_slice(&self.0[8..HEADER]);
+        let (mut j, mut run) = (0, 0);
+        for i in 0..=n {
+            let gone_here = i < n && gone.get(i).copied().unwrap_or(false);
+            if !(gone_here || i == n || at.get(j) == Some(&i)) {
+                continue;
+            }
+            out.extend_from_slice(&self.0[HEADER + run * RECORD..HEADER + i * RECORD]);
+            while at.get(j).is_some_and(|&a| a <= i) {
+                let rec = &added.0[HEADER + j * RECORD..][..RECORD];
+                out.extend_from_slice(&rec[..STRINGS_AT]);
+                for pair in rec[STRINGS_AT..].chunks_exact(8) {
+                    let off = u32::from_ne_bytes([pair[0], pair[1], pair[2], pair[3]]);
+                    let off = if off == NONE {
+                        NONE
+                    } else {
+                        off.checked_add(shift).filter(|&o| o != NONE).ok_or_else(|| too_big(()))?
+                    };
+                    out.extend_from_slice(&off.to_ne_bytes());
+                    out.extend_from_slice(&pair[4..]);
+                }
+                j += 1;
+            }
+            run = if gone_here { i + 1 } else { i };
+        }
+        out.extend_from_slice(texts);
+        out.extend_from_slice(added_texts);
+        Ok(out)
+    }
+
     /// This list with `held_by` of the rows of `holders` (row, who) set: a copy, the holders' texts at its end.
     pub fn with_holders(&self, holders: &[(usize, String)]) -> BridgeResult<Vec<u8>> {
         let mut out = self.0.to_vec();
@@ -374,6 +432,27 @@ mod tests {
         assert_eq!(p.haystack(0), "fix the parser m 20260101-000000-abcd main /w");
         assert_eq!(p.haystack(1), "fix the parser m 20260101-000000-abcd ");
         assert_eq!((p.count(), p.id(1)), (2, "20260101-000000-abcd"));
+    }
+
+    #[test]
+    fn a_merged_list_is_the_kept_rows_with_the_added_ones_at_their_places() {
+        let row = |id: &str, title: &str| SessionInfo { id: id.into(), title: title.into(), ..full() };
+        let (a, b, c, d) = (row("a", "one"), row("b", "two"), row("c", "three"), row("d", "four"));
+        let old = pack_infos(&[a.clone(), b.clone(), c.clone()]).expect("pack");
+        let new_b = SessionInfo { branch: None, ..row("b", "two, again") };
+        let added = pack_infos(&[new_b.clone(), d.clone()]).expect("pack");
+        let (old, added) = (Packed::read(&old).expect("packed"), Packed::read(&added).expect("packed"));
+        // b moves to the front, d goes last, a is dropped
+        let merged = old.merged(&[true, true, false], &added, &[0, 3]).expect("merged");
+        let m = Packed::read(&merged).expect("packed");
+        assert_eq!(m.part(0, m.count()).expect("part"), pack_infos(&[new_b, c, d]).expect("pack"));
+        assert_eq!(m.texts_len(), old.texts_len() + added.texts_len(), "the dropped rows' texts left unused");
+        assert_eq!(
+            old.text_len(0),
+            "a".len() + "one".len() + ["m", "pid 1", "main", "0f0f0f0"].concat().len() + 20 + 2 + 6
+        );
+        let none = Packed::read(&pack_infos(&[]).expect("pack")).map(|p| old.merged(&[false; 3], &p, &[]));
+        assert_eq!(none.expect("packed").expect("merged"), pack_infos(&[a, b, row("c", "three")]).expect("pack"));
     }
 
     #[test]

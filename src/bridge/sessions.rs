@@ -7,6 +7,7 @@
 //! | export             | arguments                                   | returns                          |
 //! |--------------------|---------------------------------------------|----------------------------------|
 //! | `sessions_list`    | workspace, `{exclude?, include_empty?, check_locks?, limit?, max_read?, pricing?, include_pinned?, all?, workspaces_file?, external?}`? | `SessionInfo[]` (and with `external`, `ExternalItem`s), newest first, packed ([`super::rows`]) |
+//! | `sessions_list_lend` | the same                                  | `{addr, len, holders}`: the same list packed, lent in the core's memory until the next lend (no copy), and `{row, holder}` pairs for `held_by` ([`lend`]) |
 //! | `sessions_list_json` | the same                                  | the same list as JSON text (`bulk`): Lua without the FFI, and the tests' oracle |
 //! | `sessions_list_async` | workspace, options as above (and `matcher?`, `json?`, `parts?`), `callback(ok, {id, count, matcher?})` | a ticket number, at once |
 //! | `sessions_list_take` | the list's id                             | the list, packed (JSON with `json`), once, or its next part of `parts` rows; nil after |
@@ -52,6 +53,7 @@ use crate::usage::Pricing;
 pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
         export_object("sessions_list", |a| Ok(packed(&packed_list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?))),
+        export("sessions_list_lend", |a| lend(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
         export("sessions_list_json", |a| super::bulk(&list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?)),
         export("sessions_list_async", list_async),
         export_object("sessions_list_take", list_take),
@@ -167,6 +169,34 @@ fn packed_list(workspace: &Path, args: &ListArgs) -> BridgeResult<Arc<Vec<u8>>> 
         return Ok(Arc::new(super::rows::pack(&list_items(workspace, args)?)?));
     }
     super::full_list::packed(workspace, &args.options)
+}
+
+/// A list lent to Lua ([`lend`]): where the packed list is in the core's memory, and the holders of locks.
+#[derive(Debug, Serialize)]
+struct Lent {
+    addr: u64,
+    len: usize,
+    /// (row counted from 0, holder): the rows whose `held_by` Lua sets.
+    holders: Vec<(usize, String)>,
+}
+
+/// The last list lent: kept alive until the next is lent.
+static LENT: Mutex<Option<Arc<Vec<u8>>>> = Mutex::new(None);
+
+/// `sessions_list_lend(workspace, opts)`: the list `sessions_list` gives, lent instead of copied into a Lua string
+/// (100,000 rows: 24 MB, copied twice on the main loop): the address and length of the packed list in the core's
+/// memory, valid until the next `sessions_list_lend` (the bridge keeps the last list lent), and the holders of
+/// locks apart, where `sessions_list` writes them into a copy of the kept list. `sessions.list()` reads it through
+/// the FFI before it returns (session_rows.lua's `lent()`); only the main thread lends.
+fn lend(workspace: &Path, args: &ListArgs) -> BridgeResult<Lent> {
+    let super::full_list::Listed { data, holders } = if args.all || args.external || args.options.limit.is_some() {
+        super::full_list::Listed { data: packed_list(workspace, args)?, holders: Vec::new() }
+    } else {
+        super::full_list::listed(workspace, &args.options)?
+    };
+    let lent = Lent { addr: data.as_ptr() as u64, len: data.len(), holders };
+    *LENT.lock().unwrap_or_else(PoisonError::into_inner) = Some(data);
+    Ok(lent)
 }
 
 /// `sessions_import_async(workspace, path, callback)`: [`import::import`] on a worker thread.

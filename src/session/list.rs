@@ -6,6 +6,7 @@
 //! file was cut back, rewritten or replaced) is rebuilt by a full replay. Since the list and the
 //! loader share one fold ([`super::replay`]), the list's counts are what a resume restores.
 
+use std::cmp::Reverse;
 use std::fs::{self, File};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
@@ -174,7 +175,7 @@ pub fn list(workspace: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
 fn list_indexed(workspace: &Path, dir: &Path, opts: &ListOptions) -> Result<Vec<SessionInfo>> {
     let Unlocked { mut rows, lock_inos } = unlocked_in(workspace, dir, opts)?;
     if opts.check_locks {
-        for (i, holder) in lock_holders(workspace, &lock_inos, |i| rows[i].id.as_str()) {
+        for (i, holder) in lock_holders(workspace, lock_inos, |i| rows[i].id.as_str()) {
             rows[i].held_by = Some(holder);
         }
     }
@@ -240,25 +241,19 @@ pub fn unlocked_row(workspace: &Path, id: &str, opts: &ListOptions) -> Option<(S
     (opts.exclude.as_deref() != Some(id) && shown(&info, opts)).then_some((info, lock_ino))
 }
 
-impl Unlocked {
-    /// In the list's order again (pinned first, then newest first), after rows were replaced.
-    pub fn sort(&mut self) {
-        let mut pairs: Vec<(SessionInfo, u64)> =
-            std::mem::take(&mut self.rows).into_iter().zip(std::mem::take(&mut self.lock_inos)).collect();
-        pairs.sort_by(|(a, _), (b, _)| newest_first(a, b));
-        (self.rows, self.lock_inos) = pairs.into_iter().unzip();
-    }
-}
-
 /// Who holds the locks of the rows whose lock inodes are `lock_inos` (`id_of(i)`: row `i`'s id): `(row, holder)`.
 /// Only the sessions whose lock file is among the files locked on this machine (/proc/locks, one read) are asked,
 /// and those without a lock file when their row was made; every one when that list cannot be read. 100,000
 /// sessions asked one by one take longer than the list.
-pub fn lock_holders<'a>(workspace: &Path, lock_inos: &[u64], id_of: impl Fn(usize) -> &'a str) -> Vec<(usize, String)> {
+pub fn lock_holders<'a>(
+    workspace: &Path,
+    lock_inos: impl IntoIterator<Item = u64>,
+    id_of: impl Fn(usize) -> &'a str,
+) -> Vec<(usize, String)> {
     let Ok(root) = Dir::sessions(workspace) else { return Vec::new() };
     let locked = lock::locked_inodes();
     let mut out = Vec::new();
-    for (i, &ino) in lock_inos.iter().enumerate() {
+    for (i, ino) in lock_inos.into_iter().enumerate() {
         if locked.as_ref().is_none_or(|set| ino == 0 || set.contains(&ino))
             && let Some(holder) = root.subdir(id_of(i)).ok().and_then(|d| lock::holder_in(&d))
         {
@@ -566,7 +561,13 @@ fn sort_newest_first(out: &mut [SessionInfo]) {
 }
 
 fn newest_first(a: &SessionInfo, b: &SessionInfo) -> std::cmp::Ordering {
-    b.pinned.cmp(&a.pinned).then_with(|| b.modified_ns.cmp(&a.modified_ns)).then_with(|| b.id.cmp(&a.id))
+    order_key(a.pinned, a.modified_ns, &a.id).cmp(&order_key(b.pinned, b.modified_ns, &b.id))
+}
+
+/// Where a session goes in the list, smallest first: pinned first, then newest first (by its log's time, then by
+/// id). The bridge's kept list places written rows with it without their `SessionInfo` (`bridge::full_list`).
+pub fn order_key(pinned: bool, modified_ns: i64, id: &str) -> (Reverse<bool>, Reverse<i64>, Reverse<&str>) {
+    (Reverse(pinned), Reverse(modified_ns), Reverse(id))
 }
 
 fn mtime_ns(m: &fs::Metadata) -> i64 {
