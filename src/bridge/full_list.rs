@@ -48,7 +48,7 @@ struct Kept {
 type Shared = (Arc<Vec<u8>>, Arc<Vec<Key>>);
 
 /// A list made: packed, its keys, the bytes of its texts no row uses.
-type Made = (Vec<u8>, Vec<Key>, usize);
+type Made = (Arc<Vec<u8>>, Arc<Vec<Key>>, usize);
 
 static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
 
@@ -86,7 +86,6 @@ pub fn listed(workspace: &Path, opts: &ListOptions) -> BridgeResult<Listed> {
                 Some(updated) => updated?,
                 None => read_anew(workspace, opts)?,
             };
-            let (data, keys) = (Arc::new(data), Arc::new(keys));
             if let Some(stamp) = stamp.filter(|st| !st.fresh(now_ns(), FRESH_SECS)) {
                 *kept() = Some(Kept { key, stamp, data: data.clone(), keys: keys.clone(), unused });
             }
@@ -103,7 +102,7 @@ pub fn listed(workspace: &Path, opts: &ListOptions) -> BridgeResult<Listed> {
 fn read_anew(workspace: &Path, opts: &ListOptions) -> BridgeResult<Made> {
     let list = list_unlocked(workspace, opts)?;
     let keys = list.rows.iter().zip(&list.lock_inos).map(|(r, &ino)| Key { modified_ns: r.modified_ns, lock_ino: ino });
-    Ok((rows::pack_infos(&list.rows)?, keys.collect(), 0))
+    Ok((Arc::new(rows::pack_infos(&list.rows)?), Arc::new(keys.collect()), 0))
 }
 
 /// The kept list, when it is of `key` and `stamp` still holds.
@@ -121,7 +120,7 @@ fn written_since(workspace: &Path, key: &str, stamp: &Stamp, opts: &ListOptions)
     let k = kept().take_if(|k| k.key == key)?;
     let written = index::written_between(workspace, &k.stamp, stamp)?;
     if written.is_empty() {
-        return Some(Ok((Arc::unwrap_or_clone(k.data), Arc::unwrap_or_clone(k.keys), k.unused)));
+        return Some(Ok((k.data, k.keys, k.unused)));
     }
     Some(merge(workspace, opts, &Packed::read(&k.data)?, &k.keys, &written, k.unused))
 }
@@ -171,9 +170,9 @@ fn merge(
     // the texts of dropped rows left behind: laid out anew once they are as many bytes as the list's own
     let list = Packed::read(&new).ok_or_else(|| super::BridgeError::msg("the merged list does not read back"))?;
     if unused > list.texts_len() / 2 {
-        return Ok((list.part(0, list.count())?, new_keys, 0));
+        return Ok((Arc::new(list.part(0, list.count())?), Arc::new(new_keys), 0));
     }
-    Ok((new, new_keys, unused))
+    Ok((Arc::new(new), Arc::new(new_keys), unused))
 }
 
 fn now_ns() -> i64 {
