@@ -467,11 +467,11 @@ function M.messages(opts)
       on_done(nil, {})
     end)
   end
-  core.call("agent_messages_async", function(ok, chunks)
+  core.call("agent_messages_async", function(ok, held)
     if not ok then
-      return on_done("pseudoclaude.messages: " .. core.plain(chunks))
+      return on_done("pseudoclaude.messages: " .. core.plain(held))
     end
-    core.decode_chunks(chunks, on_done)
+    core.decode_parts(held, on_done)
   end, S.chat)
 end
 

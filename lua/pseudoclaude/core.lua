@@ -270,19 +270,25 @@ function M.decoded(what, on_done)
   end
 end
 
---- JSON arrays (`bridge::bulk_chunks`: a long result of an `on_done` form) decoded one per main-loop step and joined:
---- `on_done(nil, items)`, or `on_done(message)` when one does not decode.
----@param chunks string[]
+--- A long result of an `on_done` form, held by the core in JSON arrays (`bridge::parts`: `{id, count}`), taken
+--- and decoded one per main-loop step and joined: `on_done(nil, items)`, or `on_done(message)` when one does not
+--- decode (the parts left are dropped). A part is copied into Lua only in the step that decodes it.
+---@param held {id: integer, count: integer}
 ---@param on_done fun(err: string?, items: table[]?)
-function M.decode_chunks(chunks, on_done)
+function M.decode_parts(held, on_done)
   local out, k = {}, 0
   local function step()
     k = k + 1
-    if k > #chunks then
+    if k > held.count then
       return on_done(nil, out)
     end
-    local ok, part = pcall(M.decode, chunks[k])
+    local ok, part = pcall(function()
+      return M.decode(M.call("bulk_take", held.id))
+    end)
     if not ok then
+      repeat
+        local more, data = pcall(M.call, "bulk_take", held.id)
+      until not more or data == nil
       return on_done("cannot decode the result: " .. tostring(part))
     end
     for _, item in ipairs(part) do

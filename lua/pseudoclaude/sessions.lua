@@ -379,11 +379,11 @@ function M.changes(id, on_done)
   if on_done then
     H.check_type("changes", "on_done", on_done, "function")
     local core = require("pseudoclaude.core")
-    H.call("changes", "sessions_changes_async", M.workspace(), id, function(ok, chunks)
+    H.call("changes", "sessions_changes_async", M.workspace(), id, function(ok, held)
       if not ok then
-        return on_done(("pseudoclaude.sessions.changes: %s"):format(core.plain(chunks)))
+        return on_done(("pseudoclaude.sessions.changes: %s"):format(core.plain(held)))
       end
-      core.decode_chunks(chunks, on_done) -- one chunk per main-loop step
+      core.decode_parts(held, on_done) -- one part per main-loop step
     end)
     return nil
   end

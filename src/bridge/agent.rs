@@ -314,7 +314,8 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             let chat = chat_arg(a, 1)?;
             let driver = with_host(|h| Ok(h.driver(chat)))?;
             super::jobs::spawn("agent_messages_async", None, callback, move || {
-                super::bulk_chunks(&driver.map(|d| d.messages()).unwrap_or_default(), super::CHUNK_BYTES)
+                let messages = driver.map(|d| d.messages()).unwrap_or_default();
+                Ok(super::parts::hold_chunks(super::bulk_chunks(&messages, super::CHUNK_BYTES)?))
             })
         }),
         export("agent_status", |a| {

@@ -36,8 +36,8 @@
 //! history a restore draws, search hits) crosses as JSON text made by [`bulk`] and decoded on the Lua side by
 //! `core.decode()`, one place each: `vim.json.decode` builds thousands of tables several times faster than
 //! nvim-oxi converts them one object at a time, and the main loop pays for that conversion (issue 8's budget
-//! of one frame per step). A long result of an `on_done` form comes in JSON chunks ([`bulk_chunks`]) decoded one
-//! per main-loop step. The session list, the largest, is packed instead ([`rows`]: fixed binary records Lua reads
+//! of one frame per step). A long result of an `on_done` form comes in JSON chunks ([`bulk_chunks`]), held by the
+//! core and taken and decoded one per main-loop step ([`parts`]). The session list, the largest, is packed instead ([`rows`]: fixed binary records Lua reads
 //! through the FFI, several times cheaper than JSON). Arguments cross as Lua values ([`Args`]); a table argument is
 //! read with serde.
 //!
@@ -56,6 +56,7 @@ pub mod agent;
 pub mod full_list;
 pub mod fuzzy;
 pub mod jobs;
+pub mod parts;
 pub mod preview;
 pub mod rows;
 pub mod search;
@@ -133,6 +134,7 @@ fn exports() -> Dictionary {
             let files: Vec<String> = found.files.iter().map(|p| p.display().to_string()).collect();
             Ok(serde_json::json!({ "files": files, "problems": found.problems }))
         }),
+        export_object("bulk_take", parts::take),
         export("jobs_finish_writes", |a| Ok(jobs::finish_writes(std::time::Duration::from_millis(a.get::<u64>(0)?)))),
         // --- internal, for the end-to-end tests only (not a public API) ------------------------
         export("_test_panic", |_| -> BridgeResult<()> { panic!("_test_panic: deliberate panic") }),

@@ -33,10 +33,9 @@
 //! nvim-oxi's conversion 190 (issue 39); the picker reads only the rows it draws, and gets the full list's fuzzy
 //! matcher built on the worker thread with it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use nvim_oxi::Object;
 use serde::{Deserialize, Serialize};
@@ -52,11 +51,14 @@ use crate::usage::Pricing;
 /// The session exports, chained into the export table by [`super::exports`].
 pub fn exports() -> Vec<(&'static str, Object)> {
     vec![
-        export_object("sessions_list", |a| Ok(packed(&packed_list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?))),
+        export_object("sessions_list", |a| {
+            let data = packed_list(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?;
+            Ok(Object::from(nvim_oxi::String::from_bytes(&data)))
+        }),
         export("sessions_list_lend", |a| lend(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)),
         export("sessions_list_json", |a| super::bulk(&list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?)),
         export("sessions_list_async", list_async),
-        export_object("sessions_list_take", list_take),
+        export_object("sessions_list_take", super::parts::take),
         export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
         export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
         export("sessions_info", |a| info_priced(&workspace(a)?, &a.get::<String>(1)?, &table_arg::<Pricing>(a, 2)?)),
@@ -84,7 +86,10 @@ pub fn exports() -> Vec<(&'static str, Object)> {
                 (workspace(a)?, a.get(1)?, a.get(2)?);
             // in JSON chunks decoded one per main-loop step: thousands of turns converted at once are a long step
             super::jobs::spawn("sessions_changes_async", None, callback, move || {
-                super::bulk_chunks(&crate::rewind::changes_of(&ws, &id)?, super::CHUNK_BYTES)
+                Ok(super::parts::hold_chunks(super::bulk_chunks(
+                    &crate::rewind::changes_of(&ws, &id)?,
+                    super::CHUNK_BYTES,
+                )?))
             })
         }),
         export("sessions_fork_files_async", |a| {
@@ -410,17 +415,14 @@ fn list_async(a: &Args) -> BridgeResult<u64> {
         let count = json_count.or(list.as_ref().map(|l| l.count())).unwrap_or(0);
         // in parts of `parts` rows, taken one per main-loop step (`list({ on_done })`): one 24 MB string (100,000
         // rows) handed over at once was a long step; the picker takes its list whole
-        let parts: Parts = match (args.parts, &list) {
+        let parts: super::parts::Parts = match (args.parts, &list) {
             (Some(n), Some(list)) if n > 0 && !args.json => (0..list.count())
                 .step_by(n)
                 .map(|from| list.part(from, (from + n).min(list.count())).map(Arc::new))
                 .collect::<BridgeResult<_>>()?,
             _ => VecDeque::from([data]),
         };
-        let id = NEXT_LIST.fetch_add(1, Ordering::Relaxed);
-        if !parts.is_empty() {
-            lists().insert(id, parts); // an empty list in parts has none to take
-        }
+        let id = super::parts::hold(parts);
         Ok(ListReady { id, count, matcher })
     })
 }
@@ -431,34 +433,6 @@ struct ListReady {
     id: u64,
     count: usize,
     matcher: Option<u64>,
-}
-
-/// The bytes of a packed list as a Lua string.
-fn packed(bytes: &[u8]) -> Object {
-    Object::from(nvim_oxi::String::from_bytes(bytes))
-}
-
-static NEXT_LIST: AtomicU64 = AtomicU64::new(1);
-/// A list waiting to be taken: its parts, in order (one when it is taken whole).
-type Parts = VecDeque<Arc<Vec<u8>>>;
-
-static LISTS: std::sync::LazyLock<Mutex<HashMap<u64, Parts>>> = std::sync::LazyLock::new(|| Mutex::new(HashMap::new()));
-
-fn lists() -> MutexGuard<'static, HashMap<u64, Parts>> {
-    LISTS.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// `sessions_list_take(id)`: the next part of list `id` (the whole list unless `parts` was asked), each once (the list
-/// is forgotten with its last part); nil when all was taken.
-fn list_take(a: &Args) -> BridgeResult<Object> {
-    let id: u64 = a.get(0)?;
-    let mut lists = lists();
-    let part = lists.get_mut(&id).and_then(VecDeque::pop_front);
-    if lists.get(&id).is_some_and(VecDeque::is_empty) {
-        lists.remove(&id);
-    }
-    drop(lists);
-    Ok(part.map_or(Object::nil(), |d| packed(&d)))
 }
 
 #[cfg(test)]
