@@ -57,6 +57,8 @@ local H = {}
 ---@field top integer First visible position in `matches`.
 ---@field wins {prompt: integer, results: integer, preview: integer?}
 ---@field bufs {prompt: integer, results: integer, preview: integer?}
+---@field row_cache table<table, table>? Each item's row as float/render.lua made it last (weak keys).
+---@field drawn {buf: integer, lines: string[], hls: table[][], tick: integer}? The results as float/rows.lua drew them.
 ---@field origin_win integer
 ---@field augroup integer
 ---@field previews table<string, pseudoclaude.float.Preview>

@@ -178,6 +178,43 @@ def test_typing_filters_across_all_sessions_and_highlights_matches(nv, ws12):
     assert titles(s["results"]["lines"]) == [f"task {i}" for i in range(11, 2, -1)]
 
 
+RESULTS = """
+local s = require("pseudoclaude.float").get_state()
+local buf = s.bufs.results
+local marks = {}
+for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true })) do
+  local d = m[4]
+  marks[#marks + 1] = table.concat({ m[2], m[3], d.end_row or -1, d.end_col or -1, d.hl_group or "",
+    d.line_hl_group or "", d.priority or 0 }, " ")
+end
+table.sort(marks)
+return { lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), marks = marks }
+"""
+
+
+def test_rows_drawn_line_by_line_are_the_rows_drawn_whole(nv, ws12):
+    """A keystroke replaces only the result lines that changed (float/rows.lua keeps the others and their marks)
+    and reuses each item's row (render.lua's cache): after typing, narrowing, widening, moving the highlight and a
+    query that matches fewer rows than before, the window's lines and every highlight are those of a redraw from
+    scratch."""
+    open_picker(nv)
+    steps = [("t", "t"), ("a", "ta"), ("<C-n>", "ta"), ("<C-n>", "ta"), ("s", "tas"), ("k", "task"), (" 1", "task 1"),
+             ("<BS><BS><BS>", "tas"), ("<C-n>", "tas"), ("<C-p>", "tas"), ("zz", "taszz"), ("<BS><BS><BS><BS><BS>", "")]
+    for keys, query in steps:
+        if keys in ("<C-n>", "<C-p>"):
+            before = state(nv)["selected"]
+            nv.api.input(keys)
+            wait_for(lambda: state(nv)["selected"] != before, what=f"the highlight moved by {keys}")
+        else:
+            type_keys(nv, keys, query)
+        got = nv.lua(RESULTS)
+        nv.lua("local s = require('pseudoclaude.float').get_state() s.drawn, s.row_cache = nil, nil s:draw_rows()")
+        assert got == nv.lua(RESULTS), f"after {keys!r}"
+        matched = got["lines"] != ["  no match"]
+        assert any("PseudoClaudePickerAge" in m for m in got["marks"]) == matched, got
+        assert sum("PseudoClaudePickerSelection" in m for m in got["marks"]) == (1 if matched else 0), got
+
+
 def test_typing_before_the_full_list_arrives_filters_the_first_rows_then_all(nv, ws12):
     # hold the full list (the one without a limit) back until the test releases it
     nv.lua(

@@ -116,16 +116,20 @@ end
 --- over the items given (the visible ones); on a narrow window the model goes first, then the branch, then the cost.
 --- `columns` (from `columns()` over a longer list) widens the columns to those widths, so that rows drawn one at a
 --- time (a native picker's rows) align with each other.
+--- `cache` (a table with weak keys that the caller keeps: the float's results) keeps each item's texts and its row
+--- for the layout it was made in, so a keystroke that shows the same items in the same layout, in any order, makes
+--- none again; the rows it returns are then shared: not to be changed.
 ---@param items pseudoclaude.SessionInfo[]
 ---@param width integer
 ---@param now integer unix seconds
 ---@param columns pseudoclaude.float.Columns?
+---@param cache table<table, table>?
 ---@return string[] lines
 ---@return pseudoclaude.float.Row[] rows
-function M.rows(items, width, now, columns)
+function M.rows(items, width, now, columns, cache)
   local live = M.live()
   local counts, costs = {}, {}
-  local widths = H.columns(items, counts, costs)
+  local widths = H.columns(items, counts, costs, cache)
   if columns then
     for k, w in pairs(columns) do
       widths[k] = math.max(widths[k], w)
@@ -163,8 +167,15 @@ function M.rows(items, width, now, columns)
   title_w = math.max(title_w, 1)
 
   local lines, rows = {}, {}
+  local layout = cache
+    and table.concat({ width, now, title_w, model_w, count_w, cost_w, branch_w, tostring(show_count) }, ",")
   for k, item in ipairs(items) do
     local chat = live[item.id]
+    local kept = cache and cache[item]
+    if kept and kept.layout == layout and kept.held_by == item.held_by and not chat then
+      lines[k], rows[k] = kept.line, kept.row
+      goto next
+    end
     local marker = chat and M.LIVE_MARKER
       or item.held_by and M.HELD_MARKER
       or item.damaged and M.DAMAGED_MARKER
@@ -236,6 +247,10 @@ function M.rows(items, width, now, columns)
     row.hls = hls
     lines[k] = table.concat(parts)
     rows[k] = row
+    if kept and not chat then
+      kept.layout, kept.held_by, kept.line, kept.row = layout, item.held_by, lines[k], row
+    end
+    ::next::
   end
   return lines, rows
 end
@@ -253,23 +268,39 @@ function M.columns(items)
   return H.columns(items, {}, {})
 end
 
---- The columns' widths over `items`; fills `counts` and `costs` with each item's text of those columns.
+--- The columns' widths over `items`; fills `counts` and `costs` with each item's text of those columns (kept in
+--- `cache[item]`, made there when missing).
 ---@param items pseudoclaude.SessionInfo[]
 ---@param counts string[]
 ---@param costs string[]
+---@param cache table<table, table>?
 ---@return pseudoclaude.float.Columns
-function H.columns(items, counts, costs)
+function H.columns(items, counts, costs, cache)
   local w = { model = 0, count = 0, cost = 0, branch = 0 }
-  local money = require("pseudoclaude.usage").cost
   for k, item in ipairs(items) do
-    counts[k] = item.partial and "… msgs" or H.row_count(item)
-    w.count = math.max(w.count, #counts[k])
-    w.model = math.max(w.model, H.width(item.model or ""))
-    costs[k] = type(item.cost) == "number" and money(item.cost) or ""
-    w.cost = math.max(w.cost, #costs[k])
-    w.branch = math.max(w.branch, H.width(H.branch(item)))
+    local c = cache and cache[item] or H.texts(item)
+    if cache and not cache[item] then
+      cache[item] = c
+    end
+    counts[k], costs[k] = c.count, c.cost
+    w.count = math.max(w.count, #c.count)
+    w.model = math.max(w.model, c.model_w)
+    w.cost = math.max(w.cost, #c.cost)
+    w.branch = math.max(w.branch, c.branch_w)
   end
   return w
+end
+
+--- An item's texts of the count and cost columns and the widths of its model and branch.
+---@param item pseudoclaude.SessionInfo
+---@return {count: string, cost: string, model_w: integer, branch_w: integer}
+function H.texts(item)
+  return {
+    count = item.partial and "… msgs" or H.row_count(item),
+    cost = type(item.cost) == "number" and require("pseudoclaude.usage").cost(item.cost) or "",
+    model_w = H.width(item.model or ""),
+    branch_w = H.width(H.branch(item)),
+  }
 end
 
 --- The name of a `:PseudoResume all` row's workspace: the last part of its path ("" for a row of this workspace's

@@ -6,8 +6,13 @@ local H = {}
 
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
+--- The characters the query matched (all redrawn at each keystroke) and the selection (one mark, moved): apart from
+--- the rows' own highlights, which stay on the lines a keystroke leaves as they were.
+local match_ns = api.nvim_create_namespace("pseudoclaude.picker.match")
+local sel_ns = api.nvim_create_namespace("pseudoclaude.picker.selection")
 --- The counter's extmark in the prompt (float.lua owns the prompt's other mark).
 local COUNTER_MARK = 1
+local SELECTION_MARK = 1
 
 --- Draws the visible rows of the results window, the selection, the match highlights and the counter.
 ---@param s pseudoclaude.float.State
@@ -28,7 +33,8 @@ function M.draw(s)
     visible[#visible + 1] = s.items[i]
   end
   local render = require("pseudoclaude.float.render")
-  local lines, rows = render.rows(visible, width, s.now)
+  s.row_cache = s.row_cache or setmetatable({}, { __mode = "k" })
+  local lines, rows = render.rows(visible, width, s.now, nil, s.row_cache)
   local hls = {}
   for k, row in ipairs(rows) do
     hls[k] = row.hls
@@ -66,7 +72,10 @@ function M.scroll(win, n, sel, top)
 end
 
 --- Puts `lines` in the results window with their highlights (`hls[k]`: `{start_col, end_col, group, priority?}` of
---- line k), the selection on the 0-based line `selected` (nil: none), and `counter` at the right of the prompt.
+--- line k), the selection on the 0-based line `selected` (nil: none), and `counter` at the right of the prompt. A
+--- line that is the one drawn there last, with the same highlights, is left as it is (its marks too): a keystroke
+--- that keeps most visible rows redraws only the others (`s.drawn`; anything else that changed the buffer since, by
+--- its changedtick, redraws it all).
 ---@param s pseudoclaude.float.State
 ---@param lines string[]
 ---@param hls table[][]
@@ -77,23 +86,92 @@ function M.put(s, lines, hls, selected, counter)
   -- the API rather than `vim.bo`, whose metatable costs more than the call (this runs on every keystroke)
   local opt = { buf = buf }
   api.nvim_set_option_value("modifiable", true, opt)
-  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  api.nvim_set_option_value("modifiable", false, opt)
-  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  for k, row in ipairs(hls) do
-    for _, h in ipairs(row) do
-      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = h[4] or 100 })
-    end
+  api.nvim_buf_clear_namespace(buf, match_ns, 0, -1)
+  local drawn = s.drawn
+  if drawn and drawn.buf == buf and drawn.tick == api.nvim_buf_get_changedtick(buf) then
+    H.update(buf, drawn, lines, hls)
+  else
+    api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+    H.marks(buf, hls, 1, #lines)
   end
+  api.nvim_set_option_value("modifiable", false, opt)
+  s.drawn = { buf = buf, lines = lines, hls = hls, tick = api.nvim_buf_get_changedtick(buf) }
   if selected then
-    api.nvim_buf_set_extmark(buf, ns, selected, 0, { line_hl_group = "PseudoClaudePickerSelection", priority = 50 })
+    api.nvim_buf_set_extmark(
+      buf,
+      sel_ns,
+      selected,
+      0,
+      { id = SELECTION_MARK, line_hl_group = "PseudoClaudePickerSelection", priority = 50 }
+    )
     api.nvim_win_set_cursor(win, { selected + 1, 0 })
+  else
+    api.nvim_buf_del_extmark(buf, sel_ns, SELECTION_MARK)
   end
   api.nvim_buf_set_extmark(s.bufs.prompt, ns, 0, 0, {
     id = COUNTER_MARK,
     virt_text = { { counter, "PseudoClaudePickerCounter" } },
     virt_text_pos = "right_align",
   })
+end
+
+--- Replaces the lines of `drawn` that differ from `lines` (with their highlights), run by run; drops the lines after.
+---@param buf integer
+---@param drawn {lines: string[], hls: table[][]}
+---@param lines string[]
+---@param hls table[][]
+function H.update(buf, drawn, lines, hls)
+  local old, old_hls = drawn.lines, drawn.hls
+  local n, k = #lines, 1
+  while k <= n do
+    if lines[k] == old[k] and H.same(hls[k], old_hls[k]) then
+      k = k + 1
+    else
+      local from = k
+      repeat
+        k = k + 1
+      until k > n or (lines[k] == old[k] and H.same(hls[k], old_hls[k]))
+      local to = math.min(k - 1, #old) -- the old lines replaced (past its end: added)
+      api.nvim_buf_clear_namespace(buf, ns, from - 1, to)
+      api.nvim_buf_set_lines(buf, from - 1, to, false, { unpack(lines, from, k - 1) })
+      H.marks(buf, hls, from, k - 1)
+    end
+  end
+  if #old > n then
+    api.nvim_buf_clear_namespace(buf, ns, n, -1)
+    api.nvim_buf_set_lines(buf, n, -1, false, {})
+  end
+end
+
+--- The highlights of lines `from`..`to` (1-based).
+---@param buf integer
+---@param hls table[][]
+---@param from integer
+---@param to integer
+function H.marks(buf, hls, from, to)
+  for k = from, to do
+    for _, h in ipairs(hls[k] or {}) do
+      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = h[4] or 100 })
+    end
+  end
+end
+
+--- Whether two lines' highlights are the same.
+---@param a table[]?
+---@param b table[]?
+---@return boolean
+function H.same(a, b)
+  if not a or not b or #a ~= #b then
+    return false
+  end
+  for i = 1, #a do
+    local x, y = a[i], b[i]
+    if x[1] ~= y[1] or x[2] ~= y[2] or x[3] ~= y[3] or x[4] ~= y[4] then
+      return false
+    end
+  end
+  return true
 end
 
 --- Highlights the characters the query matched, in the title and model columns of the visible rows.
@@ -141,7 +219,7 @@ function H.match_mark(buf, line, from, to)
   if from then
     api.nvim_buf_set_extmark(
       buf,
-      ns,
+      match_ns,
       line,
       from,
       { end_col = to, hl_group = "PseudoClaudePickerMatch", priority = 200 }
