@@ -221,6 +221,33 @@ function M.call_line(name, args, width)
   return H.cut(("▸ %s %s"):format(name, H.json(args)), width or 100)
 end
 
+--- An ACP agent's tool call while it runs: its line as `call_line` draws it, a status line
+--- (`  ⋯ execute: running: title`) and the last `tail` lines of its output so far, indented as a result's body.
+---@param name string
+---@param args table?
+---@param status string the agent's `pending` or `in_progress`
+---@param output string
+---@param tail integer
+---@param width integer?
+---@return string[]
+function M.running_call_lines(name, args, status, output, tail, width)
+  local title = type(args) == "table" and type(args.title) == "string" and args.title ~= "" and args.title or name
+  local lines = {
+    M.call_line(name, args, width),
+    H.cut(("  ⋯ %s: %s: %s"):format(name, status == "in_progress" and "running" or status, title), width or 100),
+  }
+  if output:sub(-1) == "\n" then
+    output = output:sub(1, -2)
+  end
+  if output ~= "" then
+    local out = vim.split(output, "\n", { plain = true })
+    for i = math.max(1, #out - tail + 1), #out do
+      lines[#lines + 1] = H.cut("    " .. out[i], M.MAX_LINE_BYTES)
+    end
+  end
+  return lines
+end
+
 --- Lines of a tool output as counted everywhere (the result line, its fold): a final newline ends the last line,
 --- it does not start another.
 ---@param content string

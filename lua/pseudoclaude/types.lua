@@ -10,6 +10,7 @@
 ---| "thinking_delta" A piece of the model's thinking, before its answer.
 ---| "thinking_done" The thinking is over: how long it took (`ms`), as the message records it.
 ---| "tool_call_started" The model began a tool call.
+---| "tool_call_live" An ACP agent's tool call under way, as it stands (drawn in place until its result is recorded).
 ---| "assistant_recorded" The answer (text and tool calls) is complete and in the log.
 ---| "tool_result" A tool's output (its preview, when large) is in the log.
 ---| "retrying" A request failed and is retried after a wait.
@@ -24,14 +25,18 @@
 ---| "file_written" A write asked about with `hold` is over.
 ---| "resumed" A resume asked with `agent_resume_async` finished.
 ---| "notice" A line for the chat that is no message (`text`): an MCP server that failed to start.
+---| "plan" An ACP agent's plan as one line (`text`).
 ---| "mcp_consent" A server of the workspace's `.mcp.json` asks to run (`pseudoclaude.McpConsentAsk`).
 
 ---@class pseudoclaude.Event
 ---@field type pseudoclaude.EventType
----@field text string? user_recorded, text_delta, thinking_delta, assistant_recorded
+---@field text string? user_recorded, text_delta, thinking_delta, assistant_recorded, notice, plan
 ---@field ms integer? thinking_done
----@field id string|integer? tool_call_started, tool_result (the call's id); approval (the prompt's number)
----@field name string? tool_call_started, tool_result: the tool
+---@field id string|integer? tool_call_started, tool_call_live, tool_result (the call's id); approval (the prompt's number)
+---@field name string? tool_call_started, tool_call_live, tool_result: the tool
+---@field arguments table? tool_call_live: the call's arguments as the log will hold them
+---@field status string? tool_call_live: the agent's `pending` or `in_progress`
+---@field output string? tool_call_live: its output so far
 ---@field tool_calls pseudoclaude.ToolCall[]? assistant_recorded
 ---@field content string? tool_result
 ---@field is_error boolean? tool_result

@@ -8,7 +8,8 @@
 //! - a `tool_call` and its `tool_call_update`s are one call and its result, written when the call completes or
 //!   fails: the text streamed before it, with the call (title, kind, input, locations), then the result (its
 //!   content, diffs and terminal output as text). A call still running when the turn ends is not written: a log only
-//!   holds calls with their results;
+//!   holds calls with their results. Until it completes, the editor is sent it as it stands at each update
+//!   ([`Event::ToolCallLive`]) and draws it in place;
 //! - plans, mode and config changes, `usage_update` and each permission asked (with its answer) are `acp` entries;
 //!   the agent's name and its own session id are a `meta` entry.
 //!
@@ -633,7 +634,7 @@ impl AcpChat {
                 if let Some(t) = turn.as_ref()
                     && kind == "plan"
                 {
-                    let _ = t.events.send(Event::Notice { text: plan_text(&update) });
+                    let _ = t.events.send(Event::Plan { text: plan_text(&update) });
                 }
                 if let Some(t) = turn.as_ref()
                     && kind == "usage_update"
@@ -862,7 +863,23 @@ impl Turn {
             self.begun.insert(id.clone(), begun);
         }
         self.calls.insert(id.clone(), update);
-        if done { self.record(&id, conv).await } else { Ok(()) }
+        if done {
+            return self.record(&id, conv).await;
+        }
+        self.show(&id);
+        Ok(())
+    }
+
+    /// A call under way, drawn as it stands (the editor updates it in place until its result is recorded).
+    fn show(&self, id: &str) {
+        let Some(call) = self.calls.get(id) else { return };
+        let _ = self.events.send(Event::ToolCallLive {
+            id: id.to_string(),
+            name: call_name(call),
+            arguments: call_arguments(call),
+            status: call["status"].as_str().unwrap_or("pending").to_string(),
+            output: result_text(call),
+        });
     }
 
     async fn tool_update(&mut self, update: Value, conv: &Conversation) -> Result<(), Unsaved> {
@@ -875,7 +892,11 @@ impl Turn {
                 }
             }
         }
-        if is_done(&update) { self.record(&id, conv).await } else { Ok(()) }
+        if is_done(&update) {
+            return self.record(&id, conv).await;
+        }
+        self.show(&id);
+        Ok(())
     }
 
     /// A call that completed or failed: the text before it with the call, then its result.
@@ -883,9 +904,7 @@ impl Turn {
         let Some(call) = self.calls.remove(id) else { return Ok(()) };
         self.checkpoints.settle().await;
         let name = call_name(&call);
-        let arguments = json!({
-            "title": call["title"], "kind": call["kind"], "input": call["rawInput"], "locations": call["locations"],
-        });
+        let arguments = call_arguments(&call);
         let text = std::mem::take(&mut self.text);
         let calls = vec![ToolCall::new(id, name.clone(), arguments)];
         let message = Message {
@@ -951,6 +970,11 @@ fn lines_of(text: &str, line: usize, limit: Option<usize>) -> String {
 /// no kind may.
 fn may_change_files(call: &Value) -> bool {
     !matches!(call["kind"].as_str(), Some("read" | "search" | "think" | "fetch" | "switch_mode"))
+}
+
+/// A call's arguments in our log: what the agent said it does (its title, kind, input and the places it touches).
+fn call_arguments(call: &Value) -> Value {
+    json!({ "title": call["title"], "kind": call["kind"], "input": call["rawInput"], "locations": call["locations"] })
 }
 
 fn is_done(update: &Value) -> bool {

@@ -52,6 +52,18 @@ pub enum Event {
         id: String,
         name: String,
     },
+    /// An ACP agent's tool call under way, as it stands now: sent when the agent announces it and at each update
+    /// until it completes or fails, then [`Event::AssistantRecorded`] with the call and [`Event::ToolResult`] take
+    /// its place (the log holds the call only with its result). `arguments` are the ones the log will hold.
+    ToolCallLive {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+        /// The agent's `pending` or `in_progress`.
+        status: String,
+        /// Its content so far (text, diffs, terminal output), as its result will read.
+        output: String,
+    },
     /// The assistant message is complete and recorded.
     AssistantRecorded {
         text: String,
@@ -87,6 +99,10 @@ pub enum Event {
     Cancelled,
     /// A line for the chat that is no message: an MCP server that failed to start.
     Notice {
+        text: String,
+    },
+    /// An ACP agent's plan, as one line (`plan: [x] read; [~] write; [ ] test`): drawn as it is, not as a warning.
+    Plan {
         text: String,
     },
     /// The turn is over (after `Error` and `Cancelled` too).

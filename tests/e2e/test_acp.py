@@ -133,6 +133,33 @@ def test_a_chat_with_claude_writes_a_file_runs_a_shell_and_is_logged(
     assert [r.get("agent") for r in rows if r["id"] == cur["id"]] == ["claude"], rows
 
 
+def test_a_running_shell_command_is_drawn_before_it_ends_and_then_as_a_restore_draws_it(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    fake.push_tools("Sleeping first.", [("toolu_s1", "Bash", {"command": "sleep 6; echo woke-up | tr a-z A-Z",
+                                                              "description": "sleep a while"})])
+    fake.push_text("Awake.")
+    setup(nvim, fake, home, approve={"agents": {"claude": True}})
+    nvim.api.command("PseudoChat claude")
+    send(nvim, "sleep then answer")
+    # the call is on screen while the command still sleeps: its line, and a status line that says it runs
+    wait_for(lambda: "sleep 6" in chat_text(nvim) and "⋯ execute:" in chat_text(nvim), timeout=90,
+             what="the running call drawn; the chat:\n" + chat_text(nvim))
+    running = chat_text(nvim)
+    assert "WOKE-UP" not in running and "✓ execute" not in running, running
+    assert nvim.lua("return vim.g.pc_turns") == 0, "the turn still runs"
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    logged = [e for e in log_lines(Path(cur["jsonl"])) if e.get("tool_calls")]
+    assert logged == [], "the log holds a call only with its result"
+    wait_turns(nvim, 1)
+    done = chat_text(nvim)
+    assert "⋯" not in done and done.count("sleep 6") == 1 and "✓ execute" in done and "WOKE-UP" in done, done
+    # drawn live exactly as a restore draws the history (the one renderer's lines)
+    restored = nvim.lua("return require('pseudoclaude.transcript').render(require('pseudoclaude').messages())")
+    assert done.split("\n") == restored, (done, restored)
+
+
 def test_pseudorewind_in_a_claude_chat_puts_back_what_its_write_and_its_shell_changed(
     nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
 ) -> None:
@@ -406,6 +433,33 @@ def test_checkhealth_slash_commands_and_modes_of_a_running_agent(
     version = next(e["agent"]["version"] for e in log_lines(Path(cur["jsonl"])) if "agent" in e)
     assert f"claude-agent-acp` found at" in health and f"version {version}" in health, health
     assert "codex: `codex-acp` not installed" in health, health
+
+
+def test_a_plan_is_one_plain_line_and_a_slash_in_our_own_chat_is_only_a_slash(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    # Claude Code's TodoWrite is the agent's `plan` update
+    fake.push_tools("", [("toolu_t1", "TodoWrite", {"todos": [
+        {"content": "read it", "status": "completed", "activeForm": "Reading it"},
+        {"content": "write it", "status": "pending", "activeForm": "Writing it"}]})])
+    fake.push_text("Planned.")
+    setup(nvim, fake, home, approve={"agents": {"claude": True}})
+    nvim.api.command("PseudoChat claude")
+    send(nvim, "plan it")
+    wait_turns(nvim, 1)
+    text = chat_text(nvim)
+    assert "plan: [x] read it; [ ] write it" in text.split("\n"), text
+    assert "⚠ plan" not in text, text
+    # our own chat (the first one) offers no slash commands: `/` types a `/` and opens no menu
+    (workspace / "notes.txt").write_text("x\n")
+    first = nvim.lua("return require('pseudoclaude').chats()")[0]
+    assert first["agent"] == "pseudoclaude", first
+    nvim.lua("require('pseudoclaude').chat.show(...)", first["chat"])
+    nvim.api.input("<Esc>ggdGi/")
+    wait_for(lambda: nvim.lua("return vim.api.nvim_get_current_line()") == "/", what="the typed slash")
+    assert nvim.lua("return vim.fn.pumvisible()") == 0
+    assert nvim.lua("return vim.b.pseudoclaude_chat") == first["chat"]
 
 
 def test_setup_refuses_a_bad_agents_table_naming_the_entry(nvim: Neovim) -> None:

@@ -95,6 +95,9 @@ M.handlers = {
     if S.open_block and m.text:find("%S") then
       S.open_block.has_text = true
     end
+    if next(S.live) and require("pseudoclaude.chat.calls").at_end() then
+      V.append({ "" }) -- never glued to a running call's lines
+    end
     V.append_text(m.text)
   end,
   thinking_delta = function(m)
@@ -141,8 +144,17 @@ M.handlers = {
   tool_call_started = function(m)
     S.names[m.id] = m.name
   end,
+  tool_call_live = function(m)
+    S.names[m.id] = m.name
+    S.state.phase = "running tools"
+    require("pseudoclaude.chat.calls").show(m)
+  end,
   assistant_recorded = function(m)
     local calls = m.tool_calls or {}
+    -- a call drawn while it ran gives its place to the renderer's lines, as a restore draws them
+    for _, c in ipairs(next(S.live) and calls or {}) do
+      require("pseudoclaude.chat.calls").drop(c.id)
+    end
     -- streamed: its mark is in place already
     local marked = S.open_block ~= nil
     if S.open_block and S.open_block.thought and not S.open_block.has_text then
@@ -209,6 +221,9 @@ M.handlers = {
   notice = function(m)
     V.append({ "⚠ " .. m.text }, "PseudoClaudeNotice")
   end,
+  plan = function(m)
+    V.append({ m.text }, "PseudoClaudeNotice")
+  end,
   mcp_consent = function(m)
     require("pseudoclaude.chat.consent").ask(m)
   end,
@@ -218,6 +233,9 @@ M.handlers = {
     S.streaming = false
   end,
   turn_done = function(m)
+    if next(S.live) then
+      require("pseudoclaude.chat.calls").end_turn()
+    end
     M.list_turn_files()
     S.state.busy, S.state.waiting = false, false
     S.state.phase = "idle"

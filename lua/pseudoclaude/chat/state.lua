@@ -25,6 +25,8 @@ local M = {}
 --- already (placed when it began); `thought`: its thinking is drawn above the text row.
 ---@field thinking {row: integer, text: string}? The thinking streaming now: the row of its line and its text so far.
 ---@field names table<string, string> Tool names by call id.
+---@field live table<string, pseudoclaude.chat.Block|{title: string}> An ACP agent's calls under way, by id, as drawn
+--- (`chat/calls.lua`).
 ---@field jump {mark: integer, row: integer}? Where a resume with `at` put the cursor: an extmark on the message's first
 --- line (it moves down as older slices are drawn above it) and the row the cursor was last put on.
 ---@field turn_files {rel: string, path: string, outcome: string}[] Files the agent created or changed in the running
@@ -49,6 +51,7 @@ local PER_CHAT = {
   open_block = true,
   thinking = true,
   names = true,
+  live = true,
   jump = true,
   turn_files = true,
   file_marks = true,
@@ -72,6 +75,7 @@ local function fresh(n)
     restore_gen = 0,
     marks_stale = false,
     names = {},
+    live = {},
     turn_files = {},
     file_marks = {},
     asks = {},
@@ -187,6 +191,8 @@ function M.refresh_status()
     end
   end
 end
+
+M.live_ns = vim.api.nvim_create_namespace("pseudoclaude_chat_live_calls")
 
 M.jump_ns = vim.api.nvim_create_namespace("pseudoclaude_chat_jump")
 

@@ -4,6 +4,7 @@
 --- Architecture invariant: the transcript buffer is changed only here, and only with the renderer's lines.
 
 local M = {}
+local H = {}
 local S = require("pseudoclaude.chat.state")
 local T = require("pseudoclaude.transcript")
 
@@ -85,10 +86,11 @@ function M.map_input(b, on)
   -- workspace paths after `@`, for <C-x><C-o>, <C-x><C-u> and the completion plugins' omni sources
   vim.bo[b].omnifunc = "v:lua.require'pseudoclaude.context'.complete"
   vim.bo[b].completefunc = "v:lua.require'pseudoclaude.context'.complete"
-  -- an ACP agent's slash commands: `/` that starts the message opens their menu
+  -- an ACP agent's slash commands: `/` that starts the message opens their menu, in a chat whose agent offers some
+  -- (the chat's agent can change: a resume of another agent's session, `:PseudoNew`), else it is only a `/`
   vim.keymap.set("i", "/", function()
     local row, col = unpack(vim.api.nvim_win_get_cursor(0))
-    return (row == 1 and col == 0) and "/<C-x><C-o>" or "/"
+    return (row == 1 and col == 0 and H.offers_commands()) and "/<C-x><C-o>" or "/"
   end, { buffer = b, expr = true, silent = true, desc = "pseudoclaude: the agent's slash commands" })
   if keys.mention then
     -- the menu opens as the user types on: nothing is inserted or selected until they pick an entry
@@ -290,6 +292,65 @@ function M.draw(lines, marks, folds, at_top, starts)
   return start
 end
 
+---@class pseudoclaude.chat.Block Lines drawn for a while and redrawn in place (an ACP agent's call as it runs).
+---@field mark integer? Its first line's mark, in `S.live_ns` (nil until drawn).
+---@field count integer Its number of lines.
+---@field hl integer[] Its highlights' marks, in `S.ns`.
+
+--- Draws `block` as `lines` (highlighted with `group`): in place of its lines when it is drawn, else at the end.
+---@param block pseudoclaude.chat.Block
+---@param lines string[]
+---@param group string
+function M.put_block(block, lines, group)
+  local b = S.buf
+  if not M.valid_buf(b) then
+    return
+  end
+  vim.bo[b].modifiable = true
+  local start
+  if block.mark then
+    start = M.block_row(block)
+    vim.api.nvim_buf_set_lines(b, start, start + block.count, false, lines)
+  else
+    local n = vim.api.nvim_buf_line_count(b)
+    local empty = n == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == ""
+    start = empty and 0 or n
+    vim.api.nvim_buf_set_lines(b, start, empty and 1 or n, false, lines)
+    block.mark = vim.api.nvim_buf_set_extmark(b, S.live_ns, start, 0, { right_gravity = false })
+  end
+  vim.bo[b].modifiable = false
+  H.unhighlight(block)
+  block.count = #lines
+  for i = 1, #lines do
+    block.hl[i] = vim.api.nvim_buf_set_extmark(b, S.ns, start + i - 1, 0, { line_hl_group = group })
+  end
+  M.scroll_to_end()
+end
+
+--- Removes `block`'s lines and marks.
+---@param block pseudoclaude.chat.Block
+function M.drop_block(block)
+  local b = S.buf
+  if not M.valid_buf(b) or not block.mark then
+    return
+  end
+  local start = M.block_row(block)
+  vim.bo[b].modifiable = true
+  vim.api.nvim_buf_set_lines(b, start, start + block.count, false, {})
+  vim.bo[b].modifiable = false
+  H.unhighlight(block)
+  pcall(vim.api.nvim_buf_del_extmark, b, S.live_ns, block.mark)
+  block.mark, block.count = nil, 0
+end
+
+--- `block`'s first line (0-based).
+---@param block pseudoclaude.chat.Block
+---@return integer
+function M.block_row(block)
+  local pos = block.mark and vim.api.nvim_buf_get_extmark_by_id(S.buf, S.live_ns, block.mark, {}) or {}
+  return pos[1] or 0
+end
+
 --- Marks line `row` (0-based) as where a message of the history starts.
 ---@param row integer
 ---@return integer mark
@@ -331,7 +392,8 @@ function M.clear()
   vim.api.nvim_buf_clear_namespace(b, S.ns, 0, -1)
   vim.api.nvim_buf_clear_namespace(b, S.msg_ns, 0, -1)
   vim.api.nvim_buf_clear_namespace(b, S.files_ns, 0, -1)
-  S.file_marks = {}
+  vim.api.nvim_buf_clear_namespace(b, S.live_ns, 0, -1)
+  S.file_marks, S.live = {}, {}
   S.marks_stale, S.open_block = false, nil
   vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
   vim.bo[b].modifiable = false
@@ -372,6 +434,24 @@ function M.follow_jump(force)
     end)
     j.row = row
   end
+end
+
+-- Helpers ==============================================================================================================
+
+---@param block pseudoclaude.chat.Block
+function H.unhighlight(block)
+  for _, id in ipairs(block.hl) do
+    pcall(vim.api.nvim_buf_del_extmark, S.buf, S.ns, id)
+  end
+  block.hl = {}
+end
+
+--- Whether the current buffer's chat runs an agent that offers slash commands (as it last listed them).
+---@return boolean
+function H.offers_commands()
+  local chat = vim.b.pseudoclaude_chat
+  local ok, offers = pcall(require("pseudoclaude.core").call, "agent_offers", chat)
+  return chat ~= nil and ok and type(offers) == "table" and #(offers.commands or {}) > 0
 end
 
 return M
