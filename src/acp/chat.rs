@@ -193,6 +193,11 @@ impl AcpChat {
         self.log.context()
     }
 
+    /// The agent's own session as the log's meta names it (none before the agent first started).
+    pub fn agent_meta(&self) -> Option<AgentMeta> {
+        lock(&self.agent).clone()
+    }
+
     /// The agent's own session id, once it has one.
     pub fn agent_session(&self) -> Option<String> {
         lock(&self.agent).as_ref().map(|a| a.session_id.clone()).filter(|s| !s.is_empty())
@@ -339,6 +344,7 @@ impl AcpChat {
         let caps = &conn.init["agentCapabilities"];
         let version = conn.init["agentInfo"]["version"].as_str().unwrap_or_default().to_string();
         let known = self.agent_session();
+        let fork_of = lock(&self.agent).as_ref().map(|a| a.fork_of.clone()).filter(|s| !s.is_empty());
         let ws = &self.config.workspace;
         let mut restored = None;
         if let Some(id) = &known {
@@ -361,11 +367,30 @@ impl AcpChat {
                 }
             }
         }
-        let session_id = match (&restored, &known) {
-            (Some((answer, how)), Some(id)) => {
+        // a fork of a whole session: the agent forks its own (it then has the history)
+        let mut forked = None;
+        if known.is_none()
+            && let Some(source) = &fork_of
+            && caps["sessionCapabilities"]["fork"].is_object()
+        {
+            match conn.fork_session(source, ws).await {
+                Ok(v) if v["sessionId"].as_str().is_some_and(|s| !s.is_empty()) => forked = Some(v),
+                Err(e) if is_closed_error(&e) => return Err(format!("the agent {name} exited: {e}")),
+                _ => {}
+            }
+        }
+        let session_id = match (&restored, &known, &forked) {
+            (Some((answer, how)), Some(id), _) => {
                 self.apply_session(answer);
                 let _ = events.send(Event::Notice { text: format!("{name}: {how}") });
                 id.clone()
+            }
+            (_, _, Some(answer)) => {
+                self.apply_session(answer);
+                let _ = events.send(Event::Notice {
+                    text: format!("{name}: session/fork: the agent forked its own session of the conversation"),
+                });
+                answer["sessionId"].as_str().unwrap_or_default().to_string()
             }
             _ => {
                 let answer = conn.new_session(ws).await?;
@@ -385,12 +410,20 @@ impl AcpChat {
                              conversation so far goes with your next message"
                         ),
                     });
+                } else if self.has_history() {
+                    // a fork (at an earlier message, or of an agent that cannot fork), or a conversation rewound
+                    let _ = events.send(Event::Notice {
+                        text: format!(
+                            "{name}: session/new: a new session of the agent, told the conversation so far with your \
+                             next message"
+                        ),
+                    });
                 }
                 id
             }
         };
         super::note_version(name, &version);
-        let meta = AgentMeta { name: name.clone(), session_id: session_id.clone(), version };
+        let meta = AgentMeta { name: name.clone(), session_id: session_id.clone(), version, ..Default::default() };
         let changed = lock(&self.agent).as_ref() != Some(&meta);
         if changed {
             *lock(&self.agent) = Some(meta.clone());

@@ -137,6 +137,12 @@ impl Connection {
         self.request::<acp::ResumeSessionRequest>(params).await
     }
 
+    /// `session/fork` (the agent's `sessionCapabilities.fork`): a new session of the agent with `id`'s history.
+    pub async fn fork_session(&self, id: &str, cwd: &Path) -> Result<Value, String> {
+        let params = serde_json::json!({ "sessionId": id, "cwd": cwd, "mcpServers": [] });
+        self.request::<acp::ForkSessionRequest>(params).await
+    }
+
     pub async fn prompt(&self, id: &str, text: &str) -> Result<Value, String> {
         let params = serde_json::json!({ "sessionId": id, "prompt": [{ "type": "text", "text": text }] });
         self.request::<acp::PromptRequest>(params).await

@@ -130,6 +130,10 @@ impl Driver for AcpChat {
         self.kill();
     }
 
+    fn agent_meta(&self) -> Option<crate::session::entry::AgentMeta> {
+        AcpChat::agent_meta(self)
+    }
+
     /// Resumed: the agent starts again now (`session/load`, else `session/resume`, else a new session told our
     /// transcript with the next message), and one line says which; a failure to start is that line.
     fn resumed(self: Arc<Self>, events: mpsc::UnboundedSender<Event>) -> Option<BoxFuture<'static, ()>> {

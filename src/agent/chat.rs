@@ -114,7 +114,12 @@ pub trait Driver: Send + Sync {
         Vec::new()
     }
 
-    /// Our own agent, for what only it does (fork, a model switch, slices of its history).
+    /// The ACP agent's own session as the log's meta names it (a fork of the chat is that agent's too); none for ours.
+    fn agent_meta(&self) -> Option<crate::session::entry::AgentMeta> {
+        None
+    }
+
+    /// Our own agent, for what only it does (a model switch, slices of its history).
     fn ours(self: Arc<Self>) -> Option<Arc<Agent>> {
         None
     }

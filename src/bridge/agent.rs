@@ -59,30 +59,35 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
     let index: usize = a.get(0)?;
     let callback: super::jobs::Callback = a.get(1)?;
     let chat = chat_arg(a, 2)?;
-    let (agent, driver) = with_host(|h| Ok((h.agent(chat), h.driver(chat))))?;
-    let agent = agent.ok_or_else(|| match driver {
-        Some(d) => BridgeError::msg(format!(
-            "a chat with the agent {:?} cannot be forked yet (only our own agent's chats can)",
-            d.agent_name()
-        )),
-        None => BridgeError::msg("there is no chat to fork: send a message first"),
-    })?;
+    let (driver, workspace) = with_host(|h| Ok((h.driver(chat), h.config().workspace.clone())))?;
+    let driver = driver.ok_or_else(|| BridgeError::msg("there is no chat to fork: send a message first"))?;
     let source =
-        agent.current().ok_or_else(|| BridgeError::msg("this chat has no session yet: send a message first"))?;
+        driver.session().ok_or_else(|| BridgeError::msg("this chat has no session yet: send a message first"))?;
     let what = format!("the fork of session {}", source.id);
     super::jobs::spawn_write("agent_fork_async", what, callback, move || {
         // Copied out under the history's lock, written after: a fork's sync never holds up the chat.
-        let (history, len) = agent.with_messages(|m| {
-            let end = fork::whole_exchanges(m, index.min(m.len()));
-            (m[..end.max(index.min(m.len()))].iter().map(|x| (*x).clone()).collect::<Vec<_>>(), m.len())
-        });
+        let (history, len, model) = match driver.clone().ours() {
+            Some(agent) => {
+                let (history, len) = agent.with_messages(|m| {
+                    let end = fork::whole_exchanges(m, index.min(m.len()));
+                    (m[..end.max(index.min(m.len()))].iter().map(|x| (*x).clone()).collect::<Vec<_>>(), m.len())
+                });
+                (history, len, agent.provider().model().to_string())
+            }
+            // an ACP agent's chat: the fork is that agent's too (its first start forks the agent's session, or tells
+            // it our transcript)
+            None => {
+                let history = driver.messages();
+                let len = history.len();
+                (history, len, driver.model().1)
+            }
+        };
         if index == 0 || index > len {
             return Err(BridgeError::msg(format!(
                 "message {index} is out of range: the chat has {len} message(s), numbered 1 to {len}"
             )));
         }
-        let model = agent.provider().model().to_string();
-        Ok(fork::create(&agent.config.workspace, &source, &history, index, &model)?)
+        Ok(fork::create(&workspace, &source, &history, index, &model, driver.agent_meta().as_ref())?)
     })
 }
 

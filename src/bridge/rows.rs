@@ -372,6 +372,7 @@ mod tests {
             pinned: true,
             forked_from: Some(ForkedFrom { id: "20250101-000000-ffff".into(), index: 9 }),
             agent: Some("claude".into()),
+            agent_session: Some("0b1d".into()),
             workspace: Some("/w".into()),
         }
     }

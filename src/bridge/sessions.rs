@@ -164,7 +164,10 @@ pub fn list_items(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<ListIte
     }
     let opts = import::list::ListOptions { limit: args.options.limit, quick: args.options.max_read.is_some() };
     let theirs = import::list::list_with(workspace, &Homes::from_env(), &opts);
-    Ok(import::list::merge(ours, theirs))
+    // an agent's own transcript of a session we ran is that session: matched against all of ours (the rows asked for
+    // may be limited, or leave the current session out)
+    let every = session::list(workspace, &ListOptions { include_empty: true, ..Default::default() })?;
+    Ok(import::list::merge(ours, import::list::without_ours(theirs, &every)))
 }
 
 /// The list `args` asks for, packed: the full list of this workspace as [`super::full_list`] keeps it; a limited list

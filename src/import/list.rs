@@ -98,6 +98,7 @@ pub enum ListItem {
 /// pinned sessions first, then newest first (a session of ours by its last message, another tool's by its last
 /// record).
 pub fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem> {
+    let theirs = without_ours(theirs, &ours);
     let mut out = Vec::with_capacity(ours.len() + theirs.len());
     let (pinned, rest): (Vec<_>, Vec<_>) = ours.into_iter().partition(|i| i.pinned);
     out.extend(pinned.into_iter().map(|i| ListItem::Ours(Box::new(i))));
@@ -116,6 +117,17 @@ pub fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem>
         });
     }
     out
+}
+
+/// `theirs` without the transcripts of sessions of ours: a session we ran with an ACP agent (Claude Code, Codex) is
+/// also in that agent's own store under the agent's id of it, which our log's `meta` keeps (`agent_session`); it is
+/// listed once, as ours.
+pub fn without_ours(theirs: Vec<ExternalItem>, ours: &[SessionInfo]) -> Vec<ExternalItem> {
+    let ran: std::collections::HashSet<&str> = ours.iter().filter_map(|i| i.agent_session.as_deref()).collect();
+    if ran.is_empty() {
+        return theirs;
+    }
+    theirs.into_iter().filter(|t| !ran.contains(t.id.as_str())).collect()
 }
 
 /// When a session of ours last spoke, as the picker sorts it.

@@ -129,6 +129,11 @@ pub struct AgentMeta {
     pub session_id: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub version: String,
+    /// A fork of a whole session the agent ran (`session_id` empty until it starts): the agent's session to fork
+    /// with `session/fork` when the fork first starts the agent (a fork at an earlier message is told our transcript
+    /// instead: the agent's session would remember what came after).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fork_of: String,
 }
 
 /// Where an imported session came from: the tool (`claude-code`, `codex`), its id of the session, the file, and

@@ -6,6 +6,10 @@
 //! (content-addressed, synced before the line that names them), so deleting the source loses the fork
 //! nothing. The source is only read: its folder is not written to, not even its `summary.json`.
 //!
+//! A fork of a session an ACP agent ran is that agent's too: a `meta` entry after the first names it, without its
+//! session id (the fork's first start makes one), and with `fork_of` the source's id in the agent when the fork takes
+//! the whole history (the agent can fork its own session then; an earlier cut is told our transcript instead).
+//!
 //! The history is cut where no tool exchange is split: a fork at a tool call (or at one of its results)
 //! takes every result of that call; a call whose results are not all there yet (a turn still running
 //! tools) is left out with them. So the fork is valid for every provider, as a load is.
@@ -15,7 +19,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::entry::{Entry, ForkedFrom};
+use super::entry::{AgentMeta, Entry, ForkedFrom};
 use super::{Context, Error, Result, Writer, WriterOptions, load, spill};
 use crate::message::{Message, now};
 
@@ -34,17 +38,18 @@ pub fn fork(workspace: &Path, id: &str, index: Option<usize>) -> Result<Forked> 
     let source = Context::open(workspace, id)?;
     let loaded = load(&source)?;
     let index = index.unwrap_or(loaded.messages.len());
-    create(workspace, &source, &loaded.messages, index, &loaded.model)
+    create(workspace, &source, &loaded.messages, index, &loaded.model, loaded.agent.as_ref())
 }
 
 /// Makes a new session of `workspace` holding `history[..index]` of session `source` (extended or cut
-/// to whole tool exchanges), its first entry naming `model`.
+/// to whole tool exchanges), its first entry naming `model`; `agent`: the ACP agent the source ran.
 pub fn create<M: Borrow<Message>>(
     workspace: &Path,
     source: &Context,
     history: &[M],
     index: usize,
     model: &str,
+    agent: Option<&AgentMeta>,
 ) -> Result<Forked> {
     let len = history.len();
     if len == 0 {
@@ -65,7 +70,13 @@ pub fn create<M: Borrow<Message>>(
     }
     let ctx = Context::new(workspace)?;
     let from = ForkedFrom { id: source.id.clone(), index: end };
-    let written = write(&ctx, source, &history[..end], from.clone(), model);
+    let agent = agent.map(|a| AgentMeta {
+        name: a.name.clone(),
+        version: a.version.clone(),
+        fork_of: if end == len { a.session_id.clone() } else { String::new() },
+        session_id: String::new(),
+    });
+    let written = write(&ctx, source, &history[..end], from.clone(), model, agent);
     if let Err(e) = written {
         // Nothing half made stays behind: the folder holds at most a cut-back log and copied spills.
         let _ = std::fs::remove_dir_all(&ctx.dir);
@@ -80,6 +91,7 @@ fn write<M: Borrow<Message>>(
     history: &[M],
     from: ForkedFrom,
     model: &str,
+    agent: Option<AgentMeta>,
 ) -> Result<()> {
     let mut messages = Vec::with_capacity(history.len());
     for m in history {
@@ -99,6 +111,9 @@ fn write<M: Borrow<Message>>(
     }
     let writer = Writer::open(ctx, WriterOptions { model: model.to_string(), ..Default::default() })?;
     writer.append_entry(Entry::fork(messages, from, now()))?;
+    if let Some(agent) = agent {
+        writer.append_entry(Entry::meta_agent(agent, now()))?;
+    }
     writer.close()
 }
 

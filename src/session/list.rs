@@ -82,6 +82,10 @@ pub struct SessionInfo {
     /// of the JSON row: the packed rows of `bridge/rows.rs` do not carry it yet).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// That agent's own id of the session (its `meta` entry): the agent's own record of it (Claude Code's transcript)
+    /// is this session, not another one to list ([`crate::import::list::without_ours`]). Not serialized.
+    #[serde(skip)]
+    pub agent_session: Option<String>,
     /// The workspace the session belongs to, in a list of every workspace ([`list_every`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
@@ -284,6 +288,7 @@ fn row_of(s: &SessionInfo, lock_ino: u64) -> Row {
         s.forked_from.clone(),
         lock_ino,
         s.agent.clone(),
+        s.agent_session.clone(),
     )
 }
 
@@ -308,6 +313,7 @@ fn info_of(row: Row, pricing: &Pricing) -> SessionInfo {
         forked_from,
         _lock_ino,
         agent,
+        agent_session,
     ) = row;
     SessionInfo {
         id,
@@ -333,6 +339,7 @@ fn info_of(row: Row, pricing: &Pricing) -> SessionInfo {
         pinned,
         forked_from,
         agent,
+        agent_session,
         workspace: None,
     }
 }
@@ -540,6 +547,7 @@ fn to_info(
         model: s.shown_model().to_string(),
         pinned: s.pinned,
         forked_from: s.forked_from,
+        agent_session: s.agent.as_ref().map(|a| a.session_id.clone()).filter(|id| !id.is_empty()),
         agent: s.agent.map(|a| a.name),
         messages: s.messages,
         entries: s.entries,

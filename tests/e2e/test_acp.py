@@ -160,6 +160,98 @@ def test_a_running_shell_command_is_drawn_before_it_ends_and_then_as_a_restore_d
     assert done.split("\n") == restored, (done, restored)
 
 
+def test_claude_codes_own_transcript_of_a_session_we_ran_is_not_listed_a_second_time(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake_anthropic.push_text("Listed once.")
+    setup(nvim, fake_anthropic, home)
+    nvim.api.command("PseudoChat claude")
+    send(nvim, "list me once")
+    wait_turns(nvim, 1)
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    agent_id = next(e["agent"]["session_id"] for e in log_lines(Path(cur["jsonl"])) if "agent" in e)
+    # Claude Code keeps its own transcript of it, under the id our log's meta names
+    transcripts = list((home / ".claude" / "projects").glob("*/*.jsonl"))
+    assert agent_id in [t.stem for t in transcripts], transcripts
+    # another Claude Code session of the workspace, not ours: still listed
+    other = transcripts[0].parent / "11111111-2222-3333-4444-555555555555.jsonl"
+    other.write_text(transcripts[0].read_text().replace(agent_id, other.stem))
+    nvim.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
+    for opts in ({"external": True}, {"external": True, "include_current": True}, {"external": True, "limit": 5}):
+        rows = nvim.lua("return require('pseudoclaude').sessions.list(...)", opts)
+        theirs = [r["id"] for r in rows if r.get("source")]
+        assert agent_id not in theirs and other.stem in theirs, (opts, rows)
+    rows = nvim.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
+    assert [r["id"] for r in rows if not r.get("source")] == [cur["id"]], rows
+
+
+def fork_at(n: Neovim, text: str) -> dict[str, Any]:
+    """:PseudoFork with the cursor on the transcript's line `text` (in the first chat's buffer); the fork's resume
+    report."""
+    lines = chat_text(n).split("\n")
+    win = n.lua("return vim.fn.win_findbuf(vim.fn.bufnr('pseudoclaude://chat'))[1]")
+    n.api.command(f"call win_gotoid({win})")
+    n.api.current.window.cursor = (lines.index(text) + 1, 0)
+    n.lua("vim.g.pc_resumed = vim.NIL")
+    n.api.command("PseudoFork")
+    report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), what="the switch to the fork")
+    assert report["ok"] is True, report
+    return report
+
+
+def test_a_fork_of_a_claude_chat_runs_claude_knowing_the_history_before_the_fork_and_not_after(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    fake.push_text("Noted: alpha.")
+    fake.push_text("Noted: bravo.")
+    setup(nvim, fake, home, agent="claude")
+    nvim.api.command("PseudoChat")
+    send(nvim, "the first code word is alpha")
+    wait_turns(nvim, 1)
+    send(nvim, "the second code word is bravo")
+    wait_turns(nvim, 2)
+    src = nvim.lua("return require('pseudoclaude').current()")
+    before = Path(src["jsonl"]).read_bytes()
+    # at the first answer: a new agent session, told our transcript up to there
+    report = fork_at(nvim, "Noted: alpha.")
+    fork = report["id"]
+    assert fork != src["id"] and Path(src["jsonl"]).read_bytes() == before
+    rows = nvim.lua("return require('pseudoclaude').sessions.list({ include_current = true })")
+    assert [(r.get("agent"), r["forked_from"]) for r in rows if r["id"] == fork] == [
+        ("claude", {"id": src["id"], "index": 2})], rows
+    wait_for(lambda: "claude: session/new" in chat_text(nvim), timeout=90, what="the fork's line")
+    fake.push_text("It was alpha.")
+    nvim.api.command("PseudoChat")
+    send(nvim, "which code words do you know?")
+    wait_turns(nvim, 3)
+    asked = json.dumps(fake.requests[-1])
+    assert "alpha" in asked and "bravo" not in asked, asked
+    assert [c["agent"] for c in nvim.lua("return require('pseudoclaude').chats()")] == ["claude"]
+    msgs = nvim.lua("return require('pseudoclaude').messages()")
+    assert [m["content"] for m in msgs] == ["the first code word is alpha", "Noted: alpha.",
+                                            "which code words do you know?", "It was alpha."], msgs
+    # at its end: the agent forks its own session, which has the whole history (no transcript sent); Claude Code
+    # writes its transcript within 100 ms of the answer, and a fork replaces the chat (its agent is killed): the fork
+    # waits until the agent's own store has the answer, as a user's fork a moment later finds it
+    wait_for(lambda: any("It was alpha." in t.read_text() for t in (home / ".claude" / "projects").glob("*/*.jsonl")),
+             what="Claude Code's transcript written")
+    report = fork_at(nvim, "It was alpha.")
+    wait_for(lambda: "claude: session/fork" in chat_text(nvim), timeout=90, what="the session/fork line")
+    fake.push_text("Still alpha.")
+    nvim.api.command("PseudoChat")
+    send(nvim, "and now?")
+    wait_turns(nvim, 4)
+    asked = json.dumps(fake.requests[-1])
+    assert "which code words do you know?" in asked and "It was alpha." in asked, asked
+    # our transcript went once, with the first fork's first message (in the history the agent forked), not again
+    assert asked.count("The conversation so far") == 1 and "bravo" not in asked, asked
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    metas = [e["agent"] for e in log_lines(Path(cur["jsonl"])) if "agent" in e]
+    assert metas[0].get("fork_of") and not metas[0].get("session_id"), metas
+    assert metas[-1]["session_id"] and metas[-1]["session_id"] != metas[0]["fork_of"], metas
+
+
 def test_pseudorewind_in_a_claude_chat_puts_back_what_its_write_and_its_shell_changed(
     nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
 ) -> None:

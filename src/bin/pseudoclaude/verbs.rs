@@ -108,7 +108,9 @@ fn cost_notes(sessions: &[session::SessionInfo], pricing: &Pricing, file: &str) 
 }
 
 pub fn list_external(ws: &Path, out: &mut Out, json_out: bool) -> CmdResult {
-    let items = import::list(ws, &import::Homes::from_env());
+    // the sessions we ran with an ACP agent are ours to list, not the agent's transcripts of them
+    let ours = session::list(ws, &ListOptions { include_empty: true, ..Default::default() })?;
+    let items = import::list::without_ours(import::list(ws, &import::Homes::from_env()), &ours);
     if json_out {
         json(out, &items)?;
     } else {
