@@ -388,6 +388,8 @@ end
 ---@field agent string? Its name (nil before the chat's first message).
 ---@field commands {name: string, description: string?}[] Its slash commands (`available_commands_update`).
 ---@field modes {currentModeId: string?, availableModes: {id: string, name: string?}[]?}|nil Its modes.
+---@field models {current: string?, available: {id: string, name: string?}[]}|nil The models it lets the user choose
+--- (its session's `model` config option), nil when it offers no choice.
 
 --- What chat `n`'s agent (nil: the current chat's) offers: an ACP agent's slash commands and modes.
 ---@param n integer?
@@ -398,6 +400,7 @@ function M.offers(n)
   end
   local o = require("pseudoclaude.core").call("agent_offers", n or S.chat)
   o.modes = o.modes ~= vim.NIL and o.modes or nil
+  o.models = o.models ~= vim.NIL and o.models or nil
   return o
 end
 
@@ -553,11 +556,16 @@ function M.winbar(n)
 end
 
 --- Switches the model of the next turn (a turn running keeps its own) and of new chats, as `:PseudoModel {name}`;
---- without a name, offers the configured models (`vim.ui.select`). Returns the model switched to.
+--- without a name, offers the configured models (`vim.ui.select`). Returns the model switched to. In a chat with an
+--- ACP agent: the agent's own models (`session/set_config_option`), the outcome a line in the chat.
 ---@param name string?
 ---@return string?
 function M.set_model(name)
   H.ensure_host()
+  local offers = M.offers()
+  if offers.agent and offers.agent ~= "pseudoclaude" then
+    return H.set_agent_model(offers, name)
+  end
   if not name or vim.trim(name) == "" then
     local models = M.models()
     local current = require("pseudoclaude.core").call("agent_status", S.chat).model
@@ -585,9 +593,15 @@ function M.set_model(name)
 end
 
 --- The models `:PseudoModel` completes: `provider.models`, `provider.model` and the names `pricing` prices, sorted,
---- once each.
+--- once each; in a chat with an ACP agent, the ids of the models it offers.
 ---@return string[]
 function M.models()
+  local offers = M.offers()
+  if offers.agent and offers.agent ~= "pseudoclaude" then
+    return vim.tbl_map(function(m)
+      return m.id
+    end, (offers.models or {}).available or {})
+  end
   local cfg = require("pseudoclaude.config").get()
   local seen, out = {}, {}
   local function add(m)
@@ -804,6 +818,36 @@ function H.ensure_host()
       end
     end,
   })
+end
+
+--- `:PseudoModel` in a chat with an ACP agent: its own models, asked for by id (`vim.ui.select` without one).
+---@param offers pseudoclaude.AgentOffers
+---@param name string?
+function H.set_agent_model(offers, name)
+  if not name or vim.trim(name) == "" then
+    local models = offers.models
+    if not models then
+      return require("pseudoclaude.errors").report(
+        ("pseudoclaude: the agent %s offers no model choice (or has not started yet: send a message first)"):format(
+          offers.agent
+        )
+      )
+    end
+    return vim.ui.select(models.available, {
+      prompt = "Model of " .. offers.agent .. " (now " .. tostring(models.current) .. ")",
+      format_item = function(m)
+        return m.name and m.name ~= vim.NIL and m.name ~= m.id and (m.id .. "  " .. m.name) or m.id
+      end,
+    }, function(m)
+      if m then
+        H.set_agent_model(offers, m.id)
+      end
+    end)
+  end
+  local ok, err = pcall(require("pseudoclaude.core").call, "agent_set_model", vim.trim(name), S.chat)
+  if not ok then
+    require("pseudoclaude.errors").report(err)
+  end
 end
 
 return M

@@ -105,6 +105,9 @@ pub struct AcpChat {
     /// What the agent offers: `available_commands_update`'s commands, its modes (`session/new`'s `modes`).
     commands: Mutex<Vec<Value>>,
     modes: Mutex<Value>,
+    /// The session's config options (`configOptions` of `session/new` and its kin, `config_option_update`): the
+    /// model among them.
+    options: Mutex<Value>,
 }
 
 impl AcpChat {
@@ -185,6 +188,7 @@ impl AcpChat {
             cost: Mutex::new(None),
             commands: Mutex::new(Vec::new()),
             modes: Mutex::new(Value::Null),
+            options: Mutex::new(Value::Null),
         })
     }
 
@@ -220,6 +224,41 @@ impl AcpChat {
     /// The agent's modes (`{currentModeId, availableModes}`), when it offers some.
     pub fn modes(&self) -> Value {
         lock(&self.modes).clone()
+    }
+
+    /// The models the agent lets the user choose (its session's config option of category `model`):
+    /// `{current, available: [{id, name}]}`, `null` when it offers no choice (or has not started).
+    pub fn models(&self) -> Value {
+        let options = lock(&self.options);
+        let Some(o) = model_option(&options) else { return Value::Null };
+        let mut available = Vec::new();
+        for v in o["options"].as_array().into_iter().flatten() {
+            // a select's options, or groups of them
+            for m in v["options"].as_array().cloned().unwrap_or_else(|| vec![v.clone()]) {
+                available.push(json!({ "id": m["value"], "name": m["name"] }));
+            }
+        }
+        json!({ "current": o["currentValue"], "available": available })
+    }
+
+    /// Asks the agent to switch to model `model` (`session/set_config_option` of its model option); logged as the
+    /// agent's own `config_option_update` would be.
+    pub async fn set_model(
+        self: &Arc<Self>,
+        model: &str,
+        events: &mpsc::UnboundedSender<Event>,
+    ) -> Result<String, String> {
+        let (conn, sid) = self.ensure_live(events).await?;
+        let option = model_option(&lock(&self.options))
+            .and_then(|o| o["id"].as_str().map(str::to_string))
+            .ok_or_else(|| format!("the agent {} offers no model choice", self.config.name))?;
+        let answer = conn.set_config_option(&sid, &option, model).await?;
+        if answer["configOptions"].is_array() {
+            *lock(&self.options) = answer["configOptions"].clone();
+        }
+        let update = json!({ "sessionUpdate": "config_option_update", "configOptions": answer["configOptions"] });
+        let _ = self.log.append_meta(Entry::acp(update, now()));
+        Ok(self.models()["current"].as_str().unwrap_or(model).to_string())
     }
 
     /// The version the agent's `initialize` reported (the last one that ran for this chat).
@@ -465,6 +504,9 @@ impl AcpChat {
         if answer["modes"].is_object() {
             *lock(&self.modes) = answer["modes"].clone();
         }
+        if answer["configOptions"].is_array() {
+            *lock(&self.options) = answer["configOptions"].clone();
+        }
     }
 
     fn apply_mode(&self, update: &Value) {
@@ -632,6 +674,9 @@ impl AcpChat {
                 return;
             }
             "current_mode_update" => self.apply_mode(&update),
+            "config_option_update" if update["configOptions"].is_array() => {
+                *lock(&self.options) = update["configOptions"].clone()
+            }
             _ => {}
         }
         if self.replaying.load(Ordering::SeqCst) {
@@ -989,6 +1034,12 @@ impl Turn {
         let _ = self.events.send(Event::AssistantRecorded { text, tool_calls: Vec::new() });
         Ok(())
     }
+}
+
+/// The session's option that chooses the model: of category `model` (else named `model`).
+fn model_option(options: &Value) -> Option<&Value> {
+    let all = options.as_array()?;
+    all.iter().find(|o| o["category"] == "model").or_else(|| all.iter().find(|o| o["id"] == "model"))
 }
 
 /// Lines `line..` (1-based) of `text`, at most `limit` of them, each with its line ending.

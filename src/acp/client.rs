@@ -152,6 +152,12 @@ impl Connection {
         self.request::<acp::SetSessionModeRequest>(serde_json::json!({ "sessionId": id, "modeId": mode })).await
     }
 
+    /// `session/set_config_option`: one of the session's options (its model) set to `value`.
+    pub async fn set_config_option(&self, id: &str, option: &str, value: &str) -> Result<Value, String> {
+        let params = serde_json::json!({ "sessionId": id, "configId": option, "value": value });
+        self.request::<acp::SetSessionConfigOptionRequest>(params).await
+    }
+
     /// `session/cancel`: the agent stops the turn and answers its `session/prompt` with `cancelled`.
     pub fn cancel(&self, id: &str) {
         if let Ok(n) = serde_json::from_value::<acp::CancelNotification>(serde_json::json!({ "sessionId": id })) {

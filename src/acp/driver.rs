@@ -152,6 +152,18 @@ impl Driver for AcpChat {
         AcpChat::modes(self)
     }
 
+    fn models(&self) -> Value {
+        AcpChat::models(self)
+    }
+
+    fn set_model(
+        self: Arc<Self>,
+        model: String,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        Box::pin(async move { AcpChat::set_model(&self, &model, &events).await })
+    }
+
     fn set_mode(
         self: Arc<Self>,
         mode: String,

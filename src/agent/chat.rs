@@ -144,6 +144,21 @@ pub trait Driver: Send + Sync {
         serde_json::Value::Null
     }
 
+    /// The models the agent lets the user choose (`{current, available: [{id, name}]}`), `null` when it offers none
+    /// (ours: `:PseudoModel` switches our provider's model instead).
+    fn models(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    /// Switches the agent to model `model`, reporting on `events`; the model it took, or why not.
+    fn set_model(
+        self: Arc<Self>,
+        _model: String,
+        _events: mpsc::UnboundedSender<Event>,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        Box::pin(async { Err("this chat's agent offers no model choice".to_string()) })
+    }
+
     /// Switches the agent to mode `mode`, reporting on `events`; an error when it offers no modes.
     fn set_mode(
         self: Arc<Self>,

@@ -332,14 +332,39 @@ impl Host {
             return Err(provider::ProviderError::Config { message: "no model named".into() }.into());
         }
         let mut st = lock(&self.state);
+        let id = chat.unwrap_or(st.current);
+        let c = st.chat(Some(id))?;
+        if c.agent.is_none()
+            && let Some(name) = st.acp_of(c)
+        {
+            return Err(HostError::Refused(format!(
+                "the agent {name} has not started yet: send a message first, then choose among its models"
+            )));
+        }
+        if let Some(driver) = st.chat(Some(id))?.agent.clone().filter(|d| d.clone().ours().is_none()) {
+            // an ACP agent's own models (`session/set_config_option`): the outcome is a line in the chat
+            let name = driver.agent_name();
+            if driver.models().is_null() {
+                return Err(HostError::Refused(format!(
+                    "the agent {name} offers no model choice (or has not started yet: send a message first)"
+                )));
+            }
+            let events = forward(self.rt.handle(), &self.outbox, id);
+            let asked = model.to_string();
+            self.rt.spawn(async move {
+                let text = match driver.set_model(asked.clone(), events.clone()).await {
+                    Ok(took) => format!("{name}: model {took}"),
+                    Err(e) => format!("{name}: cannot switch to model {asked}: {e}"),
+                };
+                let _ = events.send(Event::Notice { text });
+            });
+            return Ok(model.to_string());
+        }
         let mut config = st.config.clone();
         config.provider = resolve_provider(&config);
         config.provider.model = model.to_string();
         let provider = make_provider(&config)?;
         let c = st.chat(chat)?;
-        if c.agent.is_some() && c.ours().is_none() {
-            return Err(HostError::Refused("this chat's agent chooses its own model".into()));
-        }
         if let Some(agent) = c.ours() {
             agent.set_provider(provider);
         }

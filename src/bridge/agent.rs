@@ -182,6 +182,8 @@ struct Offers {
     agent: Option<String>,
     commands: Vec<serde_json::Value>,
     modes: serde_json::Value,
+    /// `{current, available: [{id, name}]}`: the models an ACP agent lets the user choose; `null`: none.
+    models: serde_json::Value,
 }
 
 fn config_from(a: &Args, index: usize) -> BridgeResult<HostConfig> {
@@ -365,6 +367,7 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
                     agent: driver.as_ref().map(|d| d.agent_name()),
                     commands: driver.as_ref().map(|d| d.commands()).unwrap_or_default(),
                     modes: driver.as_ref().map(|d| d.modes()).unwrap_or_default(),
+                    models: driver.as_ref().map(|d| d.models()).unwrap_or_default(),
                 })
             })
         }),

@@ -175,21 +175,42 @@ mod tests {
         let source = Context::new(ws.path()).expect("context");
         let h = [Message::user("one"), Message::assistant("two"), Message::user("three")];
         for (index, kept) in [(1, 1), (3, 3)] {
-            let forked = create(ws.path(), &source, &h, index, "m1").expect("fork");
+            let forked = create(ws.path(), &source, &h, index, "m1", None).expect("fork");
             assert_eq!((forked.messages, forked.forked_from.index), (kept, kept));
             let loaded = load(&Context::open(ws.path(), &forked.id).expect("open")).expect("load");
             assert_eq!(loaded.messages.len(), kept);
             assert_eq!(loaded.messages[kept - 1].content, h[kept - 1].content);
         }
         for index in [0, 4] {
-            let err = create(ws.path(), &source, &h, index, "m1").unwrap_err().to_string();
+            let err = create(ws.path(), &source, &h, index, "m1", None).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("message {index} is out of range")) && err.contains("numbered 1 to 3"),
                 "{err}"
             );
         }
         let none: [Message; 0] = [];
-        let err = create(ws.path(), &source, &none, 1, "m1").unwrap_err().to_string();
+        let err = create(ws.path(), &source, &none, 1, "m1", None).unwrap_err().to_string();
         assert!(err.contains("has no message to fork"), "{err}");
+    }
+
+    #[test]
+    fn a_fork_of_an_acp_session_runs_its_agent_and_forks_its_session_only_when_whole() {
+        let ws = tempfile::tempdir().expect("tempdir");
+        let source = Context::new(ws.path()).expect("context");
+        let h = [Message::user("one"), Message::assistant("two"), Message::user("three"), Message::assistant("4")];
+        let ran = AgentMeta {
+            name: "claude".into(),
+            session_id: "s-1".into(),
+            version: "0.23.1".into(),
+            ..Default::default()
+        };
+        for (index, fork_of) in [(2, ""), (4, "s-1")] {
+            let forked = create(ws.path(), &source, &h, index, "claude", Some(&ran)).expect("fork");
+            let agent = load(&Context::open(ws.path(), &forked.id).expect("open")).expect("load").agent.expect("agent");
+            assert_eq!(
+                (agent.name.as_str(), agent.session_id.as_str(), agent.fork_of.as_str()),
+                ("claude", "", fork_of)
+            );
+        }
     }
 }

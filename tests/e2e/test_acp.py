@@ -554,6 +554,44 @@ def test_a_plan_is_one_plain_line_and_a_slash_in_our_own_chat_is_only_a_slash(
     assert nvim.lua("return vim.b.pseudoclaude_chat") == first["chat"]
 
 
+def test_pseudomodel_in_a_claude_chat_lists_and_switches_the_agents_own_models(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    setup(nvim, fake, home)
+    nvim.lua("_G.errs = {} vim.notify = function(m, l) if l == vim.log.levels.ERROR then table.insert(_G.errs, m) end end")
+    nvim.api.command("PseudoChat claude")
+    # before the agent started, nothing to choose from: said plainly
+    nvim.api.command("PseudoModel opus")
+    assert any("claude has not started yet" in m for m in nvim.lua("return _G.errs")), nvim.lua("return _G.errs")
+    assert nvim.lua("return require('pseudoclaude').chats()")[1]["agent"] == "claude"
+    fake.push_text("Hello.")
+    send(nvim, "hello")
+    wait_turns(nvim, 1)
+    models = nvim.lua("return require('pseudoclaude.chat').offers().models")
+    ids = [m["id"] for m in models["available"]]
+    assert len(ids) >= 2 and models["current"] in ids, models
+    # another model, not the same one with a longer context (`sonnet[1m]`)
+    other = next(i for i in ids if i != models["current"] and ("opus" in i or "haiku" in i))
+    before = next(r["model"] for r in reversed(fake.requests) if "hello" in json.dumps(r["messages"]))
+    # :PseudoModel completes the agent's models, not our provider's
+    assert other in nvim.lua("return vim.fn.getcompletion('PseudoModel ', 'cmdline')")
+    nvim.api.command(f"PseudoModel {other}")
+    wait_for(lambda: f"claude: model {other}" in chat_text(nvim), timeout=30, what="the model's line")
+    assert nvim.lua("return require('pseudoclaude.chat').offers().models.current") == other
+    cur = nvim.lua("return require('pseudoclaude').current()")
+    changes = [e["acp"] for e in log_lines(Path(cur["jsonl"]))
+               if e.get("acp", {}).get("sessionUpdate") == "config_option_update"]
+    assert any(o.get("category") == "model" and o.get("currentValue") == other
+               for c in changes for o in c["configOptions"]), changes
+    fake.push_text("Switched.")
+    send(nvim, "again")
+    wait_turns(nvim, 2)
+    # the next answer comes from the model switched to
+    after = next(r["model"] for r in reversed(fake.requests) if "again" in json.dumps(r["messages"]))
+    assert after != before and other.split("[")[0] in after, (before, after, ids)
+
+
 def test_setup_refuses_a_bad_agents_table_naming_the_entry(nvim: Neovim) -> None:
     for opts, expected in [
         ({"agents": {"mine": {"args": ["--acp"]}}}, "agents[\"mine\"].command: missing"),
