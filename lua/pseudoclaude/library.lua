@@ -32,16 +32,21 @@ function M.fork(opts)
   opts = opts or {}
   H.guard(function()
     local chat = require("pseudoclaude.chat")
-    local buf = vim.fn.bufnr("pseudoclaude://chat")
-    if buf == -1 or vim.api.nvim_get_current_buf() ~= buf then
+    -- any chat's transcript (each chat has its own: `pseudoclaude://chat`, `pseudoclaude://chat/2`…)
+    local n = vim.b.pseudoclaude_chat
+    if n == nil or vim.bo.filetype ~= "pseudoclaude" then
       error("pseudoclaude: run :PseudoFork in the agent buffer, with the cursor on the message to fork at", 0)
+    end
+    local row = vim.api.nvim_win_get_cursor(0)[1]
+    if n ~= require("pseudoclaude.chat.state").current then
+      chat.show(n) -- the fork replaces this chat's session: it becomes the current chat
     end
     local source = H.current_id()
     local core = require("pseudoclaude.core")
     if core.call("agent_status").busy then
       error("pseudoclaude: cannot fork while the agent is answering: wait, or cancel the turn (<C-c>)", 0)
     end
-    local index = chat.message_at(vim.api.nvim_win_get_cursor(0)[1])
+    local index = chat.message_at(row)
     if index == 0 then
       index = 1 -- above the first message: the fork starts with it
     end

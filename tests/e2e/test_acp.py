@@ -186,10 +186,9 @@ def test_claude_codes_own_transcript_of_a_session_we_ran_is_not_listed_a_second_
 
 
 def fork_at(n: Neovim, text: str) -> dict[str, Any]:
-    """:PseudoFork with the cursor on the transcript's line `text` (in the first chat's buffer); the fork's resume
-    report."""
+    """:PseudoFork with the cursor on the current chat's transcript line `text`; the fork's resume report."""
     lines = chat_text(n).split("\n")
-    win = n.lua("return vim.fn.win_findbuf(vim.fn.bufnr('pseudoclaude://chat'))[1]")
+    win = n.lua("return vim.fn.win_findbuf(require('pseudoclaude.chat.state').buf)[1]")
     n.api.command(f"call win_gotoid({win})")
     n.api.current.window.cursor = (lines.index(text) + 1, 0)
     n.lua("vim.g.pc_resumed = vim.NIL")
@@ -205,8 +204,9 @@ def test_a_fork_of_a_claude_chat_runs_claude_knowing_the_history_before_the_fork
     fake = fake_anthropic
     fake.push_text("Noted: alpha.")
     fake.push_text("Noted: bravo.")
-    setup(nvim, fake, home, agent="claude")
-    nvim.api.command("PseudoChat")
+    setup(nvim, fake, home)
+    # a second chat (`pseudoclaude://chat/2`) beside ours: the fork happens in its own buffer
+    nvim.api.command("PseudoChat claude")
     send(nvim, "the first code word is alpha")
     wait_turns(nvim, 1)
     send(nvim, "the second code word is bravo")
@@ -227,7 +227,8 @@ def test_a_fork_of_a_claude_chat_runs_claude_knowing_the_history_before_the_fork
     wait_turns(nvim, 3)
     asked = json.dumps(fake.requests[-1])
     assert "alpha" in asked and "bravo" not in asked, asked
-    assert [c["agent"] for c in nvim.lua("return require('pseudoclaude').chats()")] == ["claude"]
+    chats = nvim.lua("return require('pseudoclaude').chats()")
+    assert [(c["agent"], c["current"]) for c in chats] == [("pseudoclaude", False), ("claude", True)], chats
     msgs = nvim.lua("return require('pseudoclaude').messages()")
     assert [m["content"] for m in msgs] == ["the first code word is alpha", "Noted: alpha.",
                                             "which code words do you know?", "It was alpha."], msgs
