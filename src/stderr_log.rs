@@ -15,7 +15,7 @@ pub const TAIL_LINES: usize = 20;
 pub fn spawn_reader(
     kind: &'static str,
     name: &str,
-    stderr: tokio::process::ChildStderr,
+    stderr: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     log: Option<&Path>,
     lines: Arc<Mutex<Vec<String>>>,
 ) {

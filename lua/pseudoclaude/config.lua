@@ -89,6 +89,7 @@
 ---@field command string? The program (on `PATH`, or a path); absent: the built-in agent's of the same name.
 ---@field args string[]? Its arguments.
 ---@field env table<string, string>? Added to its environment (e.g. an API key's variable).
+---@field sandbox boolean|{ writable: string[]?, keep: string[]? }? Run it in the command sandbox (`:h pseudoclaude-config-agents-sandbox`).
 
 ---@class pseudoclaude.RewindConfig
 ---@field enabled boolean Checkpoint the workspace's files before each message and after each write, edit and command, so `:PseudoRewind` can put them back.
@@ -412,7 +413,8 @@ end
 
 local SERVER_KEYS = { command = true, args = true, env = true, cwd = true, url = true, headers = true, type = true }
 
-local AGENT_KEYS = { command = true, args = true, env = true }
+local AGENT_KEYS = { command = true, args = true, env = true, sandbox = true }
+local AGENT_SANDBOX_KEYS = { writable = true, keep = true }
 
 --- `agents`, `agent` and `approve.agents`. Raises an error naming the first bad entry, e.g. `agents.mine.args: ...`.
 ---@param agents any
@@ -432,7 +434,7 @@ function M.validate_agents(agents, agent, approve)
     end
     for key in pairs(spec) do
       if not AGENT_KEYS[key] then
-        error(("%s.%s: unknown option (known: command, args, env)"):format(at, tostring(key)), 0)
+        error(("%s.%s: unknown option (known: command, args, env, sandbox)"):format(at, tostring(key)), 0)
       end
     end
     if spec.command ~= nil and (type(spec.command) ~= "string" or spec.command == "") then
@@ -443,6 +445,25 @@ function M.validate_agents(agents, agent, approve)
     end
     if spec.args ~= nil and not string_list(spec.args) then
       error(("%s.args: expected a list of strings, got %s"):format(at, vim.inspect(spec.args)), 0)
+    end
+    local sandbox = spec.sandbox
+    if type(sandbox) == "table" then
+      for key, v in pairs(sandbox) do
+        if not AGENT_SANDBOX_KEYS[key] then
+          error(("%s.sandbox.%s: unknown option (known: writable, keep)"):format(at, tostring(key)), 0)
+        end
+        if not string_list(v) then
+          error(("%s.sandbox.%s: expected a list of strings, got %s"):format(at, key, vim.inspect(v)), 0)
+        end
+      end
+    elseif sandbox ~= nil and type(sandbox) ~= "boolean" then
+      error(
+        ("%s.sandbox: expected true, false or { writable = { paths }, keep = { names } }, got %s"):format(
+          at,
+          vim.inspect(sandbox)
+        ),
+        0
+      )
     end
     if spec.env ~= nil then
       local ok = type(spec.env) == "table"

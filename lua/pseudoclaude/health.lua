@@ -385,7 +385,7 @@ function M.check_agents()
       or "new chats run our own provider (no setup({ agent }); `:PseudoChat NAME` opens a chat with an agent)"
   )
   for _, r in ipairs(rows) do
-    local line = ("%s: `%s`"):format(r.name, r.command)
+    local line = ("%s: `%s`%s"):format(r.name, r.command, r.sandboxed and " (in the sandbox)" or "")
     if r.error then
       health.error(("%s: %s"):format(r.name, r.error))
     elseif r.found then

@@ -66,6 +66,8 @@ pub struct ChatConfig {
     /// Checkpoints of the workspace's files for rewind ([`crate::rewind`]), as our agent's; off: none are taken.
     pub rewind: bool,
     pub rewind_max_file_bytes: u64,
+    /// The `sandbox` settings: the agent runs under them with `agents.NAME.sandbox` ([`AgentSpec::sandbox`]).
+    pub sandbox: crate::sandbox::Settings,
 }
 
 /// The agent's process and its session, once started.
@@ -168,8 +170,12 @@ impl AcpChat {
     ) -> Arc<AcpChat> {
         let conversation = Conversation::from_messages(messages, log.hooks());
         let files = Arc::new(FileCheckpoints::new(&config.workspace, log.clone(), conversation.clone(), tracker));
-        let tools =
+        let mut tools =
             Tools::new(&config.workspace, approver.clone(), AutoApprove { write_file: true, ..Default::default() });
+        tools.set_sandbox(config.sandbox.clone());
+        // a sandboxed agent's $TMPDIR is the session's private folder, as our commands' is
+        let session = log.clone();
+        tools.set_session_dir(Box::new(move || session.context().map(|c| c.dir)));
         Arc::new(AcpChat {
             config,
             log,
@@ -375,8 +381,14 @@ impl AcpChat {
         }
         *live = None;
         let name = &self.config.name;
-        let (conn, rx) =
-            Connection::start(name, &self.config.spec, &self.config.workspace, self.config.log_file.as_deref()).await?;
+        let (conn, rx) = Connection::start(
+            name,
+            &self.config.spec,
+            &self.config.workspace,
+            self.config.log_file.as_deref(),
+            &self.tools,
+        )
+        .await?;
         let conn = Arc::new(conn);
         let closed = Arc::new(AtomicBool::new(false));
         spawn_pump(Arc::downgrade(self), rx, closed.clone());

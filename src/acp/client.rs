@@ -21,6 +21,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::AgentSpec;
+use crate::tools::Tools;
+use crate::tools::command::{self, Process, Unstarted};
 
 /// What the agent sends, queued in the order it arrived.
 pub enum Incoming {
@@ -48,26 +50,55 @@ pub struct Connection {
     stderr: Arc<Mutex<Vec<String>>>,
     stop: Mutex<Option<oneshot::Sender<()>>>,
     /// Reaped when the connection goes (and killed, with its group).
-    child: Mutex<tokio::process::Child>,
+    child: Mutex<Process>,
+    /// In the sandbox with a network allowlist: the proxy the agent reaches its model through, serving while
+    /// the agent runs.
+    _proxy: Option<crate::sandbox::proxy::Running>,
+    /// In the sandbox without namespaces: stopped by asking its waiter, which ends its whole domain.
+    through_waiter: bool,
 }
 
 impl Connection {
     /// Starts the agent in the workspace, in a process group of its own, and does the `initialize` handshake.
-    /// Each line of its standard error goes to `log` (the plugin's log file) after its name.
+    /// Each line of its standard error goes to `log` (the plugin's log file) after its name. With
+    /// `spec.sandbox` on, the agent runs in the command sandbox of `tools` (its settings and the system's
+    /// support), or does not start.
     pub async fn start(
         name: &str,
         spec: &AgentSpec,
         workspace: &Path,
         log: Option<&Path>,
+        tools: &Tools,
     ) -> Result<(Connection, mpsc::UnboundedReceiver<Incoming>), String> {
         let mut cmd = tokio::process::Command::new(&spec.command);
         cmd.args(&spec.args).envs(&spec.env).current_dir(workspace).process_group(0).kill_on_drop(true);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| super::spawn_error(name, spec, &e))?;
+        let started = if spec.sandbox.enabled {
+            if super::find_command(&spec.command).is_none() {
+                return Err(super::spawn_error(name, spec, &std::io::ErrorKind::NotFound.into()));
+            }
+            // the agent's home: its own `env`'s when set there
+            let home =
+                spec.env.get("HOME").map(Into::into).or_else(|| std::env::var_os("HOME")).map(std::path::PathBuf::from);
+            let writable: Vec<_> = spec.sandbox.writable.iter().map(|w| expand_home(w, home.as_deref())).collect();
+            writable.iter().for_each(|w| make_missing(w));
+            // Claude Code's shell keeps its files in /tmp/claude-<uid>, read-only here, unless told the private
+            // $TMPDIR this way (it ignores TMPDIR for them)
+            cmd.env("CLAUDE_CODE_TMPDIR", tools.command_temp_dir());
+            tools
+                .spawn_confined(cmd, &writable, &spec.sandbox.keep)
+                .await
+                .map_err(|e| format!("cannot start the agent {name} in the sandbox (agents.{name}.sandbox): {e}"))?
+        } else {
+            command::spawn(cmd, None, true).map_err(|e| match e {
+                Unstarted::Spawn(e) => super::spawn_error(name, spec, &e),
+                Unstarted::Proxy(e) => e,
+            })?
+        };
+        let command::Started { process: mut child, proxy, through_waiter } = started;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok());
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            kill_group(pgid);
+        let (Some(stdin), Some((stdout, stderr))) = (child.take_stdin(), child.take_output()) else {
+            command::end(pgid, through_waiter);
             return Err(format!("cannot open the standard streams of the agent {name}"));
         };
         let lines = Arc::new(Mutex::new(Vec::new()));
@@ -80,7 +111,7 @@ impl Connection {
             cx: match cx_rx.await {
                 Ok(cx) => cx,
                 Err(_) => {
-                    kill_group(pgid);
+                    command::end(pgid, through_waiter);
                     return Err(with_stderr(format!("the agent {name} closed its connection at once"), &lines));
                 }
             },
@@ -90,6 +121,8 @@ impl Connection {
             stderr: lines,
             stop: Mutex::new(Some(stop)),
             child: Mutex::new(child),
+            _proxy: proxy,
+            through_waiter,
         };
         let init = serde_json::json!({
             "protocolVersion": 1,
@@ -180,7 +213,7 @@ impl Connection {
 
     /// Kills the agent and whatever it started, now.
     pub fn kill(&self) {
-        kill_group(self.pgid);
+        command::end(self.pgid, self.through_waiter);
     }
 
     /// Ends the agent as a terminal would: its input closed, so it can finish writing its own record of the
@@ -196,7 +229,7 @@ impl Connection {
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        kill_group(self.pgid);
+        command::end(self.pgid, self.through_waiter);
     }
 
     pub fn pid(&self) -> Option<i32> {
@@ -209,15 +242,15 @@ impl Drop for Connection {
         if let Some(stop) = self.stop.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = stop.send(());
         }
-        kill_group(self.pgid);
+        command::end(self.pgid, self.through_waiter);
     }
 }
 
 /// The SDK's connection on the agent's streams, driven on a task of its own until the agent closes its output or
 /// the [`Connection`] goes. Its handlers only queue (never wait), so the agent's messages flow whatever the chat does.
 fn spawn_connection(
-    stdin: tokio::process::ChildStdin,
-    stdout: tokio::process::ChildStdout,
+    stdin: Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+    stdout: Box<dyn tokio::io::AsyncRead + Unpin + Send>,
     queue: mpsc::UnboundedSender<Incoming>,
     cx_tx: oneshot::Sender<ConnectionTo<Agent>>,
     stop: oneshot::Receiver<()>,
@@ -359,12 +392,26 @@ pub fn is_closed_error(e: &str) -> bool {
     e.contains("incoming_transport_closed") || e.contains("connection_terminated") || e.contains("terminated")
 }
 
-/// The agent and whatever it started: an agent run through `npx` is a tree of processes.
-fn kill_group(pgid: Option<i32>) {
-    if let Some(p) = pgid.filter(|&p| p > 1) {
-        // SAFETY: a plain kill(2) of a process group we created.
-        unsafe {
-            libc::kill(-p, libc::SIGKILL);
-        }
+/// Creates a writable path the agent has not made yet (its first run), as Landlock grants rights only on what
+/// exists and the folder above it (the home folder) stays read-only: a `.json` name as a file holding `{}` (Claude
+/// Code's `~/.claude.json`, which it then rewrites in place), any other as a folder. A failure leaves it missing;
+/// the agent's own error then says what it could not write.
+fn make_missing(path: &Path) {
+    if std::fs::symlink_metadata(path).is_ok() {
+        return;
+    }
+    if path.extension().is_some_and(|e| e == "json") {
+        let new = std::fs::OpenOptions::new().write(true).create_new(true).open(path);
+        let _ = new.and_then(|mut f| std::io::Write::write_all(&mut f, b"{}"));
+    } else {
+        let _ = std::fs::create_dir_all(path);
+    }
+}
+
+/// `~/x` beneath `home`; any other path as given.
+fn expand_home(path: &str, home: Option<&Path>) -> std::path::PathBuf {
+    match (path.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ => std::path::PathBuf::from(path),
     }
 }

@@ -64,6 +64,7 @@ fn chat_config(config: &HostConfig, name: &str) -> Result<ChatConfig, String> {
         stale_after: Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0)),
         rewind: config.rewind.enabled,
         rewind_max_file_bytes: config.rewind.max_file_bytes,
+        sandbox: config.sandbox.clone(),
     })
 }
 

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 pub use chat::{AcpChat, ChatConfig};
 pub use driver::AcpDrivers;
 
+use crate::agent::host::AgentSandbox;
 /// How to start one agent (`setup({ agents })`): defined with the host's configuration, which carries it.
 pub use crate::agent::host::AgentSpec;
 
@@ -32,6 +33,28 @@ const BUILTINS: &[(&str, &str, &[&str], &str)] = &[
     ("gemini", "gemini", &["--experimental-acp"], "npm install -g @google/gemini-cli"),
     ("opencode", "opencode", &["acp"], "npm install -g opencode-ai"),
     ("goose", "goose", &["acp"], "see https://block.github.io/goose/docs/getting-started/installation"),
+];
+
+/// What a built-in agent needs in the sandbox (`agents.NAME.sandbox`): the paths it writes its sessions and
+/// settings in, and the variables it reads its API key from (the sandbox's filter removes them otherwise).
+const BUILTIN_SANDBOX: &[(&str, &[&str], &[&str])] = &[
+    (
+        "claude",
+        &["~/.claude", "~/.claude.json"],
+        &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"],
+    ),
+    ("codex", &["~/.codex"], &["OPENAI_API_KEY", "CODEX_API_KEY"]),
+    ("gemini", &["~/.gemini"], &["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
+    (
+        "opencode",
+        &["~/.local/share/opencode", "~/.local/state/opencode", "~/.config/opencode", "~/.cache/opencode"],
+        &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"],
+    ),
+    (
+        "goose",
+        &["~/.config/goose", "~/.local/share/goose", "~/.local/state/goose"],
+        &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY"],
+    ),
 ];
 
 /// The names of the built-in agents.
@@ -46,11 +69,24 @@ pub fn resolve(name: &str, user: &BTreeMap<String, AgentSpec>) -> Result<AgentSp
         command: b.1.to_string(),
         args: b.2.iter().map(|a| a.to_string()).collect(),
         env: BTreeMap::new(),
+        sandbox: AgentSandbox::default(),
     });
-    match (user.get(name), builtin) {
-        (Some(u), Some(b)) if u.command.is_empty() => {
-            Ok(AgentSpec { env: u.env.clone(), args: if u.args.is_empty() { b.args } else { u.args.clone() }, ..b })
+    let with_builtin_needs = |mut spec: AgentSpec| {
+        if let Some((_, writable, keep)) = BUILTIN_SANDBOX.iter().find(|b| b.0 == name) {
+            let own = &mut spec.sandbox;
+            own.writable.splice(0..0, writable.iter().map(|w| w.to_string()));
+            own.keep.splice(0..0, keep.iter().map(|k| k.to_string()));
         }
+        spec
+    };
+    match (user.get(name), builtin) {
+        (Some(u), Some(b)) if u.command.is_empty() => Ok(with_builtin_needs(AgentSpec {
+            env: u.env.clone(),
+            args: if u.args.is_empty() { b.args } else { u.args.clone() },
+            sandbox: u.sandbox.clone(),
+            ..b
+        })),
+        (Some(u), Some(_)) => Ok(with_builtin_needs(u.clone())),
         (Some(u), _) if !u.command.is_empty() => Ok(u.clone()),
         (Some(_), None) => Err(format!("agents.{name} has no command: give it one (`command = \"...\"`)")),
         (_, Some(b)) => Ok(b),
@@ -112,6 +148,8 @@ pub struct Found {
     pub install: Option<String>,
     /// Why it cannot be used (an entry without a command).
     pub error: Option<String>,
+    /// `agents.NAME.sandbox`: it runs in the command sandbox.
+    pub sandboxed: bool,
 }
 
 /// Every agent a chat can run (the built-in ones and the user's), whether its command is found, and the version its
@@ -136,6 +174,7 @@ pub fn found(user: &BTreeMap<String, AgentSpec>, default: Option<&str>) -> Vec<F
                 default: default == Some(name.as_str()),
                 install: spec.as_ref().ok().and_then(|s| install_hint(&s.command)).map(str::to_string),
                 version: known_version(&name).unwrap_or_default(),
+                sandboxed: spec.as_ref().is_ok_and(|s| s.sandbox.enabled),
                 name,
                 command,
                 found,

@@ -53,6 +53,55 @@ pub struct AgentSpec {
     pub command: String,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// `agents.NAME.sandbox`: the agent's whole process in the command sandbox.
+    pub sandbox: AgentSandbox,
+}
+
+/// `agents.NAME.sandbox = true`, or `{ writable = { … }, keep = { … } }` (also on): the agent's process, its own
+/// shell included, confined as our commands are (the `sandbox` settings: the workspace writable, the secret stores
+/// hidden, no Unix sockets, the network as `sandbox.network` says). `writable`: more paths it may write (its own
+/// store of sessions and settings; `~` is the home folder); `keep`: variables passed despite the secret filter
+/// (its API key's). A built-in agent's entry knows both for its agent; these add to them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AgentSandbox {
+    pub enabled: bool,
+    pub writable: Vec<String>,
+    pub keep: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for AgentSandbox {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            #[serde(default)]
+            writable: Vec<String>,
+            #[serde(default)]
+            keep: Vec<String>,
+            // as serialized (`:checkhealth` hands the spec back)
+            #[serde(default = "yes")]
+            enabled: bool,
+        }
+        fn yes() -> bool {
+            true
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Setting {
+            On(bool),
+            Table(Table),
+            // `{}` from Lua crosses as an empty list
+            Empty(Vec<serde::de::IgnoredAny>),
+        }
+        match Setting::deserialize(d) {
+            Ok(Setting::On(enabled)) => Ok(AgentSandbox { enabled, ..Default::default() }),
+            Ok(Setting::Empty(v)) if v.is_empty() => Ok(AgentSandbox { enabled: true, ..Default::default() }),
+            Ok(Setting::Table(t)) => Ok(AgentSandbox { enabled: t.enabled, writable: t.writable, keep: t.keep }),
+            _ => Err(serde::de::Error::custom(
+                "expected true, false or { writable = { paths }, keep = { variable names } }",
+            )),
+        }
+    }
 }
 
 /// `rewind = { enabled = true, max_file_bytes = 16 MiB }`.

@@ -25,7 +25,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 pub use super::chat::{ChatId, ChatInfo, ChatState, Driver, Drivers};
-pub use super::config::{AgentSpec, AutoApproveConfig, HostConfig, make_provider, resolve_provider};
+pub use super::config::{AgentSandbox, AgentSpec, AutoApproveConfig, HostConfig, make_provider, resolve_provider};
 use super::config::{agent_config, make_servers};
 use super::outbox::OutboxApprover;
 pub use super::outbox::{Addressed, ApprovalAsk, BufferAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport};

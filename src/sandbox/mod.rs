@@ -239,7 +239,7 @@ pub fn probe() -> Support {
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.args(["-c", "exit 0"]).current_dir(&scratch).stdin(std::process::Stdio::null());
         let status = if plan.spawns_itself() {
-            plan.spawn(&cmd).map(|s| s.wait_blocking())
+            plan.spawn(&cmd, false).map(|s| s.wait_blocking())
         } else {
             plan.install(&mut cmd);
             cmd.status()

@@ -146,10 +146,10 @@ impl Plan {
         }
     }
 
-    /// Starts `cmd` (its program, arguments, environment changes and folder; stdin from `/dev/null`, stdout
-    /// and stderr into pipes) in the plan's namespaces. Returns once the command executes, or with why it
-    /// could not.
-    pub fn spawn(self, cmd: &std::process::Command) -> io::Result<Spawned> {
+    /// Starts `cmd` (its program, arguments, environment changes and folder; stdin from `/dev/null`, or a
+    /// pipe with `piped_stdin` (an ACP agent's requests), stdout and stderr into pipes) in the plan's
+    /// namespaces. Returns once the command executes, or with why it could not.
+    pub fn spawn(self, cmd: &std::process::Command, piped_stdin: bool) -> io::Result<Spawned> {
         let Some(ns) = &self.namespaces else {
             return Err(io::Error::other("a plan without namespaces is installed, not spawned"));
         };
@@ -179,7 +179,10 @@ impl Plan {
             argv.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
         let envp_ptrs: Vec<*const libc::c_char> =
             envp.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
-        let stdin = open_dev_null()?;
+        let (stdin, stdin_write) = match piped_stdin {
+            true => pipe().map(|(r, w)| (r, Some(w)))?,
+            false => (open_dev_null()?, None),
+        };
         let (out_read, out_write) = pipe()?;
         let (err_read, err_write) = pipe()?;
         let child = Child {
@@ -232,7 +235,7 @@ impl Plan {
             unsafe { libc::waitpid(pid, &mut st, 0) };
             return Err(io::Error::from_raw_os_error(failed));
         }
-        Ok(Spawned { pid, pidfd, stdout: out_read, stderr: err_read })
+        Ok(Spawned { pid, pidfd, stdin: stdin_write, stdout: out_read, stderr: err_read })
     }
 
     fn enter(&self) -> io::Result<()> {
@@ -271,6 +274,8 @@ pub struct Spawned {
     pub pid: libc::pid_t,
     /// Readable once it has exited (it is then reaped with `waitpid`).
     pub pidfd: OwnedFd,
+    /// The write end of its stdin, when spawned with `piped_stdin`.
+    pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
 }

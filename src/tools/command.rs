@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 use super::ToolOutput;
 
@@ -25,11 +25,7 @@ struct GroupKill(Option<i32>, bool);
 
 impl GroupKill {
     fn kill(&self) {
-        match *self {
-            GroupKill(Some(pid), true) => sys::stop_waiter(pid),
-            GroupKill(Some(pgid), false) => sys::kill_group(pgid),
-            GroupKill(None, _) => {}
-        }
+        end(self.0, self.1);
     }
 
     fn disarm(&mut self) {
@@ -76,6 +72,16 @@ mod sys {
 mod sys {
     pub(super) fn kill_group(_pgid: i32) {}
     pub(super) fn stop_waiter(_pid: i32) {}
+}
+
+/// Ends a child [`spawn`] started (`pid`: its id, the group's) and everything it started: its process group
+/// killed, or with `through_waiter` its waiter asked (`SIGTERM`), which ends its whole Landlock domain.
+pub(crate) fn end(pid: Option<i32>, through_waiter: bool) {
+    match (pid, through_waiter) {
+        (Some(pid), true) => sys::stop_waiter(pid),
+        (Some(pgid), false) => sys::kill_group(pgid),
+        (None, _) => {}
+    }
 }
 
 /// Keeps the first and last bytes of a stream, counting what was dropped between them.
@@ -193,6 +199,42 @@ pub(crate) async fn run(
     env.apply(&mut cmd);
     #[cfg(unix)]
     cmd.process_group(0);
+    let started = match spawn(cmd, sandboxed, false) {
+        Ok(s) => s,
+        Err(Unstarted::Spawn(e)) => {
+            return (ToolOutput::error(format!("cannot start the command (sh -c, or its sandbox): {e}")), Vec::new());
+        }
+        Err(Unstarted::Proxy(e)) => {
+            return (ToolOutput::error(format!("the sandbox's network proxy could not be started: {e}")), Vec::new());
+        }
+    };
+    let out = supervise(started.process, timeout, cap, started.through_waiter).await;
+    (out, started.proxy.map(|p| p.finish()).unwrap_or_default())
+}
+
+/// Why a child did not start.
+pub(crate) enum Unstarted {
+    Spawn(std::io::Error),
+    Proxy(String),
+}
+
+/// A child [`spawn`] started.
+pub(crate) struct Started {
+    pub process: Process,
+    /// The allowlist proxy it reaches the network through, serving while this is kept.
+    pub proxy: Option<crate::sandbox::proxy::Running>,
+    /// Stop it by asking its waiter (`SIGTERM` to it), never by a `SIGKILL` of its group.
+    pub through_waiter: bool,
+}
+
+/// Starts `cmd` (its standard streams already chosen; stdin a pipe only with `piped_stdin`), confined by
+/// `sandboxed` when given: its `$TMPDIR` (and `TMP`, `TEMP`) the private folder, its network through the
+/// allowlist proxy, started here. Shared by `run_command` and a sandboxed ACP agent (`crate::acp`).
+pub(crate) fn spawn(
+    mut cmd: tokio::process::Command,
+    sandboxed: Option<Sandboxed>,
+    piped_stdin: bool,
+) -> Result<Started, Unstarted> {
     let mut through_waiter = false;
     let (mut proxy_source, mut receiver) = (None, None);
     let mut own_spawn = None;
@@ -217,39 +259,32 @@ pub(crate) async fn run(
             s.plan.install(cmd.as_std_mut());
         }
     }
-    let started = match own_spawn {
-        Some(plan) => plan.spawn(cmd.as_std()).and_then(Process::confined),
+    let process = match own_spawn {
+        Some(plan) => plan.spawn(cmd.as_std(), piped_stdin).and_then(Process::confined),
         None => cmd.spawn().map(Process::Plain),
-    };
-    let child = match started {
-        Ok(c) => c,
-        Err(e) => {
-            return (ToolOutput::error(format!("cannot start the command (sh -c, or its sandbox): {e}")), Vec::new());
-        }
-    };
+    }
+    .map_err(Unstarted::Spawn)?;
     drop(cmd); // the child's end of the proxy's socket pair, among others
-    let proxy = match proxy_source.map(|p| start_proxy(p, receiver)).transpose() {
-        Ok(p) => p,
+    match proxy_source.map(|p| start_proxy(p, receiver)).transpose() {
+        Ok(proxy) => Ok(Started { process, proxy, through_waiter }),
         Err(e) => {
-            let group = GroupKill(child.id().and_then(|id| i32::try_from(id).ok()), through_waiter);
-            group.kill();
-            return (ToolOutput::error(format!("the sandbox's network proxy could not be started: {e}")), Vec::new());
+            GroupKill(process.id().and_then(|id| i32::try_from(id).ok()), through_waiter).kill();
+            Err(Unstarted::Proxy(e))
         }
-    };
-    let out = supervise(child, timeout, cap, through_waiter).await;
-    (out, proxy.map(|p| p.finish()).unwrap_or_default())
+    }
 }
 
 /// A started command: by tokio, or by the sandbox in its namespaces (`crate::sandbox::Plan::spawn`).
-enum Process {
+pub(crate) enum Process {
     Plain(tokio::process::Child),
     Confined(Confined),
 }
 
 /// A command the sandbox started: waited for through its pidfd; killed (and reaped) when dropped unwaited.
-struct Confined {
+pub(crate) struct Confined {
     pid: i32,
     pidfd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    stdin: Option<tokio::net::unix::pipe::Sender>,
     stdout: Option<tokio::net::unix::pipe::Receiver>,
     stderr: Option<tokio::net::unix::pipe::Receiver>,
     status: Option<std::process::ExitStatus>,
@@ -259,13 +294,14 @@ type Output = Box<dyn AsyncRead + Unpin + Send>;
 
 impl Process {
     fn confined(s: crate::sandbox::Spawned) -> std::io::Result<Process> {
-        use tokio::net::unix::pipe::Receiver;
+        use tokio::net::unix::pipe::{Receiver, Sender};
         let pid = s.pid;
         let made = (move || {
             Ok(Confined {
                 pid: s.pid,
                 // SAFETY: the AsyncFd owns the pidfd: it is neither closed nor replaced while registered.
                 pidfd: unsafe { tokio::io::unix::AsyncFd::register(s.pidfd) }.map_err(|e| e.into_parts().1)?,
+                stdin: s.stdin.map(Sender::from_owned_fd).transpose()?,
                 stdout: Some(Receiver::from_owned_fd(s.stdout)?),
                 stderr: Some(Receiver::from_owned_fd(s.stderr)?),
                 status: None,
@@ -280,14 +316,22 @@ impl Process {
         })
     }
 
-    fn id(&self) -> Option<u32> {
+    pub(crate) fn id(&self) -> Option<u32> {
         match self {
             Process::Plain(c) => c.id(),
             Process::Confined(c) => u32::try_from(c.pid).ok(),
         }
     }
 
-    fn take_output(&mut self) -> Option<(Output, Output)> {
+    /// Its stdin's write end, when it was started with one.
+    pub(crate) fn take_stdin(&mut self) -> Option<Box<dyn AsyncWrite + Unpin + Send>> {
+        match self {
+            Process::Plain(c) => Some(Box::new(c.stdin.take()?)),
+            Process::Confined(c) => Some(Box::new(c.stdin.take()?)),
+        }
+    }
+
+    pub(crate) fn take_output(&mut self) -> Option<(Output, Output)> {
         match self {
             Process::Plain(c) => Some((Box::new(c.stdout.take()?), Box::new(c.stderr.take()?))),
             Process::Confined(c) => Some((Box::new(c.stdout.take()?), Box::new(c.stderr.take()?))),
@@ -300,30 +344,47 @@ impl Process {
             Process::Confined(c) => c.wait().await,
         }
     }
+
+    /// Its exit status if it has exited (then reaped), without waiting.
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Process::Plain(c) => c.try_wait(),
+            Process::Confined(c) => c.try_wait(),
+        }
+    }
 }
 
 impl Confined {
     async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(s) = self.status {
-            return Ok(s);
-        }
         loop {
             let mut ready = self.pidfd.readable().await?;
-            let mut st = 0;
-            // SAFETY: our own child, unreaped until now (the pidfd holds its pid).
-            let r = unsafe { libc::waitpid(self.pid, &mut st, libc::WNOHANG) };
-            if r == self.pid {
-                let status = std::process::ExitStatus::from_raw(st);
-                self.status = Some(status);
+            if let Some(status) = reap(self.pid, &mut self.status)? {
                 return Ok(status);
-            }
-            if r < 0 {
-                return Err(std::io::Error::last_os_error());
             }
             ready.clear_ready();
         }
     }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        reap(self.pid, &mut self.status)
+    }
+}
+
+/// `pid`'s exit status, reaped once into `status`, if it has exited.
+fn reap(pid: i32, status: &mut Option<std::process::ExitStatus>) -> std::io::Result<Option<std::process::ExitStatus>> {
+    use std::os::unix::process::ExitStatusExt;
+    if status.is_some() {
+        return Ok(*status);
+    }
+    let mut st = 0;
+    // SAFETY: our own child, unreaped until now (the pidfd holds its pid).
+    let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+    if r == pid {
+        *status = Some(std::process::ExitStatus::from_raw(st));
+    } else if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(*status)
 }
 
 impl Drop for Confined {

@@ -29,7 +29,7 @@ mod approval;
 mod args;
 mod attachments;
 mod buffers;
-mod command;
+pub(crate) mod command;
 mod diff;
 mod fs;
 mod grep;

@@ -48,46 +48,17 @@ impl Tools {
             return out;
         };
         let mechanism = way.mechanism;
-        let mut limits = limits;
-        let mut proxy = None;
-        if let Network::Allow(allow) = &limits.network {
-            let (port, listener) = if mechanism == Mechanism::Namespaces {
-                (sandbox::proxy::NAMESPACE_PORT, None)
-            } else {
-                match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| Ok((l.local_addr()?.port(), l))) {
-                    Ok((port, l)) => (port, Some(l)),
-                    Err(e) => {
-                        let mut out = ToolOutput::error(format!(
-                            "the sandbox's network proxy could not listen, so the command was not run: {e}"
-                        ));
-                        out.sandbox = Some(way.record(false));
-                        return out;
-                    }
-                }
-            };
-            limits.proxy_port = Some(port);
-            proxy = Some(command::ProxySource { allow: allow.clone(), port, listener });
-        }
-        let prepared = {
-            let limits = limits.clone();
-            blocking_res(move |_| {
-                make_private_dir(&limits.temp)?;
-                sandbox::Plan::new(&limits, mechanism)
-            })
-            .await
-        };
-        let plan = match prepared {
-            Ok(p) => p,
+        let (confined, limits) = match confine(limits, mechanism).await {
+            Ok(x) => x,
             Err(e) => {
                 let mut out = ToolOutput::error(format!(
-                    "the sandbox could not be set up, so the command was not run: {e}. Tell the user; with their \
-                     consent you may ask to run it with `sandbox: false` and a `reason`."
+                    "{e}, so the command was not run. Tell the user; with their consent you may ask to run it with \
+                     `sandbox: false` and a `reason`."
                 ));
                 out.sandbox = Some(way.record(false));
                 return out;
             }
         };
-        let confined = command::Sandboxed { plan, temp: limits.temp.clone(), proxy };
         let (mut out, contacts) =
             command::run(&dir, &req.command, timeout, self.output_cap, &env, Some(confined)).await;
         let mut blocked = sandbox::blocked_report(&out.content, &limits, mechanism, &dir);
@@ -164,21 +135,96 @@ impl Tools {
             support.warning().into_iter().chain(settings.unix_sockets.then(|| UNIX_OPEN.to_string())).collect();
         way.warning = (!warnings.is_empty()).then(|| warnings.join("; "));
         way.network = network.is_open();
-        let writable = settings.writable.iter().filter_map(|w| w.canonicalize().ok()).collect();
+        way.limits = Some(self.limits(network, self.command_temp_dir(), &[]));
+        way
+    }
+
+    /// What a child confined by these settings may touch: the workspace, `temp`, `sandbox.writable` and
+    /// `more_writable` (those that exist), the secret stores hidden, `network`.
+    fn limits(&self, network: Network, temp: PathBuf, more_writable: &[PathBuf]) -> Limits {
+        let settings = &self.sandbox;
+        let writable = settings.writable.iter().chain(more_writable).filter_map(|w| w.canonicalize().ok()).collect();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let (hidden, _holding_the_workspace) =
             sandbox::hidden_paths(home.as_deref(), &settings.deny_read, self.root.canon());
-        way.limits = Some(Limits {
+        Limits {
             hidden,
             workspace: self.root.canon().to_path_buf(),
-            temp: self.command_temp_dir(),
+            temp,
             writable,
             network,
             unix_sockets: settings.unix_sockets,
             proxy_port: None,
-        });
-        way
+        }
     }
+
+    /// Starts a long-lived child (an ACP agent with `agents.NAME.sandbox`) in the command sandbox, confined as
+    /// a command is, with `more_writable` writable too (the agent's own store of sessions and settings), its
+    /// `$TMPDIR` the commands' private folder, its network as `sandbox.network` says (with an allowlist,
+    /// through the proxy, serving while the returned [`command::Started`] is kept). `cmd` has its standard
+    /// streams set, stdin piped. Fails closed: where no sandbox can be set up nothing starts, and the error
+    /// says why.
+    /// Its environment is filtered as a command's is, but for `keep` and the variables `cmd` sets on purpose.
+    pub(crate) async fn spawn_confined(
+        &self,
+        mut cmd: tokio::process::Command,
+        more_writable: &[PathBuf],
+        keep: &[String],
+    ) -> Result<command::Started, String> {
+        let support = self.support();
+        if !self.sandbox.enabled {
+            return Err("sandbox.enabled is false".to_string());
+        }
+        if !support.available() {
+            let why = support.warning().unwrap_or_else(|| "no mechanism".to_string());
+            return Err(format!("the sandbox cannot be set up on this system ({why})"));
+        }
+        if self.sandbox.network == Network::Off {
+            return Err("sandbox.network is false, so it could not reach its model: name the model's API host in \
+                        sandbox.network's allow list (e.g. { allow = { \"api.anthropic.com\" } })"
+                .to_string());
+        }
+        let mut settings = self.sandbox.clone();
+        settings.env.keep.extend(keep.iter().cloned());
+        let set = cmd.as_std().get_envs().filter(|(_, v)| v.is_some()).map(|(k, _)| k.to_string_lossy().into_owned());
+        settings.env.keep.extend(set.collect::<Vec<_>>());
+        EnvPlan::current(&settings).apply(&mut cmd);
+        let limits = self.limits(self.sandbox.network.clone(), self.command_temp_dir(), more_writable);
+        let (confined, _) = confine(limits, support.mechanism).await?;
+        command::spawn(cmd, Some(confined), true).map_err(|e| match e {
+            command::Unstarted::Spawn(e) => e.to_string(),
+            command::Unstarted::Proxy(e) => format!("the sandbox's network proxy could not be started: {e}"),
+        })
+    }
+}
+
+/// A child's confinement made ready off the runtime's threads: its private folder, its allowlist proxy's
+/// listening socket (Landlock alone: the host's loopback; with namespaces the child makes it in its own),
+/// the plan. Also returns the limits with the proxy's port.
+async fn confine(mut limits: Limits, mechanism: Mechanism) -> Result<(command::Sandboxed, Limits), String> {
+    let mut proxy = None;
+    if let Network::Allow(allow) = &limits.network {
+        let (port, listener) = if mechanism == Mechanism::Namespaces {
+            (sandbox::proxy::NAMESPACE_PORT, None)
+        } else {
+            let l = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| Ok((l.local_addr()?.port(), l)))
+                .map_err(|e| format!("the sandbox's network proxy could not listen: {e}"))?;
+            (l.0, Some(l.1))
+        };
+        limits.proxy_port = Some(port);
+        proxy = Some(command::ProxySource { allow: allow.clone(), port, listener });
+    }
+    let plan = {
+        let limits = limits.clone();
+        blocking_res(move |_| {
+            make_private_dir(&limits.temp)?;
+            sandbox::Plan::new(&limits, mechanism)
+        })
+        .await
+        .map_err(|e| format!("the sandbox could not be set up: {e}"))?
+    };
+    Ok((command::Sandboxed { plan, temp: limits.temp.clone(), proxy }, limits))
 }
 
 /// What the approval says when `sandbox.unix_sockets` is on.

@@ -598,6 +598,9 @@ def test_setup_refuses_a_bad_agents_table_naming_the_entry(nvim: Neovim) -> None
         ({"agents": {"mine": {"args": ["--acp"]}}}, "agents[\"mine\"].command: missing"),
         ({"agents": {"mine": {"command": "x", "argv": []}}}, "agents[\"mine\"].argv: unknown option"),
         ({"agents": {"claude": {"env": {"A": 1}}}}, "agents[\"claude\"].env: expected a table of strings"),
+        ({"agents": {"claude": {"sandbox": "yes"}}}, "agents[\"claude\"].sandbox: expected true, false or {"),
+        ({"agents": {"claude": {"sandbox": {"write": []}}}}, "agents[\"claude\"].sandbox.write: unknown option"),
+        ({"agents": {"claude": {"sandbox": {"keep": "X"}}}}, "agents[\"claude\"].sandbox.keep: expected a list"),
         ({"agent": "nobody"}, "agent: expected the name of an agent (claude, codex, gemini, goose, opencode)"),
         ({"approve": {"agents": {"claude": "yes"}}}, "approve.agents[\"claude\"]: expected true or false"),
     ]:

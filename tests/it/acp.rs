@@ -4,6 +4,8 @@
 //! workspace and its own HOME (Claude Code's store of sessions: `$HOME/.claude/projects`).
 
 use std::collections::{BTreeMap, HashMap};
+
+use pseudoclaude::sandbox::{Network, Settings as SandboxSettings};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +54,7 @@ impl Setup {
         let env = claude_env(&self.fake.base_url(), self.home.path());
         ChatConfig {
             name: "claude".into(),
-            spec: AgentSpec { command: claude_agent_command().display().to_string(), args: Vec::new(), env },
+            spec: AgentSpec { command: claude_agent_command().display().to_string(), env, ..Default::default() },
             workspace: self.ws.path().canonicalize().unwrap(),
             log_file: Some(self.home.path().join("agent.log")),
             spill_threshold: session::spill::DEFAULT_THRESHOLD,
@@ -62,6 +64,7 @@ impl Setup {
             stale_after: Duration::from_secs(6 * 3600),
             rewind: true,
             rewind_max_file_bytes: pseudoclaude::rewind::DEFAULT_MAX_FILE_BYTES,
+            sandbox: Default::default(),
         }
     }
 
@@ -450,7 +453,7 @@ fn the_clients_fs_methods_read_the_buffer_or_the_disk_and_write_the_way_write_fi
     let ws = config.workspace.clone();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/acp_fs_agent.py");
     config.spec =
-        AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], env: BTreeMap::new() };
+        AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], ..Default::default() };
     std::fs::write(ws.join("disk.txt"), "l1\nl2\nl3\n").unwrap();
     std::fs::write(ws.join("open.txt"), "saved\n").unwrap();
     std::fs::write(ws.join("shown.txt"), "old\n").unwrap();
@@ -494,4 +497,58 @@ fn the_clients_fs_methods_read_the_buffer_or_the_disk_and_write_the_way_write_fi
     assert!(refused.contains("unsaved changes"), "a modified buffer is never written: {r}");
     assert_eq!(std::fs::read_to_string(ws.join("dirty.txt")).unwrap(), "on disk\n");
     assert!(!r[5]["error"].as_str().unwrap_or_default().is_empty(), "outside the workspace: refused: {r}");
+}
+
+/// `agents.NAME.sandbox = true`: the real agent's whole process in the command sandbox, its network through the
+/// allowlist proxy (the fake model server on 127.0.0.1 allowed), its own shell confined as ours is: it writes in
+/// the workspace, not outside it, finds no secret in its environment and cannot reach a Unix socket.
+#[test]
+fn an_agent_in_the_sandbox_reaches_its_model_through_the_allowlist_and_its_shell_is_confined() {
+    let s = Setup::new();
+    let outside = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let mut config = s.config(true);
+    // as setup({ agents = { claude = { command = …, env = …, sandbox = true } } }) gives it: the built-in entry's
+    // writable paths and kept variables added
+    let mut user = BTreeMap::new();
+    let mut own = config.spec.clone();
+    own.sandbox.enabled = true;
+    user.insert("claude".to_string(), own);
+    config.spec = pseudoclaude::acp::resolve("claude", &user).unwrap();
+    assert!(config.spec.sandbox.writable.contains(&"~/.claude".to_string()), "{:?}", config.spec.sandbox);
+    config.sandbox = SandboxSettings { network: Network::Allow(vec!["127.0.0.1".into()]), ..Default::default() };
+    let ws = config.workspace.clone();
+    let escape = outside.path().join("escaped.txt");
+    let socket_path = outside.path().join("s.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let command = format!(
+        "echo in > inside.txt; echo out > {}; env > env.txt; \
+         python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' {} \
+         && echo socket-reached > socket.txt; echo tried",
+        escape.display(),
+        socket_path.display()
+    );
+    s.fake.push(json!([
+        { "tools": [["toolu_1", "Bash", { "command": command, "description": "write in and out" }]] },
+        { "text": "Tried both." },
+    ]));
+    // SAFETY: a name no other test reads; set before the agent's process is started from this environment.
+    unsafe { std::env::set_var("PSEUDOCLAUDE_TEST_SECRET_TOKEN", "s3cr3t") };
+    let chat = AcpChat::new(config, Arc::new(Yes::default()));
+    let events = s.turn(&chat, "write inside and outside the workspace");
+    let stderr = std::fs::read_to_string(s.home.path().join("agent.log")).unwrap_or_default();
+    assert!(errors_in(&events).is_empty(), "{events:#?}\nits standard error:\n{stderr}");
+    let log = s.log_lines(&chat);
+    let result: Vec<String> = log.iter().map(|l| l.to_string()).filter(|l| l.contains("toolu_1")).collect();
+    let result = result.join("\n");
+    assert_eq!(std::fs::read_to_string(ws.join("inside.txt")).ok().as_deref(), Some("in\n"), "{result}");
+    assert!(!escape.exists(), "the agent's shell cannot write outside the workspace: {result}");
+    assert!(!ws.join("socket.txt").exists() && listener.accept().is_err(), "no Unix socket reached: {result}");
+    let env = std::fs::read_to_string(ws.join("env.txt")).unwrap();
+    assert!(!env.contains("s3cr3t"), "the editor's secrets stay out of the agent's environment");
+    assert!(env.contains("ANTHROPIC_API_KEY=sk-ant-fake-key"), "its own key, set on purpose, is there");
+    assert!(env.contains("HTTPS_PROXY=http://127.0.0.1:"), "its network goes through the allowlist proxy");
+    assert_eq!(texts(&chat.current().unwrap()).last().unwrap().1, "Tried both.");
+    assert!(s.fake.requests().len() >= 2, "the model was reached through the proxy");
+    assert_eq!(s.fake.errors(), Vec::<Value>::new());
 }
