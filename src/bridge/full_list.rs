@@ -44,6 +44,9 @@ struct Kept {
     unused: usize,
 }
 
+/// At most this many sessions written: their rows are found by comparing ids (more: by hashing each row's).
+const FEW: usize = 8;
+
 /// A list and its keys, as handed out and kept.
 type Shared = (Arc<Vec<u8>>, Arc<Vec<Key>>);
 
@@ -133,7 +136,15 @@ fn merge(
     written: &HashSet<String>,
     mut unused: usize,
 ) -> BridgeResult<Made> {
-    let gone: Vec<bool> = (0..old.count()).map(|i| written.contains(old.id(i))).collect();
+    // a few ids (a chat's messages: one) compared as bytes; hashing every row's id cost more than the rest
+    let few: Vec<&[u8]> = written.iter().map(|id| id.as_bytes()).take(FEW + 1).collect();
+    let gone: Vec<bool> = (0..old.count())
+        .map(|i| match old.id_bytes(i) {
+            Some(id) if few.len() <= FEW => few.contains(&id),
+            Some(id) => std::str::from_utf8(id).is_ok_and(|id| written.contains(id)),
+            None => false,
+        })
+        .collect();
     let mut added: Vec<_> = written.iter().filter_map(|id| unlocked_row(workspace, id, opts)).collect();
     added.sort_by(|(a, _), (b, _)| {
         order_key(a.pinned, a.modified_ns, &a.id).cmp(&order_key(b.pinned, b.modified_ns, &b.id))

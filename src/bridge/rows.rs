@@ -210,6 +210,11 @@ impl<'a> Packed<'a> {
         self.0.get(texts + off as usize..texts + off as usize + len)
     }
 
+    /// Row `i`'s session id as bytes, unchecked (`None`: the row has none).
+    pub fn id_bytes(&self, i: usize) -> Option<&'a [u8]> {
+        self.string_bytes(i, 0)
+    }
+
     /// Row `i`'s session id (a row of another tool's session: its JSON, not an id of ours).
     pub fn id(&self, i: usize) -> &'a str {
         self.string(i, 0).unwrap_or("")
