@@ -11,8 +11,9 @@ two messages), warms the list's caches, then in a headless Neovim measures, over
 
 `sessions.list()` is measured twice: the workspace unchanged since the last list (the core hands out the list it
 kept, src/bridge/full_list.rs), and right after a message was appended to a session's log as a writer appends it
-(the line, then the activity file's line: the core reads the list anew). The sessions folder is left unchanged for
-more than `full_list::FRESH_SECS` before the rounds (a list read just after the folder changed is not kept).
+(the line, then the activity file's line: the core makes that session's row again and moves it in the kept list).
+The sessions folder is left unchanged for more than `full_list::FRESH_SECS` before the rounds (a list read just
+after the folder changed is not kept).
 
 Calls: `sessions.list()`, `sessions.list({ limit = 9 })`, `sessions.search(query)`, `sessions.changes(id)`,
 `require("pseudoclaude").messages()` of a resumed session, and `require("pseudoclaude").chats()` when this build
@@ -182,7 +183,7 @@ def bench_size(n: int, rounds: int, tmp: Path) -> dict:
                 add(k, r["ms"])
                 if k == "list":
                     out["list_count"] = r["count"]
-            # a message written since the last list: the core reads the list anew (the index takes in that session)
+            # a message written since the last list: the core brings the kept list up to date (that session's row)
             append_message(ws, session_id(n - 1), len(res["core"]))
             add("core_written", nv.lua(SYNC["core"])["ms"])
             append_message(ws, session_id(n - 2), len(res["core"]))
@@ -317,9 +318,12 @@ long); for an `on_done` form, the longest main-loop step between the call and th
 a 1 ms `vim.uv` timer less the idle loop's own worst gap measured just before ({idle}), and the time until the
 callback. `sessions.list()` builds its rows from the list the core packs (src/bridge/rows.rs,
 lua/pseudoclaude/session_rows.lua), the garbage collector paused meanwhile; the core hands out the list it kept while
-the workspace's stamp holds (src/bridge/full_list.rs: "kept"), and reads it anew from the index after a change ("read
-anew": a message appended to a log and the activity file just before the call). Its `on_done` form takes the list
-in parts of 2,000 rows, one part handed over and built per main-loop step. `search`, `changes` and `messages` read
+the workspace's stamp holds (src/bridge/full_list.rs: "kept"), and brings it up to date after a message was written
+("read anew" in the first table, "right after a message was written" in the second: a message appended to a log
+and the activity file just before the call; that session's row is made again and moved to its place in the packed
+list). `sessions.list()` reads the list where the core keeps it (`sessions_list_lend`), the core's own list is copied
+into a Lua string (`sessions_list`). Its `on_done` form takes the list in parts of 2,000 rows, one part handed over
+and built per main-loop step; `changes` and `messages` take their JSON a part per step too (src/bridge/parts.rs). `search`, `changes` and `messages` read
 the disk or the whole history and are documented as blocking: use their `on_done` forms.{chats}''')}
 """
 
