@@ -48,6 +48,28 @@ function M.on_buffer_check(m)
   end
 end
 
+--- Answers the core's `buffer_read` for `m.path` (an ACP agent's `fs/read_text_file`): the loaded buffer's text as
+--- `:w` would write it (unsaved changes included, the file's line endings), or nil when no buffer holds the file.
+---@param m {id: integer, path: string}
+function M.on_buffer_read(m)
+  local b = M.find_buf(m.path)
+  local text = nil
+  if b then
+    local nl = vim.bo[b].fileformat == "dos" and "\r\n" or "\n"
+    local lines = vim.api.nvim_buf_get_lines(b, 0, -1, false)
+    text = table.concat(lines, nl)
+    local eol = vim.bo[b].eol or (vim.bo[b].fixeol and not vim.bo[b].binary)
+    if eol and not (#lines == 1 and lines[1] == "") then
+      text = text .. nl
+    end
+  end
+  local ok, err = pcall(require("pseudoclaude.core").call, "agent_buffer_text", m.id, text)
+  if not ok then
+    -- the core gave up waiting and read the disk
+    require("pseudoclaude.errors").report(err, vim.log.levels.WARN)
+  end
+end
+
 --- The write asked about is over: release the buffer and show the new text in it.
 ---@param m {path: string, rel: string, outcome: "created"|"changed"|"failed"}
 function M.on_written(m)

@@ -22,6 +22,7 @@
 ---| "turn_done" The turn is over (after "error" and "cancelled" too).
 ---| "approval" A tool waits for the user's answer.
 ---| "buffer_check" A tool is about to write a file: is it loaded, with unsaved changes? (answered by editor.lua)
+---| "buffer_read" An ACP agent reads a file: the text of its loaded buffer, unsaved changes included (answered by editor.lua)
 ---| "file_written" A write asked about with `hold` is over.
 ---| "resumed" A resume asked with `agent_resume_async` finished.
 ---| "notice" A line for the chat that is no message (`text`): an MCP server that failed to start.
@@ -56,7 +57,7 @@
 ---@field lifted string[]? approval of a command: what of the sandbox it lifts (then always asked, never "Always")
 ---@field warning string? approval of a command: what the sandbox cannot do on this system, in one sentence
 ---@field always boolean? approval: false when "Always" must not be offered
----@field path string? buffer_check, file_written: the file's real path
+---@field path string? buffer_check, buffer_read, file_written: the file's real path
 ---@field rel string? buffer_check, file_written: the path relative to the workspace
 ---@field hold boolean? buffer_check: the write follows the answer; keep the buffer as it is until its file_written
 ---@field outcome "created"|"changed"|"failed"? file_written

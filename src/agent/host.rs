@@ -28,7 +28,9 @@ pub use super::chat::{ChatId, ChatInfo, ChatState, Driver, Drivers};
 pub use super::config::{AgentSandbox, AgentSpec, AutoApproveConfig, HostConfig, make_provider, resolve_provider};
 use super::config::{agent_config, make_servers};
 use super::outbox::OutboxApprover;
-pub use super::outbox::{Addressed, ApprovalAsk, BufferAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport};
+pub use super::outbox::{
+    Addressed, ApprovalAsk, BufferAsk, BufferReadAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport,
+};
 use super::{Agent, Cancel, Event, Resumed, lock};
 use crate::display;
 use crate::message::Message;
@@ -203,6 +205,7 @@ impl Host {
             wake,
             approvals: Mutex::default(),
             buffer_checks: Mutex::default(),
+            buffer_reads: Mutex::default(),
             next_id: AtomicU64::new(0),
         });
         let mut state =
@@ -534,6 +537,20 @@ impl Host {
             }
             None => Err(HostError::Refused(format!(
                 "no pending buffer check {id} (it timed out, or the turn was cancelled)"
+            ))),
+        }
+    }
+
+    /// Answers a buffer read ([`BufferReadAsk`]): the buffer's text, or `None` when no loaded
+    /// buffer holds the file.
+    pub fn buffer_text(&self, id: u64, text: Option<String>) -> HostResult<()> {
+        match lock(&self.outbox.buffer_reads).remove(&id) {
+            Some((_, tx)) => {
+                let _ = tx.send(text);
+                Ok(())
+            }
+            None => Err(HostError::Refused(format!(
+                "no pending buffer read {id} (it timed out, or the turn was cancelled)"
             ))),
         }
     }

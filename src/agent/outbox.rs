@@ -23,6 +23,7 @@ pub enum Outbound {
     Approval(ApprovalAsk),
     Resumed(ResumeDone),
     Buffer(BufferAsk),
+    BufferRead(BufferReadAsk),
     Written(FileWritten),
     /// A server of the workspace's `.mcp.json` asks to run: answer with [`super::host::Host::mcp_consent`].
     McpConsent(crate::mcp::ConsentAsk),
@@ -49,6 +50,16 @@ pub struct BufferAsk {
     pub path: PathBuf,
     pub rel: String,
     pub hold: bool,
+}
+
+/// An ACP agent reads `path` (`fs/read_text_file`): the text of its loaded buffer, unsaved changes included, or
+/// nothing when no buffer holds it. Reply with [`Host::buffer_text`] in the same step (the read waits on it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BufferReadAsk {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: u64,
+    pub path: PathBuf,
 }
 
 /// A write asked about with `hold` is over: `outcome` is `created`, `changed` or `failed`.
@@ -85,24 +96,25 @@ pub struct ApprovalAsk {
     pub request: ApprovalRequest,
 }
 
+/// Questions waiting for the editor's answer, by number, each with its chat and where its answer goes.
+pub(super) type Waiting<T> = Mutex<HashMap<u64, (ChatId, oneshot::Sender<T>)>>;
+
 /// The queue between the host's threads and the editor's loop.
 /// Each question waiting for its answer is kept with its chat: a cancel answers only that chat's, and a chat with an
 /// approval pending is `waiting`.
 pub struct Outbox {
     pub(super) queue: Mutex<Vec<Addressed>>,
     pub(super) wake: Box<dyn Fn() + Send + Sync>,
-    pub(super) approvals: Mutex<HashMap<u64, (ChatId, oneshot::Sender<Approval>)>>,
-    pub(super) buffer_checks: Mutex<HashMap<u64, (ChatId, oneshot::Sender<BufferState>)>>,
+    pub(super) approvals: Waiting<Approval>,
+    pub(super) buffer_checks: Waiting<BufferState>,
+    /// Reads of a buffer's text waiting for the editor ([`BufferReadAsk`]).
+    pub(super) buffer_reads: Waiting<Option<String>>,
     pub(super) next_id: AtomicU64,
 }
 
 impl Outbox {
     /// A new question's number, with the receiver its answer (put in `waiting` by the host) will arrive on.
-    fn question<T>(
-        &self,
-        chat: ChatId,
-        waiting: &Mutex<HashMap<u64, (ChatId, oneshot::Sender<T>)>>,
-    ) -> (u64, oneshot::Receiver<T>) {
+    fn question<T>(&self, chat: ChatId, waiting: &Waiting<T>) -> (u64, oneshot::Receiver<T>) {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst) + 1;
         let (tx, rx) = oneshot::channel();
         lock(waiting).insert(id, (chat, tx));
@@ -121,7 +133,7 @@ impl Outbox {
     }
 
     /// `chat`'s questions answered "no" (its turn was cancelled): its approvals declined, its buffer checks dropped
-    /// (an unanswered one refuses its write).
+    /// (an unanswered one refuses its write), its buffer reads dropped (the disk is read).
     pub(super) fn decline(&self, chat: ChatId) {
         let mine: Vec<_> = {
             let mut approvals = lock(&self.approvals);
@@ -132,6 +144,16 @@ impl Outbox {
             let _ = tx.send(Approval::No);
         }
         lock(&self.buffer_checks).retain(|_, (c, _)| *c != chat);
+        lock(&self.buffer_reads).retain(|_, (c, _)| *c != chat);
+    }
+}
+
+/// Removes an unanswered question from its map when its waiter is dropped (a timeout), so the map does not grow.
+struct Forget<T: Send + 'static>(Arc<Outbox>, u64, fn(&Outbox) -> &Waiting<T>);
+
+impl<T: Send + 'static> Drop for Forget<T> {
+    fn drop(&mut self) {
+        lock((self.2)(&self.0)).remove(&self.1);
     }
 }
 
@@ -163,17 +185,26 @@ impl Approver for OutboxApprover {
                 hold,
             }),
         );
-        let stale = outbox.clone();
+        let forget = Forget(outbox.clone(), id, |o: &Outbox| &o.buffer_checks);
         Box::pin(async move {
-            // Dropped unanswered (a timeout): its entry goes, so the map does not grow.
-            struct Forget(Arc<Outbox>, u64);
-            impl Drop for Forget {
-                fn drop(&mut self) {
-                    lock(&self.0.buffer_checks).remove(&self.1);
-                }
-            }
-            let _forget = Forget(stale, id);
+            let _forget = forget;
             rx.await.ok()
+        })
+    }
+
+    /// Asked of the editor as [`BufferReadAsk`]; `None` when no buffer holds the file, or the editor did not
+    /// answer (the caller bounds the wait and reads the disk then).
+    fn buffer_text(&self, path: &std::path::Path) -> BoxFuture<'static, Option<String>> {
+        let outbox = self.outbox.clone();
+        let (id, rx) = outbox.question(self.chat, &outbox.buffer_reads);
+        outbox.push(
+            Some(self.chat),
+            Outbound::BufferRead(BufferReadAsk { kind: "buffer_read", id, path: path.to_path_buf() }),
+        );
+        let forget = Forget(outbox.clone(), id, |o: &Outbox| &o.buffer_reads);
+        Box::pin(async move {
+            let _forget = forget;
+            rx.await.ok().flatten()
         })
     }
 

@@ -270,6 +270,10 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             let (id, state): (u64, String) = (a.get(0)?, a.get(1)?);
             with_host(|h| Ok(h.buffer_state(id, &state)?))
         }),
+        export("agent_buffer_text", |a| {
+            let (id, text): (u64, Option<String>) = (a.get(0)?, a.get(1)?);
+            with_host(|h| Ok(h.buffer_text(id, text)?))
+        }),
         export("agent_resume_async", |a| {
             let id: String = a.get(0)?;
             let chat = chat_arg(a, 1)?;

@@ -256,6 +256,9 @@ M.handlers = {
   buffer_check = function(m)
     require("pseudoclaude.editor").on_buffer_check(m)
   end,
+  buffer_read = function(m)
+    require("pseudoclaude.editor").on_buffer_read(m)
+  end,
   file_written = function(m)
     require("pseudoclaude.editor").on_written(m)
     if m.outcome ~= "failed" then

@@ -1,0 +1,67 @@
+"""The client side of ACP that the editor serves, end to end: an agent's `fs/read_text_file` and `terminal/*` requests
+answered by a real Neovim through the real chat (`:PseudoChat NAME`, the input window). The real claude-agent-acp
+never makes these requests (its own tools read, write and run its shell), so the agent here is the scripted one of
+the Rust tests (tests/it/support/acp_fs_agent.py): each message is a JSON list of requests it makes of the client,
+and its answer is their results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import ROOT, Neovim
+from test_acp import chat_text, log_lines, send, wait_turns
+from test_chat import setup as chat_setup
+
+SCRIPT = ROOT / "tests/it/support/acp_fs_agent.py"
+
+
+def setup(n: Neovim, **extra: Any) -> None:
+    """setup() with the scripted agent `fs`, and `:PseudoChat fs` opened."""
+    agents = {"fs": {"command": "python3", "args": [str(SCRIPT)]}}
+    chat_setup(n, None, agents=agents, **extra)
+    n.api.command("PseudoChat fs")
+
+
+def ask(n: Neovim, ws: Path, requests: list[dict[str, Any]], turns: int) -> dict[str, Any]:
+    """Sends the agent the requests to make, waits for the turn, and returns its answer (`caps`, `results`) as the
+    session's log recorded it."""
+    send(n, json.dumps(requests))
+    wait_turns(n, turns, timeout=60)
+    logs = list((ws / ".PseudoClaude/sessions").glob("*/conversation.jsonl"))
+    assert len(logs) == 1, logs
+    answers = [e for e in log_lines(logs[0]) if e.get("type") == "message" and e.get("role") == "assistant"]
+    assert answers, chat_text(n)
+    return json.loads(answers[-1]["content"])
+
+
+def test_fs_read_text_file_takes_an_open_buffers_unsaved_text_and_a_closed_files_disk(
+    nvim: Neovim, workspace: Path
+) -> None:
+    (workspace / "open.txt").write_text("saved line\n")
+    (workspace / "closed.txt").write_text("on disk 1\non disk 2\n")
+    (workspace / "dos.txt").write_bytes(b"one\r\ntwo\r\n")
+    nvim.api.command("edit open.txt")
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'unsaved 1', 'unsaved 2', 'unsaved 3' })")
+    assert nvim.lua("return vim.bo.modified")
+    nvim.api.command("edit dos.txt")
+    nvim.lua("vim.api.nvim_buf_set_lines(0, 1, 2, false, { 'TWO' })")
+    setup(nvim)
+    read = "fs/read_text_file"
+    answer = ask(nvim, workspace, [
+        {"method": read, "params": {"path": str(workspace / "open.txt")}},
+        {"method": read, "params": {"path": str(workspace / "open.txt"), "line": 2, "limit": 1}},
+        {"method": read, "params": {"path": str(workspace / "closed.txt")}},
+        {"method": read, "params": {"path": str(workspace / "dos.txt")}},
+    ], 1)
+    r = answer["results"]
+    assert r[0] == {"content": "unsaved 1\nunsaved 2\nunsaved 3\n"}, r
+    assert r[1] == {"content": "unsaved 2\n"}, r
+    assert r[2] == {"content": "on disk 1\non disk 2\n"}, r
+    assert r[3] == {"content": "one\r\nTWO\r\n"}, r
+    assert (workspace / "open.txt").read_text() == "saved line\n", "a read writes nothing"
+    # the buffer closed: the disk again
+    nvim.api.command("bwipeout! open.txt")
+    answer = ask(nvim, workspace, [{"method": read, "params": {"path": str(workspace / "open.txt")}}], 2)
+    assert answer["results"] == [{"content": "saved line\n"}], answer
