@@ -16,8 +16,14 @@ model -> seen (the relay: the agent's streaming and the client's reading, where 
 least noise; also its lower quartile), each against the bare client of the same run.
 
 Contenders: `bare`, the Python client of tests/e2e/acp_client.py reading the agent's stdout on a thread; `bare
-again`, the same once more (the difference between the two is the bench's resolution). Our client is one more
-`Contender` subclass in `CONTENDERS` (to come with issue 36's client: the acp engineer adds it).
+again`, the same once more (the difference between the two is the bench's resolution); `pseudoclaude`, our client: a
+headless Neovim with the plugin (tests/bench/harness.py), `:PseudoChat claude`, the message sent with `chat.send`,
+the first word timed when it reaches the chat buffer (`nvim_buf_attach`'s `on_lines`).
+
+Then the burst (issue 36's other speed goal: a burst of 10,000 `session/update` chunks keeps every main-loop stall
+under 16 ms): our Neovim's chat gets an answer the fake streams as 10,000 deltas with no pause (the agent relays
+each as one `agent_message_chunk`), while a 1 ms timer inside Neovim notes the main loop's longest gap; the
+baseline is the same timer over the same time with the chat idle, in the same run.
 
 Usage: tests/bench/acp_bench.py [--rounds 20] [--write]
   --write  also replace the "## ACP: the first streamed word" section of doc/benchmarks.md
@@ -43,7 +49,7 @@ sys.path.insert(0, str(ROOT / ".deps" / "python"))
 from acp_client import AcpClient  # noqa: E402
 from acp_rig import claude_agent_command, claude_env  # noqa: E402
 from fake_llm import FakeAnthropic  # noqa: E402
-from harness import write_section  # noqa: E402
+from harness import TIMER, gap, nvim_bin, started, until, write_section  # noqa: E402
 
 WORD = "firstword"
 ANSWER = WORD + " " + " ".join(f"and{i}" for i in range(30))
@@ -119,7 +125,92 @@ class BareAgain(Bare):
     name = "bare again"
 
 
-CONTENDERS: list[type[Contender]] = [Bare, BareAgain]
+class Ours(Contender):
+    """Our client in a headless Neovim: the chat's agent is the same `claude-agent-acp`; the first word is timed inside
+    Neovim (`vim.uv.hrtime()`, CLOCK_MONOTONIC as Python's) when a line holding it reaches the chat buffer."""
+
+    name = "pseudoclaude"
+
+    def start(self) -> None:
+        self.nvim_cm = started(nvim_bin(), self.workspace)
+        self.n = self.nvim_cm.__enter__()
+        spec = {"command": self.agent[0], "args": self.agent[1:], "env": self.env}
+        self.n.exec_lua(
+            """
+            require("pseudoclaude").setup({ provider = { name = "demo" }, agents = { claude = ... },
+              approve = { agents = { claude = true } } })
+            vim.g.pc_turns = 0
+            vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeTurnDone", callback = function()
+              vim.g.pc_turns = vim.g.pc_turns + 1
+            end })
+            vim.cmd("PseudoChat claude")
+            """,
+            spec,
+        )
+        self.turns = 0
+
+    def send(self, prompt: str, word: str | None = WORD) -> float:
+        """Sends `prompt` in the chat (watching for `word` in the chat buffer); returns when it was sent."""
+        t = self.n.exec_lua(
+            """
+            local prompt, word = ...
+            _G.pc_seen = nil
+            local buf = require("pseudoclaude.chat.state").buf
+            if word ~= nil and word ~= vim.NIL then
+              vim.api.nvim_buf_attach(buf, false, { on_lines = function(_, b, _, first, _, last)
+                if _G.pc_seen then return true end
+                for _, l in ipairs(vim.api.nvim_buf_get_lines(b, first, last, false)) do
+                  if l:find(word, 1, true) then _G.pc_seen = vim.uv.hrtime() return true end
+                end
+              end })
+            end
+            local t = vim.uv.hrtime()
+            require("pseudoclaude").chat.send(prompt)
+            return t
+            """,
+            prompt,
+            word,
+        )
+        self.turns += 1
+        return t / 1e9
+
+    def wait_turn(self) -> None:
+        until(self.n, f"vim.g.pc_turns >= {self.turns}")
+
+    def turn(self, prompt: str) -> tuple[float, float]:
+        sent = self.send(prompt)
+        self.wait_turn()
+        seen = self.n.exec_lua("return _G.pc_seen")
+        assert seen, "the answer's first word never reached the chat buffer"
+        return sent, seen / 1e9
+
+    def burst(self) -> tuple[float, float, float, int]:
+        """A 10,000-chunk answer streamed into the chat: (the main loop's longest gap meanwhile, the same timer's
+        longest gap over as long with the chat idle, that time in seconds, the chunks shown), in ms."""
+        self.fake.push_burst()
+        self.n.exec_lua(TIMER)
+        began = time.monotonic()
+        self.send("a burst please", None)
+        self.wait_turn()
+        took = time.monotonic() - began
+        busy = gap(self.n)
+        # every chunk in the chat: the burst's words counted in the buffer
+        shown = self.n.exec_lua(
+            "local b = require('pseudoclaude.chat.state').buf "
+            "local text = table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), ' ') "
+            "return select(2, text:gsub('word', ''))"
+        )
+        self.n.exec_lua(TIMER)
+        time.sleep(took)
+        idle = gap(self.n)
+        return busy, idle, took, shown
+
+    def close(self) -> None:
+        self.nvim_cm.__exit__(None, None, None)
+        super().close()
+
+
+CONTENDERS: list[type[Contender]] = [Bare, BareAgain, Ours]
 
 
 def main() -> None:
@@ -148,6 +239,9 @@ def main() -> None:
             print(f"round {r + 1}: " + ", ".join(
                 f"{c.name} {whole[c.name][-1]:.1f} ms (relay {relay[c.name][-1]:.2f} ms)" for c in contenders),
                 flush=True)
+        ours = next(c for c in contenders if isinstance(c, Ours))
+        busy, idle, took, shown = ours.burst()
+        assert shown >= 10_000, f"only {shown} of the burst's 10,000 words reached the chat"
         for c in contenders:
             assert c.fake.errors == [], c.fake.errors
     finally:
@@ -169,8 +263,12 @@ def main() -> None:
                     f"| {rl - base_relay:+.2f} ms ({rl / base_relay:.2f}x) | {r25:.2f} ms | {r25 - base_relay25:+.2f} ms |")
     spread = (f"Bare client's spread over the rounds: sent -> first word {min(whole['bare']):.1f} to "
               f"{max(whole['bare']):.1f} ms, relay {min(relay['bare']):.2f} to {max(relay['bare']):.2f} ms.")
+    burst = (f"A burst of 10,000 chunks into our chat ({took:.2f} s from the message sent to the turn's end, every "
+             f"word in the chat buffer): the main loop's longest gap {busy:.1f} ms; the same Neovim idle for as "
+             f"long, {idle:.1f} ms (baseline); goal: under 16 ms.")
     print("\n".join(rows))
     print(spread)
+    print(burst)
     if args.write:
         body = (
             f"Produced by `tests/bench/acp_bench.py --write` ({time.strftime('%Y-%m-%d %H:%M')}, nproc "
@@ -182,7 +280,7 @@ def main() -> None:
             "the same moment, the relay where a client's cost shows (its lower quartile: the least disturbed turns, "
             "steadier than the median on a loaded machine). `bare again` is the bare client once more: its "
             "difference to `bare` is the bench's resolution in this run. Goal (issue 36): our client at most 5 ms "
-            "over the bare client.\n\n" + "\n".join(rows) + "\n\n" + spread
+            "over the bare client.\n\n" + "\n".join(rows) + "\n\n" + spread + "\n\n" + burst
         )
         write_section("ACP: the first streamed word", body)
 
