@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::AgentSpec;
 use super::client::{Connection, Incoming, is_closed_error};
+use super::terminal::Terminals;
 use crate::agent::checkpoint::Checkpoints;
 use crate::agent::rewind::FileCheckpoints;
 use crate::agent::runner::{Stop, report_stop};
@@ -66,7 +67,8 @@ pub struct ChatConfig {
     /// Checkpoints of the workspace's files for rewind ([`crate::rewind`]), as our agent's; off: none are taken.
     pub rewind: bool,
     pub rewind_max_file_bytes: u64,
-    /// The `sandbox` settings: the agent runs under them with `agents.NAME.sandbox` ([`AgentSpec::sandbox`]).
+    /// The `sandbox` settings: the agent's terminals run confined by them (as our `run_command`), and with
+    /// `agents.NAME.sandbox` ([`AgentSpec::sandbox`]) the agent itself.
     pub sandbox: crate::sandbox::Settings,
 }
 
@@ -102,8 +104,11 @@ pub struct AcpChat {
     usage: Mutex<UsageByModel>,
     /// Dollars the agent reported (`usage_update.cost`), when it does.
     cost: Mutex<Option<f64>>,
-    /// The agent's `fs/*` requests go through our tools' paths (confinement, the buffer check, the write).
-    tools: Tools,
+    /// The agent's `fs/*` and `terminal/*` requests go through our tools' paths (confinement, the buffer check, the
+    /// write, the command sandbox).
+    tools: Arc<Tools>,
+    /// The agent's terminals (`terminal/*`).
+    terminals: Arc<Terminals>,
     /// What the agent offers: `available_commands_update`'s commands, its modes (`session/new`'s `modes`).
     commands: Mutex<Vec<Value>>,
     modes: Mutex<Value>,
@@ -170,8 +175,10 @@ impl AcpChat {
     ) -> Arc<AcpChat> {
         let conversation = Conversation::from_messages(messages, log.hooks());
         let files = Arc::new(FileCheckpoints::new(&config.workspace, log.clone(), conversation.clone(), tracker));
-        let mut tools =
-            Tools::new(&config.workspace, approver.clone(), AutoApprove { write_file: true, ..Default::default() });
+        // the agent asked its own permission for a write or a command: ours would be a second question (a command
+        // that cannot be sandboxed is still asked, as ours is)
+        let auto = AutoApprove { write_file: true, run_command: true, ..Default::default() };
+        let mut tools = Tools::new(&config.workspace, approver.clone(), auto);
         tools.set_sandbox(config.sandbox.clone());
         // a sandboxed agent's $TMPDIR is the session's private folder, as our commands' is
         let session = log.clone();
@@ -186,7 +193,8 @@ impl AcpChat {
             replaying: AtomicBool::new(false),
             agent: Mutex::new(agent),
             tell_history: AtomicBool::new(false),
-            tools,
+            tools: Arc::new(tools),
+            terminals: Arc::default(),
             files,
             rewound_agent: Mutex::new(None),
             pending: Mutex::new(Vec::new()),
@@ -338,6 +346,7 @@ impl AcpChat {
 
     /// Kills the agent's process group and forgets the connection: the next message starts the agent again.
     fn drop_live(&self) {
+        self.terminals.release_all();
         if let Ok(mut live) = self.live.try_lock()
             && let Some(l) = live.take()
         {
@@ -362,6 +371,7 @@ impl AcpChat {
 
     /// Kills the agent without waiting (the editor exits, the chat closes).
     pub fn kill(&self) {
+        self.terminals.release_all();
         if let Ok(live) = self.live.try_lock()
             && let Some(l) = live.as_ref()
         {
@@ -576,6 +586,9 @@ impl AcpChat {
         };
         *self.turn.lock().await =
             Some(Turn::new(events.clone(), self.log.clone(), self.config.checkpoint_every, &name, self.files.clone()));
+        if let Some(t) = self.turn.lock().await.as_mut() {
+            t.terminals = self.terminals.clone();
+        }
         let asked = {
             let (conn, sid) = (conn.clone(), sid.clone());
             async move { conn.prompt(&sid, &prompt).await }
@@ -667,11 +680,15 @@ impl AcpChat {
             Incoming::Marker(done) => {
                 let _ = done.send(());
             }
-            Incoming::Fs { method, params, reply } => {
+            Incoming::Service { method, params, reply } => {
                 let chat = self.clone();
-                // served off the pump: a read may wait on the editor, a write on its buffer
+                // served off the pump: a read may wait on the editor, a write on its buffer, a terminal on its command
                 tokio::spawn(async move {
-                    let _ = reply.send(chat.on_fs(method, &params).await);
+                    let answer = match method.starts_with("terminal/") {
+                        true => chat.terminals.handle(method, &params, &chat.tools).await,
+                        false => chat.on_fs(method, &params).await,
+                    };
+                    let _ = reply.send(answer);
                 });
             }
             Incoming::Closed(_) => {}
@@ -876,6 +893,8 @@ struct Turn {
     files: Arc<FileCheckpoints>,
     /// The calls under way that can change files, as the workspace's board of the chats' calls knows them.
     begun: HashMap<String, Begun>,
+    /// The agent's terminals: a call that shows one has its output in its result.
+    terminals: Arc<Terminals>,
 }
 
 impl Turn {
@@ -901,6 +920,7 @@ impl Turn {
             thinking_ms: 0,
             calls: HashMap::new(),
             unsaved: None,
+            terminals: Arc::default(),
         }
     }
 
@@ -1007,7 +1027,14 @@ impl Turn {
         conv.add(message)?;
         let _ = self.events.send(Event::AssistantRecorded { text, tool_calls: calls });
         let is_error = call["status"].as_str() == Some("failed");
-        let content = result_text(&call);
+        let mut content = result_text(&call);
+        for item in call["content"].as_array().into_iter().flatten() {
+            if let Some(id) = item["terminalId"].as_str().filter(|_| item["type"] == "terminal")
+                && let Some(summary) = self.terminals.summary(id)
+            {
+                content = content.replace(&format!("[terminal {id}]"), &summary);
+            }
+        }
         // what the call did to the files (the agent's own tools and shell write them: the checkpoint scans the
         // workspace), before its result and in the same write
         let begun = self.begun.remove(id);

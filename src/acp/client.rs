@@ -31,9 +31,9 @@ pub enum Incoming {
     /// A `session/request_permission` (its params as sent); `reply` takes the chosen option's id, `None` for
     /// "cancelled".
     Permission { request: Value, reply: oneshot::Sender<Option<String>> },
-    /// A request of the client's file system (`fs/read_text_file`, `fs/write_text_file`; its params as sent):
-    /// `reply` takes the result's JSON, or an error's message.
-    Fs { method: &'static str, params: Value, reply: oneshot::Sender<Result<Value, String>> },
+    /// A request of the client's services (`fs/read_text_file`, `fs/write_text_file`, `terminal/*`; its params as
+    /// sent): `reply` takes the result's JSON, or an error's message.
+    Service { method: &'static str, params: Value, reply: oneshot::Sender<Result<Value, String>> },
     /// Everything queued before this was handled (see the module's ordering note).
     Marker(oneshot::Sender<()>),
     /// The connection ended: the agent exited or closed its output. The text says how, with its last words.
@@ -126,7 +126,7 @@ impl Connection {
         };
         let init = serde_json::json!({
             "protocolVersion": 1,
-            "clientCapabilities": { "fs": { "readTextFile": true, "writeTextFile": true }, "terminal": false },
+            "clientCapabilities": { "fs": { "readTextFile": true, "writeTextFile": true }, "terminal": true },
             "clientInfo": { "name": "pseudoclaude.nvim", "version": env!("CARGO_PKG_VERSION") },
         });
         match conn.request::<acp::InitializeRequest>(init).await {
@@ -269,8 +269,10 @@ fn spawn_connection(
             Err(e) => Some((Err(e), lines)),
         }
     });
-    let (updates, permissions, reads, writes, closed) =
-        (queue.clone(), queue.clone(), queue.clone(), queue.clone(), queue);
+    let (updates, permissions, reads, writes, terminals, closed) =
+        (queue.clone(), queue.clone(), queue.clone(), queue.clone(), queue.clone(), queue);
+    let (outputs, waits, kills, releases) =
+        (terminals.clone(), terminals.clone(), terminals.clone(), terminals.clone());
     let driver = Client
         .v1()
         .name("pseudoclaude")
@@ -327,6 +329,42 @@ fn spawn_connection(
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |r: acp::CreateTerminalRequest, responder, _cx| {
+                serve::<acp::CreateTerminalResponse, _>(ask(&terminals, "terminal/create", &r), responder);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: acp::TerminalOutputRequest, responder, _cx| {
+                serve::<acp::TerminalOutputResponse, _>(ask(&outputs, "terminal/output", &r), responder);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: acp::WaitForTerminalExitRequest, responder, _cx| {
+                // answered when the command ends, off the dispatch loop
+                serve::<acp::WaitForTerminalExitResponse, _>(ask(&waits, "terminal/wait_for_exit", &r), responder);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: acp::KillTerminalRequest, responder, _cx| {
+                serve::<acp::KillTerminalResponse, _>(ask(&kills, "terminal/kill", &r), responder);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: acp::ReleaseTerminalRequest, responder, _cx| {
+                serve::<acp::ReleaseTerminalResponse, _>(ask(&releases, "terminal/release", &r), responder);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .connect_with(Lines::new(Box::pin(outgoing), Box::pin(incoming)), async move |cx: ConnectionTo<Agent>| {
             let _ = cx_tx.send(cx.clone());
             tokio::select! {
@@ -354,8 +392,20 @@ fn ask(
 ) -> oneshot::Receiver<Result<Value, String>> {
     let params = serde_json::to_value(request).unwrap_or(Value::Null);
     let (reply, answer) = oneshot::channel();
-    let _ = queue.send(Incoming::Fs { method, params, reply });
+    let _ = queue.send(Incoming::Service { method, params, reply });
     answer
+}
+
+/// Responds with the chat's answer once it comes, off the dispatch loop (a request may wait on the editor, or on a
+/// command to end).
+fn serve<T, P>(answer: oneshot::Receiver<Result<Value, String>>, responder: agent_client_protocol::Responder<T, P>)
+where
+    T: serde::de::DeserializeOwned + agent_client_protocol::JsonRpcResponse + Send + 'static,
+    P: agent_client_protocol::Protocol + Send + 'static,
+{
+    tokio::spawn(async move {
+        drop(responder.respond_with_result(answer_of::<T>(answer).await));
+    });
 }
 
 /// The chat's answer as the protocol's response `T`, or an error whose message is the chat's (what the agent shows).

@@ -7,6 +7,7 @@
 //!   agent's process, turns, resume (`session/load`, else `session/resume`, else a new session told the transcript).
 //!
 //! - `driver`: an [`AcpChat`] as the host's registry drives a chat (the [`crate::agent::chat::Driver`] seam).
+//! - [`terminal`]: the agent's terminals (`terminal/*`), run as our `run_command` runs a command.
 //!
 //! Nothing here knows Neovim; the host drives a chat and hears back through the same events as our agent's.
 //! Architecture invariant: a chat never waits on the editor: what the editor must answer (a permission) goes
@@ -15,6 +16,7 @@
 pub mod chat;
 pub mod client;
 mod driver;
+pub mod terminal;
 
 use std::collections::BTreeMap;
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
-use super::ToolOutput;
+use super::{Exit, Tap, ToolOutput};
 
 /// Kills the process group when dropped, unless disarmed: the turn was cancelled mid-command.
 /// `through_waiter`: the sandbox's waiter is asked instead (`SIGTERM`), and ends its whole Landlock domain
@@ -133,12 +133,17 @@ impl Capture {
     }
 }
 
-async fn pump(mut r: impl AsyncRead + Unpin, into: &mut Capture) {
+async fn pump(mut r: impl AsyncRead + Unpin, into: &mut Capture, tap: Option<&Tap>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => into.push(&buf[..n]),
+            Ok(n) => {
+                into.push(&buf[..n]);
+                if let Some(tap) = tap {
+                    tap(&buf[..n]);
+                }
+            }
         }
     }
 }
@@ -175,7 +180,8 @@ fn start_proxy(
 /// Runs the command; `cap` bounds the captured output (half for stdout, half for stderr); `env`: the
 /// secrets scrubbed from its environment (`crate::sandbox::env`), in the sandbox or not. `sandboxed`:
 /// confined (see `crate::sandbox`), with `$TMPDIR` (and `TMP`, `TEMP`) its private folder.
-/// Also returns the hosts the command asked the allowlist proxy for.
+/// `tap` gets the output as it comes. Also returns the hosts the command asked the allowlist proxy for, and how it
+/// ended (none: it did not start, or was lost track of).
 pub(crate) async fn run(
     dir: &Path,
     command: &str,
@@ -183,7 +189,8 @@ pub(crate) async fn run(
     cap: usize,
     env: &crate::sandbox::env::EnvPlan,
     sandboxed: Option<Sandboxed>,
-) -> (ToolOutput, Vec<crate::sandbox::proxy::Contact>) {
+    tap: Option<Tap>,
+) -> (ToolOutput, Vec<crate::sandbox::proxy::Contact>, Option<Exit>) {
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(command)
@@ -202,14 +209,16 @@ pub(crate) async fn run(
     let started = match spawn(cmd, sandboxed, false) {
         Ok(s) => s,
         Err(Unstarted::Spawn(e)) => {
-            return (ToolOutput::error(format!("cannot start the command (sh -c, or its sandbox): {e}")), Vec::new());
+            let out = ToolOutput::error(format!("cannot start the command (sh -c, or its sandbox): {e}"));
+            return (out, Vec::new(), None);
         }
         Err(Unstarted::Proxy(e)) => {
-            return (ToolOutput::error(format!("the sandbox's network proxy could not be started: {e}")), Vec::new());
+            let out = ToolOutput::error(format!("the sandbox's network proxy could not be started: {e}"));
+            return (out, Vec::new(), None);
         }
     };
-    let out = supervise(started.process, timeout, cap, started.through_waiter).await;
-    (out, started.proxy.map(|p| p.finish()).unwrap_or_default())
+    let (out, exit) = supervise(started.process, timeout, cap, started.through_waiter, tap).await;
+    (out, started.proxy.map(|p| p.finish()).unwrap_or_default(), exit)
 }
 
 /// Why a child did not start.
@@ -406,51 +415,61 @@ impl Drop for Confined {
 }
 
 /// Waits for the command within `timeout`, capturing its output; kills it on timeout or when dropped.
-async fn supervise(mut child: Process, timeout: Duration, cap: usize, through_waiter: bool) -> ToolOutput {
+async fn supervise(
+    mut child: Process,
+    timeout: Duration,
+    cap: usize,
+    through_waiter: bool,
+    tap: Option<Tap>,
+) -> (ToolOutput, Option<Exit>) {
     // Declared after `child`, so dropped before it: the group dies while `sh` is still unreaped and
     // its pid (the group id) cannot have been reused.
     let mut group = GroupKill(child.id().and_then(|id| i32::try_from(id).ok()), through_waiter);
     let Some((stdout, stderr)) = child.take_output() else {
-        return ToolOutput::error("cannot capture the command's output".to_string());
+        return (ToolOutput::error("cannot capture the command's output".to_string()), None);
     };
     let mut out = Capture::new(cap / 2);
     let mut err = Capture::new(cap / 2);
     let finished = tokio::time::timeout(timeout, async {
-        let (_, _, status) = tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err), child.wait());
+        let (_, _, status) =
+            tokio::join!(pump(stdout, &mut out, tap.as_ref()), pump(stderr, &mut err, tap.as_ref()), child.wait());
         status
     })
     .await;
 
-    let head = match finished {
+    let (head, exit) = match finished {
         Ok(Ok(status)) => {
             // Done, and the output pipes closed: whatever it left running in the background with
             // its output redirected was meant to stay.
             group.disarm();
-            match (status.code(), exit_signal(&status)) {
+            let exit = Exit { code: status.code(), signal: exit_signal(&status) };
+            let head = match (status.code(), exit_signal(&status)) {
                 (Some(code), _) => format!("exit code: {code}\n"),
                 (None, Some(sig)) => format!("killed by signal {sig}\n"),
                 (None, None) => format!("exit status: {status}\n"),
-            }
+            };
+            (head, exit)
         }
         Ok(Err(e)) => {
             group.kill();
             let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
             group.disarm();
-            return ToolOutput::error(format!("lost track of the command: {e}"));
+            return (ToolOutput::error(format!("lost track of the command: {e}")), None);
         }
         Err(_) => {
             group.kill();
             let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
             group.disarm();
             let body = sections(out, err);
-            return ToolOutput::error(format!(
+            let out = ToolOutput::error(format!(
                 "timed out after {} s: killed the command and its process group (a background process \
                  keeping stdout/stderr open also counts as running)\n{body}",
                 timeout.as_secs()
             ));
+            return (out, Some(Exit { code: None, signal: Some(9) }));
         }
     };
-    ToolOutput::ok(format!("{head}{}", sections(out, err)))
+    (ToolOutput::ok(format!("{head}{}", sections(out, err))), Some(exit))
 }
 
 fn sections(out: Capture, err: Capture) -> String {

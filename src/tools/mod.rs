@@ -79,6 +79,17 @@ impl ToolOutput {
     }
 }
 
+/// How a command ended: its exit code, or the signal that killed it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// Where a command's output goes as it comes (stdout and stderr as they arrive), besides the capture its result
+/// holds: an ACP agent's terminal (`crate::acp`).
+pub type Tap = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
 /// The hard limit on one output, protecting memory; the session log spills large outputs itself.
 pub const DEFAULT_OUTPUT_CAP: usize = 10 * 1024 * 1024;
 /// `read_file` shows this many lines unless told otherwise.

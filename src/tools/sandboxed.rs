@@ -13,9 +13,12 @@ use std::time::Duration;
 
 use super::args::Args;
 use super::{
-    DEFAULT_COMMAND_TIMEOUT_SECS, Gate, Gated, MAX_COMMAND_TIMEOUT_SECS, SESSION_TMP_DIR, ToolOutput, Tools,
+    DEFAULT_COMMAND_TIMEOUT_SECS, Exit, Gate, Gated, MAX_COMMAND_TIMEOUT_SECS, SESSION_TMP_DIR, Tap, ToolOutput, Tools,
     blocking_res, command,
 };
+
+/// An ACP agent's terminal runs until the agent kills or releases it (or its chat ends); this bounds a forgotten one.
+const TERMINAL_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 use crate::sandbox::{self, CommandSandbox, Limits, Mechanism, Network, env::EnvPlan};
 
 impl Tools {
@@ -32,20 +35,46 @@ impl Tools {
             Ok(x) => x,
             Err(e) => return ToolOutput::error(e),
         };
-        let way = self.command_way(&req);
+        let dir = self.root.canon().to_path_buf();
+        self.run_request(&req, Duration::from_secs(timeout), &dir, Vec::new(), None).await.0
+    }
+
+    /// An ACP agent's terminal (`terminal/create`, `crate::acp`): `command` (a `sh -c` line) run in `dir` (in the
+    /// workspace) as `run_command` runs one, in the sandbox with its environment filtered, `env` set on top (the
+    /// agent's own values), without a time limit (the agent kills or releases it); `tap` gets its output as it
+    /// comes. Asked as a command is when that is forced (no sandbox on this system); how it ended, when it ran.
+    pub async fn run_terminal(
+        &self,
+        command: &str,
+        dir: &Path,
+        env: Vec<(String, String)>,
+        tap: Tap,
+    ) -> (ToolOutput, Option<Exit>) {
+        let req = CommandRequest { command: command.to_string(), sandbox: None, reason: None, network: None };
+        self.run_request(&req, TERMINAL_TIMEOUT, dir, env, Some(tap)).await
+    }
+
+    async fn run_request(
+        &self,
+        req: &CommandRequest,
+        timeout: Duration,
+        dir: &Path,
+        extra_env: Vec<(String, String)>,
+        tap: Option<Tap>,
+    ) -> (ToolOutput, Option<Exit>) {
+        let way = self.command_way(req);
         let gate = Gate { lifted: way.lifted.clone(), warning: way.warning.clone(), forced: way.forced };
         let summary = command_summary(&req.command);
         if let Err(mut out) = self.approve_gated(Gated::RunCommand, summary, req.command.clone(), None, gate).await {
             out.sandbox = Some(way.record(false));
-            return out;
+            return (out, None);
         }
-        let timeout = Duration::from_secs(timeout);
-        let dir = self.root.canon().to_path_buf();
-        let env = EnvPlan::current(&self.sandbox);
+        let mut env = EnvPlan::current(&self.sandbox);
+        env.set.extend(extra_env);
         let Some(limits) = way.limits.clone() else {
-            let (mut out, _) = command::run(&dir, &req.command, timeout, self.output_cap, &env, None).await;
+            let (mut out, _, exit) = command::run(dir, &req.command, timeout, self.output_cap, &env, None, tap).await;
             out.sandbox = Some(way.record(true));
-            return out;
+            return (out, exit);
         };
         let mechanism = way.mechanism;
         let (confined, limits) = match confine(limits, mechanism).await {
@@ -56,12 +85,12 @@ impl Tools {
                      `sandbox: false` and a `reason`."
                 ));
                 out.sandbox = Some(way.record(false));
-                return out;
+                return (out, None);
             }
         };
-        let (mut out, contacts) =
-            command::run(&dir, &req.command, timeout, self.output_cap, &env, Some(confined)).await;
-        let mut blocked = sandbox::blocked_report(&out.content, &limits, mechanism, &dir);
+        let (mut out, contacts, exit) =
+            command::run(dir, &req.command, timeout, self.output_cap, &env, Some(confined), tap).await;
+        let mut blocked = sandbox::blocked_report(&out.content, &limits, mechanism, dir);
         for c in contacts.iter().filter(|c| !c.allowed) {
             blocked.push(format!(
                 "blocked by the sandbox: network to {} (not in sandbox.network's allow list; the user can add it)",
@@ -89,7 +118,7 @@ impl Tools {
         record.hosts = contacts.iter().filter(|c| c.allowed).map(|c| c.host.clone()).collect();
         record.refused_hosts = contacts.iter().filter(|c| !c.allowed).map(|c| c.host.clone()).collect();
         out.sandbox = Some(record);
-        out
+        (out, exit)
     }
 
     /// How a command will run: in the sandbox or not, what the user must be asked.

@@ -7,6 +7,7 @@ and its answer is their results."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +66,36 @@ def test_fs_read_text_file_takes_an_open_buffers_unsaved_text_and_a_closed_files
     nvim.api.command("bwipeout! open.txt")
     answer = ask(nvim, workspace, [{"method": read, "params": {"path": str(workspace / "open.txt")}}], 2)
     assert answer["results"] == [{"content": "saved line\n"}], answer
+
+
+def test_a_terminal_runs_in_the_sandbox_cannot_reach_the_editors_socket_and_its_output_is_logged(
+    nvim: Neovim, workspace: Path
+) -> None:
+    server = nvim.lua("return vim.v.servername")
+    probe = ("import socket, sys\n"
+             "try:\n    socket.socket(socket.AF_UNIX).connect(sys.argv[1])\n    print('CONNECTED')\n"
+             "except OSError as e:\n    print('REFUSED', e)\n")
+    (workspace / "probe.py").write_text(probe)
+    # the probe can fail: outside the sandbox it reaches the editor
+    direct = subprocess.run(["python3", "probe.py", server], cwd=workspace, capture_output=True, text=True)
+    assert direct.stdout.startswith("CONNECTED"), direct
+    setup(nvim)
+    create = {"method": "terminal/create", "params": {"command": "python3", "args": ["probe.py", server]}}
+    answer = ask(nvim, workspace, [
+        create,
+        {"method": "terminal/wait_for_exit", "params": {"terminalId": "$0"}},
+        {"method": "terminal/output", "params": {"terminalId": "$0"}},
+        {"method": "show_terminal", "params": {"terminalId": "$0", "title": "probe the editor's socket"}},
+        {"method": "terminal/release", "params": {"terminalId": "$0"}},
+    ], 1)
+    assert answer["caps"]["terminal"] is True, answer
+    r = answer["results"]
+    assert r[1] == {"exitCode": 0}, r
+    assert r[2]["output"].startswith("REFUSED"), r
+    # the tool call that showed the terminal: its command, output and exit as its result, in the log and the chat
+    log = next((workspace / ".PseudoClaude/sessions").glob("*/conversation.jsonl"))
+    results = [e for e in log_lines(log) if e.get("type") == "message" and e.get("tool_result")]
+    assert len(results) == 1, results
+    content = results[0]["tool_result"]["content"]
+    assert content.startswith(f"$ python3 probe.py {server}\nREFUSED") and content.endswith("[exit code: 0]"), content
+    assert "REFUSED" in chat_text(nvim)

@@ -551,4 +551,98 @@ fn an_agent_in_the_sandbox_reaches_its_model_through_the_allowlist_and_its_shell
     assert_eq!(texts(&chat.current().unwrap()).last().unwrap().1, "Tried both.");
     assert!(s.fake.requests().len() >= 2, "the model was reached through the proxy");
     assert_eq!(s.fake.errors(), Vec::<Value>::new());
+
+/// The processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(marker)
+        {
+            found.push(String::from_utf8_lossy(&cmdline).replace('\0', " "));
+        }
+    }
+    found
+}
+
+/// Protocol level, as the fs test above: the client's terminals run the way `run_command` does (in the sandbox),
+/// give their output and exit status, and end when killed or released.
+#[test]
+fn the_clients_terminals_run_in_the_sandbox_and_end_when_killed_or_released() {
+    let s = Setup::new();
+    let mut config = s.config(true);
+    let ws = config.workspace.clone();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/acp_fs_agent.py");
+    config.spec =
+        AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], env: BTreeMap::new() };
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    // in the sleeps' own arguments (a shell may exec its last command): `.N` is found on any process left
+    let marker = format!(".{}{}", std::process::id(), rand_suffix());
+    let chat = AcpChat::new(config, Arc::new(Yes::default()));
+    let t = |method: &str, params: Value| json!({ "method": method, "params": params });
+    let id = |n: usize| json!({ "terminalId": format!("${n}") });
+    let script = json!([
+        /* 0 */ t("terminal/create", json!({ "command": "printf 'out\\n'; echo err >&2; exit 3" })),
+        /* 1 */ t("terminal/wait_for_exit", id(0)),
+        /* 2 */ t("terminal/output", id(0)),
+        /* 3 */ t("terminal/create", json!({ "command": "sh", "args": ["-c", format!("sleep 601{marker}")] })),
+        /* 4 */ t("sleep", json!({ "seconds": 0.5 })),
+        /* 5 */ t("terminal/kill", id(3)),
+        /* 6 */ t("terminal/wait_for_exit", id(3)),
+        /* 7 */ t("terminal/release", id(3)),
+        /* 8 */ t("terminal/output", id(3)),
+        /* 9 */ t("terminal/create", json!({ "command": format!("echo started; sleep 602{marker}") })),
+        /* 10 */ t("sleep", json!({ "seconds": 0.5 })),
+        /* 11 */ t("terminal/output", id(9)),
+        /* 12 */ t("terminal/release", id(9)),
+        /* 13 */ t("terminal/create", json!({ "command": "printf abcdef", "outputByteLimit": 3 })),
+        /* 14 */ t("terminal/wait_for_exit", id(13)),
+        /* 15 */ t("terminal/output", id(13)),
+        /* 16 */
+        t(
+            "terminal/create",
+            json!({
+                "command": format!("pwd; echo $PC_TERM; echo x > {}/escaped", outside.path().display()),
+                "env": [{ "name": "PC_TERM", "value": "from the agent" }], "cwd": ws.join("sub"),
+            })
+        ),
+        /* 17 */ t("terminal/wait_for_exit", id(16)),
+        /* 18 */ t("terminal/output", id(16)),
+        /* 19 */ t("terminal/create", json!({ "command": "true", "cwd": "/etc" })),
+    ]);
+    let events = s.turn(&chat, &script.to_string());
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    let answer: Value = serde_json::from_str(&chat.conversation.snapshot().last().unwrap().content).unwrap();
+    assert_eq!(answer["caps"]["terminal"], json!(true), "advertised in initialize");
+    let r = &answer["results"];
+    // (a field that is null is left out of the answer)
+    assert_eq!(r[1], json!({ "exitCode": 3 }), "{r}");
+    // stdout and stderr both, as a terminal shows them (two pipes: their order between them is the reads')
+    let mut lines: Vec<&str> = r[2]["output"].as_str().unwrap_or_default().lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["err", "out"], "{r}");
+    assert_eq!((&r[2]["truncated"], &r[2]["exitStatus"]["exitCode"]), (&json!(false), &json!(3)), "{r}");
+    assert_eq!(r[6], json!({ "signal": "SIGKILL" }), "killed: {r}");
+    assert!(r[8]["error"].as_str().unwrap_or_default().contains("no terminal"), "released, forgotten: {r}");
+    assert_eq!(r[11]["output"], "started\n", "it ran before its release: {r}");
+    assert!(r[11].get("exitStatus").is_none_or(Value::is_null), "still running then: {r}");
+    assert_eq!((&r[15]["output"], &r[15]["truncated"]), (&json!("def"), &json!(true)), "the last 3 bytes: {r}");
+    let sub = ws.join("sub").display().to_string();
+    let shown = r[18]["output"].as_str().unwrap_or_default();
+    assert!(shown.contains(&format!("{sub}\nfrom the agent\n")), "its cwd and env: {r}");
+    assert!(shown.contains("escaped: Permission denied"), "{r}");
+    assert_ne!(r[17]["exitCode"], json!(0), "the write outside the workspace failed: {r}");
+    assert!(!outside.path().join("escaped").exists(), "the sandbox kept the command in the workspace");
+    assert!(r[19]["error"].as_str().unwrap_or_default().contains("outside"), "a cwd outside the workspace: {r}");
+    // no process left behind by the kill or the release
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !processes_with(&marker).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 % 1_000_000
 }

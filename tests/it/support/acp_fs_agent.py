@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""A scripted ACP agent for the protocol-level tests of the client's `fs/*` methods (claude-agent-acp, the real
-agent, never calls them: it reads, writes and runs its shell itself).
+"""A scripted ACP agent for the protocol-level tests of the client's `fs/*` and `terminal/*` methods
+(claude-agent-acp, the real agent, never calls them: it reads, writes and runs its shell itself).
 
 JSON-RPC 2.0, one message a line on stdin/stdout. `initialize` answers with no capabilities and remembers the
 client's; `session/new` gives `s1`; each `session/prompt`'s text is a JSON list of requests to make of the client in
-order (`{"method": "fs/read_text_file", "params": {...}}`; `sessionId` is filled in). The answer (one
-`agent_message_chunk`) is the JSON of `{"caps": <the client's capabilities>, "results": [<result or {"error":
-message}> ...]}`, then `end_turn`.
+order (`{"method": "fs/read_text_file", "params": {...}}`; `sessionId` is filled in; a param `"$N"` stands for the
+`terminalId` the Nth request's result gave; `{"method": "sleep", "params": {"seconds": S}}` only waits; `{"method": "show_terminal", "params": {"terminalId":
+..., "title": ...}}` sends a completed `execute` tool call whose content is that terminal). The answer (one `agent_message_chunk`) is the JSON of `{"caps": <the
+client's capabilities>, "results": [<result or {"error": message}> ...]}`, then `end_turn`.
 """
 
 import json
 import sys
+import time
 
 caps = {}
 next_id = 0
@@ -42,6 +44,13 @@ def call(method: str, params: dict) -> dict:
             return msg.get("result", {})
 
 
+def terminal_of(results: list[dict], value: object) -> object:
+    """`"$N"`: the terminal the Nth request created; any other value as it is."""
+    if isinstance(value, str) and value[:1] == "$" and value[1:].isdigit():
+        return results[int(value[1:])].get("terminalId", value)
+    return value
+
+
 def main() -> None:
     global caps
     while True:
@@ -56,7 +65,22 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "s1"}})
         elif method == "session/prompt":
             text = "".join(b.get("text", "") for b in params.get("prompt", []))
-            results = [call(r["method"], {"sessionId": "s1", **r["params"]}) for r in json.loads(text)]
+            results: list[dict] = []
+            for r in json.loads(text):
+                params = {k: terminal_of(results, v) for k, v in r["params"].items()}
+                if r["method"] == "sleep":  # not a request: time for a command to start
+                    time.sleep(params["seconds"])
+                    results.append({})
+                    continue
+                if r["method"] == "show_terminal":  # not a request: a completed tool call showing the terminal
+                    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {
+                        "sessionUpdate": "tool_call", "toolCallId": f"call-{len(results)}", "title": params["title"],
+                        "kind": "execute", "status": "completed",
+                        "content": [{"type": "terminal", "terminalId": params["terminalId"]}],
+                    }}})
+                    results.append({})
+                    continue
+                results.append(call(r["method"], {"sessionId": "s1", **params}))
             answer = json.dumps({"caps": caps, "results": results})
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {
                 "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": answer},
