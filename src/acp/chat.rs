@@ -988,8 +988,21 @@ impl Turn {
             name: call_name(call),
             arguments: call_arguments(call),
             status: call["status"].as_str().unwrap_or("pending").to_string(),
-            output: result_text(call),
+            output: self.result_of(call),
         });
+    }
+
+    /// A call's result as text ([`result_text`]), a terminal it shows as the terminal's command, output and exit.
+    fn result_of(&self, call: &Value) -> String {
+        let mut content = result_text(call);
+        for item in call["content"].as_array().into_iter().flatten() {
+            if let Some(id) = item["terminalId"].as_str().filter(|_| item["type"] == "terminal")
+                && let Some(summary) = self.terminals.summary(id)
+            {
+                content = content.replace(&format!("[terminal {id}]"), &summary);
+            }
+        }
+        content
     }
 
     async fn tool_update(&mut self, update: Value, conv: &Conversation) -> Result<(), Unsaved> {
@@ -1027,14 +1040,7 @@ impl Turn {
         conv.add(message)?;
         let _ = self.events.send(Event::AssistantRecorded { text, tool_calls: calls });
         let is_error = call["status"].as_str() == Some("failed");
-        let mut content = result_text(&call);
-        for item in call["content"].as_array().into_iter().flatten() {
-            if let Some(id) = item["terminalId"].as_str().filter(|_| item["type"] == "terminal")
-                && let Some(summary) = self.terminals.summary(id)
-            {
-                content = content.replace(&format!("[terminal {id}]"), &summary);
-            }
-        }
+        let content = self.result_of(&call);
         // what the call did to the files (the agent's own tools and shell write them: the checkpoint scans the
         // workspace), before its result and in the same write
         let begun = self.begun.remove(id);
