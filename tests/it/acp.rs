@@ -551,6 +551,7 @@ fn an_agent_in_the_sandbox_reaches_its_model_through_the_allowlist_and_its_shell
     assert_eq!(texts(&chat.current().unwrap()).last().unwrap().1, "Tried both.");
     assert!(s.fake.requests().len() >= 2, "the model was reached through the proxy");
     assert_eq!(s.fake.errors(), Vec::<Value>::new());
+}
 
 /// The processes whose command line holds `marker`.
 fn processes_with(marker: &str) -> Vec<String> {
@@ -574,7 +575,7 @@ fn the_clients_terminals_run_in_the_sandbox_and_end_when_killed_or_released() {
     let ws = config.workspace.clone();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/acp_fs_agent.py");
     config.spec =
-        AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], env: BTreeMap::new() };
+        AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], ..Default::default() };
     std::fs::create_dir(ws.join("sub")).unwrap();
     let outside = tempfile::tempdir().unwrap();
     // in the sleeps' own arguments (a shell may exec its last command): `.N` is found on any process left
