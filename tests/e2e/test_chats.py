@@ -277,3 +277,24 @@ def test_eight_chats_streaming_keep_the_main_loop_moving(nvim: Neovim, workspace
     rows = chats(nvim)
     assert len(rows) == 8 and all(r["state"] == "idle" for r in rows), rows
     assert len({r["session"] for r in rows}) == 8
+
+
+def test_one_wake_ups_text_deltas_of_a_chat_are_drawn_as_one_in_their_order(nvim: Neovim) -> None:
+    # an agent's burst arrives as thousands of deltas in one wake-up: drawn one by one, each rewrote the growing last
+    # line (acp_bench.py: a 1.5 s stall for 10,000); merged per chat, in order, never across another event or chat
+    msgs = [
+        {"type": "text_delta", "chat": 1, "text": "a"},
+        {"type": "text_delta", "chat": 1, "text": "b"},
+        {"type": "text_delta", "chat": 2, "text": "x"},
+        {"type": "tool_call", "chat": 1, "name": "t"},
+        {"type": "text_delta", "chat": 1, "text": "c"},
+        {"type": "text_delta", "chat": 1, "text": "d"},
+        {"type": "text_delta", "chat": 1, "text": "e"},
+    ]
+    out = nvim.lua("return require('pseudoclaude.chat.events').merge_deltas(...)", msgs)
+    assert [(m["type"], m["chat"], m.get("text")) for m in out] == [
+        ("text_delta", 1, "ab"),
+        ("text_delta", 2, "x"),
+        ("tool_call", 1, None),
+        ("text_delta", 1, "cde"),
+    ], out

@@ -26,7 +26,7 @@ function M.on_wake()
   -- each message is drawn in its chat's buffer, with that chat active (`state.lua`); one about no chat (an MCP
   -- server's consent) with the current one
   local touched = {}
-  for _, m in ipairs(msgs) do
+  for _, m in ipairs(M.merge_deltas(msgs)) do
     local handler = M.handlers[m.type]
     local n = m.chat or S.current
     -- a chat closed meanwhile: what its cancelled turn still reports has nowhere to go
@@ -41,6 +41,30 @@ function M.on_wake()
   for n in pairs(touched) do
     S.with(n, V.redraw_winbar)
   end
+end
+
+--- A wake-up's consecutive `text_delta`s of one chat as one: each draw rewrites the transcript's last line, so an
+--- agent's burst (10,000 chunks in one wake-up) drawn piece by piece would copy that line 10,000 times.
+---@param msgs pseudoclaude.Event[]
+---@return pseudoclaude.Event[]
+function M.merge_deltas(msgs)
+  local out, pieces = {}, nil
+  for _, m in ipairs(msgs) do
+    local prev = out[#out]
+    if pieces and m.type == "text_delta" and prev.chat == m.chat then
+      pieces[#pieces + 1] = m.text
+    else
+      if pieces and #pieces > 1 then
+        prev.text = table.concat(pieces)
+      end
+      pieces = m.type == "text_delta" and { m.text } or nil
+      out[#out + 1] = m
+    end
+  end
+  if pieces and #pieces > 1 then
+    out[#out].text = table.concat(pieces)
+  end
+  return out
 end
 
 --- What the User events say of the chat they are about: `id` (its session, or "chat:N" before one), `chat` (N).
