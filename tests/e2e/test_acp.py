@@ -170,9 +170,12 @@ def test_claude_codes_own_transcript_of_a_session_we_ran_is_not_listed_a_second_
     wait_turns(nvim, 1)
     cur = nvim.lua("return require('pseudoclaude').current()")
     agent_id = next(e["agent"]["session_id"] for e in log_lines(Path(cur["jsonl"])) if "agent" in e)
-    # Claude Code keeps its own transcript of it, under the id our log's meta names
-    transcripts = list((home / ".claude" / "projects").glob("*/*.jsonl"))
-    assert agent_id in [t.stem for t in transcripts], transcripts
+    # Claude Code keeps its own transcript of it, under the id our log's meta names (written a moment after the
+    # answer: its own writer flushes on a timer)
+    projects = home / ".claude" / "projects"
+    written = lambda: agent_id in [t.stem for t in projects.glob("*/*.jsonl")]  # noqa: E731
+    wait_for(written, timeout=30, what="Claude Code's transcript")
+    transcripts = list(projects.glob("*/*.jsonl"))
     # another Claude Code session of the workspace, not ours: still listed
     other = transcripts[0].parent / "11111111-2222-3333-4444-555555555555.jsonl"
     other.write_text(transcripts[0].read_text().replace(agent_id, other.stem))
