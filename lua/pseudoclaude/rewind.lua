@@ -24,6 +24,8 @@ local H = {}
 ---@field conflicts pseudoclaude.RewindConflict[] Paths left as they are, each with why.
 ---@field error string?
 ---@field text string The rewound message's text (put back in the input window).
+---@field id string The session rewound (its chat's "chat:N" before it has one).
+---@field chat integer The number of the chat it was done in (see `chats()`).
 
 --- Rewinds to just before user message `index` (1-based, as in `messages()`).
 ---@param index integer
@@ -213,10 +215,14 @@ end
 ---@param dry_run boolean? Only a plan: nothing to reload, no `User PseudoClaudeRewound`.
 function H.run(fn, index, args, redraw, on_done, dry_run)
   local core = require("pseudoclaude.core")
+  -- The chat it acts on is the current one now: the user may show another before the report comes.
+  local S = require("pseudoclaude.chat.state")
+  local chat, id = S.chat, S.state.session or ("chat:" .. S.chat)
   local function finish(ok, report)
     if not ok then
       report = { ok = false, error = core.plain(report), restored = {}, removed = {}, conflicts = {}, text = "" }
     end
+    report.id, report.chat = id, chat
     if report.error == vim.NIL then
       report.error = nil
     end

@@ -246,6 +246,7 @@ def test_a_rewind_never_takes_back_what_another_chat_changed_meanwhile(
     )
     report = wait_for(lambda: nvim.lua("return vim.g.pc_rewound"), what="the rewind's report")
     assert report["ok"], report
+    assert report["chat"] == 1 and report["id"] == chats(nvim)[0]["session"], report
     # the first chat's own file is taken back; the second chat's are left as they are
     assert not (workspace / "mine.txt").exists(), report
     assert (workspace / "theirs.txt").read_text() == "second\n"
@@ -259,6 +260,53 @@ def test_a_rewind_never_takes_back_what_another_chat_changed_meanwhile(
         for c in e["files"].get("changes", [])
     }
     assert marked == {"mine.txt": None, "theirs.txt": "chat", "shared.txt": "chat"}, marked
+
+
+def test_cancel_stops_only_its_chat_and_a_chat_with_its_own_provider_fails_alone(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI
+) -> None:
+    import socket
+
+    fake.push_hang("alpha beta gamma")
+    fake.push_hang("delta epsilon zeta")
+    setup(nvim, fake)
+    nvim.api.command("PseudoChat")
+    send(nvim, "first")
+    wait_for(lambda: "gamma" in buffer_text(nvim, 1), what="the first chat's text")
+    nvim.api.command("PseudoChat!")
+    send(nvim, "second")
+    wait_for(lambda: "zeta" in buffer_text(nvim, 2), what="the second chat's text")
+    assert [r["state"] for r in chats(nvim)] == ["running", "running"]
+    # <C-c> in the second chat's input window, as a user presses it
+    assert nvim.lua("return vim.b.pseudoclaude_chat") == 2
+    nvim.api.input("<C-c>")
+    wait_for(lambda: [r["state"] for r in chats(nvim)] == ["running", "idle"], what="only the second chat cancelled")
+    # a third chat with a provider of its own, whose server is not there: it fails, alone
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    nvim.lua(
+        "require('pseudoclaude').chat.new({ provider = { name = 'openai', base_url = ..., model = 'elsewhere', "
+        "api_key_env = 'PC_TEST_NO_KEY' } })",
+        dead,
+    )
+    assert nvim.lua("return vim.b.pseudoclaude_chat") == 3
+    send(nvim, "third")
+    wait_for(lambda: chats(nvim)[2]["state"] == "failed", what="the third chat failed")
+    assert [r["state"] for r in chats(nvim)] == ["running", "idle", "failed"]
+    assert "[failed]" in nvim.lua("return require('pseudoclaude.chat').winbar(3)")
+    assert "[running]" in nvim.lua("return require('pseudoclaude.chat').winbar(1)")
+    # the failed chat never reached the shared fake: two requests, each chat's own model
+    assert len(fake.requests) == 2
+    # the first chat still streams into its own log; the second kept what it had streamed
+    sessions = [r["session"] for r in chats(nvim)]
+    assert "delta epsilon zeta" in log_of(workspace, sessions[1])
+    assert user_texts(workspace, sessions[1]) == ["second"]
+    assert user_texts(workspace, sessions[2]) == ["third"]
+    nvim.lua("require('pseudoclaude').chat.show(1)")
+    nvim.api.input("<C-c>")
+    wait_for(lambda: chats(nvim)[0]["state"] == "idle", what="the first chat cancelled")
+    assert "alpha beta gamma" in log_of(workspace, sessions[0])
 
 
 def test_eight_chats_streaming_keep_the_main_loop_moving(nvim: Neovim, workspace: Path, fake: FakeOpenAI) -> None:
