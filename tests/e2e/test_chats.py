@@ -220,6 +220,33 @@ def test_qa_with_two_chats_streaming_keeps_what_each_streamed_and_both_resume(
         wait_for(lambda: text in buffer_text(again, 1), what=f"{text!r} restored")
 
 
+def test_qa_with_a_command_running_in_each_of_two_chats_ends_both_commands(
+    start_nvim: Any, workspace: Path, fake: FakeOpenAI
+) -> None:
+    import subprocess
+
+    def running(marker: str) -> bool:
+        return subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).returncode == 0
+
+    fake.push_tools("", [("c1", "run_command", {"command": "sleep 3071"})])
+    fake.push_tools("", [("c2", "run_command", {"command": "sleep 3072"})])
+    n = start_nvim()
+    setup(n, fake, approve={"run_command": True})
+    n.api.command("PseudoChat")
+    send(n, "one")
+    wait_for(lambda: running("3071"), what="the first chat's command running")
+    n.api.command("PseudoChat!")
+    send(n, "two")
+    wait_for(lambda: running("3072"), what="the second chat's command running")
+    assert [r["state"] for r in chats(n)] == ["running", "running"]
+    try:
+        n.api.command("qa!")
+    except Exception:
+        pass  # the connection closes as Neovim exits
+    n.proc.wait(timeout=20)
+    wait_for(lambda: not running("3071") and not running("3072"), timeout=10, what="no command left after :qa")
+
+
 def test_a_rewind_never_takes_back_what_another_chat_changed_meanwhile(
     nvim: Neovim, workspace: Path, fake: FakeOpenAI
 ) -> None:
