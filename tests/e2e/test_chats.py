@@ -180,6 +180,16 @@ def test_resuming_a_live_session_shows_its_chat_and_a_second_editor_is_refused(
     n.lua("require('pseudoclaude').chat.show(2)")
     n.lua("require('pseudoclaude').resume(...)", first)
     assert n.lua("return vim.b.pseudoclaude_chat") == 1 and len(chats(n)) == 2
+    # the picker draws the other chat's live session with the marker and its state (the current one is not listed)
+    n.api.command("PseudoResume")
+    float_text = (
+        "local out = {} for _, w in ipairs(vim.api.nvim_list_wins()) do "
+        "if vim.api.nvim_win_get_config(w).relative ~= '' then "
+        "vim.list_extend(out, vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)) end end "
+        "return table.concat(out, '\\n')"
+    )
+    text = wait_for(lambda: "[idle] second" in (t := n.lua(float_text)) and t, what="the picker's live rows")
+    assert any(line.startswith("● [idle] second") for line in text.split("\n")), text
     other = start_nvim()
     setup(other, fake)
     other.lua("vim.g.pc_resumed = vim.NIL")
