@@ -423,6 +423,11 @@ function H.open_windows(s)
       wo.linebreak = name == "preview"
       wo.breakindent = name == "preview"
       wo.cursorline = false
+      if name == "prompt" then
+        -- a cursor moving in the prompt is a typed character, which the prompt's handler answers: the editor's own
+        -- CursorMovedI handlers (matchparen's, a completion plugin's) would run at every keystroke for nothing
+        wo.eventignorewin = "CursorMoved,CursorMovedI"
+      end
       if name == "preview" then
         wo.foldmethod = "manual"
         wo.foldenable = true

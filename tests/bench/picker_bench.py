@@ -112,12 +112,13 @@ vim.cmd("PseudoResume")
 _G.bench_open_t0 = t0
 """
 
-# The first rows are listed on the core's threads and drawn when they arrive; the preview in the main-loop step
-# after them: nil until then.
+# The first rows are listed on the core's threads and put in the buffer when they arrive, then drawn on the screen
+# by the next redraw (its end: KEYS_SETUP); the preview in the main-loop step after them: nil until then.
 ROWS_AT = """
 local s = require("pseudoclaude.float").get_state()
-if not (s and s.stats.rows_at) then return vim.NIL end
-return { rows = (s.stats.rows_at - _G.bench_open_t0) / 1e6, list = s.stats.list_ms }
+local ks = _G.bench_keys
+if not (s and ks.rows_state == s) then return vim.NIL end
+return { rows = (ks.rows_end - _G.bench_open_t0) / 1e6, list = s.stats.list_ms }
 """
 PREVIEW_AT = """
 local s = require("pseudoclaude.float").get_state()
@@ -198,9 +199,9 @@ end)
 # matches, border text, `source.show` (buffer lines + match highlights), current line, `redraw`). So:
 # - `nvim_buf_attach` on its results buffer (it sets 'filetype' minipick on it while opening) flags that its rows
 #   changed, and whether the first row is non-empty;
-# - a decoration provider's `on_start` (called as a redraw begins) after such a change is "rows drawn": the lines,
-#   highlights and cursor are in place, the screen is about to be updated (ours is measured at the same point: its
-#   rows in the buffer, the screen not yet redrawn);
+# - the first redraw to begin after such a change (a decoration provider's `on_start`) draws them: its end
+#   (`on_end`, every window drawn) is "rows drawn", for ours too (KEYS_SETUP): our rows' highlights are drawn during
+#   the redraw itself (float/rows.lua's decoration provider), so an end point before it would leave them out;
 # - `vim.on_key` (its `getcharstr()` has taken a typed key) starts a keystroke.
 # A redraw without a change of rows is not counted: its first `show` (no items yet, empty), and the redraw after a
 # keystroke whose matching has yielded (it matches in a coroutine, 10 ms slices) while the old rows stay.
@@ -229,27 +230,62 @@ vim.on_key(function()
     mp.key_at, mp.dirty = vim.uv.hrtime(), false
   end
 end, ns)
-vim.api.nvim_set_decoration_provider(ns, { on_start = function()
-  if not (mp.on and mp.dirty) then return end
-  local now = vim.uv.hrtime()
-  mp.dirty = false
-  if not mp.rows_ms then
-    if mp.nonempty then mp.rows_ms = (now - mp.opened_at) / 1e6 end
-  elseif mp.key_at then
-    mp.keys[#mp.keys + 1] = (now - mp.key_at) / 1e6
-    mp.key_at = nil
-  end
-end })
+vim.api.nvim_set_decoration_provider(ns, {
+  on_start = function()
+    if mp.on and mp.dirty then
+      mp.dirty, mp.drawing = false, true
+    end
+  end,
+  on_end = function()
+    if not mp.drawing then return end
+    local now = vim.uv.hrtime()
+    mp.drawing = false
+    if not mp.rows_ms then
+      if mp.nonempty then mp.rows_ms = (now - mp.opened_at) / 1e6 end
+    elseif mp.key_at then
+      mp.keys[#mp.keys + 1] = (now - mp.key_at) / 1e6
+      mp.key_at = nil
+    end
+  end,
+})
 return #mp.items
 """
 
 MINI_OPEN = """
 local mp = _G.bench_mp
-mp.on, mp.rows_ms, mp.keys, mp.key_at, mp.dirty, mp.nonempty = true, nil, {}, nil, false, false
+mp.on, mp.rows_ms, mp.keys, mp.key_at, mp.dirty, mp.nonempty, mp.drawing = true, nil, {}, nil, false, false, false
 vim.schedule(function()
   mp.opened_at = vim.uv.hrtime()
   MiniPick.start({ source = { items = mp.items, name = "Sessions" } })
 end)
+"""
+
+# Ours, timed as mini.pick's, to the end of the first redraw after the rows are in the buffer: the first rows (from
+# `:PseudoResume`), and each keystroke, from `vim.on_key` (the prompt's handler then filters and puts the rows in
+# the buffer: a new entry in the picker's `stats.filters`).
+KEYS_SETUP = """
+local ks = { on = false, keys = {} }
+_G.bench_keys = ks
+local ns = vim.api.nvim_create_namespace("pseudoclaude_bench_keys")
+local function filters()
+  local s = require("pseudoclaude.float").get_state()
+  return s and #s.stats.filters or -1
+end
+vim.on_key(function()
+  if ks.on then
+    ks.key_at, ks.filters = vim.uv.hrtime(), filters()
+  end
+end, ns)
+vim.api.nvim_set_decoration_provider(ns, { on_end = function()
+  local s = require("pseudoclaude.float").get_state()
+  if s and s.stats.rows_at and ks.rows_state ~= s then
+    ks.rows_state, ks.rows_end = s, vim.uv.hrtime() -- the first rows on the screen
+  end
+  if ks.key_at and filters() > ks.filters then
+    ks.keys[#ks.keys + 1] = (vim.uv.hrtime() - ks.key_at) / 1e6
+    ks.key_at = nil
+  end
+end })
 """
 
 # polled while it runs: kept cheap, as it is served whenever mini.pick yields to the event loop
@@ -401,6 +437,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
         # so warm them first with a list that does not load the picker)
         nv.lua("require('pseudoclaude.core').call('sessions_list', vim.uv.cwd(), { limit = 1 })")
         nv.lua("require('pseudoclaude.core').call('sessions_list', vim.uv.cwd(), {})")  # writes summary.json
+        nv.lua(KEYS_SETUP)
         nv.lua(OPEN)
         cold = wait_for(lambda: nv.lua(ROWS_AT))
         cold["preview"] = wait_for(lambda: nv.lua(PREVIEW_AT))
@@ -412,7 +449,8 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             mini_round(nv)  # warm-up, not counted (ours had its cold open above)
 
         res: dict[str, list[float]] = {
-            k: [] for k in ("rows", "own", "preview", "full", "full_apply", "key", "key1", "key_cpu", "kpreview")
+            k: [] for k in ("rows", "own", "preview", "full", "full_apply", "key", "key1", "key_handler", "key_cpu",
+                            "kpreview")
         }
         mres: dict[str, list[float]] = {"mini_rows": [], "mini_key": [], "mini_key1": []}
         mini_matches = None
@@ -425,13 +463,16 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             s = wait_for(lambda: (x := nv.lua(STATS)) and x["full"] and x, timeout=300)
             res["full"].append(s["full_ms"])
             res["full_apply"].append(s["full_apply"])
+            nv.lua("_G.bench_keys.on, _G.bench_keys.keys = true, {}")
             for k, ch in enumerate(QUERY, 1):
                 nv.api.input(ch)
                 s = wait_for(lambda k=k: (x := nv.lua(STATS)) and len(x["filters"]) >= k and x)
+                wait_for(lambda k=k: len(nv.lua("return _G.bench_keys.keys")) >= k)
+            keys = nv.lua("_G.bench_keys.on = false return _G.bench_keys.keys")
             assert s["query"] == QUERY, s["query"]
-            ms = [f["ms"] for f in s["filters"]]
-            res["key"].extend(ms)
-            res["key1"].append(ms[0])
+            res["key"].extend(keys)
+            res["key1"].append(keys[0])
+            res["key_handler"].extend(f["ms"] for f in s["filters"])
             res["key_cpu"].extend(f["cpu_ms"] for f in s["filters"])
             # the preview follows the highlight; typing the query mostly keeps the same session highlighted (it
             # still matches), which then has nothing new to draw: so the keystroke timed here is <C-n>, to the
@@ -498,8 +539,9 @@ def table(results: list[dict[str, float]]) -> str:
          "(2,000 a step)", "decode"),
         ("main thread's share: the packed list and the core's matcher taken, query applied, rows drawn (one step)",
          "full_apply"),
-        (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key"),
+        (f"keystroke: key taken → its rows drawn on the screen (median of the 5 of {QUERY!r})", "key"),
         ("keystroke: the first one (searches every session)", "key1"),
+        ("keystroke: the prompt's handler alone (filter, rows put in the buffer; median of the 5)", "key_handler"),
         ("keystroke: CPU time of the editor process in it (`os.clock()`, median of the 5; the wall times above "
          "include waiting for a core on a loaded machine)", "key_cpu"),
         ("preview redrawn after a keystroke (`<C-n>` to the next match: read in the background, then drawn)",
@@ -532,7 +574,8 @@ def side_by_side(results: list[dict[str, float]]) -> str:
     """Ours against mini.pick (and telescope's sorter, when measured), same run: one row per measure and size."""
     rows = [
         ("start → first rows drawn", "rows", "mini_rows", None),
-        (f"keystroke: filter + draw rows (median of the 5 of {QUERY!r})", "key", "mini_key", "tele_key"),
+        (f"keystroke: key taken → rows drawn on the screen (median of the 5 of {QUERY!r})", "key", "mini_key",
+         "tele_key"),
         (f"keystroke: the first one, {QUERY[0]!r} (searches every item)", "key1", "mini_key1", "tele_key1"),
     ]
     tele = any("tele_key" in r for r in results)
@@ -615,13 +658,14 @@ def section(results: list[dict[str, float]], rounds: int, total: float, mini: st
         drawn = para(
             """How "rows drawn" is detected for mini.pick, from outside it (it is not modified): it draws
             synchronously and then runs `:redraw` itself. `nvim_buf_attach` on its results buffer (found by its
-            'filetype', `minipick`) flags that its rows changed; the next redraw to begin (a decoration provider's
-            `on_start`) after such a change is "drawn": its lines, match highlights and current line are in place
-            and the screen is about to be updated. Ours is measured at the same point (its rows in the buffer, before
-            the screen is redrawn). First rows: from just before `MiniPick.start()` (called from a scheduled
-            callback, since it then waits for keys in a `getcharstr()` loop) to the first such redraw with a
+            'filetype', `minipick`) flags that its rows changed; the next redraw to begin after such a change draws
+            them, and its end (a decoration provider's `on_end`: every window drawn, lines, highlights and current
+            line on the screen) is "drawn". Ours is measured to the same point: the end of the first redraw after its
+            rows are in the buffer (our rows' highlights are drawn during that redraw, by a decoration provider).
+            First rows: from just before `MiniPick.start()` (called from a scheduled
+            callback, since it then waits for keys in a `getcharstr()` loop) to the end of the first such redraw with a
             non-empty first row; it sets its items on the next turn of the event loop. Keystroke: from `vim.on_key`
-            (its `getcharstr()` took the key, sent with `nvim_input()`) to the first redraw after its rows changed
+            (its `getcharstr()` took the key, sent with `nvim_input()`) to the end of the first redraw after its rows changed
             (it then draws the same rows once more before waiting for the next key: not counted); a redraw while it
             is still matching (in a coroutine, 10 ms slices) is not counted either. The bench polls it only once it
             has had time to draw (its RPC requests are served whenever mini.pick yields to the event loop)."""
@@ -666,8 +710,9 @@ Sessions matching as "{QUERY}" is typed ({counts}).
 
 What is measured, inside Neovim with `vim.uv.hrtime()`:
 
-- **first rows / first preview**: from just before `vim.cmd("PseudoResume")` until the results buffer holds the rows
-  (resp. the preview buffer the selected session's history). This includes `sessions.list({{ limit = 9 }})`, which
+- **first rows / first preview**: from just before `vim.cmd("PseudoResume")` until the rows are on the screen (the
+  end of the first redraw after the results buffer holds them; resp. until the preview buffer holds the selected
+  session's history). This includes `sessions.list({{ limit = 9 }})`, which
   finds the 9 newest from the activity hint and summarises only them (from their warm `summary.json` caches),
   opening the three windows and drawing. The sessions are real directories on disk (ext4, page cache warm),
   written by the script.
@@ -675,9 +720,11 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
   (started right after the first draw), packs them (src/bridge/rows.rs) and builds the fuzzy matcher over them there;
   the main thread then takes the packed list and applies the query, in one step ("main thread's share"), and builds
   a row only when it draws it.
-- **keystroke**: the prompt's `TextChangedI` handler: fuzzy filter (narrowing: each character searches only the
-  previous matches), then the visible rows, their match highlights and the counter. The preview follows in a
-  scheduled callback (its own row).
+- **keystroke**: from `vim.on_key` (the key taken) to the end of the redraw that shows the new rows: Neovim inserts
+  the character in the prompt, the prompt's `TextChangedI` handler filters (narrowing: each character searches only
+  the previous matches) and puts the visible rows and the counter in their buffers (the "handler alone" row), then
+  the redraw draws them with their highlights and matched characters (a decoration provider, for the visible lines
+  only). The preview follows in a scheduled callback (its own row).
 - **matcher**: `matcher.new(texts, engine):filter(query, previous)` alone on the same texts, for each engine.
   `rust` is the picker's: the texts are held by the core (src/fuzzy.rs), handed over in steps as the full list
   arrives; a keystroke sends the query and gets every match back as one string of packed integers, read through

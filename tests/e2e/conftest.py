@@ -130,6 +130,103 @@ end
 """
 
 
+# The highlights drawn on the screen in a window (ours are drawn as the screen is, by decoration providers, and kept
+# in no buffer): read cell by cell from the window's own grid (a float always has one) after a redraw, as runs of
+# bytes of each buffer line that a group covers. The grid is found by the text of its first row.
+SCREEN_HIGHLIGHTS = """
+local win = ...
+assert(_G.distinct_highlights, "call distinct_highlights() before anything is drawn")
+vim.cmd("redraw")
+local api = vim.api
+local buf = api.nvim_win_get_buf(win)
+local height, width = api.nvim_win_get_height(win), api.nvim_win_get_width(win)
+local lines = api.nvim_buf_get_lines(buf, 0, height, false)
+local border = api.nvim_win_get_config(win).border
+local off = (type(border) == "table" and (border[1] or "") ~= "") and 1 or 0
+local function cells(grid, r)
+  local out = {}
+  for c = 0, width - 1 do
+    local ok, cell = pcall(api.nvim__inspect_cell, grid, r + off, c + off)
+    if not ok then
+      return nil
+    end
+    out[#out + 1] = cell
+  end
+  return out
+end
+local function text(row)
+  local t = {}
+  for _, cell in ipairs(row) do
+    t[#t + 1] = cell[1]
+  end
+  return (table.concat(t):gsub("%s+$", ""))
+end
+local grid
+for g = 2, 1000 do
+  local row = pcall(api.nvim__inspect_cell, g, 0, 0) and cells(g, 0)
+  if row and text(row) == (lines[1] or ""):gsub("%s+$", "") then
+    grid = g
+    break
+  end
+end
+assert(grid, "no grid shows the window's first line")
+local out = {}
+for r = 0, #lines - 1 do
+  local line, at, open = lines[r + 1], 0, {}
+  for _, cell in ipairs(cells(grid, r) or {}) do
+    local t = cell[1]
+    if at >= #line then
+      break
+    end
+    if t ~= "" then
+      for _, h in ipairs(cell[3] or {}) do
+        if h.kind ~= "ui" then
+          local run = open[h.hi_name]
+          if run and run[3] == at then
+            run[3] = at + #t
+          else
+            run = { r, at, at + #t, h.hi_name }
+            open[h.hi_name] = run
+            out[#out + 1] = run
+          end
+        end
+      end
+      at = at + #t
+    end
+  end
+end
+return out
+"""
+
+# Each highlight group of ours defined with a colour of its own, instead of its default link: the screen then says
+# which group a cell shows (a link shows as the group it ends at).
+DISTINCT_HIGHLIGHTS = """
+local names = vim.tbl_keys(require("pseudoclaude.highlights").links)
+table.sort(names)
+for i, name in ipairs(names) do
+  vim.api.nvim_set_hl(0, name, { fg = 0x100000 + i })
+end
+-- The first `nvim__inspect_cell` makes Neovim keep the groups of each attribute, renumbering them all: every cell
+-- drawn before it would read as another group. So it is made here, before anything of ours is drawn.
+vim.api.nvim__inspect_cell(1, 0, 0)
+vim.cmd("redraw!")
+_G.distinct_highlights = true
+"""
+
+
+def screen_highlights(n: "Neovim", win: int) -> list[tuple[int, int, int, str]]:
+    """The highlights the screen shows in window `win`: (line, start byte, end byte, group), one per run of bytes a
+    group covers (a redraw first). Groups defined as links show as the group they link to: see
+    `distinct_highlights`."""
+    return sorted(tuple(h) for h in n.lua(SCREEN_HIGHLIGHTS, win))
+
+
+def distinct_highlights(n: "Neovim") -> None:
+    """Gives each of our highlight groups a colour of its own, so that `screen_highlights` names it (before the
+    picker is opened: see DISTINCT_HIGHLIGHTS)."""
+    n.lua(DISTINCT_HIGHLIGHTS)
+
+
 def question_asked(n: "Neovim") -> None:
     """Waits until the plugin waits for the key that answers a question (its y/N prompts read it with
     vim.fn.getcharstr), so a key typed next is that answer, never a key that lands elsewhere."""

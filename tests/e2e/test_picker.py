@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from conftest import question_answered, question_asked, wait_for, watch_questions
+from conftest import (
+    distinct_highlights,
+    question_answered,
+    question_asked,
+    screen_highlights,
+    wait_for,
+    watch_questions,
+)
 from session_files import chat, entry, hold_lock, session_dir, session_id, snapshot, write_session
 
 # The real chat module comes later: a stub records what the picker asks it to resume.
@@ -73,17 +80,15 @@ def titles(lines: list[str]) -> list[str]:
     return [line[2:].split("  ")[0].rstrip() for line in lines]
 
 
-def match_marks(nvim, buf: int) -> list[tuple[int, int, int]]:
-    """The characters highlighted as matched, one (line, start, end) each (a mark may cover a run of them)."""
-    marks = nvim.lua(
-        "return vim.api.nvim_buf_get_extmarks(..., -1, 0, -1, { details = true, type = 'highlight' })", buf
-    )
+def match_marks(nvim, win: int) -> list[tuple[int, int, int]]:
+    """The characters the screen shows highlighted as matched in the results window `win`, one (line, start, end)
+    each (`distinct_highlights` first)."""
+    buf = nvim.lua("return vim.api.nvim_win_get_buf(...)", win)
     lines = [l.encode() for l in nvim.lua("return vim.api.nvim_buf_get_lines(..., 0, -1, false)", buf)]
     out = []
-    for m in marks:
-        if m[3].get("hl_group") != "PseudoClaudePickerMatch":
+    for line, col, end, group in screen_highlights(nvim, win):
+        if group != "PseudoClaudePickerMatch":
             continue
-        line, col, end = m[1], m[2], m[3]["end_col"]
         while col < end:
             lead = lines[line][col]
             size = 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2 if lead >= 0xC0 else 1
@@ -155,21 +160,22 @@ def test_max_items_comes_from_the_config(nv, ws12):
 
 
 def test_typing_filters_across_all_sessions_and_highlights_matches(nv, ws12):
+    distinct_highlights(nv)
     open_picker(nv)
     s = type_keys(nv, "zebra", "zebra")
     assert titles(s["results"]["lines"]) == ["zebra parser overhaul"]  # the oldest session, not among the first 9
     assert s["selected"] == ws12[-1]
-    assert match_marks(nv, s["results"]["buf"]) == [(0, c, c + 1) for c in range(2, 7)]
+    assert match_marks(nv, s["results"]["win"]) == [(0, c, c + 1) for c in range(2, 7)]
     # fuzzy: z, b, then the p of "parser"
     s = type_keys(nv, "<C-w>zbp", "zbp")
     assert titles(s["results"]["lines"]) == ["zebra parser overhaul"]
-    assert match_marks(nv, s["results"]["buf"]) == [(0, 2, 3), (0, 4, 5), (0, 8, 9)]
+    assert match_marks(nv, s["results"]["win"]) == [(0, 2, 3), (0, 4, 5), (0, 8, 9)]
     # the model is searched too, and highlighted where shown
     s = type_keys(nv, "<C-w>gpt", "gpt")
     rows = s["results"]["lines"]
     assert titles(rows) == ["task 9", "task 6", "task 3", "zebra parser overhaul"]  # ties: newest first
     col = rows[0].index("gpt-5")
-    assert match_marks(nv, s["results"]["buf"])[:3] == [(0, col, col + 1), (0, col + 1, col + 2), (0, col + 2, col + 3)]
+    assert match_marks(nv, s["results"]["win"])[:3] == [(0, col, col + 1), (0, col + 1, col + 2), (0, col + 2, col + 3)]
     # nothing matches
     s = type_keys(nv, "<C-w>qqqq", "qqqq")
     assert s["results"]["lines"] == ["  no match"] and s.get("selected") is None
@@ -181,22 +187,26 @@ def test_typing_filters_across_all_sessions_and_highlights_matches(nv, ws12):
 RESULTS = """
 local s = require("pseudoclaude.float").get_state()
 local buf = s.bufs.results
-local marks = {}
-for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true })) do
-  local d = m[4]
-  marks[#marks + 1] = table.concat({ m[2], m[3], d.end_row or -1, d.end_col or -1, d.hl_group or "",
-    d.line_hl_group or "", d.priority or 0 }, " ")
-end
-table.sort(marks)
-return { lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), marks = marks }
+return { lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), win = s.wins.results,
+         marks = #vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, {}) }
 """
 
 
+def drawn(nv) -> dict[str, Any]:
+    """The results window: its lines, the highlights the screen shows in it, how many extmarks its buffer holds."""
+    got = nv.lua(RESULTS)
+    got["screen"] = screen_highlights(nv, got["win"])
+    return got
+
+
 def test_rows_drawn_line_by_line_are_the_rows_drawn_whole(nv, ws12):
-    """A keystroke replaces only the result lines that changed (float/rows.lua keeps the others and their marks)
-    and reuses each item's row (render.lua's cache): after typing, narrowing, widening, moving the highlight and a
-    query that matches fewer rows than before, the window's lines and every highlight are those of a redraw from
-    scratch."""
+    """A keystroke replaces only the result lines that changed (float/rows.lua keeps the others) and reuses each
+    item's row (render.lua's cache); the rows' highlights and matched characters are drawn on the screen as Neovim
+    redraws a line, from what the line was given: after typing, narrowing, widening, moving the highlight and a query
+    that matches fewer rows than before, the window's lines and every highlight on the screen (those of lines
+    Neovim did not redraw included) are those of a redraw from scratch, and the buffer keeps no mark but the
+    selection's."""
+    distinct_highlights(nv)
     open_picker(nv)
     steps = [("t", "t"), ("a", "ta"), ("<C-n>", "ta"), ("<C-n>", "ta"), ("s", "tas"), ("k", "task"), (" 1", "task 1"),
              ("<BS><BS><BS>", "tas"), ("<C-n>", "tas"), ("<C-p>", "tas"), ("zz", "taszz"), ("<BS><BS><BS><BS><BS>", "")]
@@ -207,12 +217,15 @@ def test_rows_drawn_line_by_line_are_the_rows_drawn_whole(nv, ws12):
             wait_for(lambda: state(nv)["selected"] != before, what=f"the highlight moved by {keys}")
         else:
             type_keys(nv, keys, query)
-        got = nv.lua(RESULTS)
+        got = drawn(nv)
         nv.lua("local s = require('pseudoclaude.float').get_state() s.drawn, s.row_cache = nil, nil s:draw_rows()")
-        assert got == nv.lua(RESULTS), f"after {keys!r}"
+        assert got == drawn(nv), f"after {keys!r}"
         matched = got["lines"] != ["  no match"]
-        assert any("PseudoClaudePickerAge" in m for m in got["marks"]) == matched, got
-        assert sum("PseudoClaudePickerSelection" in m for m in got["marks"]) == (1 if matched else 0), got
+        groups = [h[3] for h in got["screen"]]
+        assert groups.count("PseudoClaudePickerAge") == (len(got["lines"]) if matched else 0), got
+        assert groups.count("PseudoClaudePickerSelection") == (1 if matched else 0), got
+        assert ("PseudoClaudePickerMatch" in groups) == (matched and query != ""), got
+        assert got["marks"] == (1 if matched else 0), got  # the selection's: the rows' highlights are only drawn
 
 
 def test_typing_before_the_full_list_arrives_filters_the_first_rows_then_all(nv, ws12):

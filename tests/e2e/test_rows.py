@@ -12,19 +12,23 @@ from typing import Any
 
 import pytest
 
-from conftest import Neovim, wait_for
+from conftest import Neovim, distinct_highlights, screen_highlights, wait_for
 from fake_llm import FakeAnthropic, FakeOpenAI
 
 STATE = """
 local s = require("pseudoclaude.float").get_state()
 if not s then return vim.NIL end
 local buf = vim.api.nvim_win_get_buf(s.wins.results)
-local marks = {}
-for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true, type = "highlight" })) do
-  marks[#marks + 1] = { m[2], m[3], m[4].end_col, m[4].hl_group }
-end
-return { full = s.full, query = s.query, lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), marks = marks }
+return { full = s.full, query = s.query, lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false), win = s.wins.results }
 """
+
+
+def state(n: Neovim) -> dict[str, Any] | None:
+    """The picker's results, with the highlights the screen shows in them (`marks`: [line, start, end, group])."""
+    s = n.lua(STATE)
+    if s:
+        s["marks"] = [list(h) for h in screen_highlights(n, s["win"])]
+    return s
 
 
 def git(ws: Path, *args: str) -> str:
@@ -63,13 +67,14 @@ def send(n: Neovim, text: str) -> None:
 
 
 def picker(n: Neovim) -> dict[str, Any]:
+    distinct_highlights(n)
     n.api.input(":PseudoResume<CR>")
-    return wait_for(lambda: (s := n.lua(STATE)) and s["full"] and s, what="the picker with the full list")
+    return wait_for(lambda: (s := state(n)) and s["full"] and s, what="the picker with the full list")
 
 
 def type_query(n: Neovim, keys: str, query: str) -> dict[str, Any]:
     n.api.input(keys)
-    return wait_for(lambda: (s := n.lua(STATE)) and s["query"] == query and s, what=f"query {query!r}")
+    return wait_for(lambda: (s := state(n)) and s["query"] == query and s, what=f"query {query!r}")
 
 
 def test_the_picker_shows_each_sessions_branch_and_filters_by_it(nvim: Neovim, workspace: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Neovim, question_asked, transcript, wait_for, watch_questions
+from conftest import Neovim, distinct_highlights, question_asked, screen_highlights, transcript, wait_for, watch_questions
 from session_files import entry, session_dir, session_id, write_session
 
 TRACK = """
@@ -46,14 +46,6 @@ end
 return out
 """
 
-MATCHES = """
-local buf = ...
-local out = {}
-for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, -1, 0, -1, { details = true, type = "highlight" })) do
-  if m[4].hl_group == "PseudoClaudePickerMatch" then table.insert(out, { m[2], m[3], m[4].end_col }) end
-end
-return out
-"""
 
 CURSOR_LINE = """
 local b = vim.fn.bufnr('pseudoclaude://chat')
@@ -135,6 +127,7 @@ def nv(nvim: Neovim, library) -> Neovim:
     nvim.lua('require("pseudoclaude").setup({ provider = { name = "demo" } })')
     nvim.lua(TRACK)
     nvim.api.command("set columns=180 lines=50")
+    distinct_highlights(nvim)
     return nvim
 
 
@@ -149,7 +142,8 @@ def test_pseudosearch_opens_the_picker_on_hit_rows_with_the_match_highlighted(nv
     assert len(hits) == 3 + 10 * 2
     first = s["rows"][0]
     assert first.startswith("  msg-1 the weather is") and "you" in first and "msg-7 the quetzal nests high" in first
-    marks = nv.lua(MATCHES, nv.lua("return require('pseudoclaude.float').get_state().bufs.results"))
+    win = nv.lua("return require('pseudoclaude.float').get_state().wins.results")
+    marks = [(m[0], m[1], m[2]) for m in screen_highlights(nv, win) if m[3] == "PseudoClaudePickerMatch"]
     assert marks, "the matches are highlighted"
     for row, start, end in marks:
         assert s["rows"][row].encode()[start:end].decode().lower() == "quetzal"

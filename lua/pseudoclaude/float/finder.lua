@@ -278,7 +278,7 @@ end
 ---@param item pseudoclaude.SessionInfo
 ---@return string
 function M.haystack(item)
-  -- the branch last, so that the title's and the model's offsets stay where `draw_match_highlights` looks
+  -- the branch last, so that the title's and the model's offsets stay where float/rows.lua's `with_matches` looks
   local branch = type(item.branch) == "string" and item.branch or ""
   local hay = (item.title or "") .. " " .. (item.model or "") .. " " .. item.id .. " " .. branch
   if item.source then

@@ -1,18 +1,39 @@
 --- The picker's results window: the visible rows (text from float/render.lua), the highlight, the characters the
---- query matched and the counter in the prompt; the search mode's hit rows go through its `scroll` and `put` too. Only what is visible is drawn, so a keystroke costs one screenful.
+--- query matched and the counter in the prompt; the search mode's hit rows go through its `scroll` and `put` too.
+--- Only what is visible is drawn, so a keystroke costs one screenful.
+---
+--- The rows' highlights (their columns, the matched characters) are not extmarks kept in the buffer: a decoration
+--- provider draws them as ephemeral marks while Neovim redraws a line (`on_line`), from the highlights `put` was
+--- given for it. A keystroke that reorders the ranking changes nearly every visible line; it then costs the lines'
+--- text and nothing per highlight until the screen is drawn, and a line that stays as it was (text and highlights)
+--- is not touched at all, so Neovim does not redraw it either.
 
 local M = {}
 local H = {}
 
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
---- The characters the query matched (all redrawn at each keystroke) and the selection (one mark, moved): apart from
---- the rows' own highlights, which stay on the lines a keystroke leaves as they were.
-local match_ns = api.nvim_create_namespace("pseudoclaude.picker.match")
+--- The rows' highlights, drawn by the decoration provider (ephemeral marks only).
+local rows_ns = api.nvim_create_namespace("pseudoclaude.picker.rows")
+--- The selection (one mark, moved).
 local sel_ns = api.nvim_create_namespace("pseudoclaude.picker.selection")
 --- The counter's extmark in the prompt (float.lua owns the prompt's other mark).
 local COUNTER_MARK = 1
 local SELECTION_MARK = 1
+--- No ranges (shared).
+local NONE = {}
+
+--- What `put` last drew in each results buffer open (`s.drawn`), read by the decoration provider; dropped when the
+--- buffer is wiped.
+---@type table<integer, pseudoclaude.float.Drawn>
+local shown = {}
+
+---@class pseudoclaude.float.Drawn The results as `put` left them.
+---@field buf integer
+---@field lines string[]
+---@field hls table[][] Per line, its highlights `{start_col, end_col, group, priority?}` (shared: never changed).
+---@field matched integer[][] Per line, the byte ranges the query matched, flat: `{start, end, start, end, …}`.
+---@field tick integer The buffer's changedtick after it.
 
 --- Draws the visible rows of the results window, the selection, the match highlights and the counter.
 ---@param s pseudoclaude.float.State
@@ -35,19 +56,18 @@ function M.draw(s)
   local render = require("pseudoclaude.float.render")
   s.row_cache = s.row_cache or setmetatable({}, { __mode = "k" })
   local lines, rows = render.rows(visible, width, s.now, nil, s.row_cache)
-  local hls = {}
+  local hls, matched = {}, {}
+  local matching = s.query ~= "" and s.matcher
   for k, row in ipairs(rows) do
     hls[k] = row.hls
+    matched[k] = matching and H.matched(s, row, s.matches[s.top + k - 1]) or NONE
   end
   if n == 0 then
     lines = { s.count == 0 and "  no sessions" or "  no match" }
     hls = { { { 0, #lines[1], "PseudoClaudePickerEmpty" } } }
   end
   local total = s.count .. (s.full and "" or "+")
-  M.put(s, lines, hls, n > 0 and s.sel - s.top or nil, ("%d/%s"):format(n, total))
-  if s.query ~= "" and s.matcher then
-    H.draw_match_highlights(s, s.bufs.results, rows)
-  end
+  M.put(s, lines, hls, n > 0 and s.sel - s.top or nil, ("%d/%s"):format(n, total), matched)
 end
 
 --- The scrolling both lists share (the sessions, the search's hits): `sel` clamped to the `n` rows, `top` moved so
@@ -72,31 +92,33 @@ function M.scroll(win, n, sel, top)
 end
 
 --- Puts `lines` in the results window with their highlights (`hls[k]`: `{start_col, end_col, group, priority?}` of
---- line k), the selection on the 0-based line `selected` (nil: none), and `counter` at the right of the prompt. A
---- line that is the one drawn there last, with the same highlights, is left as it is (its marks too): a keystroke
---- that keeps most visible rows redraws only the others (`s.drawn`; anything else that changed the buffer since, by
---- its changedtick, redraws it all).
+--- line k; `matched[k]`: the byte ranges the query matched, flat, `{start, end, start, end, …}`; both drawn by the
+--- decoration provider), the selection on the 0-based line `selected` (nil: none), and `counter` at the right of the
+--- prompt. A line that is the one drawn there last, with the same highlights, is left
+--- as it is: a keystroke that keeps most visible rows replaces only the others, and a line whose highlights alone
+--- changed is replaced by itself, so that Neovim redraws it (`s.drawn`; anything else that changed the buffer since,
+--- by its changedtick, replaces it all).
 ---@param s pseudoclaude.float.State
 ---@param lines string[]
 ---@param hls table[][]
 ---@param selected integer?
 ---@param counter string
-function M.put(s, lines, hls, selected, counter)
+---@param matched integer[][]?
+function M.put(s, lines, hls, selected, counter, matched)
   local win, buf = s.wins.results, s.bufs.results
   -- the API rather than `vim.bo`, whose metatable costs more than the call (this runs on every keystroke)
   local opt = { buf = buf }
   api.nvim_set_option_value("modifiable", true, opt)
-  api.nvim_buf_clear_namespace(buf, match_ns, 0, -1)
+  matched = matched or {}
   local drawn = s.drawn
   if drawn and drawn.buf == buf and drawn.tick == api.nvim_buf_get_changedtick(buf) then
-    H.update(buf, drawn, lines, hls)
+    H.update(buf, drawn, lines, hls, matched)
   else
     api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-    api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-    H.marks(buf, hls, 1, #lines)
   end
   api.nvim_set_option_value("modifiable", false, opt)
-  s.drawn = { buf = buf, lines = lines, hls = hls, tick = api.nvim_buf_get_changedtick(buf) }
+  s.drawn = { buf = buf, lines = lines, hls = hls, matched = matched, tick = api.nvim_buf_get_changedtick(buf) }
+  H.show(buf, s.drawn)
   if selected then
     api.nvim_buf_set_extmark(
       buf,
@@ -116,44 +138,83 @@ function M.put(s, lines, hls, selected, counter)
   })
 end
 
---- Replaces the lines of `drawn` that differ from `lines` (with their highlights), run by run; drops the lines after.
+--- Replaces the lines of `drawn` that differ from `lines` (or whose highlights differ), run by run; drops the lines
+--- after.
 ---@param buf integer
----@param drawn {lines: string[], hls: table[][]}
+---@param drawn pseudoclaude.float.Drawn
 ---@param lines string[]
 ---@param hls table[][]
-function H.update(buf, drawn, lines, hls)
-  local old, old_hls = drawn.lines, drawn.hls
+---@param matched integer[][]
+function H.update(buf, drawn, lines, hls, matched)
+  local old, old_hls, old_matched = drawn.lines, drawn.hls, drawn.matched
+  local function same(k)
+    return lines[k] == old[k] and H.same(hls[k], old_hls[k]) and H.same_ranges(matched[k], old_matched[k])
+  end
   local n, k = #lines, 1
   while k <= n do
-    if lines[k] == old[k] and H.same(hls[k], old_hls[k]) then
+    if same(k) then
       k = k + 1
     else
       local from = k
       repeat
         k = k + 1
-      until k > n or (lines[k] == old[k] and H.same(hls[k], old_hls[k]))
+      until k > n or same(k)
       local to = math.min(k - 1, #old) -- the old lines replaced (past its end: added)
-      api.nvim_buf_clear_namespace(buf, ns, from - 1, to)
       api.nvim_buf_set_lines(buf, from - 1, to, false, { unpack(lines, from, k - 1) })
-      H.marks(buf, hls, from, k - 1)
     end
   end
   if #old > n then
-    api.nvim_buf_clear_namespace(buf, ns, n, -1)
     api.nvim_buf_set_lines(buf, n, -1, false, {})
   end
 end
 
---- The highlights of lines `from`..`to` (1-based).
+--- Hands what `put` drew in `buf` to the decoration provider (set up with the first buffer shown).
 ---@param buf integer
----@param hls table[][]
----@param from integer
----@param to integer
-function H.marks(buf, hls, from, to)
-  for k = from, to do
-    for _, h in ipairs(hls[k] or {}) do
-      api.nvim_buf_set_extmark(buf, ns, k - 1, h[1], { end_col = h[2], hl_group = h[3], priority = h[4] or 100 })
-    end
+---@param drawn pseudoclaude.float.Drawn
+function H.show(buf, drawn)
+  if not shown[buf] then
+    api.nvim_create_autocmd("BufWipeout", {
+      buffer = buf,
+      once = true,
+      callback = function()
+        shown[buf] = nil
+      end,
+    })
+  end
+  shown[buf] = drawn
+  if not H.provider then
+    H.provider = true
+    api.nvim_set_decoration_provider(rows_ns, { on_win = H.on_win, on_line = H.on_line })
+  end
+end
+
+--- The provider's options of one mark, reused (Neovim copies them).
+local mark = { ephemeral = true, end_col = 0, hl_group = "", priority = 100, strict = false }
+
+--- A window is drawn: the provider draws its lines (`on_line`) only when it shows a results buffer as `put` left
+--- it (a line changed since by anyone else would get the highlights of another text).
+function H.on_win(_, _, buf)
+  local d = shown[buf]
+  return d ~= nil and d.tick == api.nvim_buf_get_changedtick(buf)
+end
+
+--- A line of a results buffer is drawn: its highlights and matched characters, as ephemeral marks.
+function H.on_line(_, _, buf, row)
+  local d = shown[buf]
+  if not d then
+    return
+  end
+  local hl = d.hls[row + 1]
+  for i = 1, hl and #hl or 0 do
+    local h = hl[i]
+    mark.end_col, mark.hl_group, mark.priority = h[2], h[3], h[4] or 100
+    api.nvim_buf_set_extmark(buf, rows_ns, row, h[1], mark)
+  end
+  local ranges = d.matched[row + 1]
+  mark.hl_group, mark.priority = "PseudoClaudePickerMatch", 200
+  for i = 1, ranges and #ranges or 0, 2 do
+    mark.end_col = ranges[i + 1]
+    api.nvim_buf_set_extmark(buf, rows_ns, row, ranges[i], mark)
   end
 end
 
@@ -162,6 +223,9 @@ end
 ---@param b table[]?
 ---@return boolean
 function H.same(a, b)
+  if a == b then
+    return true
+  end
   if not a or not b or #a ~= #b then
     return false
   end
@@ -174,57 +238,61 @@ function H.same(a, b)
   return true
 end
 
---- Highlights the characters the query matched, in the title and model columns of the visible rows.
+--- The byte ranges of a row that the query matched (in its title, model and branch columns), flat: `{start, end,
+--- start, end, …}`, one range per run of adjacent matched characters (a typed word is mostly one run).
 ---@param s pseudoclaude.float.State
----@param buf integer
----@param rows pseudoclaude.float.Row[]
-function H.draw_match_highlights(s, buf, rows)
-  for k, row in ipairs(rows) do
-    local i = s.matches[s.top + k - 1]
-    local positions = s.matcher:positions(i, s.query)
-    local hay = s.matcher.haystacks[i]
-    local item = s.items[i]
-    local title_len = #(item.title or "")
-    local branch_at = title_len + #(item.model or "") + #item.id + 3
-    -- one mark per run of adjacent matched characters (a typed word is mostly one run): the keystroke's cost
-    local from, to = nil, nil ---@type integer?, integer?
-    for _, p in ipairs(positions or {}) do
-      local col ---@type integer?
-      if p < row.title_bytes then
-        col = row.title_col + p
-      elseif row.model_col and p > title_len and p - title_len - 1 < row.model_bytes then
-        col = row.model_col + p - title_len - 1
-      elseif row.branch_col and p >= branch_at and p - branch_at < row.branch_bytes then
-        col = row.branch_col + p - branch_at
-      end
-      if col then
-        local len = H.char_len(hay, p + 1)
-        if col ~= to then
-          H.match_mark(buf, k - 1, from, to)
-          from = col
-        end
-        to = col + len
+---@param row pseudoclaude.float.Row
+---@param i integer The row's item (an index into `s.items`).
+---@return integer[]
+function H.matched(s, row, i)
+  local positions = s.matcher:positions(i, s.query)
+  if not positions or #positions == 0 then
+    return NONE
+  end
+  local hay = s.matcher.haystacks[i]
+  local item = s.items[i]
+  local title_len = #(item.title or "")
+  local branch_at = title_len + #(item.model or "") + #item.id + 3
+  local out = {}
+  for _, p in ipairs(positions) do
+    local col ---@type integer?
+    if p < row.title_bytes then
+      col = row.title_col + p
+    elseif row.model_col and p > title_len and p - title_len - 1 < row.model_bytes then
+      col = row.model_col + p - title_len - 1
+    elseif row.branch_col and p >= branch_at and p - branch_at < row.branch_bytes then
+      col = row.branch_col + p - branch_at
+    end
+    if col then
+      local to = col + H.char_len(hay, p + 1)
+      if col == out[#out] then
+        out[#out] = to -- the run goes on
+      else
+        out[#out + 1], out[#out + 2] = col, to
       end
     end
-    H.match_mark(buf, k - 1, from, to)
   end
+  return out
 end
 
---- Highlights columns `from`..`to` (end excluded) of 0-based line `line` as matched; nothing when `from` is nil.
----@param buf integer
----@param line integer
----@param from integer?
----@param to integer?
-function H.match_mark(buf, line, from, to)
-  if from then
-    api.nvim_buf_set_extmark(
-      buf,
-      match_ns,
-      line,
-      from,
-      { end_col = to, hl_group = "PseudoClaudePickerMatch", priority = 200 }
-    )
+--- Whether two lists of ranges are the same.
+---@param a integer[]?
+---@param b integer[]?
+---@return boolean
+function H.same_ranges(a, b)
+  a, b = a or NONE, b or NONE
+  if a == b then
+    return true
   end
+  if #a ~= #b then
+    return false
+  end
+  for i = 1, #a do
+    if a[i] ~= b[i] then
+      return false
+    end
+  end
+  return true
 end
 
 --- Bytes of the UTF-8 character starting at byte `i` of `s`.
