@@ -70,6 +70,31 @@ def user_texts(workspace: Path, session: str) -> list[str]:
     return out
 
 
+def two_chats_streaming(n: Neovim, fake: FakeOpenAI) -> list[str]:
+    """Opens two chats whose answers stream and never finish ("alpha beta gamma", "delta epsilon zeta"); returns
+    their sessions."""
+    fake.push_hang("alpha beta gamma")
+    fake.push_hang("delta epsilon zeta")
+    setup(n, fake)
+    n.api.command("PseudoChat")
+    send(n, "first")
+    wait_for(lambda: "gamma" in buffer_text(n, 1), what="the first chat's text")
+    n.api.command("PseudoChat!")
+    send(n, "second")
+    wait_for(lambda: "zeta" in buffer_text(n, 2), what="the second chat's text")
+    assert [r["state"] for r in chats(n)] == ["running", "running"]
+    return [r["session"] for r in chats(n)]
+
+
+def quit_editor(n: Neovim) -> None:
+    """`:qa!`, then waits for the process to end."""
+    try:
+        n.api.command("qa!")
+    except Exception:
+        pass  # the connection closes as Neovim exits
+    n.proc.wait(timeout=20)
+
+
 def test_two_chats_overlap_and_each_log_holds_only_its_own_messages(
     nvim: Neovim, workspace: Path, fake: FakeOpenAI
 ) -> None:
@@ -201,23 +226,9 @@ def test_resuming_a_live_session_shows_its_chat_and_a_second_editor_is_refused(
 def test_qa_with_two_chats_streaming_keeps_what_each_streamed_and_both_resume(
     start_nvim: Any, workspace: Path, fake: FakeOpenAI
 ) -> None:
-    fake.push_hang("alpha beta gamma")
-    fake.push_hang("delta epsilon zeta")
     n = start_nvim()
-    setup(n, fake)
-    n.api.command("PseudoChat")
-    send(n, "first")
-    wait_for(lambda: "gamma" in buffer_text(n, 1), what="the first chat's text")
-    n.api.command("PseudoChat!")
-    send(n, "second")
-    wait_for(lambda: "zeta" in buffer_text(n, 2), what="the second chat's text")
-    sessions = [r["session"] for r in chats(n)]
-    assert [r["state"] for r in chats(n)] == ["running", "running"]
-    try:
-        n.api.command("qa!")
-    except Exception:
-        pass  # the connection closes as Neovim exits
-    n.proc.wait(timeout=20)
+    sessions = two_chats_streaming(n, fake)
+    quit_editor(n)
     assert "alpha beta gamma" in log_of(workspace, sessions[0])
     assert "delta epsilon zeta" in log_of(workspace, sessions[1])
     again = start_nvim()
@@ -249,11 +260,7 @@ def test_qa_with_a_command_running_in_each_of_two_chats_ends_both_commands(
     send(n, "two")
     wait_for(lambda: running("3072"), what="the second chat's command running")
     assert [r["state"] for r in chats(n)] == ["running", "running"]
-    try:
-        n.api.command("qa!")
-    except Exception:
-        pass  # the connection closes as Neovim exits
-    n.proc.wait(timeout=20)
+    quit_editor(n)
     wait_for(lambda: not running("3071") and not running("3072"), timeout=10, what="no command left after :qa")
 
 
@@ -304,16 +311,7 @@ def test_cancel_stops_only_its_chat_and_a_chat_with_its_own_provider_fails_alone
 ) -> None:
     import socket
 
-    fake.push_hang("alpha beta gamma")
-    fake.push_hang("delta epsilon zeta")
-    setup(nvim, fake)
-    nvim.api.command("PseudoChat")
-    send(nvim, "first")
-    wait_for(lambda: "gamma" in buffer_text(nvim, 1), what="the first chat's text")
-    nvim.api.command("PseudoChat!")
-    send(nvim, "second")
-    wait_for(lambda: "zeta" in buffer_text(nvim, 2), what="the second chat's text")
-    assert [r["state"] for r in chats(nvim)] == ["running", "running"]
+    sessions = two_chats_streaming(nvim, fake)
     # <C-c> in the second chat's input window, as a user presses it
     assert nvim.lua("return vim.b.pseudoclaude_chat") == 2
     nvim.api.input("<C-c>")
@@ -336,7 +334,7 @@ def test_cancel_stops_only_its_chat_and_a_chat_with_its_own_provider_fails_alone
     # the failed chat never reached the shared fake: two requests, each chat's own model
     assert len(fake.requests) == 2
     # the first chat still streams into its own log; the second kept what it had streamed
-    sessions = [r["session"] for r in chats(nvim)]
+    sessions.append(chats(nvim)[2]["session"])
     assert "delta epsilon zeta" in log_of(workspace, sessions[1])
     assert user_texts(workspace, sessions[1]) == ["second"]
     assert user_texts(workspace, sessions[2]) == ["third"]
