@@ -169,10 +169,13 @@ function M.rows(items, width, now, columns, cache)
   local lines, rows = {}, {}
   local layout = cache
     and table.concat({ width, now, title_w, model_w, count_w, cost_w, branch_w, tostring(show_count) }, ",")
+  -- a keystroke renders the rows it brings into view: each is built with as few tables and strings as it takes
+  -- (the collector's work at a keystroke grows with what it allocates), its highlights shared between rows
+  local hl = H.highlighter(cache)
   for k, item in ipairs(items) do
     local chat = live[item.id]
     local kept = cache and cache[item]
-    if kept and kept.layout == layout and kept.held_by == item.held_by and not chat then
+    if kept and kept.layout == layout and kept.held == (item.held_by or false) and not chat then
       lines[k], rows[k] = kept.line, kept.row
       goto next
     end
@@ -190,70 +193,116 @@ function M.rows(items, width, now, columns, cache)
     local shown = chat and ("[%s] %s"):format(chat.state, M.title(item)) or M.title(item)
     local title, title_bytes = M.fit(shown, math.max(title_w - H.width(place), 1))
     local age = M.age(now - M.activity(item))
-    local parts = { marker, place, title, "  ", (" "):rep(M.AGE_WIDTH - #age), age }
-    local col = #marker + #place + #title + 2
-    local row = {
-      title_col = #marker + #place,
-      title_bytes = item.title ~= "" and title_bytes or 0,
-      model_bytes = 0,
-      branch_bytes = 0,
-    }
+    local title_col = #marker + #place
+    local col = title_col + #title + 2
     local hls = {}
     if chat then
-      hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerLive" }
+      hls[#hls + 1] = hl(0, #marker, "PseudoClaudePickerLive")
     elseif item.held_by then
-      hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerHeld" }
+      hls[#hls + 1] = hl(0, #marker, "PseudoClaudePickerHeld")
     elseif item.damaged then
-      hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerDamage" }
+      hls[#hls + 1] = hl(0, #marker, "PseudoClaudePickerDamage")
     elseif item.pinned then
-      hls[#hls + 1] = { 0, #marker, "PseudoClaudePickerPinned" }
+      hls[#hls + 1] = hl(0, #marker, "PseudoClaudePickerPinned")
     end
     if item.source then
-      hls[#hls + 1] = { #marker, #marker + #place - 1, "PseudoClaudePickerSource" }
+      hls[#hls + 1] = hl(#marker, title_col - 1, "PseudoClaudePickerSource")
     elseif place ~= "" then
-      hls[#hls + 1] = { #marker, #marker + #place - 2, "PseudoClaudePickerWorkspace" }
+      hls[#hls + 1] = hl(#marker, title_col - 2, "PseudoClaudePickerWorkspace")
     end
-    hls[#hls + 1] = { col, col + M.AGE_WIDTH, "PseudoClaudePickerAge" }
+    hls[#hls + 1] = hl(col, col + M.AGE_WIDTH, "PseudoClaudePickerAge")
     col = col + M.AGE_WIDTH
+    local count_part, cost_part, branch_part, model_part = "", "", "", ""
+    local branch_col, branch_bytes, model_col, model_bytes = nil, 0, nil, 0 ---@type integer?, integer, integer?, integer
     if show_count then
       local c = counts[k]
-      parts[#parts + 1] = "  " .. (" "):rep(count_w - #c) .. c
-      hls[#hls + 1] = { col + 2, col + 2 + count_w, "PseudoClaudePickerCount" }
+      count_part = "  " .. (" "):rep(count_w - #c) .. c
+      hls[#hls + 1] = hl(col + 2, col + 2 + count_w, "PseudoClaudePickerCount")
       col = col + 2 + count_w
     end
     if cost_w > 0 then
       local c = costs[k]
-      parts[#parts + 1] = "  " .. (" "):rep(cost_w - #c) .. c
+      cost_part = "  " .. (" "):rep(cost_w - #c) .. c
       if c ~= "" then
-        hls[#hls + 1] = { col + 2 + cost_w - #c, col + 2 + cost_w, "PseudoClaudePickerCost" }
+        hls[#hls + 1] = hl(col + 2 + cost_w - #c, col + 2 + cost_w, "PseudoClaudePickerCost")
       end
       col = col + 2 + cost_w
     end
     if branch_w > 0 then
-      local branch, branch_bytes = M.fit(H.branch(item), branch_w)
-      parts[#parts + 1] = "  " .. branch
+      local branch, shown_bytes = M.fit(H.branch(item), branch_w)
+      branch_part = "  " .. branch
       if item.branch then
-        row.branch_col, row.branch_bytes = col + 2, branch_bytes
-        hls[#hls + 1] = { col + 2, col + 2 + branch_bytes, "PseudoClaudePickerBranch" }
+        branch_col, branch_bytes = col + 2, shown_bytes
+        hls[#hls + 1] = hl(col + 2, col + 2 + shown_bytes, "PseudoClaudePickerBranch")
       end
       col = col + 2 + #branch
     end
     if model_w > 0 and (item.model or "") ~= "" then
-      local model, model_bytes = M.fit(item.model, model_w, true)
-      parts[#parts + 1] = "  " .. model
-      row.model_col, row.model_bytes = col + 2, model_bytes
-      hls[#hls + 1] = { col + 2, col + 2 + #model, "PseudoClaudePickerModel" }
+      local model, shown_bytes = M.fit(item.model, model_w, true)
+      model_part = "  " .. model
+      model_col, model_bytes = col + 2, shown_bytes
+      hls[#hls + 1] = hl(col + 2, col + 2 + #model, "PseudoClaudePickerModel")
     end
-    row.hls = hls
-    lines[k] = table.concat(parts)
-    rows[k] = row
+    lines[k] = marker
+      .. place
+      .. title
+      .. "  "
+      .. (" "):rep(M.AGE_WIDTH - #age)
+      .. age
+      .. count_part
+      .. cost_part
+      .. branch_part
+      .. model_part
+    rows[k] = {
+      hls = hls,
+      title_col = title_col,
+      title_bytes = item.title ~= "" and title_bytes or 0,
+      model_col = model_col,
+      model_bytes = model_bytes,
+      branch_col = branch_col,
+      branch_bytes = branch_bytes,
+    }
     if kept and not chat then
-      kept.layout, kept.held_by, kept.line, kept.row = layout, item.held_by, lines[k], row
+      kept.layout, kept.held, kept.line, kept.row = layout, item.held_by or false, lines[k], rows[k]
     end
     ::next::
   end
   return lines, rows
 end
+
+--- A function making a highlight `{start_col, end_col, group}`: with `cache`, the same table for the same three
+--- values (kept in `cache`, shared by every row made with it: rows are never changed), else a new one.
+---@param cache table?
+---@return fun(from: integer, to: integer, group: string): pseudoclaude.float.Highlight
+function H.highlighter(cache)
+  if not cache then
+    return function(from, to, group)
+      return { from, to, group }
+    end
+  end
+  local memo = cache[H.MEMO]
+  if not memo then
+    memo = {}
+    cache[H.MEMO] = memo
+  end
+  return function(from, to, group)
+    local by_group = memo[group]
+    if not by_group then
+      by_group = {}
+      memo[group] = by_group
+    end
+    local key = from * 65536 + to
+    local h = by_group[key]
+    if not h then
+      h = { from, to, group }
+      by_group[key] = h
+    end
+    return h
+  end
+end
+
+--- The key of the shared highlights in a row cache (a table: the cache's keys are weak, this one lives with the module).
+H.MEMO = {}
 
 ---@class pseudoclaude.float.Columns Widths (cells) of a row's optional columns over some items.
 ---@field model integer
@@ -300,6 +349,11 @@ function H.texts(item)
     cost = type(item.cost) == "number" and require("pseudoclaude.usage").cost(item.cost) or "",
     model_w = H.width(item.model or ""),
     branch_w = H.width(H.branch(item)),
+    -- the row made last (`rows()`), in its layout and for its `held_by` (false: none); named here to size the table
+    layout = false,
+    held = false,
+    line = false,
+    row = false,
   }
 end
 
