@@ -228,6 +228,18 @@ def test_rows_drawn_line_by_line_are_the_rows_drawn_whole(nv, ws12):
         assert got["marks"] == (1 if matched else 0), got  # the selection's: the rows' highlights are only drawn
 
 
+def test_the_collector_runs_again_after_each_keystroke_even_one_that_fails(nv, ws12):
+    """A keystroke is handled with Lua's collector paused (float.lua `between_collections`): it must run again after
+    it, a failing one included."""
+    open_picker(nv)
+    type_keys(nv, "task", "task")
+    assert nv.lua("return collectgarbage('isrunning')") is True
+    nv.lua("local s = require('pseudoclaude.float').get_state() s.matcher.filter = function() error('boom') end")
+    nv.api.input(" ")
+    wait_for(lambda: "boom" in nv.command_output("messages"), what="the handler's error")
+    assert nv.lua("return collectgarbage('isrunning')") is True
+
+
 def test_typing_before_the_full_list_arrives_filters_the_first_rows_then_all(nv, ws12):
     # hold the full list (the one without a limit) back until the test releases it
     nv.lua(
