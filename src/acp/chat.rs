@@ -344,13 +344,14 @@ impl AcpChat {
         Some(old)
     }
 
-    /// Kills the agent's process group and forgets the connection: the next message starts the agent again.
+    /// Stops the agent gracefully in the background ([`Connection::stop_in_background`]) and forgets the
+    /// connection: the next message starts the agent again.
     fn drop_live(&self) {
         self.terminals.release_all();
         if let Ok(mut live) = self.live.try_lock()
             && let Some(l) = live.take()
         {
-            l.conn.kill();
+            l.conn.stop_in_background(STOP_GRACE);
         }
     }
 
@@ -361,15 +362,23 @@ impl AcpChat {
         self.ensure_live(events).await.map(|_| ())
     }
 
-    /// Ends the agent (its input closed, its process group killed after a grace of [`STOP_GRACE`]); the chat's next
-    /// message starts it again.
+    /// Ends the agent and waits for it (its input closed, `SIGTERM`, its process group killed after at most
+    /// [`STOP_GRACE`]: [`Connection::shutdown`]); the chat's next message starts it again.
     pub async fn stop(&self) {
         if let Some(l) = self.live.lock().await.take() {
             l.conn.shutdown(STOP_GRACE).await;
         }
     }
 
-    /// Kills the agent without waiting (the editor exits, the chat closes).
+    /// The chat is closed or replaced (`chat.close()`, `:PseudoNew`, a resume or a fork in its place, the editor's
+    /// exit): its terminals end, and the agent is stopped as [`AcpChat::stop`] does, without waiting for it. The
+    /// agent's own record of the session (which a resume or a fork of it reads next) is then complete: a `SIGKILL`
+    /// could cut Claude Code's last transcript write.
+    pub fn close(&self) {
+        self.drop_live();
+    }
+
+    /// Kills the agent without a grace (it dies mid-write).
     pub fn kill(&self) {
         self.terminals.release_all();
         if let Ok(live) = self.live.try_lock()
@@ -391,6 +400,8 @@ impl AcpChat {
         }
         *live = None;
         let name = &self.config.name;
+        // an agent being stopped may still be writing the store this one reads (a fork or a resume of its session)
+        super::client::stops_done(STOP_GRACE).await;
         let (conn, rx) = Connection::start(
             name,
             &self.config.spec,

@@ -24,6 +24,12 @@ use super::AgentSpec;
 use crate::tools::Tools;
 use crate::tools::command::{self, Process, Unstarted};
 
+/// How long a stopping agent is given to exit by itself once its input closed, before it is asked to (`SIGTERM`).
+pub const INPUT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long an agent that cannot be signalled on its own is given to write what it keeps before it is ended.
+pub const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// What the agent sends, queued in the order it arrived.
 pub enum Incoming {
     /// A `session/update`: the `update` object as the protocol carries it (`sessionUpdate` names its kind).
@@ -56,6 +62,45 @@ pub struct Connection {
     _proxy: Option<crate::sandbox::proxy::Running>,
     /// In the sandbox without namespaces: stopped by asking its waiter, which ends its whole domain.
     through_waiter: bool,
+    /// The runtime it was started on: a stop begun from the editor's thread runs there.
+    rt: tokio::runtime::Handle,
+}
+
+/// Agents being stopped now ([`Connection::stop_in_background`]): a new agent process waits for them before it
+/// starts ([`stops_done`]), as it may read what they are still writing (Claude Code's own transcript, which
+/// `session/load` and `session/fork` read), and the editor's exit waits for them ([`wait_stops`]).
+static STOPPING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts one stop under way in [`STOPPING`] while it lives (a stop that panics is not counted forever).
+struct Stopping;
+
+impl Stopping {
+    fn begin() -> Stopping {
+        STOPPING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Stopping
+    }
+}
+
+impl Drop for Stopping {
+    fn drop(&mut self) {
+        STOPPING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Resolves when no agent is being stopped, or after `at_most`.
+pub async fn stops_done(at_most: std::time::Duration) {
+    let deadline = std::time::Instant::now() + at_most;
+    while STOPPING.load(std::sync::atomic::Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// Blocks until no agent is being stopped, or for `at_most` (the editor exits: its threads go with it).
+pub fn wait_stops(at_most: std::time::Duration) {
+    let deadline = std::time::Instant::now() + at_most;
+    while STOPPING.load(std::sync::atomic::Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 impl Connection {
@@ -123,6 +168,7 @@ impl Connection {
             child: Mutex::new(child),
             _proxy: proxy,
             through_waiter,
+            rt: tokio::runtime::Handle::current(),
         };
         let init = serde_json::json!({
             "protocolVersion": 1,
@@ -211,25 +257,60 @@ impl Connection {
         self.stderr.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
     }
 
-    /// Kills the agent and whatever it started, now.
+    /// Kills the agent and whatever it started, now (it dies mid-write: see [`Connection::shutdown`]).
     pub fn kill(&self) {
         command::end(self.pgid, self.through_waiter);
     }
 
-    /// Ends the agent as a terminal would: its input closed, so it can finish writing its own record of the
-    /// session (Claude Code writes its transcript after the answer), then its process group killed after `grace`.
+    /// Ends the agent gracefully, as a terminal would end a program: its input closed, and when it does not exit
+    /// within [`INPUT_WAIT`] (Claude Code's does not) a `SIGTERM` to its process group, so that it finishes writing
+    /// its own record of the session (Claude Code flushes its transcript on a ~100 ms timer, and on `SIGTERM`);
+    /// whatever is left of the group is killed once it all exited or `grace` passed. In the sandbox the agent
+    /// itself may not get the signal (pid 1 of its namespace gets only the signals it handles; in the Landlock-only
+    /// fallback only its waiter can be signalled, which ends the whole domain at once, so nothing is sent): there
+    /// the grace is at most [`FLUSH_WAIT`], its time to write.
     pub async fn shutdown(&self, grace: std::time::Duration) {
         if let Some(stop) = self.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = stop.send(());
         }
-        let deadline = std::time::Instant::now() + grace;
-        while std::time::Instant::now() < deadline {
-            if matches!(self.child.lock().unwrap_or_else(|p| p.into_inner()).try_wait(), Ok(Some(_))) {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let start = std::time::Instant::now();
+        if self.wait_exit(start + INPUT_WAIT).await {
+            return command::end(self.pgid, self.through_waiter);
         }
+        if !self.through_waiter {
+            command::terminate_group(self.pgid);
+        }
+        let plain = matches!(*self.child.lock().unwrap_or_else(|p| p.into_inner()), Process::Plain(_));
+        let grace = if plain { grace } else { grace.min(FLUSH_WAIT) };
+        self.wait_exit(start + grace).await;
         command::end(self.pgid, self.through_waiter);
+    }
+
+    /// Waits until the agent and every process of its group exited (Claude Code's adapter may exit before the
+    /// Claude Code it runs, which writes the transcript), or until `deadline`; whether they did.
+    async fn wait_exit(&self, deadline: std::time::Instant) -> bool {
+        loop {
+            let exited = matches!(self.child.lock().unwrap_or_else(|p| p.into_inner()).try_wait(), Ok(Some(_)));
+            if exited && self.pgid.is_none_or(|g| !command::group_running(g)) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// [`Connection::shutdown`] on the runtime the agent was started on, without waiting for it (the chat closes,
+    /// or another agent replaces it: the editor's loop never waits on an agent); counted in [`STOPPING`] until
+    /// done.
+    pub fn stop_in_background(self: Arc<Self>, grace: std::time::Duration) {
+        let stopping = Stopping::begin();
+        let rt = self.rt.clone();
+        rt.spawn(async move {
+            self.shutdown(grace).await;
+            drop(stopping);
+        });
     }
 
     pub fn pid(&self) -> Option<i32> {

@@ -24,6 +24,10 @@ use crate::usage::UsageByModel;
 pub struct AcpDrivers;
 
 impl Drivers for AcpDrivers {
+    fn wait_stopped(&self, at_most: Duration) {
+        super::client::wait_stops(at_most);
+    }
+
     fn check(&self, name: &str, config: &HostConfig) -> Result<(), String> {
         super::resolve(name, &config.agents).map(|_| ())
     }
@@ -128,7 +132,7 @@ impl Driver for AcpChat {
     }
 
     fn close(&self) {
-        self.kill();
+        AcpChat::close(self);
     }
 
     fn agent_meta(&self) -> Option<crate::session::entry::AgentMeta> {

@@ -192,6 +192,10 @@ pub trait Drivers: Send + Sync {
         config: &super::config::HostConfig,
         approver: Arc<dyn crate::tools::Approver>,
     ) -> Option<Result<(Arc<dyn Driver>, super::Resumed), String>>;
+
+    /// Blocks until the agents that closed chats are stopping have stopped, or for `at_most` (the editor's exit,
+    /// after every chat closed: an agent still writing its own record of a session is given that time).
+    fn wait_stopped(&self, _at_most: std::time::Duration) {}
 }
 
 impl Driver for Agent {

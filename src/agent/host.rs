@@ -146,6 +146,9 @@ pub(crate) type HostResult<T> = Result<T, HostError>;
 /// How long the editor's exit waits for the cancelled turns to record what they had streamed.
 const EXIT_DRAIN: Duration = Duration::from_secs(5);
 
+/// How long the editor's exit waits at most for the closed chats' ACP agents to stop ([`Drivers::wait_stopped`]).
+const EXIT_STOP: Duration = Duration::from_secs(2);
+
 impl State {
     /// Chat `chat`, or the current one (`None`).
     fn chat(&self, chat: Option<ChatId>) -> HostResult<&Chat> {
@@ -825,6 +828,11 @@ impl Host {
         let agent_servers: Vec<_> = self.agents().into_iter().filter_map(|(_, a)| a.config.mcp.clone()).collect();
         for id in ids {
             let _ = self.close_chat(Some(id));
+        }
+        // the closed chats' agents stop in the background (input closed, then SIGTERM): given their grace, as
+        // the process exits next and would take their stop with it
+        if let Ok(drivers) = self.drivers() {
+            drivers.wait_stopped(EXIT_STOP);
         }
         let ours = lock(&self.state).mcp.as_ref().map(|(s, _, _)| s.clone());
         for s in agent_servers.iter().chain(ours.iter()) {

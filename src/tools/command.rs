@@ -57,6 +57,20 @@ mod sys {
         }
     }
 
+    pub(super) fn group_exists(pgid: i32) -> bool {
+        // SAFETY: kill(2) with signal 0 only checks; plain integers.
+        pgid > 1 && unsafe { kill(-pgid, 0) } == 0
+    }
+
+    pub(super) fn terminate_group(pgid: i32) {
+        if pgid > 1 {
+            // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+            unsafe {
+                kill(-pgid, SIGTERM);
+            }
+        }
+    }
+
     pub(super) fn kill_group(pgid: i32) {
         // Never 0 or 1 (our own group, or every process): only a group we created.
         if pgid > 1 {
@@ -71,6 +85,10 @@ mod sys {
 #[cfg(not(unix))]
 mod sys {
     pub(super) fn kill_group(_pgid: i32) {}
+    pub(super) fn terminate_group(_pgid: i32) {}
+    pub(super) fn group_exists(_pgid: i32) -> bool {
+        false
+    }
     pub(super) fn stop_waiter(_pid: i32) {}
 }
 
@@ -82,6 +100,33 @@ pub(crate) fn end(pid: Option<i32>, through_waiter: bool) {
         (Some(pgid), false) => sys::kill_group(pgid),
         (None, _) => {}
     }
+}
+
+/// Asks a child [`spawn`] started without a waiter, and everything in its process group, to end (`SIGTERM`): a
+/// graceful stop, which [`end`] follows after a grace.
+pub(crate) fn terminate_group(pgid: Option<i32>) {
+    if let Some(pgid) = pgid {
+        sys::terminate_group(pgid);
+    }
+}
+
+/// Whether a process of group `pgid` still runs (a zombie, dead and waiting to be reaped, does not count: a
+/// grandchild whose parent died waits for its new parent to reap it). Read from `/proc`, where there is one; else
+/// whether the group can still be signalled.
+pub(crate) fn group_running(pgid: i32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return sys::group_exists(pgid);
+    };
+    dir.flatten().filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))).any(|e| {
+        // `pid (comm) state ppid pgrp ...`: the command name may hold spaces and parentheses, the fields follow
+        // its last `)`
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { return false };
+        let Some((_, rest)) = stat.rsplit_once(')') else { return false };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
+        pgrp == Some(pgid) && state != Some("Z")
+    })
 }
 
 /// Keeps the first and last bytes of a stream, counting what was dropped between them.

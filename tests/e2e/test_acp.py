@@ -235,11 +235,9 @@ def test_a_fork_of_a_claude_chat_runs_claude_knowing_the_history_before_the_fork
     msgs = nvim.lua("return require('pseudoclaude').messages()")
     assert [m["content"] for m in msgs] == ["the first code word is alpha", "Noted: alpha.",
                                             "which code words do you know?", "It was alpha."], msgs
-    # at its end: the agent forks its own session, which has the whole history (no transcript sent); Claude Code
-    # writes its transcript within 100 ms of the answer, and a fork replaces the chat (its agent is killed): the fork
-    # waits until the agent's own store has the answer, as a user's fork a moment later finds it
-    wait_for(lambda: any("It was alpha." in t.read_text() for t in (home / ".claude" / "projects").glob("*/*.jsonl")),
-             what="Claude Code's transcript written")
+    # at its end, at once: the agent forks its own session, which has the whole history (no transcript sent). Claude
+    # Code writes its transcript on a ~100 ms timer after the answer: the fork replaces the chat's agent, stopped
+    # gracefully (input closed, SIGTERM: it writes first), and the forked agent starts once it has stopped
     report = fork_at(nvim, "It was alpha.")
     wait_for(lambda: "claude: session/fork" in chat_text(nvim), timeout=90, what="the session/fork line")
     fake.push_text("Still alpha.")
@@ -354,16 +352,21 @@ def test_qa_leaves_no_agent_process(nvim: Neovim, workspace: Path, fake_anthropi
     wait_for(lambda: not agent_pids(home), timeout=10, what="no agent process left after :qa")
 
 
-def test_closing_its_chat_ends_the_agent(nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic,
-                                         home: Path) -> None:
-    fake_anthropic.push_text("Hello.")
+def test_closing_its_chat_ends_the_agent_after_it_wrote_its_transcript(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake_anthropic.push_text("Hello there.")
     setup(nvim, fake_anthropic, home)
     nvim.api.command("PseudoChat claude")
+    # the chat is closed the moment its turn is done: Claude Code writes its transcript on a ~100 ms timer after the
+    # answer, and its agent is stopped gracefully (input closed, SIGTERM), never killed before it wrote
+    nvim.lua("vim.api.nvim_create_autocmd('User', { pattern = 'PseudoClaudeTurnDone', once = true, "
+             "callback = function() require('pseudoclaude').chat.close() end })")
     send(nvim, "hello")
     wait_turns(nvim, 1)
-    assert agent_pids(home)
-    nvim.lua("require('pseudoclaude').chat.close()")
     wait_for(lambda: not agent_pids(home), timeout=10, what="no agent process left once its chat closed")
+    transcripts = list((home / ".claude" / "projects").glob("*/*.jsonl"))
+    assert len(transcripts) == 1 and "Hello there." in transcripts[0].read_text(), transcripts
 
 
 def test_an_agent_killed_mid_turn_is_one_line_keeps_the_partial_answer_and_the_next_message_loads_it_again(

@@ -11,16 +11,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, Neovim
+from conftest import ROOT, Neovim, wait_for
 from test_acp import chat_text, log_lines, send, wait_turns
 from test_chat import setup as chat_setup
 
 SCRIPT = ROOT / "tests/it/support/acp_fs_agent.py"
 
 
-def setup(n: Neovim, **extra: Any) -> None:
-    """setup() with the scripted agent `fs`, and `:PseudoChat fs` opened."""
-    agents = {"fs": {"command": "python3", "args": [str(SCRIPT)]}}
+def setup(n: Neovim, env: dict[str, str] | None = None, **extra: Any) -> None:
+    """setup() with the scripted agent `fs` (its environment `env`), and `:PseudoChat fs` opened."""
+    agents = {"fs": {"command": "python3", "args": [str(SCRIPT)], "env": env or {}}}
     chat_setup(n, None, agents=agents, **extra)
     n.api.command("PseudoChat fs")
 
@@ -99,3 +99,30 @@ def test_a_terminal_runs_in_the_sandbox_cannot_reach_the_editors_socket_and_its_
     content = results[0]["tool_result"]["content"]
     assert content.startswith(f"$ python3 probe.py {server}\nREFUSED") and content.endswith("[exit code: 0]"), content
     assert "REFUSED" in chat_text(nvim)
+
+
+def test_a_replaced_agent_and_one_at_qa_are_stopped_gracefully_and_write_their_own_record_first(
+    nvim: Neovim, workspace: Path, tmp_path: Path
+) -> None:
+    # the scripted agent ends as Claude Code does: it ignores the end of its input, and writes its own record of the
+    # session (Claude Code's transcript, flushed on a timer) 200 ms after a SIGTERM; a SIGKILL leaves none
+    record = tmp_path / "agent-record.json"
+    setup(nvim, env={"ACP_FS_AGENT_END": str(record)})
+    ask(nvim, workspace, [], 1)
+    # :PseudoNew replaces the chat's agent (as a resume or a fork in its place, or chat.close(), do)
+    nvim.api.command("PseudoNew")
+    written = wait_for(lambda: record.exists() and json.loads(record.read_text()), timeout=10,
+                       what="the replaced agent's own record")
+    assert written["how"] == "SIGTERM" and written["input_closed"] is True, written
+    assert json.loads(written["last_answer"])["results"] == [], written
+    record.unlink()
+    # the new chat starts the agent again; the editor's exit stops it the same way, and waits for it
+    send(nvim, "[]")
+    wait_turns(nvim, 2, timeout=60)
+    try:
+        nvim.api.command("qa!")
+    except Exception:
+        pass
+    nvim.proc.wait(timeout=20)
+    assert record.exists(), "the exit waited for the agent to write its own record"
+    assert json.loads(record.read_text())["how"] == "SIGTERM"

@@ -68,6 +68,15 @@ impl Setup {
         }
     }
 
+    /// A chat with the scripted agent (support/acp_fs_agent.py) instead of the real one: the client's side of the
+    /// protocol that claude-agent-acp never asks for (`fs/*`, `terminal/*`), and an agent's end as the tests set it.
+    fn scripted_config(&self) -> ChatConfig {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/acp_fs_agent.py");
+        let spec =
+            AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], ..Default::default() };
+        ChatConfig { spec, ..self.config(true) }
+    }
+
     /// One turn to its end; the events it reported.
     fn turn(&self, chat: &Arc<AcpChat>, text: &str) -> Vec<Event> {
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -449,11 +458,8 @@ impl Approver for Editor {
 #[test]
 fn the_clients_fs_methods_read_the_buffer_or_the_disk_and_write_the_way_write_file_does() {
     let s = Setup::new();
-    let mut config = s.config(true);
+    let config = s.scripted_config();
     let ws = config.workspace.clone();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/acp_fs_agent.py");
-    config.spec =
-        AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], ..Default::default() };
     std::fs::write(ws.join("disk.txt"), "l1\nl2\nl3\n").unwrap();
     std::fs::write(ws.join("open.txt"), "saved\n").unwrap();
     std::fs::write(ws.join("shown.txt"), "old\n").unwrap();
@@ -553,6 +559,37 @@ fn an_agent_in_the_sandbox_reaches_its_model_through_the_allowlist_and_its_shell
     assert_eq!(s.fake.errors(), Vec::<Value>::new());
 }
 
+/// A chat closed or replaced (`chat.close()`, `:PseudoNew`, a resume or a fork in its place) stops its agent as
+/// gracefully as it can without the caller waiting: its input closed, `SIGTERM`, a grace to write its own record of
+/// the session (Claude Code flushes its transcript on a timer, read next by `session/load` or `session/fork`), and
+/// only then what is left killed. The scripted agent behaves as Claude Code does (it ignores the end of its input and
+/// writes its record 200 ms after a `SIGTERM`); a `SIGKILL` leaves no record.
+#[test]
+fn a_closed_chats_agent_is_stopped_gracefully_and_writes_its_own_record_first() {
+    let s = Setup::new();
+    let mut config = s.scripted_config();
+    let record = s.home.path().join("agent-record.json");
+    config.spec.env.insert("ACP_FS_AGENT_END".into(), record.display().to_string());
+    let marker = format!("stop-{}{}", std::process::id(), rand_suffix());
+    config.spec.args.push(marker.clone());
+    let chat = AcpChat::new(config, Arc::new(Yes::default()));
+    let events = s.turn(&chat, "[]");
+    assert!(errors_in(&events).is_empty(), "{events:#?}");
+    assert_eq!(processes_with(&marker).len(), 1, "the agent runs");
+    chat.close();
+    // the caller did not wait for the agent: it writes its record after a delay
+    assert!(!record.exists(), "close() returned before the agent's record was written");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !processes_with(&marker).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(processes_with(&marker), Vec::<String>::new(), "no agent process left");
+    let record: Value = serde_json::from_str(&std::fs::read_to_string(&record).expect("the agent's record")).unwrap();
+    assert_eq!((&record["how"], &record["input_closed"]), (&json!("SIGTERM"), &json!(true)), "{record}");
+    let answer: Value = serde_json::from_str(record["last_answer"].as_str().unwrap()).unwrap();
+    assert_eq!(answer["results"], json!([]), "its record holds the last answer: {record}");
+}
+
 /// The processes whose command line holds `marker`.
 fn processes_with(marker: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -571,11 +608,8 @@ fn processes_with(marker: &str) -> Vec<String> {
 #[test]
 fn the_clients_terminals_run_in_the_sandbox_and_end_when_killed_or_released() {
     let s = Setup::new();
-    let mut config = s.config(true);
+    let config = s.scripted_config();
     let ws = config.workspace.clone();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/acp_fs_agent.py");
-    config.spec =
-        AgentSpec { command: "python3".into(), args: vec![script.display().to_string()], ..Default::default() };
     std::fs::create_dir(ws.join("sub")).unwrap();
     let outside = tempfile::tempdir().unwrap();
     // in the sleeps' own arguments (a shell may exec its last command): `.N` is found on any process left

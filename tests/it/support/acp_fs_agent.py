@@ -8,11 +8,35 @@ order (`{"method": "fs/read_text_file", "params": {...}}`; `sessionId` is filled
 `terminalId` the Nth request's result gave; `{"method": "sleep", "params": {"seconds": S}}` only waits; `{"method": "show_terminal", "params": {"terminalId":
 ..., "title": ...}}` sends a completed `execute` tool call whose content is that terminal). The answer (one `agent_message_chunk`) is the JSON of `{"caps": <the
 client's capabilities>, "results": [<result or {"error": message}> ...]}`, then `end_turn`.
+
+With `ACP_FS_AGENT_END` set to a path, the agent ends as Claude Code does: it keeps running when its input closes,
+and on `SIGTERM` it writes its own record of the session a moment later (as Claude Code's timer-flushed transcript
+writer does), then exits: `ACP_FS_AGENT_END` then holds `{"how": "SIGTERM", "input_closed": <its input had closed
+before>, "last_answer": <the last answer it gave>}`. A `SIGKILL` leaves the file unwritten.
 """
 
 import json
+import os
+import signal
 import sys
 import time
+
+END = os.environ.get("ACP_FS_AGENT_END")
+last_answer = ""
+input_closed = False
+
+
+def end(how: str) -> None:
+    """Writes the record (after the flush's delay) and exits."""
+    time.sleep(0.2)
+    if END:
+        with open(END, "w") as f:
+            f.write(json.dumps({"how": how, "input_closed": input_closed, "last_answer": last_answer}))
+    os._exit(0)
+
+
+if END:
+    signal.signal(signal.SIGTERM, lambda *_: end("SIGTERM"))
 
 caps = {}
 next_id = 0
@@ -26,6 +50,12 @@ def send(msg: dict) -> None:
 def read() -> dict:
     line = sys.stdin.readline()
     if not line:
+        if END:
+            # Claude Code's agent does not exit when its input closes: it waits for a signal
+            global input_closed
+            input_closed = True
+            while True:
+                time.sleep(1)
         sys.exit(0)
     return json.loads(line)
 
@@ -52,7 +82,7 @@ def terminal_of(results: list[dict], value: object) -> object:
 
 
 def main() -> None:
-    global caps
+    global caps, last_answer
     while True:
         msg = read()
         method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
@@ -82,6 +112,7 @@ def main() -> None:
                     continue
                 results.append(call(r["method"], {"sessionId": "s1", **params}))
             answer = json.dumps({"caps": caps, "results": results})
+            last_answer = answer
             send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {
                 "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": answer},
             }}})
