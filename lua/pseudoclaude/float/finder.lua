@@ -68,15 +68,16 @@ function M.read_first_rows(s, opts)
       s:draw_rows()
     end
     s.stats.rows_at = vim.uv.hrtime()
-    -- the preview and the full list in a step of their own: the rows were this one's work
-    vim.schedule(function()
+    -- the preview and the full list in a step of their own, once the rows are on the screen: a timer's callback
+    -- comes after Neovim's next redraw, where a scheduled one would run in the same round of events, before it
+    vim.defer_fn(function()
       if not s:is_current() or s.list_gen ~= gen then
         return
       end
       s:draw_preview()
       s.stats.preview_at = vim.uv.hrtime()
       M.read_full_list(s)
-    end)
+    end, 0)
   end)
   if not ok then
     fail(err, vim.log.levels.ERROR)
