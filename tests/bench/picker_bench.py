@@ -714,7 +714,8 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
   end of the first redraw after the results buffer holds them; resp. until the preview buffer holds the selected
   session's history). This includes `sessions.list({{ limit = 9 }})`, which
   finds the 9 newest from the activity hint and summarises only them (from their warm `summary.json` caches),
-  opening the three windows and drawing. The sessions are real directories on disk (ext4, page cache warm),
+  opening the three windows and drawing; the preview and the request for the full list come in the step after that
+  redraw. The sessions are real directories on disk (ext4, page cache warm),
   written by the script.
 - **full list**: from `:PseudoResume` until every session is searchable: the core reads them on a background thread
   (started right after the first draw), packs them (src/bridge/rows.rs) and builds the fuzzy matcher over them there;
@@ -724,7 +725,9 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
   the character in the prompt, the prompt's `TextChangedI` handler filters (narrowing: each character searches only
   the previous matches) and puts the visible rows and the counter in their buffers (the "handler alone" row), then
   the redraw draws them with their highlights and matched characters (a decoration provider, for the visible lines
-  only). The preview follows in a scheduled callback (its own row).
+  only). Lua's collector is paused during the handler; the work it would have done for the memory the handler took
+  runs in the main-loop step after that redraw (`collectgarbage("step")`): neither this row nor the CPU row counts
+  it. The preview follows in a scheduled callback (its own row).
 - **matcher**: `matcher.new(texts, engine):filter(query, previous)` alone on the same texts, for each engine.
   `rust` is the picker's: the texts are held by the core (src/fuzzy.rs), handed over in steps as the full list
   arrives; a keystroke sends the query and gets every match back as one string of packed integers, read through
