@@ -706,7 +706,7 @@ end
 function H.agents_config(agents)
   local out = {}
   for name, a in pairs(agents or {}) do
-    out[name] = { command = a.command or "", args = H.nonempty(a.args), env = H.nonempty(a.env) }
+    out[name] = { command = a.command or "", args = H.nonempty(a.args), env = H.nonempty(a.env), sandbox = a.sandbox }
   end
   return H.nonempty(out)
 end

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from acp_rig import claude_agent_command, claude_env, fake_anthropic  # noqa: F4
 from conftest import Neovim, main_loop_watch, wait_for
 from fake_llm import FakeAnthropic
 from test_chat import setup as chat_setup
+
+CLI = Path(__file__).resolve().parents[2] / "target" / "release" / "pseudoclaude"
 
 
 @pytest.fixture
@@ -186,6 +189,13 @@ def test_claude_codes_own_transcript_of_a_session_we_ran_is_not_listed_a_second_
         assert agent_id not in theirs and other.stem in theirs, (opts, rows)
     rows = nvim.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
     assert [r["id"] for r in rows if not r.get("source")] == [cur["id"]], rows
+    # the CLI's list of other agents' sessions leaves it out too
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(home / ".claude"), "HOME": str(home)}
+    out = subprocess.run([str(CLI), "-C", str(workspace), "sessions", "list", "--external", "--json"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    listed = [r["id"] for r in json.loads(out.stdout) if r["source"] == "claude-code"]
+    assert agent_id not in listed and other.stem in listed, listed
 
 
 def fork_at(n: Neovim, text: str) -> dict[str, Any]:
@@ -612,3 +622,30 @@ def test_setup_refuses_a_bad_agents_table_naming_the_entry(nvim: Neovim) -> None
     ]:
         ok, err = nvim.lua("return { pcall(require('pseudoclaude').setup, ...) }", opts)
         assert not ok and expected in err, (opts, err)
+
+
+
+def test_sandbox_true_in_setup_confines_the_agents_shell_and_checkhealth_says_so(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    escape = outside / "escaped.txt"
+    fake = fake_anthropic
+    command = f"echo in > inside.txt; echo out > {escape}; echo tried"
+    fake.push_tools("", [("toolu_1", "Bash", {"command": command, "description": "write in and out"})])
+    fake.push_text("Tried both.")
+    spec = {"command": claude_agent_command()[0], "env": claude_env(fake.base_url, home), "sandbox": True}
+    setup(nvim, fake, home, agents={"claude": spec, "plain": {"command": "true"}},
+          sandbox={"network": {"allow": ["127.0.0.1"]}}, approve={"agents": {"claude": True}})
+    nvim.api.command("PseudoChat claude")
+    send(nvim, "write inside and outside the workspace")
+    wait_turns(nvim, 1)
+    assert "Tried both." in chat_text(nvim), chat_text(nvim)
+    assert (workspace / "inside.txt").read_text() == "in\n"
+    assert not escape.exists(), "the agent's own shell wrote outside the workspace"
+    health = nvim.lua("vim.cmd('checkhealth pseudoclaude') return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
+    claude = next(line for line in health if "claude: `" in line)
+    assert "(in the sandbox) found at" in claude, health
+    plain = next(line for line in health if "plain: `" in line)
+    assert "(in the sandbox)" not in plain and "found at" in plain, health
