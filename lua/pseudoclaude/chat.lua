@@ -385,7 +385,7 @@ function M.acp_agents()
 end
 
 ---@class pseudoclaude.AgentOffers What a chat's agent offers.
----@field agent string? Its name (nil before the chat's first message).
+---@field agent string? Its name: an ACP agent's as soon as its chat is opened, ours ("pseudoclaude") once it ran (nil before).
 ---@field commands {name: string, description: string?}[] Its slash commands (`available_commands_update`).
 ---@field modes {currentModeId: string?, availableModes: {id: string, name: string?}[]?}|nil Its modes.
 ---@field models {current: string?, available: {id: string, name: string?}[]}|nil The models it lets the user choose

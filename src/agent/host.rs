@@ -700,6 +700,14 @@ impl Host {
         lock(&self.state).chat(chat).ok()?.agent.clone()
     }
 
+    /// The name of the agent a chat runs (its driver's), or will run at its first message: an ACP agent's name
+    /// before it started; `None` for ours before its first message.
+    pub fn agent_name(&self, chat: Option<ChatId>) -> Option<String> {
+        let st = lock(&self.state);
+        let c = st.chat(chat).ok()?;
+        c.agent.as_ref().map(|d| d.agent_name()).or_else(|| st.acp_of(c))
+    }
+
     pub fn messages(&self, chat: Option<ChatId>) -> Vec<Message> {
         let agent = lock(&self.state).chat(chat).ok().and_then(|c| c.agent.clone());
         agent.map(|a| a.messages()).unwrap_or_default()

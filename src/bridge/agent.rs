@@ -368,7 +368,8 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
             with_host(|h| {
                 let driver = h.driver(chat);
                 Ok(Offers {
-                    agent: driver.as_ref().map(|d| d.agent_name()),
+                    // an ACP chat's agent is named before it starts: `:PseudoModel` then completes none of ours
+                    agent: h.agent_name(chat),
                     commands: driver.as_ref().map(|d| d.commands()).unwrap_or_default(),
                     modes: driver.as_ref().map(|d| d.modes()).unwrap_or_default(),
                     models: driver.as_ref().map(|d| d.models()).unwrap_or_default(),

@@ -575,10 +575,12 @@ def test_pseudomodel_in_a_claude_chat_lists_and_switches_the_agents_own_models(
     nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
 ) -> None:
     fake = fake_anthropic
-    setup(nvim, fake, home)
+    setup(nvim, fake, home, pricing={"our-own-model": {"input": 1, "output": 2}})
     nvim.lua("_G.errs = {} vim.notify = function(m, l) if l == vim.log.levels.ERROR then table.insert(_G.errs, m) end end")
+    assert "our-own-model" in nvim.lua("return vim.fn.getcompletion('PseudoModel ', 'cmdline')")
     nvim.api.command("PseudoChat claude")
-    # before the agent started, nothing to choose from: said plainly
+    # before the agent started, nothing to choose from: said plainly, and our provider's models not offered
+    assert nvim.lua("return vim.fn.getcompletion('PseudoModel ', 'cmdline')") == []
     nvim.api.command("PseudoModel opus")
     assert any("claude has not started yet" in m for m in nvim.lua("return _G.errs")), nvim.lua("return _G.errs")
     assert nvim.lua("return require('pseudoclaude').chats()")[1]["agent"] == "claude"
