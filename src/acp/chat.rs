@@ -17,7 +17,7 @@
 //! handled everything the agent sent before its `session/prompt` answer (a marker, see [`super::client`]) before
 //! it writes the final message. Updates a `session/load` replays are dropped: the log has them already.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -741,6 +741,9 @@ impl AcpChat {
                 if let Err(e) = result {
                     t.unsaved.get_or_insert(e);
                 }
+                for (call, writes) in t.terminals_to_follow() {
+                    follow_terminal(Arc::downgrade(self), call, writes);
+                }
             }
             "plan" | "current_mode_update" | "config_option_update" | "usage_update" | "session_info_update" => {
                 if kind == "usage_update"
@@ -885,6 +888,29 @@ fn spawn_pump(chat: Weak<AcpChat>, mut rx: mpsc::UnboundedReceiver<Incoming>, cl
     });
 }
 
+/// How often at most a running call is redrawn for its terminal's output (a chatty command's every write would
+/// otherwise be a redraw on the editor's loop).
+const LIVE_EVERY: Duration = Duration::from_millis(100);
+
+/// The end of a running call's output the editor is sent to draw (it shows the last lines; its result has all).
+const LIVE_OUTPUT_BYTES: usize = 16 * 1024;
+
+/// Redraws call `call` of the chat's turn as its terminal is written to ([`Terminals::follow`]), at most every
+/// [`LIVE_EVERY`], until the call is recorded, the turn ends or the terminal is gone.
+fn follow_terminal(chat: Weak<AcpChat>, call: String, mut writes: tokio::sync::watch::Receiver<u64>) {
+    tokio::spawn(async move {
+        while writes.changed().await.is_ok() {
+            let Some(c) = chat.upgrade() else { return };
+            match c.turn.lock().await.as_ref() {
+                Some(t) if t.calls.contains_key(&call) => t.show(&call),
+                _ => return,
+            }
+            drop(c);
+            tokio::time::sleep(LIVE_EVERY).await;
+        }
+    });
+}
+
 /// The answer streaming in a turn: the text since its last recorded message, its thinking, its tool calls under way.
 struct Turn {
     events: mpsc::UnboundedSender<Event>,
@@ -906,6 +932,8 @@ struct Turn {
     begun: HashMap<String, Begun>,
     /// The agent's terminals: a call that shows one has its output in its result.
     terminals: Arc<Terminals>,
+    /// The (call, terminal) pairs whose output is followed ([`follow_terminal`]).
+    followed: HashSet<(String, String)>,
 }
 
 impl Turn {
@@ -932,6 +960,7 @@ impl Turn {
             calls: HashMap::new(),
             unsaved: None,
             terminals: Arc::default(),
+            followed: HashSet::new(),
         }
     }
 
@@ -991,7 +1020,8 @@ impl Turn {
         Ok(())
     }
 
-    /// A call under way, drawn as it stands (the editor updates it in place until its result is recorded).
+    /// A call under way, drawn as it stands (the editor updates it in place until its result is recorded): the
+    /// end of its output only.
     fn show(&self, id: &str) {
         let Some(call) = self.calls.get(id) else { return };
         let _ = self.events.send(Event::ToolCallLive {
@@ -999,8 +1029,24 @@ impl Turn {
             name: call_name(call),
             arguments: call_arguments(call),
             status: call["status"].as_str().unwrap_or("pending").to_string(),
-            output: self.result_of(call),
+            output: tail_lines(self.result_of(call), LIVE_OUTPUT_BYTES),
         });
+    }
+
+    /// The terminals the calls under way show that are not followed yet, with the call showing each.
+    fn terminals_to_follow(&mut self) -> Vec<(String, tokio::sync::watch::Receiver<u64>)> {
+        let mut out = Vec::new();
+        for (id, call) in &self.calls {
+            for item in call["content"].as_array().into_iter().flatten() {
+                if let Some(term) = item["terminalId"].as_str().filter(|_| item["type"] == "terminal")
+                    && self.followed.insert((id.clone(), term.to_string()))
+                    && let Some(writes) = self.terminals.follow(term)
+                {
+                    out.push((id.clone(), writes));
+                }
+            }
+        }
+        out
     }
 
     /// A call's result as text ([`result_text`]), a terminal it shows as the terminal's command, output and exit.
@@ -1096,6 +1142,23 @@ impl Turn {
 fn model_option(options: &Value) -> Option<&Value> {
     let all = options.as_array()?;
     all.iter().find(|o| o["category"] == "model").or_else(|| all.iter().find(|o| o["id"] == "model"))
+}
+
+/// The end of `text`, at most about `max` bytes of it, from the start of a line (a line longer than that: cut at a
+/// character's start).
+fn tail_lines(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = text.len() - max;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    let tail = &text[cut..];
+    match tail.find('\n') {
+        Some(nl) if nl + 1 < tail.len() => tail[nl + 1..].to_string(),
+        _ => tail.to_string(),
+    }
 }
 
 /// Lines `line..` (1-based) of `text`, at most `limit` of them, each with its line ending.
@@ -1222,6 +1285,14 @@ mod tests {
         assert_eq!(lines_of(text, 2, Some(1)), "two\n");
         assert_eq!(lines_of(text, 3, Some(5)), "three\n");
         assert_eq!(lines_of(text, 9, None), "");
+    }
+
+    #[test]
+    fn a_running_calls_output_is_sent_from_a_line_start_near_its_end() {
+        assert_eq!(tail_lines("one\ntwo\n".into(), 64), "one\ntwo\n");
+        assert_eq!(tail_lines("one\ntwo\nthree\n".into(), 8), "three\n");
+        // one long line: cut at a character's start
+        assert_eq!(tail_lines("ééé".into(), 3), "é");
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! agent (the last `outputByteLimit` bytes) and for the chat's log: a tool call that shows a terminal has the
 //! terminal's output in its result ([`Terminals::summary`]).
 //!
+//! The chat draws a terminal's output as it is written ([`Terminals::follow`]: each write and the exit counted, so
+//! a tool call showing the terminal is redrawn while it runs, at most every so often).
+//!
 //! A terminal's command runs on a task of its own; killing or releasing it aborts that task, and dropping the
 //! running command ends its process group (or, in the sandbox, its whole namespace). Nothing here waits on the
 //! editor: the agent's requests are answered on the host's threads.
@@ -39,6 +42,8 @@ struct Terminal {
     output: Mutex<Output>,
     exit: watch::Sender<Option<Exit>>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Counts the writes to its output and its exit, for the chat to follow ([`Terminals::follow`]).
+    writes: watch::Sender<u64>,
 }
 
 /// The end of a terminal's output: at most `limit` bytes, cut at a character's start.
@@ -147,10 +152,14 @@ impl Terminals {
             output: Mutex::new(Output { bytes: VecDeque::new(), limit, truncated: false }),
             exit: watch::Sender::new(None),
             task: Mutex::new(None),
+            writes: watch::Sender::new(0),
         });
         let tap = {
             let t = terminal.clone();
-            Arc::new(move |data: &[u8]| lock(&t.output).push(data))
+            Arc::new(move |data: &[u8]| {
+                lock(&t.output).push(data);
+                t.writes.send_modify(|n| *n += 1);
+            })
         };
         let (t, tools) = (terminal.clone(), tools.clone());
         let task = tokio::spawn(async move {
@@ -160,6 +169,7 @@ impl Terminals {
                 lock(&t.output).push(out.content.as_bytes());
             }
             t.exit.send_if_modified(|e| e.is_none() && e.replace(exit.unwrap_or_default()).is_none());
+            t.writes.send_modify(|n| *n += 1);
         });
         *lock(&terminal.task) = Some(task.abort_handle());
         lock(&self.live).insert(id.clone(), terminal);
@@ -172,6 +182,12 @@ impl Terminals {
             return Some(t.summary());
         }
         lock(&self.released).iter().find(|(i, _)| i == id).map(|(_, s)| s.clone())
+    }
+
+    /// Terminal `id`'s writes and exit as they happen (a change each time; closed once the terminal is released and
+    /// no longer running), if it is live.
+    pub fn follow(&self, id: &str) -> Option<watch::Receiver<u64>> {
+        lock(&self.live).get(id).map(|t| t.writes.subscribe())
     }
 
     /// Every terminal ended and forgotten (the chat closes, the agent is gone).
@@ -196,7 +212,9 @@ impl Terminal {
             task.abort();
         }
         let killed = Exit { code: None, signal: Some(libc::SIGKILL) };
-        self.exit.send_if_modified(|e| e.is_none() && e.replace(killed).is_none());
+        if self.exit.send_if_modified(|e| e.is_none() && e.replace(killed).is_none()) {
+            self.writes.send_modify(|n| *n += 1);
+        }
     }
 
     fn summary(&self) -> String {

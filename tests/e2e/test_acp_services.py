@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, Neovim, wait_for
+from conftest import ROOT, Neovim, main_loop_watch, wait_for
 from test_acp import chat_text, log_lines, send, wait_turns
 from test_chat import setup as chat_setup
 
@@ -126,3 +126,43 @@ def test_a_replaced_agent_and_one_at_qa_are_stopped_gracefully_and_write_their_o
     nvim.proc.wait(timeout=20)
     assert record.exists(), "the exit waited for the agent to write its own record"
     assert json.loads(record.read_text())["how"] == "SIGTERM"
+
+
+def test_a_terminals_output_is_drawn_as_it_is_written_and_a_chatty_one_never_stalls_the_editor(
+    nvim: Neovim, workspace: Path
+) -> None:
+    setup(nvim)
+    show = {"terminalId": "$0", "title": "print, sleep, print", "id": "call-t"}
+    send(nvim, json.dumps([
+        {"method": "terminal/create", "params": {"command": "sleep 1; echo first-line; sleep 4; echo second-line"}},
+        {"method": "show_terminal", "params": {**show, "status": "in_progress"}},
+        {"method": "terminal/wait_for_exit", "params": {"terminalId": "$0"}},
+        {"method": "show_terminal", "params": show},
+        {"method": "terminal/release", "params": {"terminalId": "$0"}},
+    ]))
+    # the first line is in the chat while the command sleeps: drawn as it was written (a second after the call was
+    # shown, with nothing from the agent since), not at the call's next update
+    wait_for(lambda: "    first-line" in chat_text(nvim).split("\n"), timeout=30,
+             what="the terminal's first line drawn; the chat:\n" + chat_text(nvim))
+    running = chat_text(nvim)
+    assert "    second-line" not in running.split("\n"), running
+    assert "⋯ execute: running: print, sleep, print" in running, running
+    assert nvim.lua("return vim.g.pc_turns") == 0, "the turn still runs"
+    wait_turns(nvim, 1, timeout=60)
+    done = chat_text(nvim)
+    assert "⋯" not in done and "    second-line" in done.split("\n"), done
+    restored = nvim.lua("return require('pseudoclaude.transcript').render(require('pseudoclaude').messages())")
+    assert done.split("\n") == restored, (done, restored)
+    # a command that writes 200,000 lines as fast as it can: redrawn at most every so often, the editor never waits
+    chatty = {"terminalId": "$0", "title": "chatty", "id": "call-c", "status": "in_progress"}
+    with main_loop_watch(nvim, "a chatty terminal drawn live", bound_ms=100):
+        send(nvim, json.dumps([
+            {"method": "terminal/create", "params": {"command": "seq 1 200000; sleep 1; echo chatty-done"}},
+            {"method": "show_terminal", "params": chatty},
+            {"method": "terminal/wait_for_exit", "params": {"terminalId": "$0"}},
+            {"method": "show_terminal", "params": {**chatty, "status": "completed"}},
+            {"method": "terminal/release", "params": {"terminalId": "$0"}},
+        ]))
+        wait_for(lambda: "    200000" in chat_text(nvim).split("\n"), timeout=30, what="the chatty command's end")
+        wait_turns(nvim, 2, timeout=60)
+    assert "chatty-done" in chat_text(nvim)

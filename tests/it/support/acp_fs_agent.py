@@ -6,7 +6,8 @@ JSON-RPC 2.0, one message a line on stdin/stdout. `initialize` answers with no c
 client's; `session/new` gives `s1`; each `session/prompt`'s text is a JSON list of requests to make of the client in
 order (`{"method": "fs/read_text_file", "params": {...}}`; `sessionId` is filled in; a param `"$N"` stands for the
 `terminalId` the Nth request's result gave; `{"method": "sleep", "params": {"seconds": S}}` only waits; `{"method": "show_terminal", "params": {"terminalId":
-..., "title": ...}}` sends a completed `execute` tool call whose content is that terminal). The answer (one `agent_message_chunk`) is the JSON of `{"caps": <the
+..., "title": ..., "id": ..., "status": ...}}` sends an `execute` tool call (its id, by default `call-N`; its status,
+by default `completed`) whose content is that terminal, a `tool_call_update` when that id was shown before). The answer (one `agent_message_chunk`) is the JSON of `{"caps": <the
 client's capabilities>, "results": [<result or {"error": message}> ...]}`, then `end_turn`.
 
 With `ACP_FS_AGENT_END` set to a path, the agent ends as Claude Code does: it keeps running when its input closes,
@@ -96,16 +97,20 @@ def main() -> None:
         elif method == "session/prompt":
             text = "".join(b.get("text", "") for b in params.get("prompt", []))
             results: list[dict] = []
+            shown: set[str] = set()
             for r in json.loads(text):
                 params = {k: terminal_of(results, v) for k, v in r["params"].items()}
                 if r["method"] == "sleep":  # not a request: time for a command to start
                     time.sleep(params["seconds"])
                     results.append({})
                     continue
-                if r["method"] == "show_terminal":  # not a request: a completed tool call showing the terminal
+                if r["method"] == "show_terminal":  # not a request: a tool call showing the terminal
+                    call_id = params.get("id", f"call-{len(results)}")
+                    kind = "tool_call_update" if call_id in shown else "tool_call"
+                    shown.add(call_id)
                     send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {
-                        "sessionUpdate": "tool_call", "toolCallId": f"call-{len(results)}", "title": params["title"],
-                        "kind": "execute", "status": "completed",
+                        "sessionUpdate": kind, "toolCallId": call_id, "title": params["title"],
+                        "kind": "execute", "status": params.get("status", "completed"),
                         "content": [{"type": "terminal", "terminalId": params["terminalId"]}],
                     }}})
                     results.append({})
