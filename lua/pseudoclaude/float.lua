@@ -35,7 +35,8 @@ local H = {}
 ---@field full_at integer? the full list in place (read in the background)
 ---@field full_apply_ms number? main-thread time to put the full list in place (matcher, query, rows)
 ---@field full_count integer? sessions in the full list
----@field filters {query: string, ms: number, cpu_ms: number, matches: integer}[] one per query change: filter + draw of the rows
+---@field filters {query: string, ms: number, cpu_ms: number, matches: integer, collected_at: integer?}[] one per query
+--- change: filter + draw of the rows; `collected_at`: the collector's step for its memory done (after the redraw)
 ---@field previews {id: string, ms: number}[] one per preview drawn: load + render + draw
 
 ---@class pseudoclaude.float.State
@@ -631,14 +632,21 @@ function H.between_collections(fn, s)
   if not collectgarbage("isrunning") then
     return fn(s)
   end
-  local before = collectgarbage("count")
+  local before, filters = collectgarbage("count"), #s.stats.filters
   collectgarbage("stop")
   local ok, err = pcall(fn, s)
   collectgarbage("restart")
   local kb = math.floor(collectgarbage("count") - before)
-  if kb > 0 then
+  local filter = s.stats.filters[filters + 1]
+  if kb > 0 or filter then
+    -- TextChangedI comes right before the redraw: a scheduled callback runs right after it
     vim.schedule(function()
-      collectgarbage("step", kb)
+      if kb > 0 then
+        collectgarbage("step", kb)
+      end
+      if filter then
+        filter.collected_at = vim.uv.hrtime()
+      end
     end)
   end
   if not ok then

@@ -264,7 +264,7 @@ end)
 # `:PseudoResume`), and each keystroke, from `vim.on_key` (the prompt's handler then filters and puts the rows in
 # the buffer: a new entry in the picker's `stats.filters`).
 KEYS_SETUP = """
-local ks = { on = false, keys = {} }
+local ks = { on = false, keys = {}, key_ats = {} }
 _G.bench_keys = ks
 local ns = vim.api.nvim_create_namespace("pseudoclaude_bench_keys")
 local function filters()
@@ -274,6 +274,7 @@ end
 vim.on_key(function()
   if ks.on then
     ks.key_at, ks.filters = vim.uv.hrtime(), filters()
+    ks.key_ats[#ks.key_ats + 1] = ks.key_at
   end
 end, ns)
 vim.api.nvim_set_decoration_provider(ns, { on_end = function()
@@ -449,8 +450,8 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             mini_round(nv)  # warm-up, not counted (ours had its cold open above)
 
         res: dict[str, list[float]] = {
-            k: [] for k in ("rows", "own", "preview", "full", "full_apply", "key", "key1", "key_handler", "key_cpu",
-                            "kpreview")
+            k: [] for k in ("rows", "own", "preview", "full", "full_apply", "key", "key1", "key_gc", "key_handler",
+                            "key_cpu", "kpreview")
         }
         mres: dict[str, list[float]] = {"mini_rows": [], "mini_key": [], "mini_key1": []}
         mini_matches = None
@@ -463,13 +464,18 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             s = wait_for(lambda: (x := nv.lua(STATS)) and x["full"] and x, timeout=300)
             res["full"].append(s["full_ms"])
             res["full_apply"].append(s["full_apply"])
-            nv.lua("_G.bench_keys.on, _G.bench_keys.keys = true, {}")
+            nv.lua("_G.bench_keys.on, _G.bench_keys.keys, _G.bench_keys.key_ats = true, {}, {}")
             for k, ch in enumerate(QUERY, 1):
                 nv.api.input(ch)
                 s = wait_for(lambda k=k: (x := nv.lua(STATS)) and len(x["filters"]) >= k and x)
                 wait_for(lambda k=k: len(nv.lua("return _G.bench_keys.keys")) >= k)
             keys = nv.lua("_G.bench_keys.on = false return _G.bench_keys.keys")
+            # the collector's step each keystroke's handler deferred (float.lua `between_collections`), done
+            s = wait_for(lambda: (x := nv.lua(STATS)) and all(f.get("collected_at") for f in x["filters"]) and x)
+            key_ats = nv.lua("return _G.bench_keys.key_ats")
             assert s["query"] == QUERY, s["query"]
+            assert len(key_ats) == len(s["filters"]) == len(QUERY), (len(key_ats), len(s["filters"]))
+            res["key_gc"].extend((f["collected_at"] - at) / 1e6 for f, at in zip(s["filters"], key_ats))
             res["key"].extend(keys)
             res["key1"].append(keys[0])
             res["key_handler"].extend(f["ms"] for f in s["filters"])
@@ -541,6 +547,8 @@ def table(results: list[dict[str, float]]) -> str:
          "full_apply"),
         (f"keystroke: key taken → its rows drawn on the screen (median of the 5 of {QUERY!r})", "key"),
         ("keystroke: the first one (searches every session)", "key1"),
+        ("keystroke: key taken → rows on the screen and the collector's step the handler deferred done (median of "
+         "the 5)", "key_gc"),
         ("keystroke: the prompt's handler alone (filter, rows put in the buffer; median of the 5)", "key_handler"),
         ("keystroke: CPU time of the editor process in it (`os.clock()`, median of the 5; the wall times above "
          "include waiting for a core on a loaded machine)", "key_cpu"),
@@ -577,6 +585,8 @@ def side_by_side(results: list[dict[str, float]]) -> str:
         (f"keystroke: key taken → rows drawn on the screen (median of the 5 of {QUERY!r})", "key", "mini_key",
          "tele_key"),
         (f"keystroke: the first one, {QUERY[0]!r} (searches every item)", "key1", "mini_key1", "tele_key1"),
+        ("keystroke, ours to the end of the collector's step its handler deferred past the redraw (mini.pick's "
+         "collector runs within its keystroke: the same row as above)", "key_gc", "mini_key", None),
     ]
     tele = any("tele_key" in r for r in results)
     head = "| Measure | Items | pseudoclaude `:PseudoResume` (sessions read from disk) "
@@ -727,7 +737,8 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
   the redraw draws them with their highlights and matched characters (a decoration provider, for the visible lines
   only). Lua's collector is paused during the handler; the work it would have done for the memory the handler took
   runs in the main-loop step after that redraw (`collectgarbage("step")`): neither this row nor the CPU row counts
-  it. The preview follows in a scheduled callback (its own row).
+  it; the row "… and the collector's step the handler deferred done" does (from the same key to the end of that
+  step): the collector's work moves past the redraw, not away. The preview follows in a scheduled callback (its own row).
 - **matcher**: `matcher.new(texts, engine):filter(query, previous)` alone on the same texts, for each engine.
   `rust` is the picker's: the texts are held by the core (src/fuzzy.rs), handed over in steps as the full list
   arrives; a keystroke sends the query and gets every match back as one string of packed integers, read through
