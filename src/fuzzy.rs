@@ -1,7 +1,7 @@
 //! The float picker's fuzzy filter over many texts (issue 30: a keystroke over 100,000 sessions within a frame).
 //!
-//! The ranking is exactly that of `lua/pseudoclaude/float/matcher.lua` (`H.score`), which still computes the
-//! highlighted positions of the visible rows: the query's characters in order (smart case: a query with an ASCII
+//! The ranking is exactly that of `lua/pseudoclaude/float/matcher.lua` (`H.score`), and so are the matched positions
+//! it gives for highlighting the visible rows (`Matcher::positions`): the query's characters in order (smart case: a query with an ASCII
 //! capital matches case-sensitively, else both sides are ASCII-lower-cased, as Lua's `string.lower` does); the query
 //! as a plain substring scores best, else the leftmost match tightened from its end backwards; word starts and runs
 //! earn bonuses, gaps cost. Best first, ties by position in the list. Indices are 1-based, as Lua's.
@@ -75,6 +75,23 @@ impl Matcher {
         self.last = keys.into_iter().map(|k| k as u32).collect();
         &self.last
     }
+
+    /// The 0-based byte offsets, in text `i` (1-based), of the characters `query` matched there, one per character
+    /// of the query (matcher.lua's `Matcher:positions`, for highlighting); `None` when it does not match (or there is
+    /// no text `i`).
+    pub fn positions(&self, query: &str, i: u32) -> Option<Vec<u32>> {
+        let i = i as usize;
+        if i == 0 || i > self.ends.len() {
+            return None;
+        }
+        let smart = query.bytes().any(|b| b.is_ascii_uppercase());
+        let q: Vec<u8> = if smart { query.as_bytes().to_vec() } else { query.as_bytes().to_ascii_lowercase() };
+        let hays = if smart { &self.text } else { &self.lower };
+        let start = if i == 1 { 0 } else { self.ends[i - 2] };
+        let mut out = Vec::new();
+        Query::new(&q).scored(&hays[start..self.ends[i - 1]], Some(&mut out))?;
+        Some(out)
+    }
 }
 
 /// A query cut into its characters (UTF-8 sequences), with finders made once for all texts.
@@ -100,6 +117,11 @@ impl<'q> Query<'q> {
 
     /// matcher.lua's `H.score` (see there for the why of each step); `None`: no match.
     fn score(&self, s: &[u8]) -> Option<i32> {
+        self.scored(s, None)
+    }
+
+    /// `score`, and the 0-based offsets of the matched characters put in `out`.
+    fn scored(&self, s: &[u8], mut out: Option<&mut Vec<u32>>) -> Option<i32> {
         let n = self.units.len() as i32;
         // forward: does it match at all, and where does the leftmost match end?
         let mut pos = 0; // 0-based: where the next unit is looked for
@@ -113,6 +135,13 @@ impl<'q> Query<'q> {
                 score += BONUS_START;
             } else if separator(s[a - 1]) {
                 score += BONUS_BOUNDARY;
+            }
+            if let Some(out) = out {
+                let mut p = a;
+                for u in &self.units {
+                    out.push(p as u32);
+                    p += u.len();
+                }
             }
             return Some(score - lead_penalty(a));
         }
@@ -143,8 +172,14 @@ impl<'q> Query<'q> {
                     score -= gap.min(24) as i32;
                 }
             }
+            if let Some(out) = out.as_deref_mut() {
+                out.push(at as u32);
+            }
             next_start = Some(at);
             p = at;
+        }
+        if let Some(out) = out {
+            out.reverse();
         }
         Some(score - lead_penalty(next_start.unwrap_or(0)))
     }
@@ -182,6 +217,18 @@ mod tests {
         assert_eq!(m.filter("Parse", None, false), [5]);
         assert_eq!(m.filter("zz", None, false), [] as [u32; 0]);
         assert_eq!(m.filter("it", Some(&[6, 3, 99, 0]), false), [3, 6]);
+    }
+
+    #[test]
+    fn positions_are_those_of_the_lua_matcher() {
+        // as lua/pseudoclaude/float/matcher.lua's Matcher:positions gives them (test_picker's matcher test)
+        let m = matcher(&["a parser", "xpxaxrxsxe", "Parse", "café au lait"]);
+        assert_eq!(m.positions("parse", 1), Some(vec![2, 3, 4, 5, 6]));
+        assert_eq!(m.positions("pae", 2), Some(vec![1, 3, 9]));
+        assert_eq!(m.positions("Pa", 3), Some(vec![0, 1]));
+        assert_eq!(m.positions("Pa", 1), None);
+        assert_eq!(m.positions("éa", 4), Some(vec![3, 6]));
+        assert_eq!(m.positions("a", 5), None);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The float picker's fuzzy filter ([`crate::fuzzy`]) for Lua (`lua/pseudoclaude/float/matcher.lua`, engine "rust").
 //!
-//! | export         | arguments                                         | returns                                  |
-//! |----------------|---------------------------------------------------|------------------------------------------|
-//! | `fuzzy_new`    | texts joined by NUL bytes, their count            | a handle                                 |
-//! | `fuzzy_add`    | handle, texts joined by NUL bytes, their count    | the handle's number of texts             |
-//! | `fuzzy_filter` | handle, query, narrow?, candidates?               | the 1-based indices, best first, packed  |
-//! | `fuzzy_free`   | handle                                            | nil                                      |
+//! | export            | arguments                                      | returns                                       |
+//! |-------------------|------------------------------------------------|-----------------------------------------------|
+//! | `fuzzy_new`       | texts joined by NUL bytes, their count         | a handle                                      |
+//! | `fuzzy_add`       | handle, texts joined by NUL bytes, their count | the handle's number of texts                  |
+//! | `fuzzy_filter`    | handle, query, narrow?, candidates?            | the 1-based indices, best first, packed       |
+//! | `fuzzy_positions` | handle, query, indices                         | per index: how many, then the offsets, packed |
+//! | `fuzzy_free`      | handle                                         | nil                                           |
 //!
 //! The texts stay here: a keystroke sends the query and gets the matches back as one string of little-endian
 //! `uint32` (4 bytes a match; Lua reads it through the FFI), the bulk rule of "How values cross" in
@@ -47,6 +48,21 @@ pub fn exports() -> Vec<(&'static str, Object)> {
             let mut packed = Vec::with_capacity(found.len() * 4);
             for i in found {
                 packed.extend_from_slice(&i.to_le_bytes());
+            }
+            Ok(Object::from(nvim_oxi::String::from_bytes(&packed)))
+        }),
+        // the matched characters of the rows on the screen: one crossing for all of them, from the texts kept here
+        export_object("fuzzy_positions", |a| {
+            let (id, query, indices) = (a.get::<u64>(0)?, a.get::<String>(1)?, a.get::<Vec<u32>>(2)?);
+            let all = matchers();
+            let m = all.get(&id).ok_or_else(|| gone(id))?;
+            let mut packed = Vec::new();
+            for i in indices {
+                let found = m.positions(&query, i).unwrap_or_default();
+                packed.extend_from_slice(&(found.len() as u32).to_le_bytes());
+                for p in found {
+                    packed.extend_from_slice(&p.to_le_bytes());
+                }
             }
             Ok(Object::from(nvim_oxi::String::from_bytes(&packed)))
         }),

@@ -691,8 +691,8 @@ def test_lua_matcher_is_smart_case_and_handles_utf8(nvim, engine):
 
 def test_the_pickers_matcher_in_the_core_ranks_exactly_as_the_lua_one(nvim):
     """The "rust" engine (src/fuzzy.rs, the picker's) against the "lua" one on 2,000 generated texts: the same
-    matches in the same order for every query, typed forward (narrowing) or given candidates; a text the core
-    cannot take (a NUL byte) makes a Lua matcher."""
+    matches in the same order for every query, typed forward (narrowing) or given candidates, and the same matched
+    characters to highlight; a text the core cannot take (a NUL byte) makes a Lua matcher."""
     got = nvim.lua(
         """
         local matcher = require("pseudoclaude.float.matcher")
@@ -716,6 +716,9 @@ def test_the_pickers_matcher_in_the_core_ranks_exactly_as_the_lua_one(nvim):
           local a, b = lua:filter(q), rust:filter(q)
           counts[#counts + 1] = #b
           if not vim.deep_equal(a, b) then diffs[#diffs + 1] = q end
+          -- the matched characters' spans (highlighted in the rows) of some matches and of texts that do not match
+          local some = vim.list_extend(#a > 1 and { a[1], a[2], a[#a] } or {}, { 1, 2, 3, 1000, 2000 })
+          if not vim.deep_equal(lua:spans(some, q), rust:spans(some, q)) then diffs[#diffs + 1] = "spans " .. q end
         end
         local pa, pb
         for k = 1, #"parser" do
@@ -727,13 +730,19 @@ def test_the_pickers_matcher_in_the_core_ranks_exactly_as_the_lua_one(nvim):
         if not vim.deep_equal(lua:filter("e", within), rust:filter("e", within)) then diffs[#diffs + 1] = "within" end
         if #rust:filter("e", {}) ~= 0 then diffs[#diffs + 1] = "within nothing" end
         local nul = matcher.new({ "a\0b", "ab" }, "rust")
+        -- the spans above came from the core (spans falls back to Lua's when the call fails)
+        local first = lua:filter("par")[1]
+        local packed = require("pseudoclaude.core").call("fuzzy_positions", rust.handle, "par", { first })
+        local offsets = {}
+        for k = 1, #packed / 4 do offsets[k] = packed:byte(4 * k - 3) end
         return { diffs = table.concat(diffs, ","), counts = counts, engine = rust.engine, nul = nul.engine,
-                 nul_matches = nul:filter("ab") }
+                 nul_matches = nul:filter("ab"), core = offsets, lua_positions = lua:positions(first, "par") }
         """
     )
     assert got["diffs"] == ""
     assert got["engine"] == "rust" and min(got["counts"][:4]) > 100 and 0 in got["counts"]
     assert got["nul"] == "lua" and got["nul_matches"] == [2, 1]
+    assert got["core"] == [3, *got["lua_positions"]]  # how many, then the offsets (all below 256 here)
 
 
 def test_render_ages_counts_and_fitting(nvim):

@@ -3,11 +3,11 @@
 ---
 --- Three engines with one interface:
 --- - "rust": the same ranking in the core (src/fuzzy.rs), which keeps the texts; a keystroke sends the query and gets
----   the matches back as one string of packed integers (100,000 texts: a few milliseconds, where Lua takes tens);
----   the picker's engine. It falls back to "lua" when the core refuses the texts (one holds a NUL byte);
+---   the matches back as one string of packed integers (100,000 texts: a few milliseconds, where Lua takes tens),
+---   and the matched characters of the visible rows in one more call (`Matcher:spans`); the picker's engine. It falls
+---   back to "lua" when the core refuses the texts (one holds a NUL byte);
 --- - "lua": a subsequence matcher in plain Lua over haystacks lower-cased once, allocating nothing per haystack
----   (scores are packed with the index into one number, so the ranking is one `table.sort` of numbers); it also
----   gives every engine but "vim" the highlighted positions of the visible rows;
+---   (scores are packed with the index into one number, so the ranking is one `table.sort` of numbers);
 --- - "vim": `vim.fn.matchfuzzy()`, Neovim's C matcher.
 --- `tests/bench/picker_bench.py` measures them; the picker uses `M.DEFAULT_ENGINE`.
 ---
@@ -34,6 +34,8 @@ M.DEFAULT_ENGINE = "rust"
 ---@field units_of string? The query `units` (its characters, lower-cased unless smart-case) were cut from.
 ---@field units string[]?
 ---@field units_n integer?
+---@field lens_of string? The query `lens` (its characters' bytes) were computed for.
+---@field lens integer[]?
 local Matcher = {}
 Matcher.__index = Matcher
 
@@ -148,7 +150,78 @@ function Matcher:positions(i, query)
   return out
 end
 
+--- The byte spans, in their haystacks, of the characters `query` matched in the haystacks `indices` (the rows on the
+--- screen): `spans[k]` is flat, `{start, end, start, end, …}` (0-based, end exclusive), one span per matched character
+--- in order, or false when haystack `indices[k]` does not match. The "rust" engine computes them in the core from its
+--- own copy of the texts, in one call: Lua builds no haystack to highlight a row.
+---@param indices integer[]
+---@param query string
+---@return (integer[]|false)[]
+function Matcher:spans(indices, query)
+  local out = {}
+  if self.engine == "rust" and #indices > 0 then
+    local ok, packed = pcall(require("pseudoclaude.core").call, "fuzzy_positions", self.handle, query, indices)
+    if ok then
+      local lens = H.unit_lengths(self, query)
+      local at = H.unpack(packed)
+      local j = 1
+      for k = 1, #indices do
+        local n = at[j]
+        local spans = false ---@type integer[]|false
+        if n > 0 then
+          spans = {}
+          for m = 1, n do
+            local p = at[j + m]
+            spans[2 * m - 1], spans[2 * m] = p, p + (lens[m] or 1)
+          end
+        end
+        out[k] = spans
+        j = j + n + 1
+      end
+      return out
+    end
+  end
+  for k, i in ipairs(indices) do
+    local positions = self:positions(i, query)
+    local spans = false ---@type integer[]|false
+    if positions then
+      local hay = self.haystacks[i]
+      spans = {}
+      for m, p in ipairs(positions) do
+        spans[2 * m - 1], spans[2 * m] = p, p + H.char_len(hay, p + 1)
+      end
+    end
+    out[k] = spans
+  end
+  return out
+end
+
 -- Helpers ------------------------------------------------------------------------------------------------------
+
+--- Bytes of each character of `query` (those of the matched characters: matching changes only ASCII letters' case).
+---@param self pseudoclaude.float.Matcher
+---@param query string
+---@return integer[]
+function H.unit_lengths(self, query)
+  if self.lens_of ~= query then
+    local units, n = H.units(query)
+    local lens = {}
+    for m = 1, n do
+      lens[m] = #units[m]
+    end
+    self.lens_of, self.lens = query, lens
+  end
+  return self.lens
+end
+
+--- Bytes of the UTF-8 character starting at byte `i` of `s`.
+---@param s string
+---@param i integer
+---@return integer
+function H.char_len(s, i)
+  local b = s:byte(i) or 0
+  return b >= 0xF0 and 4 or b >= 0xE0 and 3 or b >= 0xC0 and 2 or 1
+end
 
 local find, byte = string.find, string.byte
 

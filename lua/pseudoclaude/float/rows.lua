@@ -57,10 +57,12 @@ function M.draw(s)
   s.row_cache = s.row_cache or setmetatable({}, { __mode = "k" })
   local lines, rows = render.rows(visible, width, s.now, nil, s.row_cache)
   local hls, matched = {}, {}
-  local matching = s.query ~= "" and s.matcher
+  local spans = s.query ~= ""
+    and s.matcher
+    and s.matcher:spans({ unpack(s.matches, s.top, s.top + #rows - 1) }, s.query)
   for k, row in ipairs(rows) do
     hls[k] = row.hls
-    matched[k] = matching and H.matched(s, row, s.matches[s.top + k - 1]) or NONE
+    matched[k] = spans and H.matched(s, row, s.matches[s.top + k - 1], spans[k]) or NONE
   end
   if n == 0 then
     lines = { s.count == 0 and "  no sessions" or "  no match" }
@@ -189,7 +191,15 @@ function H.show(buf, drawn)
 end
 
 --- The provider's options of one mark, reused (Neovim copies them).
-local mark = { ephemeral = true, end_col = 0, hl_group = "", priority = 100, strict = false }
+local mark = { ephemeral = true, end_col = 0, hl_group = 0, priority = 100, strict = false }
+--- Highlight group name -> id: a mark given the id skips Neovim's lookup of the name (about 190 marks a redraw).
+local hl_ids = setmetatable({}, {
+  __index = function(t, name)
+    local id = api.nvim_get_hl_id_by_name(name)
+    rawset(t, name, id)
+    return id
+  end,
+})
 
 --- A window is drawn: the provider draws its lines (`on_line`) only when it shows a results buffer as `put` left
 --- it (a line changed since by anyone else would get the highlights of another text).
@@ -207,11 +217,11 @@ function H.on_line(_, _, buf, row)
   local hl = d.hls[row + 1]
   for i = 1, hl and #hl or 0 do
     local h = hl[i]
-    mark.end_col, mark.hl_group, mark.priority = h[2], h[3], h[4] or 100
+    mark.end_col, mark.hl_group, mark.priority = h[2], hl_ids[h[3]], h[4] or 100
     api.nvim_buf_set_extmark(buf, rows_ns, row, h[1], mark)
   end
   local ranges = d.matched[row + 1]
-  mark.hl_group, mark.priority = "PseudoClaudePickerMatch", 200
+  mark.hl_group, mark.priority = hl_ids.PseudoClaudePickerMatch, 200
   for i = 1, ranges and #ranges or 0, 2 do
     mark.end_col = ranges[i + 1]
     api.nvim_buf_set_extmark(buf, rows_ns, row, ranges[i], mark)
@@ -243,18 +253,18 @@ end
 ---@param s pseudoclaude.float.State
 ---@param row pseudoclaude.float.Row
 ---@param i integer The row's item (an index into `s.items`).
+---@param spans integer[]|false The matched characters' byte spans in its haystack (`Matcher:spans`).
 ---@return integer[]
-function H.matched(s, row, i)
-  local positions = s.matcher:positions(i, s.query)
-  if not positions or #positions == 0 then
+function H.matched(s, row, i, spans)
+  if not spans or #spans == 0 then
     return NONE
   end
-  local hay = s.matcher.haystacks[i]
   local item = s.items[i]
   local title_len = #(item.title or "")
   local branch_at = title_len + #(item.model or "") + #item.id + 3
   local out = {}
-  for _, p in ipairs(positions) do
+  for m = 1, #spans, 2 do
+    local p = spans[m]
     local col ---@type integer?
     if p < row.title_bytes then
       col = row.title_col + p
@@ -264,7 +274,7 @@ function H.matched(s, row, i)
       col = row.branch_col + p - branch_at
     end
     if col then
-      local to = col + H.char_len(hay, p + 1)
+      local to = col + spans[m + 1] - p
       if col == out[#out] then
         out[#out] = to -- the run goes on
       else
@@ -293,15 +303,6 @@ function H.same_ranges(a, b)
     end
   end
   return true
-end
-
---- Bytes of the UTF-8 character starting at byte `i` of `s`.
----@param s string
----@param i integer
----@return integer
-function H.char_len(s, i)
-  local b = s:byte(i) or 0
-  return b >= 0xF0 and 4 or b >= 0xE0 and 3 or b >= 0xC0 and 2 or 1
 end
 
 return M
