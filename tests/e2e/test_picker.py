@@ -240,6 +240,40 @@ def test_the_collector_runs_again_after_each_keystroke_even_one_that_fails(nv, w
     assert nv.lua("return collectgarbage('isrunning')") is True
 
 
+def test_the_prompt_runs_no_textchanged_handler_and_its_rows_follow_every_change(nv, ws12):
+    """The prompt filters from its own watch of its text (float.lua `H.watch_prompt`): TextChanged(I) are ignored in
+    its window, so no plugin's handler (a user's here; matchparen's in a real set-up) runs at each key there, and the
+    rows still follow every change: typed keys, <BS>, <C-w>, a paste, an undo in Normal mode."""
+    nv.lua(
+        """
+        _G.text_changed = 0
+        vim.api.nvim_create_autocmd({ "TextChangedI", "TextChanged" }, {
+          callback = function() _G.text_changed = _G.text_changed + 1 end,
+        })
+        """
+    )
+    open_picker(nv)
+    s = type_keys(nv, "task 1", "task 1")
+    assert titles(s["results"]["lines"]) == ["task 11", "task 10", "task 1"]
+    s = type_keys(nv, "<BS>", "task ")
+    assert len(s["results"]["lines"]) == 11 and titles(s["results"]["lines"])[0] == "task 11"
+    s = type_keys(nv, "<C-w>", "")
+    assert titles(s["results"]["lines"])[0] == "task 11"
+    nv.lua("vim.api.nvim_paste('zebra', true, -1)")  # what a terminal UI sends for a paste
+    s = wait_for(lambda: (x := state(nv)) and x["query"] == "zebra" and x, what="the pasted query")
+    assert titles(s["results"]["lines"]) == ["zebra parser overhaul"]
+    nv.api.input("<C-\\><C-n>u")
+    s = wait_for(lambda: (x := state(nv)) and x["query"] != "zebra" and x, what="the undone paste")
+    # the paste is an undo step of its own: "task " again (<C-w> took it)
+    assert s["query"] == "task " and len(s["results"]["lines"]) == 11, s["query"]
+    assert nv.lua("return _G.text_changed") == 0
+    # elsewhere they run, as they should
+    nv.api.input("q")
+    wait_for(lambda: state(nv) is None, what="the picker to close")
+    nv.api.input("ix<Esc>")
+    wait_for(lambda: nv.lua("return _G.text_changed") > 0, what="TextChangedI outside the picker")
+
+
 def test_typing_before_the_full_list_arrives_filters_the_first_rows_then_all(nv, ws12):
     # hold the full list (the one without a limit) back until the test releases it
     nv.lua(
