@@ -3,6 +3,8 @@
 //!
 //! How the protocol's updates map onto the log (doc/log_format.md, "ACP agents"):
 //! - the user's message is written first (it creates the session), then the agent is started if it is not running;
+//!   to an agent that runs, the prompt goes while the message is synced, and nothing of the answer is handled before
+//!   it is on disk (the turn's lock, held meanwhile);
 //! - `agent_message_chunk`s stream into the answer, checkpointed as ours ([`Checkpoints`]): a `kill -9` keeps what
 //!   had streamed; `agent_thought_chunk`s are its thinking (`reasoning` blocks, shown folded, never sent back);
 //! - a `tool_call` and its `tool_call_update`s are one call and its result, written when the call completes or
@@ -567,18 +569,27 @@ impl AcpChat {
         // the stale reminder, logged before the message and read by the agent with it
         let pending = std::mem::take(&mut *lock(&self.pending));
         let mut preamble = String::new();
-        for m in pending {
+        for m in &pending {
             preamble.push_str(&m.content);
             preamble.push_str("\n\n");
-            self.conversation.add(m)?;
         }
-        // the files as they are before the message: a rewind to it returns them here
-        self.files.add_user_message(Message::user(text)).await?;
-        lock(&self.rewound_agent).take();
-        if was_unsaved {
-            let _ = events.send(Event::Saved { ok: true, error: None });
-        }
-        let _ = events.send(Event::UserRecorded { text: text.to_string() });
+        // The agent already running (and nothing else to log first): the prompt goes while the message is written
+        // and synced (see `overlapped` below). Else the message is logged first: the agent's start takes seconds,
+        // and the message must not wait for it to be durable.
+        let warm = pending.is_empty() && self.is_live().await;
+        // the files as they are before the message (a rewind to it returns them here), always taken before the
+        // agent hears of it: its hooks may change files before its first word
+        let before = match warm {
+            true => Some(self.files.checkpoint_before_message().await),
+            false => {
+                for m in pending {
+                    self.conversation.add(m)?;
+                }
+                self.files.add_user_message(Message::user(text)).await?;
+                self.user_recorded(text, events, was_unsaved);
+                None
+            }
+        };
         let name = self.config.name.clone();
         let started = tokio::select! {
             biased;
@@ -586,35 +597,76 @@ impl AcpChat {
             r = self.ensure_live(events) => r,
         };
         let (conn, sid) = started.map_err(Stop::Failed)?;
-        // what ensure_live staged (the agent's meta) is written now, after the message it follows
-        let (before, after) = self.log.take_staged();
-        for e in before.into_iter().chain(after) {
-            let _ = self.log.append_meta(e);
+        if !warm {
+            // what ensure_live staged (the agent's meta) is written now, after the message it follows (warm, the
+            // message's own write takes anything staged: it follows the message)
+            let (before, after) = self.log.take_staged();
+            for e in before.into_iter().chain(after) {
+                let _ = self.log.append_meta(e);
+            }
         }
         let prompt = match self.tell_history.swap(false, Ordering::SeqCst) {
             true => format!("{}{preamble}{text}", self.transcript(earlier)),
             false => format!("{preamble}{text}"),
         };
-        *self.turn.lock().await =
-            Some(Turn::new(events.clone(), self.log.clone(), self.config.checkpoint_every, &name, self.files.clone()));
-        if let Some(t) = self.turn.lock().await.as_mut() {
-            t.terminals = self.terminals.clone();
-        }
+        // Held until the message is on disk: the pump handles the agent's updates (and its permission questions)
+        // under this lock, so nothing of the answer is shown or logged before the message it answers.
+        let mut turn = self.turn.lock().await;
+        let mut t =
+            Turn::new(events.clone(), self.log.clone(), self.config.checkpoint_every, &name, self.files.clone());
+        t.terminals = self.terminals.clone();
+        *turn = Some(t);
         let asked = {
             let (conn, sid) = (conn.clone(), sid.clone());
             async move { conn.prompt(&sid, &prompt).await }
         };
         tokio::pin!(asked);
-        let mut cancelled = false;
-        let answer = tokio::select! {
-            r = &mut asked => r,
-            _ = cancel.cancelled() => {
-                cancelled = true;
-                conn.cancel(&sid);
-                tokio::time::timeout(CANCEL_GRACE, &mut asked)
-                    .await
-                    .unwrap_or_else(|_| Err(format!("the agent did not stop within {}s of session/cancel", CANCEL_GRACE.as_secs())))
+        // The prompt is sent while the message is written and synced, on a blocking thread: the agent's own work
+        // before its first word overlaps our sync. A crash meanwhile loses nothing that was acknowledged: the
+        // message shows as recorded only once synced, and nothing of the answer is logged before that. (The agent
+        // may then have a message our log lacks: on resume it knows more than we show, never less.) A failed
+        // write cancels the agent's turn, as the turn would not have started before.
+        let mut early = None;
+        if let Some(before) = before {
+            let files = self.files.clone();
+            let message = Message::user(text);
+            let mut logging = tokio::task::spawn_blocking(move || {
+                stall_for_tests();
+                files.add_after_checkpoint(before, message)
+            });
+            let logged = loop {
+                tokio::select! {
+                    r = &mut logging => break r.unwrap_or_else(|e| Err(Unsaved::new(e.to_string()))),
+                    r = &mut asked, if early.is_none() => early = Some(r),
+                }
+            };
+            if let Err(e) = logged {
+                *turn = None;
+                drop(turn);
+                if early.is_none() {
+                    conn.cancel(&sid);
+                    let _ = tokio::time::timeout(CANCEL_GRACE, &mut asked).await;
+                }
+                return Err(e.into());
             }
+            self.user_recorded(text, events, was_unsaved);
+        }
+        drop(turn);
+        let mut cancelled = false;
+        let answer = match early {
+            // answered while the message was synced (its prompt can no longer be cancelled)
+            Some(r) => r,
+            None => tokio::select! {
+                r = &mut asked => r,
+                _ = cancel.cancelled() => {
+                    cancelled = true;
+                    conn.cancel(&sid);
+                    let grace = CANCEL_GRACE.as_secs();
+                    tokio::time::timeout(CANCEL_GRACE, &mut asked)
+                        .await
+                        .unwrap_or_else(|_| Err(format!("the agent did not stop within {grace}s of session/cancel")))
+                }
+            },
         };
         // every update the agent sent before its answer, handled
         conn.marker().await;
@@ -657,6 +709,20 @@ impl AcpChat {
         }
     }
 
+    /// The user's message is on disk: the chat draws it as recorded.
+    fn user_recorded(&self, text: &str, events: &mpsc::UnboundedSender<Event>, was_unsaved: bool) {
+        lock(&self.rewound_agent).take();
+        if was_unsaved {
+            let _ = events.send(Event::Saved { ok: true, error: None });
+        }
+        let _ = events.send(Event::UserRecorded { text: text.to_string() });
+    }
+
+    /// Whether the agent runs, with its session (the next turn needs no start).
+    async fn is_live(&self) -> bool {
+        self.live.lock().await.as_ref().is_some_and(|l| !l.closed.load(Ordering::SeqCst))
+    }
+
     /// `session/prompt`'s `usage`: a `usage` entry of the tokens, as ours are.
     fn record_usage(&self, usage: &Value, events: &mpsc::UnboundedSender<Event>) {
         let n = |k: &str| usage[k].as_u64().unwrap_or(0);
@@ -684,6 +750,9 @@ impl AcpChat {
         match m {
             Incoming::Update { update, .. } => self.on_update(update).await,
             Incoming::Permission { request, reply } => {
+                // logged with its answer: never before the message of the turn (held under the turn's lock until it
+                // is on disk)
+                drop(self.turn.lock().await);
                 let chat = self.clone();
                 // answered off the pump: the user may take minutes, and the agent's updates keep flowing
                 tokio::spawn(async move { chat.on_permission(request, reply).await });
@@ -886,6 +955,19 @@ fn spawn_pump(chat: Weak<AcpChat>, mut rx: mpsc::UnboundedReceiver<Incoming>, cl
             c.handle(m).await;
         }
     });
+}
+
+/// For the e2e test of a message synced while the agent answers (tests/e2e/test_acp_services.py): with
+/// `PSEUDOCLAUDE_TEST_MESSAGE_STALL` set to a path, the write of a message sent to a running agent waits, that file
+/// created, until the file is removed.
+fn stall_for_tests() {
+    if let Some(marker) = std::env::var_os("PSEUDOCLAUDE_TEST_MESSAGE_STALL") {
+        let marker = PathBuf::from(marker);
+        let _ = std::fs::write(&marker, b"stalled");
+        while marker.exists() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 /// How often at most a running call is redrawn for its terminal's output (a chatty command's every write would

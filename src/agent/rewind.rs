@@ -72,6 +72,13 @@ impl FileCheckpoints {
     /// checkpoint, in the same write and sync. A new message ends the undo of the last rewind.
     pub(crate) async fn add_user_message(&self, message: Message) -> Result<(), Unsaved> {
         let taken = self.checkpoint_before_message().await;
+        self.add_after_checkpoint(taken, message)
+    }
+
+    /// The second half of [`FileCheckpoints::add_user_message`], once the checkpoint before the message (`taken`,
+    /// by [`FileCheckpoints::checkpoint_before_message`]) is: the message and the checkpoint written and synced.
+    /// Blocking (a write and its sync).
+    pub(crate) fn add_after_checkpoint(&self, taken: Option<FilesRecord>, message: Message) -> Result<(), Unsaved> {
         self.forget_undo();
         let turn = taken.as_ref().map_or(0, |r| r.seq);
         if let Some(record) = &taken {

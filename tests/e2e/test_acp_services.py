@@ -7,7 +7,10 @@ and its answer is their results."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +169,47 @@ def test_a_terminals_output_is_drawn_as_it_is_written_and_a_chatty_one_never_sta
         wait_for(lambda: "    200000" in chat_text(nvim).split("\n"), timeout=30, what="the chatty command's end")
         wait_turns(nvim, 2, timeout=60)
     assert "chatty-done" in chat_text(nvim)
+
+
+def test_a_message_to_a_running_agent_is_synced_while_it_answers_and_nothing_of_the_answer_comes_first(
+    start_nvim: Any, workspace: Path, tmp_path: Path
+) -> None:
+    answers = tmp_path / "answers.txt"
+    first = start_nvim()
+    setup(first, env={"ACP_FS_AGENT_ANSWERS": str(answers)})
+    ask(first, workspace, [], 1)  # the agent starts; the message was logged before it did
+    log = next((workspace / ".PseudoClaude/sessions").glob("*/conversation.jsonl"))
+    logged = log.read_bytes()
+    # the next message's write is held (a test seam): the agent, running, has the prompt and answers meanwhile
+    stall = tmp_path / "stall"
+    first.lua("vim.env.PSEUDOCLAUDE_TEST_MESSAGE_STALL = ...", str(stall))
+    send(first, "[ ]")
+    wait_for(lambda: stall.exists(), what="the message's write held")
+    wait_for(lambda: answers.read_text().count("\n") == 2, what="the agent's answer sent while the message is synced")
+    time.sleep(0.3)  # whatever of the answer could go wrong has had time to
+    assert log.read_bytes() == logged, "nothing of the turn is logged before its message"
+    assert "[ ]" not in chat_text(first).split("\n"), "the message shows once it is on disk"
+    assert chat_text(first).count('"results"') == 1, "nor is the answer shown"
+    stall.unlink()
+    wait_turns(first, 2)
+    entries = log_lines(log)[len(logged.splitlines()):]
+    assert entries[0].get("role") == "user" and entries[0]["content"] == "[ ]", entries
+    assert [e["role"] for e in entries if e.get("type", "message") == "message"] == ["user", "assistant"], entries
+    assert chat_text(first).split("\n").index("[ ]") < chat_text(first).rindex('"results"'), chat_text(first)
+    # a crash while the message is synced (the agent answered): the log is as it was, or holds the message alone
+    logged = log.read_bytes()
+    send(first, "[  ]")
+    wait_for(lambda: stall.exists(), what="the message's write held again")
+    wait_for(lambda: answers.read_text().count("\n") == 3, what="the agent's answer sent")
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait(timeout=10)
+    stall.unlink()
+    assert log.read_bytes() == logged
+    second = start_nvim()
+    setup(second)
+    session = log.parent.name
+    second.lua("require('pseudoclaude').resume(...)", session)
+    report = wait_for(lambda: second.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["ok"] is True and report["notice"] == "", report
+    msgs = second.lua("return require('pseudoclaude').messages()")
+    assert [m["content"] for m in msgs if m["role"] == "user"] == ["[]", "[ ]"], msgs

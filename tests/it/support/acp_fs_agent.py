@@ -13,7 +13,8 @@ client's capabilities>, "results": [<result or {"error": message}> ...]}`, then 
 With `ACP_FS_AGENT_END` set to a path, the agent ends as Claude Code does: it keeps running when its input closes,
 and on `SIGTERM` it writes its own record of the session a moment later (as Claude Code's timer-flushed transcript
 writer does), then exits: `ACP_FS_AGENT_END` then holds `{"how": "SIGTERM", "input_closed": <its input had closed
-before>, "last_answer": <the last answer it gave>}`. A `SIGKILL` leaves the file unwritten.
+before>, "last_answer": <the last answer it gave>}`. A `SIGKILL` leaves the file unwritten. With `ACP_FS_AGENT_ANSWERS`
+set to a path, each prompt's text is appended to that file as a line when its answer has been sent.
 """
 
 import json
@@ -122,6 +123,9 @@ def main() -> None:
                 "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": answer},
             }}})
             send({"jsonrpc": "2.0", "id": mid, "result": {"stopReason": "end_turn"}})
+            if os.environ.get("ACP_FS_AGENT_ANSWERS"):  # each prompt answered, a line each (for the tests' timing)
+                with open(os.environ["ACP_FS_AGENT_ANSWERS"], "a") as f:
+                    f.write(text.replace("\n", " ") + "\n")
         elif mid is not None:
             send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"{method} not supported"}})
 
