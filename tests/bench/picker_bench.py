@@ -271,8 +271,9 @@ local function filters()
   local s = require("pseudoclaude.float").get_state()
   return s and #s.stats.filters or -1
 end
-vim.on_key(function()
-  if ks.on then
+vim.on_key(function(_, typed)
+  -- a key typed, not one fed by the picker itself (float.lua's <Plug> key that runs its prompt's handler)
+  if ks.on and typed ~= "" then
     ks.key_at, ks.filters = vim.uv.hrtime(), filters()
     ks.key_ats[#ks.key_ats + 1] = ks.key_at
   end
