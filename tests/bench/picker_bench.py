@@ -649,7 +649,8 @@ def section(results: list[dict[str, float]], rounds: int, total: float, mini: st
     if mini_ok:
         parts = [
             f"{int(r['n']):,} items: first rows in {ratio(r['rows'], r['mini_rows'])} of mini.pick's time, "
-            f"a keystroke in {ratio(r['key'], r['mini_key'])}"
+            f"a keystroke in {ratio(r['key'], r['mini_key'])} ({ratio(r['key_gc'], r['mini_key'])} to the end of the "
+            f"collector's step it defers)"
             for r in results
         ]
         verdict = "; ".join(parts) + " (same run). " + verdict
@@ -732,9 +733,11 @@ What is measured, inside Neovim with `vim.uv.hrtime()`:
   (started right after the first draw), packs them (src/bridge/rows.rs) and builds the fuzzy matcher over them there;
   the main thread then takes the packed list and applies the query, in one step ("main thread's share"), and builds
   a row only when it draws it.
-- **keystroke**: from `vim.on_key` (the key taken) to the end of the redraw that shows the new rows: Neovim inserts
-  the character in the prompt, the prompt's `TextChangedI` handler filters (narrowing: each character searches only
-  the previous matches) and puts the visible rows and the counter in their buffers (the "handler alone" row), then
+- **keystroke**: from `vim.on_key` (the key typed) to the end of the redraw that shows the new rows: Neovim inserts
+  the character in the prompt and reports the change (`nvim_buf_attach`'s `on_lines`; TextChangedI is ignored in
+  the prompt's window, so matchparen's handler does not run), the picker feeds itself a `<Plug>` key whose mapping
+  filters (narrowing: each character searches only the previous matches) and puts the visible rows and the counter
+  in their buffers (the "handler alone" row), then
   the redraw draws them with their highlights and matched characters (a decoration provider, for the visible lines
   only). Lua's collector is paused during the handler; the work it would have done for the memory the handler took
   runs in the main-loop step after that redraw (`collectgarbage("step")`): neither this row nor the CPU row counts
