@@ -414,16 +414,7 @@ function M.set_mode(mode)
     if #modes == 0 then
       return require("pseudoclaude.errors").report("pseudoclaude: this chat's agent offers no modes")
     end
-    return vim.ui.select(modes, {
-      prompt = "Mode",
-      format_item = function(m)
-        return m.name and m.name ~= m.id and (m.id .. "  " .. m.name) or m.id
-      end,
-    }, function(m)
-      if m then
-        M.set_mode(m.id)
-      end
-    end)
+    return H.select_offer(modes, "Mode", M.set_mode)
   end
   local ok, err = pcall(require("pseudoclaude.core").call, "agent_set_mode", vim.trim(mode), S.chat)
   if not ok then
@@ -820,6 +811,25 @@ function H.ensure_host()
   })
 end
 
+--- Asks which of the agent's offers (its modes, its models: `{ id, name }`) to switch to, shown as the id and, when it
+--- differs, the name; `choose(id)` gets the answer (nothing on <Esc>).
+---@param items { id: string, name: string? }[]
+---@param prompt string
+---@param choose fun(id: string)
+function H.select_offer(items, prompt, choose)
+  vim.ui.select(items, {
+    prompt = prompt,
+    format_item = function(m)
+      local name = m.name ~= vim.NIL and m.name or nil
+      return name and name ~= m.id and (m.id .. "  " .. name) or m.id
+    end,
+  }, function(m)
+    if m then
+      choose(m.id)
+    end
+  end)
+end
+
 --- `:PseudoModel` in a chat with an ACP agent: its own models, asked for by id (`vim.ui.select` without one).
 ---@param offers pseudoclaude.AgentOffers
 ---@param name string?
@@ -833,16 +843,13 @@ function H.set_agent_model(offers, name)
         )
       )
     end
-    return vim.ui.select(models.available, {
-      prompt = "Model of " .. offers.agent .. " (now " .. tostring(models.current) .. ")",
-      format_item = function(m)
-        return m.name and m.name ~= vim.NIL and m.name ~= m.id and (m.id .. "  " .. m.name) or m.id
-      end,
-    }, function(m)
-      if m then
-        H.set_agent_model(offers, m.id)
+    return H.select_offer(
+      models.available,
+      ("Model of %s (now %s)"):format(offers.agent, tostring(models.current)),
+      function(id)
+        H.set_agent_model(offers, id)
       end
-    end)
+    )
   end
   local ok, err = pcall(require("pseudoclaude.core").call, "agent_set_model", vim.trim(name), S.chat)
   if not ok then

@@ -38,6 +38,18 @@ def setup(n: Neovim, fake: FakeAnthropic, home: Path, **extra: Any) -> None:
     chat_setup(n, None, **extra)
 
 
+def claude_turn(n: Neovim, fake: FakeAnthropic, home: Path, message: str, answer: str | None = None,
+                **extra: Any) -> None:
+    """setup() (with `extra`), `:PseudoChat claude`, and one message sent and answered: `answer` pushed to the fake
+    first, when given (else what the test pushed)."""
+    if answer is not None:
+        fake.push_text(answer)
+    setup(n, fake, home, **extra)
+    n.api.command("PseudoChat claude")
+    send(n, message)
+    wait_turns(n, 1)
+
+
 def send(n: Neovim, text: str) -> None:
     """Types `text` into the current chat's input window and sends it with <C-s>, as a user does."""
     n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
@@ -166,11 +178,7 @@ def test_a_running_shell_command_is_drawn_before_it_ends_and_then_as_a_restore_d
 def test_claude_codes_own_transcript_of_a_session_we_ran_is_not_listed_a_second_time(
     nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
 ) -> None:
-    fake_anthropic.push_text("Listed once.")
-    setup(nvim, fake_anthropic, home)
-    nvim.api.command("PseudoChat claude")
-    send(nvim, "list me once")
-    wait_turns(nvim, 1)
+    claude_turn(nvim, fake_anthropic, home, "list me once", "Listed once.")
     cur = nvim.lua("return require('pseudoclaude').current()")
     agent_id = next(e["agent"]["session_id"] for e in log_lines(Path(cur["jsonl"])) if "agent" in e)
     # Claude Code keeps its own transcript of it, under the id our log's meta names (written a moment after the
@@ -273,10 +281,7 @@ def test_pseudorewind_in_a_claude_chat_puts_back_what_its_write_and_its_shell_ch
     fake.push_tools("Writing.", [("toolu_w1", "Write", {"file_path": str(workspace / "new.txt"), "content": "new\n"})])
     fake.push_tools("", [("toolu_b1", "Bash", {"command": "echo changed > kept.txt", "description": "change it"})])
     fake.push_text("Done.")
-    setup(nvim, fake, home, approve={"agents": {"claude": True}})
-    nvim.api.command("PseudoChat claude")
-    send(nvim, "hello")
-    wait_turns(nvim, 1)
+    claude_turn(nvim, fake, home, "hello", approve={"agents": {"claude": True}})
     send(nvim, "change the files")
     wait_turns(nvim, 2)
     assert (workspace / "new.txt").read_text() == "new\n"
@@ -348,11 +353,7 @@ def test_a_permission_asked_shows_the_chat_waiting_and_c_c_sends_session_cancel(
 
 
 def test_qa_leaves_no_agent_process(nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path) -> None:
-    fake_anthropic.push_text("Hello.")
-    setup(nvim, fake_anthropic, home)
-    nvim.api.command("PseudoChat claude")
-    send(nvim, "hello")
-    wait_turns(nvim, 1)
+    claude_turn(nvim, fake_anthropic, home, "hello", "Hello.")
     assert agent_pids(home), "the agent runs while its chat is open"
     try:
         nvim.api.command("qa!")
@@ -516,11 +517,7 @@ def test_a_missing_agent_command_is_one_error_naming_it(nvim: Neovim, workspace:
 def test_checkhealth_slash_commands_and_modes_of_a_running_agent(
     nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
 ) -> None:
-    fake_anthropic.push_text("Hello.")
-    setup(nvim, fake_anthropic, home)
-    nvim.api.command("PseudoChat claude")
-    send(nvim, "hello")
-    wait_turns(nvim, 1)
+    claude_turn(nvim, fake_anthropic, home, "hello", "Hello.")
     # the agent's slash commands complete after a `/` that starts the message, typed as a user does
     nvim.api.input("<Esc>ggdGi/")
     items = wait_for(lambda: nvim.lua("return vim.fn.complete_info({ 'items' }).items"), what="the completion menu")
@@ -536,6 +533,26 @@ def test_checkhealth_slash_commands_and_modes_of_a_running_agent(
     wait_for(lambda: "claude: mode plan" in chat_text(nvim), timeout=30, what="the mode's line")
     cur = nvim.lua("return require('pseudoclaude').current()")
     assert any(e.get("acp", {}).get("currentModeId") == "plan" for e in log_lines(Path(cur["jsonl"])))
+    # without a name: a picker of its modes, each shown by its id (and its name when it differs); the first one not
+    # current is picked
+    nvim.lua(
+        """
+        vim.ui.select = function(items, opts, cb)
+          local shown = {}
+          for _, it in ipairs(items) do table.insert(shown, opts.format_item(it)) end
+          vim.g.pc_select = { prompt = opts.prompt, shown = shown }
+          for _, it in ipairs(items) do
+            if it.id ~= 'plan' then vim.g.pc_picked = it.id return vim.schedule(function() cb(it) end) end
+          end
+        end
+        """
+    )
+    nvim.api.command("PseudoMode")
+    picked = nvim.lua("return vim.g.pc_picked")
+    wait_for(lambda: f"claude: mode {picked}" in chat_text(nvim), timeout=30, what="the picked mode's line")
+    select = nvim.lua("return vim.g.pc_select")
+    assert select["prompt"] == "Mode" and len(select["shown"]) == len(modes), select
+    assert [s.split("  ")[0] for s in select["shown"]] == modes, select
     # :checkhealth lists the agents: found or not, and the version the running one reported
     health = "\n".join(nvim.lua("vim.cmd('checkhealth pseudoclaude') "
                                 "return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
@@ -553,10 +570,7 @@ def test_a_plan_is_one_plain_line_and_a_slash_in_our_own_chat_is_only_a_slash(
         {"content": "read it", "status": "completed", "activeForm": "Reading it"},
         {"content": "write it", "status": "pending", "activeForm": "Writing it"}]})])
     fake.push_text("Planned.")
-    setup(nvim, fake, home, approve={"agents": {"claude": True}})
-    nvim.api.command("PseudoChat claude")
-    send(nvim, "plan it")
-    wait_turns(nvim, 1)
+    claude_turn(nvim, fake, home, "plan it", approve={"agents": {"claude": True}})
     text = chat_text(nvim)
     assert "plan: [x] read it; [ ] write it" in text.split("\n"), text
     assert "⚠ plan" not in text, text
@@ -597,6 +611,15 @@ def test_pseudomodel_in_a_claude_chat_lists_and_switches_the_agents_own_models(
     assert other in nvim.lua("return vim.fn.getcompletion('PseudoModel ', 'cmdline')")
     nvim.api.command(f"PseudoModel {other}")
     wait_for(lambda: f"claude: model {other}" in chat_text(nvim), timeout=30, what="the model's line")
+    assert nvim.lua("return require('pseudoclaude.chat').offers().models.current") == other
+    # without a name: a picker of the agent's models (left with <Esc>: nothing changes)
+    nvim.lua("vim.ui.select = function(items, opts, cb) local shown = {} "
+             "for _, it in ipairs(items) do table.insert(shown, opts.format_item(it)) end "
+             "vim.g.pc_select = { prompt = opts.prompt, shown = shown } cb(nil) end")
+    nvim.api.command("PseudoModel")
+    select = nvim.lua("return vim.g.pc_select")
+    assert select["prompt"] == f"Model of claude (now {other})", select
+    assert [s.split("  ")[0] for s in select["shown"]] == ids, select
     assert nvim.lua("return require('pseudoclaude.chat').offers().models.current") == other
     cur = nvim.lua("return require('pseudoclaude').current()")
     changes = [e["acp"] for e in log_lines(Path(cur["jsonl"]))

@@ -20,6 +20,7 @@ import pytest
 
 from acp_client import AcpClient, AcpError
 from acp_rig import ROOT, claude_agent_command, claude_env, fake_anthropic  # noqa: F401 - a fixture
+from conftest import wait_for
 from fake_llm import FakeAnthropic
 
 THOUGHT = "The user wants a file and a command."
@@ -94,8 +95,10 @@ def test_a_turn_writes_a_file_and_runs_a_command_after_asking_and_another_proces
     assert [r["tool_use_id"] for r in results] == ["toolu_write1", "toolu_bash1"]
     assert "hello.txt" in json.dumps(results[1]["content"])
 
-    # the agent's own store, then a second process replaying the session from it
-    stored = list((home / ".claude" / "projects").glob(f"*/{sid}.jsonl"))
+    # the agent's own store (Claude Code writes it on a timer, a moment after the answer), then a second process
+    # replaying the session from it
+    stored = wait_for(lambda: list((home / ".claude" / "projects").glob(f"*/{sid}.jsonl")), timeout=30,
+                      what="Claude Code's transcript of the session")
     assert len(stored) == 1, list((home / ".claude").rglob("*.jsonl"))
     with AcpClient(claude_agent_command(), env=env, cwd=str(workspace)) as c2:
         c2.initialize()
