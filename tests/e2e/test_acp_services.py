@@ -176,7 +176,7 @@ def test_a_message_to_a_running_agent_is_synced_while_it_answers_and_nothing_of_
 ) -> None:
     answers = tmp_path / "answers.txt"
     first = start_nvim()
-    setup(first, env={"ACP_FS_AGENT_ANSWERS": str(answers)})
+    setup(first, env={"ACP_FS_AGENT_ANSWERS": str(answers)}, approve={"agents": {"fs": True}})
     ask(first, workspace, [], 1)  # the agent starts; the message was logged before it did
     log = next((workspace / ".PseudoClaude/sessions").glob("*/conversation.jsonl"))
     logged = log.read_bytes()
@@ -196,11 +196,25 @@ def test_a_message_to_a_running_agent_is_synced_while_it_answers_and_nothing_of_
     assert entries[0].get("role") == "user" and entries[0]["content"] == "[ ]", entries
     assert [e["role"] for e in entries if e.get("type", "message") == "message"] == ["user", "assistant"], entries
     assert chat_text(first).split("\n").index("[ ]") < chat_text(first).rindex('"results"'), chat_text(first)
+    # a permission the agent asks meanwhile (answered by approve.agents, logged with its answer) waits for it too
+    logged = log.read_bytes()
+    ask_permission = {"method": "session/request_permission", "params": {
+        "toolCall": {"toolCallId": "p1", "title": "may I"},
+        "options": [{"optionId": "yes", "name": "Allow", "kind": "allow_once"}]}}
+    send(first, json.dumps([ask_permission]))
+    wait_for(lambda: stall.exists(), what="the message's write held")
+    time.sleep(0.5)
+    assert log.read_bytes() == logged, "the permission is not logged before the message"
+    stall.unlink()
+    wait_turns(first, 3)
+    entries = log_lines(log)[len(logged.splitlines()):]
+    kinds = ["permission" if "permission" in e.get("acp", {}) else e.get("role") for e in entries]
+    assert kinds.index("user") < kinds.index("permission"), entries
     # a crash while the message is synced (the agent answered): the log is as it was, or holds the message alone
     logged = log.read_bytes()
     send(first, "[  ]")
     wait_for(lambda: stall.exists(), what="the message's write held again")
-    wait_for(lambda: answers.read_text().count("\n") == 3, what="the agent's answer sent")
+    wait_for(lambda: answers.read_text().count("\n") == 4, what="the agent's answer sent")
     os.kill(first.proc.pid, signal.SIGKILL)
     first.proc.wait(timeout=10)
     stall.unlink()
@@ -212,4 +226,4 @@ def test_a_message_to_a_running_agent_is_synced_while_it_answers_and_nothing_of_
     report = wait_for(lambda: second.lua("return vim.g.pc_resumed"), what="the resume")
     assert report["ok"] is True and report["notice"] == "", report
     msgs = second.lua("return require('pseudoclaude').messages()")
-    assert [m["content"] for m in msgs if m["role"] == "user"] == ["[]", "[ ]"], msgs
+    assert [m["content"] for m in msgs if m["role"] == "user"] == ["[]", "[ ]", json.dumps([ask_permission])], msgs
