@@ -407,6 +407,48 @@ def test_an_agent_killed_mid_turn_is_one_line_keeps_the_partial_answer_and_the_n
     assert "session/load" in text and "Back." in text, text
 
 
+def test_the_editor_killed_mid_answer_keeps_what_had_streamed_and_the_session_resumes_and_goes_on(
+    start_nvim: Any, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    fake.push_text(" ".join(f"w{i:03d}" for i in range(400)), delay=0.02)
+    first = start_nvim()
+    setup(first, fake, home, agent="claude")
+    first.api.command("PseudoChat")
+    send(first, "stream a long answer")
+    wait_for(lambda: "w060" in chat_text(first), timeout=90, what="the answer streaming")
+    log = Path(first.lua("return require('pseudoclaude').current()")["jsonl"])
+    # kill -9 of the editor: what had streamed (checkpointed as ours is) is in the log
+    os.kill(first.proc.pid, signal.SIGKILL)
+    first.proc.wait(timeout=10)
+    # the agent notices its input closed; end it as a stale process would be ended, so it cannot answer later
+    for pid in agent_pids(home):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    streamed = "".join(str(e.get("content", "")) for e in log_lines(log)
+                       if e.get("type") == "checkpoint" or e.get("role") == "assistant")
+    assert "w000 w001" in streamed and "w040" in streamed, log.read_text()[-2000:]
+    second = start_nvim()
+    setup(second, fake, home)
+    second.lua("require('pseudoclaude').resume(...)", log.parent.name)
+    report = wait_for(lambda: second.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["ok"] is True, report
+    msgs = second.lua("return require('pseudoclaude').messages()")
+    assert [m["role"] for m in msgs] == ["user", "assistant"], msgs
+    assert msgs[1]["content"].startswith("w000 w001") and "w040" in msgs[1]["content"], msgs
+    assert "w040" in chat_text(second)
+    # the next message starts the agent again, which goes on in the same session of ours
+    fake.push_text("Back again.")
+    second.api.command("PseudoChat")
+    send(second, "are you there?")
+    wait_turns(second, 1)
+    assert "Back again." in chat_text(second), chat_text(second)
+    msgs = second.lua("return require('pseudoclaude').messages()")
+    assert [m["content"] for m in msgs][-2:] == ["are you there?", "Back again."], msgs
+
+
 def floats_text(n: Neovim) -> str:
     """The text of every floating window (the picker's)."""
     return n.lua(
