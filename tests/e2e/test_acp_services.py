@@ -227,3 +227,36 @@ def test_a_message_to_a_running_agent_is_synced_while_it_answers_and_nothing_of_
     assert report["ok"] is True and report["notice"] == "", report
     msgs = second.lua("return require('pseudoclaude').messages()")
     assert [m["content"] for m in msgs if m["role"] == "user"] == ["[]", "[ ]", json.dumps([ask_permission])], msgs
+
+
+def test_an_agent_offering_resume_not_load_resumes_its_session_and_a_stale_one_gets_the_reminder(
+    start_nvim: Any, workspace: Path, tmp_path: Path
+) -> None:
+    calls, answers = tmp_path / "calls.txt", tmp_path / "answers.txt"
+    env = {"ACP_FS_AGENT_RESUME": str(calls), "ACP_FS_AGENT_ANSWERS": str(answers)}
+    first = start_nvim()
+    setup(first, env=env, stale_after_hours=0.0003)  # about a second
+    ask(first, workspace, [], 1)
+    session = first.lua("return require('pseudoclaude').current()")["id"]
+    try:
+        first.api.command("qa!")
+    except Exception:
+        pass
+    first.proc.wait(timeout=20)
+    assert calls.read_text().split() == ["initialize", "session/new", "session/prompt"]
+    time.sleep(1.5)
+    second = start_nvim()
+    agents = {"fs": {"command": "python3", "args": [str(SCRIPT)], "env": env}}
+    chat_setup(second, None, agents=agents, stale_after_hours=0.0003)
+    second.lua("require('pseudoclaude').resume(...)", session)
+    report = wait_for(lambda: second.lua("return vim.g.pc_resumed"), what="the resume")
+    assert report["ok"] is True and report["stale_seconds"] > 1, report
+    second.api.command("PseudoChat")
+    send(second, "[]")
+    wait_turns(second, 1, timeout=60)
+    # neither session/load (not offered) nor a new session: the agent resumed its own
+    assert calls.read_text().split()[3:] == ["initialize", "session/resume", "session/prompt"], calls.read_text()
+    assert "session/resume: the agent resumed its own session" in chat_text(second), chat_text(second)
+    # the stale reminder went with the message, before it, as ours does
+    last = answers.read_text().splitlines()[-1]
+    assert "This conversation was resumed" in last and last.endswith("[]"), last

@@ -15,6 +15,10 @@ and on `SIGTERM` it writes its own record of the session a moment later (as Clau
 writer does), then exits: `ACP_FS_AGENT_END` then holds `{"how": "SIGTERM", "input_closed": <its input had closed
 before>, "last_answer": <the last answer it gave>}`. A `SIGKILL` leaves the file unwritten. With `ACP_FS_AGENT_ANSWERS`
 set to a path, each prompt's text is appended to that file as a line when its answer has been sent.
+
+With `ACP_FS_AGENT_RESUME` set to a path, the agent offers `session/resume` (not `session/load`) and appends each
+method it is called with to that file, a line each. A prompt whose text is not JSON as a whole (a reminder or a
+transcript before the message) is read from its last line.
 """
 
 import json
@@ -24,6 +28,7 @@ import sys
 import time
 
 END = os.environ.get("ACP_FS_AGENT_END")
+RESUME = os.environ.get("ACP_FS_AGENT_RESUME")
 last_answer = ""
 input_closed = False
 
@@ -88,18 +93,29 @@ def main() -> None:
     while True:
         msg = read()
         method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if RESUME and method:
+            with open(RESUME, "a") as f:
+                f.write(method + "\n")
         if method == "initialize":
             caps = params.get("clientCapabilities", {})
+            agent_caps = {"sessionCapabilities": {"resume": {}}} if RESUME else {}
             send({"jsonrpc": "2.0", "id": mid, "result": {
-                "protocolVersion": 1, "agentCapabilities": {}, "agentInfo": {"name": "fs-agent", "version": "1.0"},
+                "protocolVersion": 1, "agentCapabilities": agent_caps,
+                "agentInfo": {"name": "fs-agent", "version": "1.0"},
             }})
         elif method == "session/new":
             send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "s1"}})
+        elif method == "session/resume" and RESUME:
+            send({"jsonrpc": "2.0", "id": mid, "result": {}})
         elif method == "session/prompt":
             text = "".join(b.get("text", "") for b in params.get("prompt", []))
             results: list[dict] = []
             shown: set[str] = set()
-            for r in json.loads(text):
+            try:
+                requests = json.loads(text)
+            except json.JSONDecodeError:
+                requests = json.loads(text.rsplit("\n", 1)[-1])
+            for r in requests:
                 params = {k: terminal_of(results, v) for k, v in r["params"].items()}
                 if r["method"] == "sleep":  # not a request: time for a command to start
                     time.sleep(params["seconds"])
