@@ -452,6 +452,19 @@ fn deliver() {
         }));
         if !last && keep.is_ok() {
             CALLBACKS.with(|c| c.borrow_mut().insert(ticket, waiting));
+        } else {
+            waiting.release();
+        }
+    }
+}
+
+impl Waiting {
+    /// Drops the callback's reference in Lua's registry: an nvim-oxi `Function` dropped keeps it (and with it the
+    /// closure and all it holds: a picker's whole state, its list and its matcher, for each `:PseudoResume`).
+    fn release(self) {
+        match self {
+            Waiting::Once(callback) => callback.remove_from_lua_registry(),
+            Waiting::Stream(callback, _) => callback.remove_from_lua_registry(),
         }
     }
 }
