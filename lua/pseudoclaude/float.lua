@@ -38,6 +38,9 @@ local H = {}
 ---@field filters {query: string, ms: number, cpu_ms: number, matches: integer, collected_at: integer?}[] one per query
 --- change: filter + draw of the rows; `collected_at`: the collector's step for its memory done (after the redraw)
 ---@field previews {id: string, ms: number}[] one per preview drawn: load + render + draw
+---@field rows_made integer? rows the draws of the list made so far (not found made: float/rows.lua)
+---@field ahead_done integer? items whose rows were made ahead, in idle time, once that is over (float/rows.lua)
+---@field ahead_at integer? when that was over
 
 ---@class pseudoclaude.float.State
 ---@field top_items pseudoclaude.SessionInfo[] The first list (`limit = max_items`).
@@ -59,6 +62,7 @@ local H = {}
 ---@field wins {prompt: integer, results: integer, preview: integer?}
 ---@field bufs {prompt: integer, results: integer, preview: integer?}
 ---@field row_cache table<table, table>? Each item's row as float/render.lua made it last (weak keys).
+---@field ahead integer? The width the rows are being (or were) made ahead for (float/rows.lua).
 ---@field drawn {buf: integer, lines: string[], hls: table[][], tick: integer}? The results as float/rows.lua drew them.
 ---@field origin_win integer
 ---@field augroup integer

@@ -10,6 +10,8 @@ headless Neovim (200x50) measures, over several rounds:
   preview   `:PseudoResume` until the first preview is drawn (the above plus loading and rendering one session)
   full list the full list, read on a background thread from the first draw on, in place for filtering; and the
             main thread's share of it (decoding it, preparing the matcher, applying the query)
+  ahead     the rows of the list's first 2,000 sessions made in idle time after the full list (float/rows.lua);
+            the keystrokes are typed once that is done, as a person starts typing well after the picker shows
   keystroke one typed character: filter the sessions, draw the visible rows and their match highlights
             (median of the 5 characters of "parse", and the first one, which searches the most sessions)
   +preview  the preview redrawn after a keystroke (loading the top match's session)
@@ -66,6 +68,7 @@ from conftest import NVIM, Neovim  # noqa: E402
 from session_files import chat, session_dir, session_id, write_session  # noqa: E402
 
 QUERY = "parse"
+AHEAD = 2000  # float/rows.lua M.AHEAD
 
 VERBS = ["fix", "refactor", "explain", "add tests for", "speed up", "document", "review", "debug", "port", "clean up"]
 THINGS = [
@@ -129,7 +132,9 @@ STATS = """
 local s = require("pseudoclaude.float").get_state()
 if not s then return vim.NIL end
 return { full = s.full, full_ms = s.full and (s.stats.full_at - s.stats.opened_at) / 1e6 or vim.NIL,
-         full_apply = s.stats.full_apply_ms or vim.NIL, filters = s.stats.filters, previews = s.stats.previews,
+         full_apply = s.stats.full_apply_ms or vim.NIL,
+         ahead_ms = s.stats.ahead_at and (s.stats.ahead_at - s.stats.opened_at) / 1e6 or vim.NIL,
+         filters = s.stats.filters, previews = s.stats.previews,
          query = s.query, count = #s.matches, items = s.count, preview_id = s.preview_id,
          selected = (require("pseudoclaude.float").selected() or {}).id }
 """
@@ -451,12 +456,18 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             mini_round(nv)  # warm-up, not counted (ours had its cold open above)
 
         res: dict[str, list[float]] = {
-            k: [] for k in ("rows", "own", "preview", "full", "full_apply", "key", "key1", "key_gc", "key_handler",
-                            "key_cpu", "kpreview")
+            k: []
+            for k in ("rows", "own", "preview", "full", "full_apply", "ahead", "key", "key1", "key_gc", "key_handler",
+                      "key_cpu", "kpreview")
         }
         mres: dict[str, list[float]] = {"mini_rows": [], "mini_key": [], "mini_key1": []}
         mini_matches = None
+        # each side starts its round on a collected heap: what the other left (ours keeps its rows made ahead until
+        # it closes, then they are garbage) is not swept during its keystrokes
+        # (the hooks drop their reference to our closed picker first)
+        collect = "_G.bench_keys.rows_state = nil collectgarbage('collect')"
         for _ in range(rounds):
+            nv.lua(collect)
             nv.lua(OPEN)
             o = wait_for(lambda: nv.lua(ROWS_AT))
             res["rows"].append(o["rows"])
@@ -464,6 +475,10 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             res["own"].append(o["rows"] - o["list"])
             s = wait_for(lambda: (x := nv.lua(STATS)) and x["full"] and x, timeout=300)
             res["full"].append(s["full_ms"])
+            # a person starts typing well after the picker is on the screen: the rows it makes ahead, in idle time,
+            # are made by then (float/rows.lua H.ahead); timed apart
+            s = wait_for(lambda: (x := nv.lua(STATS)) and x.get("ahead_ms") and x, timeout=300)
+            res["ahead"].append(s["ahead_ms"])
             res["full_apply"].append(s["full_apply"])
             nv.lua("_G.bench_keys.on, _G.bench_keys.keys, _G.bench_keys.key_ats = true, {}, {}")
             for k, ch in enumerate(QUERY, 1):
@@ -493,6 +508,7 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
             nv.api.input("<Esc>")
             wait_for(lambda: nv.lua(STATS) is None)
             if mini:  # same round, right after ours
+                nv.lua(collect)
                 m = mini_round(nv)
                 mres["mini_rows"].append(m["rows"])
                 mres["mini_key"].extend(m["keys"])
@@ -542,6 +558,8 @@ def table(results: list[dict[str, float]]) -> str:
         ("… of which the picker's own (all but waiting for `list_async({ limit = 9 })`)", "own"),
         ("`:PseudoResume` → first preview drawn", "preview"),
         ("full list in place for filtering, read in the background (from `:PseudoResume`)", "full"),
+        (f"rows of the list's first {AHEAD:,} sessions made ahead, in idle time, steps of at most 0.5 ms (from "
+         "`:PseudoResume`; the keystrokes below are typed after)", "ahead"),
         ("`sessions.list_async()` (not the picker's): rows built from the packed list, slowest main-loop step "
          "(2,000 a step)", "decode"),
         ("main thread's share: the packed list and the core's matcher taken, query applied, rows drawn (one step)",
@@ -680,7 +698,9 @@ def section(results: list[dict[str, float]], rounds: int, total: float, mini: st
             (its `getcharstr()` took the key, sent with `nvim_input()`) to the end of the first redraw after its rows changed
             (it then draws the same rows once more before waiting for the next key: not counted); a redraw while it
             is still matching (in a coroutine, 10 ms slices) is not counted either. The bench polls it only once it
-            has had time to draw (its RPC requests are served whenever mini.pick yields to the event loop)."""
+            has had time to draw (its RPC requests are served whenever mini.pick yields to the event loop). Each
+            side's round starts on a collected heap (`collectgarbage('collect')`: what the other left is not swept
+            during its keystrokes); ours is typed into once the rows it makes ahead in idle time are made."""
         )
         tele = para(
             """telescope: its default `generic_sorter` (`sorters.get_fzy_sorter()`, telescope.nvim and plenary.nvim

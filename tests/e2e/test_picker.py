@@ -228,6 +228,47 @@ def test_rows_drawn_line_by_line_are_the_rows_drawn_whole(nv, ws12):
         assert got["marks"] == (1 if matched else 0), got  # the selection's: the rows' highlights are only drawn
 
 
+def test_rows_are_made_ahead_in_idle_time_so_a_keystroke_makes_none(nv, ws12):
+    """Once the full list is in place, the rows of its first sessions are made in idle time (float/rows.lua
+    `H.ahead`), in the layout of the rows on the screen: typing a query that brings sessions not shown before into
+    view ("task 1") makes no row, and the rows drawn are those of a redraw from scratch. Without it (`M.AHEAD = 0`)
+    the same keys make rows."""
+    nv.api.command("set lines=16")  # fewer rows shown than sessions
+    distinct_highlights(nv)
+    made = "return require('pseudoclaude.float').get_state().stats.rows_made"
+    for ahead in (2000, 0):
+        nv.lua(f"require('pseudoclaude.float.rows').AHEAD = {ahead}")
+        s = open_picker(nv)
+        assert len(s["results"]["lines"]) < 12
+        wait_for(lambda: nv.lua("return require('pseudoclaude.float').get_state().stats.ahead_done") == min(12, ahead),
+                 what="the rows made ahead")
+        before = nv.lua(made)
+        got = type_keys(nv, "task 1", "task 1")
+        assert titles(got["results"]["lines"]) == ["task 11", "task 10", "task 1"]
+        if ahead:
+            assert nv.lua(made) == before
+            shown = drawn(nv)
+            nv.lua("local s = require('pseudoclaude.float').get_state() s.drawn, s.row_cache = nil, nil s:draw_rows()")
+            assert shown == drawn(nv)
+        else:
+            assert nv.lua(made) > before
+        nv.api.input("<Esc>")
+        wait_for(lambda: state(nv) is None, what="the picker to close")
+
+
+def test_a_closed_picker_is_garbage(nv, ws12):
+    """The Lua callbacks of the picker's background reads (first rows, full list, previews) are released from Lua's
+    registry once called (bridge/jobs.rs `Waiting::release`): a closed picker, with its list, its rows and its
+    matcher, is collected, not kept for the rest of the session."""
+    open_picker(nv)
+    type_keys(nv, "task", "task")
+    nv.lua("_G.picker_weak = setmetatable({ s = require('pseudoclaude.float').get_state() }, { __mode = 'v' })")
+    nv.api.input("<Esc>")
+    wait_for(lambda: state(nv) is None, what="the picker to close")
+    collected = "collectgarbage('collect') return _G.picker_weak.s == nil"
+    wait_for(lambda: nv.lua(collected), what="the closed picker collected")
+
+
 def test_the_collector_runs_again_after_each_keystroke_even_one_that_fails(nv, ws12):
     """A keystroke is handled with Lua's collector paused (float.lua `between_collections`): it must run again after
     it, a failing one included."""

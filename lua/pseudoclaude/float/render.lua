@@ -126,6 +126,7 @@ end
 ---@param cache table<table, table>?
 ---@return string[] lines
 ---@return pseudoclaude.float.Row[] rows
+---@return integer made How many rows were made (not found in `cache`).
 function M.rows(items, width, now, columns, cache)
   local live = M.live()
   local counts, costs = {}, {}
@@ -172,6 +173,7 @@ function M.rows(items, width, now, columns, cache)
   -- a keystroke renders the rows it brings into view: each is built with as few tables and strings as it takes
   -- (the collector's work at a keystroke grows with what it allocates), its highlights shared between rows
   local hl = H.highlighter(cache)
+  local made = 0
   for k, item in ipairs(items) do
     local chat = live[item.id]
     local kept = cache and cache[item]
@@ -179,6 +181,7 @@ function M.rows(items, width, now, columns, cache)
       lines[k], rows[k] = kept.line, kept.row
       goto next
     end
+    made = made + 1
     local marker = chat and M.LIVE_MARKER
       or item.held_by and M.HELD_MARKER
       or item.damaged and M.DAMAGED_MARKER
@@ -267,7 +270,7 @@ function M.rows(items, width, now, columns, cache)
     end
     ::next::
   end
-  return lines, rows
+  return lines, rows, made
 end
 
 --- A function making a highlight `{start_col, end_col, group}`: with `cache`, the same table for the same three
