@@ -429,7 +429,8 @@ def test_the_editor_killed_mid_answer_keeps_what_had_streamed_and_the_session_re
             pass
     streamed = "".join(str(e.get("content", "")) for e in log_lines(log)
                        if e.get("type") == "checkpoint" or e.get("role") == "assistant")
-    assert "w000 w001" in streamed and "w040" in streamed, log.read_text()[-2000:]
+    # checkpointed at least twice a second: under load the last one may be some words behind what was drawn
+    assert streamed.startswith("w000 w001") and "w010" in streamed, log.read_text()[-2000:]
     second = start_nvim()
     setup(second, fake, home)
     second.lua("require('pseudoclaude').resume(...)", log.parent.name)
@@ -437,8 +438,8 @@ def test_the_editor_killed_mid_answer_keeps_what_had_streamed_and_the_session_re
     assert report["ok"] is True, report
     msgs = second.lua("return require('pseudoclaude').messages()")
     assert [m["role"] for m in msgs] == ["user", "assistant"], msgs
-    assert msgs[1]["content"].startswith("w000 w001") and "w040" in msgs[1]["content"], msgs
-    assert "w040" in chat_text(second)
+    assert msgs[1]["content"].startswith(streamed.strip()), (msgs, streamed)
+    assert "w010" in chat_text(second)
     # the next message starts the agent again, which goes on in the same session of ours
     fake.push_text("Back again.")
     second.api.command("PseudoChat")
