@@ -34,7 +34,7 @@ use super::terminal::Terminals;
 use crate::agent::checkpoint::Checkpoints;
 use crate::agent::rewind::FileCheckpoints;
 use crate::agent::runner::{Stop, report_stop};
-use crate::agent::{Cancel, Event, SessionLog};
+use crate::agent::{Cancel, Event, SessionLog, lock};
 use crate::conversation::{Conversation, Unsaved};
 use crate::message::{Message, Role, Thinking, ToolCall, now};
 use crate::rewind::calls::Begun;
@@ -1338,10 +1338,6 @@ fn first_line(s: &str) -> &str {
 
 fn writer_options(config: &ChatConfig) -> WriterOptions {
     WriterOptions { model: config.name.clone(), spill_threshold: config.spill_threshold }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

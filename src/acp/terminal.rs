@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::agent::lock;
 use crate::tools::{Exit, Tools};
 
 /// The output kept for the agent when it names no limit.
@@ -268,10 +269,6 @@ fn quote(s: &str) -> String {
         return s.to_string();
     }
     format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

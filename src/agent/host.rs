@@ -533,29 +533,13 @@ impl Host {
                 )));
             }
         };
-        match lock(&self.outbox.buffer_checks).remove(&id) {
-            Some((_, tx)) => {
-                let _ = tx.send(state);
-                Ok(())
-            }
-            None => Err(HostError::Refused(format!(
-                "no pending buffer check {id} (it timed out, or the turn was cancelled)"
-            ))),
-        }
+        answer(&self.outbox.buffer_checks, id, state, "buffer check")
     }
 
     /// Answers a buffer read ([`BufferReadAsk`]): the buffer's text, or `None` when no loaded
     /// buffer holds the file.
     pub fn buffer_text(&self, id: u64, text: Option<String>) -> HostResult<()> {
-        match lock(&self.outbox.buffer_reads).remove(&id) {
-            Some((_, tx)) => {
-                let _ = tx.send(text);
-                Ok(())
-            }
-            None => Err(HostError::Refused(format!(
-                "no pending buffer read {id} (it timed out, or the turn was cancelled)"
-            ))),
-        }
+        answer(&self.outbox.buffer_reads, id, text, "buffer read")
     }
 
     /// Answers an approval prompt: `yes`, `no` or `always`.
@@ -932,6 +916,16 @@ fn report(id: &str, messages: usize, resumed: &Resumed) -> ResumeReport {
     }
 }
 
+/// Answers the editor's question `id` of a kind (`what`, for the error) that waits in `pending`.
+fn answer<T>(pending: &super::outbox::Waiting<T>, id: u64, value: T, what: &str) -> HostResult<()> {
+    match lock(pending).remove(&id) {
+        Some((_, tx)) => {
+            let _ = tx.send(value);
+            Ok(())
+        }
+        None => Err(HostError::Refused(format!("no pending {what} {id} (it timed out, or the turn was cancelled)"))),
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
