@@ -415,6 +415,7 @@ end
 ---@param s pseudoclaude.float.State
 function H.open_windows(s)
   local layout = H.layout()
+  local winhighlight = H.winhighlight(layout)
   for _, name in ipairs({ "results", "preview", "prompt" }) do
     local cfg = layout[name]
     if cfg then
@@ -425,8 +426,8 @@ function H.open_windows(s)
       local win = api.nvim_open_win(buf, name == "prompt", cfg)
       s.wins[name] = win
       local wo = vim.wo[win]
-      wo.winhighlight =
-        "NormalFloat:PseudoClaudePickerNormal,FloatBorder:PseudoClaudePickerBorder,FloatTitle:PseudoClaudePickerTitle"
+      -- also drops the "EndOfBuffer:" of style "minimal": its 'fillchars' eob:" " already hides the region's "~"
+      wo.winhighlight = winhighlight
       wo.wrap = name == "preview"
       wo.linebreak = name == "preview"
       wo.breakindent = name == "preview"
@@ -444,6 +445,9 @@ function H.open_windows(s)
       end
       if name ~= "prompt" then
         vim.bo[buf].modifiable = false
+        -- no undo history: each keystroke replaces the rows, which Neovim would otherwise copy and keep until the
+        -- picker closes (~0.04 ms a keystroke, picker_bench)
+        vim.bo[buf].undolevels = -1
       end
     end
   end
@@ -459,6 +463,23 @@ function H.open_windows(s)
     virt_text_pos = "inline",
     right_gravity = false,
   })
+end
+
+--- The 'winhighlight' the picker's windows need: none unless the user changed PseudoClaudePickerNormal (or a border
+--- style we do not know is drawn), since a window's 'winhighlight' costs every redraw of the screen (float/layout.lua
+--- BORDERS); the borders and titles carry their groups themselves.
+---@param layout pseudoclaude.float.Layout
+---@return string
+function H.winhighlight(layout)
+  local parts = {}
+  -- a group that links to another is drawn as that one, whatever else it holds
+  if api.nvim_get_hl(0, { name = "PseudoClaudePickerNormal", link = true }).link ~= "NormalFloat" then
+    parts[#parts + 1] = "NormalFloat:PseudoClaudePickerNormal"
+  end
+  if type(layout.prompt.border) == "string" then
+    parts[#parts + 1] = "FloatBorder:PseudoClaudePickerBorder,FloatTitle:PseudoClaudePickerTitle"
+  end
+  return table.concat(parts, ",")
 end
 
 ---@return pseudoclaude.float.Layout

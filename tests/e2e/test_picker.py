@@ -52,7 +52,8 @@ def open_picker(nvim, full: bool = True) -> dict[str, Any]:
     nvim.api.input(":PseudoResume<CR>")
     return wait_for(
         lambda: (s := state(nvim)) and s["top_items"] > 0
-        and (not full or (s["full"] and s["preview_id"] == s["selected"])) and s,
+        and (not full or (s["full"] and s.get("preview_id") is not None and s["preview_id"] == s.get("selected")))
+        and s,
         what="the picker to open with its first rows",
     )
 
@@ -678,6 +679,76 @@ def test_highlight_groups_are_default_links(nv):
     assert "PseudoClaudeHeader" in names
     nv.api.command("colorscheme default")  # clears the links; they come back
     assert nv.lua("return vim.api.nvim_get_hl(0, { name = 'PseudoClaudePickerSelection' }).link") == "Visual"
+
+
+# The picker's windows as the screen draws them: each grid whose top-left cell is a border corner, with the groups
+# of its corner, of the first cell of its title and of a cell inside it (the group names the screen reports).
+PICKER_CELLS = """
+vim.cmd("redraw")
+local api = vim.api
+local out = {}
+for g = 2, 100 do
+  local ok, corner = pcall(api.nvim__inspect_cell, g, 0, 0)
+  if ok and corner[1] == "╭" then
+    local function names(cell)
+      local t = {}
+      for _, h in ipairs(cell[3] or {}) do t[#t + 1] = h.hi_name end
+      return t
+    end
+    local title
+    for col = 1, 200 do
+      local okc, cell = pcall(api.nvim__inspect_cell, g, 0, col)
+      if not okc then break end
+      if cell[1] ~= "─" and cell[1] ~= " " and cell[1] ~= "╮" then
+        title = { text = cell[1], names = names(cell) }
+        break
+      end
+    end
+    local inner -- the first cell inside not drawn as the selection
+    for row = 1, 5 do
+      local okc, cell = pcall(api.nvim__inspect_cell, g, row, 1)
+      if okc and not vim.tbl_contains(names(cell), "Visual") then
+        inner = cell
+        break
+      end
+    end
+    out[#out + 1] = { corner = names(corner), title = title, inner_bg = inner[2].background or vim.NIL }
+  end
+end
+local s = require("pseudoclaude.float").get_state()
+local wh = {}
+for name, win in pairs(s.wins) do wh[name] = vim.wo[win].winhighlight end
+return { windows = out, winhighlight = wh }
+"""
+
+
+def test_borders_and_titles_carry_their_groups_and_winhighlight_is_set_only_for_a_changed_normal(nv):
+    """A window's 'winhighlight' costs every redraw of the screen (a keystroke: ~0.15 ms, picker_bench), so the
+    picker's borders and titles carry PseudoClaudePickerBorder/Title themselves and 'winhighlight' maps NormalFloat to
+    PseudoClaudePickerNormal only when the user changed that group from its default link."""
+    nv.lua(
+        "vim.api.nvim_set_hl(0, 'PseudoClaudePickerBorder', { fg = 0x100001 })"
+        " vim.api.nvim_set_hl(0, 'PseudoClaudePickerTitle', { fg = 0x100002 })"
+        " vim.api.nvim_set_hl(0, 'NormalFloat', { bg = 0x203040 })"
+        " vim.api.nvim__inspect_cell(1, 0, 0) vim.cmd('redraw!')"  # see conftest DISTINCT_HIGHLIGHTS
+    )
+    open_picker(nv)
+    got = nv.lua(PICKER_CELLS)
+    assert got["winhighlight"] == {"prompt": "", "results": "", "preview": ""}
+    assert len(got["windows"]) == 3, got
+    for w in got["windows"]:
+        assert w["corner"] == ["PseudoClaudePickerBorder"], w
+        assert w["title"]["names"] == ["PseudoClaudePickerTitle"], w
+        assert w["inner_bg"] == 0x203040, w  # NormalFloat, which PseudoClaudePickerNormal links to
+    nv.api.input("<Esc>")
+    wait_for(lambda: state(nv) is None, what="the picker to close")
+
+    nv.api.command("highlight PseudoClaudePickerNormal guibg=#102030")
+    open_picker(nv)
+    got = nv.lua(PICKER_CELLS)
+    assert set(got["winhighlight"].values()) == {"NormalFloat:PseudoClaudePickerNormal"}
+    assert [w["inner_bg"] for w in got["windows"]] == [0x102030] * 3, got
+    assert all(w["corner"] == ["PseudoClaudePickerBorder"] for w in got["windows"]), got
 
 
 def test_the_picker_is_loaded_lazily(nvim, ws12):

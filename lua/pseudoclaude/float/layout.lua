@@ -28,6 +28,18 @@ M.RESULTS_SHARE = 0.55
 --- Least height of the preview's text area worth showing.
 M.PREVIEW_MIN_HEIGHT = 3
 
+--- The characters of Neovim's named borders (`:help nvim_open_win()`), given to it one by one with our group: a
+--- window's 'winhighlight' costs every redraw of the screen (Neovim switches to the window's highlight namespace and
+--- back, and recomputes every window's highlights: ~0.15 ms of a picker keystroke, picker_bench), the border's own
+--- highlight nothing.
+local BORDERS = {
+  rounded = { "╭", "─", "╮", "│", "╯", "─", "╰", "│" },
+  single = { "┌", "─", "┐", "│", "┘", "─", "└", "│" },
+  double = { "╔", "═", "╗", "║", "╝", "═", "╚", "║" },
+  bold = { "┏", "━", "┓", "┃", "┛", "━", "┗", "┃" },
+  solid = { " ", " ", " ", " ", " ", " ", " ", " " },
+}
+
 --- Window configurations for an editor of `columns` x `lines` cells.
 ---@param columns integer `'columns'`
 ---@param lines integer `'lines'`
@@ -71,11 +83,12 @@ function M.compute(columns, lines, opts)
   end
 
   local titles = { prompt = opts.title or " Resume session ", results = " Sessions ", preview = " Preview " }
+  local chars = M.border(border)
   for name, cfg in pairs(out) do
     if type(cfg) == "table" then
-      cfg.border = border
+      cfg.border = chars
       if b > 0 then
-        cfg.title = titles[name]
+        cfg.title = M.title(titles[name])
         cfg.title_pos = "center"
       end
       -- only the prompt takes the cursor; the others cannot be entered with the mouse or <C-w>w
@@ -83,6 +96,30 @@ function M.compute(columns, lines, opts)
     end
   end
   return out
+end
+
+--- `border` (a name or a list of characters, `:help nvim_open_win()`) with each character drawn in
+--- PseudoClaudePickerBorder (a character given with its own group keeps it); a name Neovim knows and we do not (a
+--- newer style, "shadow") is returned as it is, drawn in FloatBorder.
+---@param border string|table
+---@return string|table
+function M.border(border)
+  local chars = type(border) == "string" and BORDERS[border] or border
+  if type(chars) ~= "table" then
+    return border
+  end
+  local out = {}
+  for i, c in ipairs(chars) do
+    out[i] = type(c) == "string" and { c, "PseudoClaudePickerBorder" } or c
+  end
+  return out
+end
+
+--- A window title drawn in PseudoClaudePickerTitle.
+---@param text string
+---@return [string, string][]
+function M.title(text)
+  return { { text, "PseudoClaudePickerTitle" } }
 end
 
 ---@param row integer

@@ -439,7 +439,11 @@ function H.titles(s, prompt, results)
   for name, title in pairs({ prompt = prompt, results = results }) do
     local win = s.wins[name]
     if win and api.nvim_win_is_valid(win) and api.nvim_win_get_config(win).border then
-      pcall(api.nvim_win_set_config, win, { title = title, title_pos = "center" })
+      pcall(
+        api.nvim_win_set_config,
+        win,
+        { title = require("pseudoclaude.float.layout").title(title), title_pos = "center" }
+      )
     end
   end
 end
