@@ -204,6 +204,7 @@ function M.open(opts)
     return require("pseudoclaude.float.actions").select(opts.all, external)
   end
   require("pseudoclaude.highlights").setup()
+  H.drop_traces()
 
   local s = { ---@type pseudoclaude.float.State
     top_items = {},
@@ -272,6 +273,19 @@ function M.close()
   end
   if in_prompt then
     vim.cmd.stopinsert()
+  end
+  H.drop_traces()
+end
+
+--- Drops LuaJIT's compiled code (traces): a trace keeps as constants the closures it was recorded through (the
+--- picker's callbacks and steps, the wrappers `vim.defer_fn` makes around them) and with them what they hold (the
+--- state: its list, rows and matcher) until the trace cache is flushed (LuaJIT does it only once the cache is full).
+--- Seen under load, where more of them run hot (the rows made ahead take more steps): a closed picker no Lua
+--- reference reached, never collected. At the close, and at the next open for a callback of the closed picker that
+--- ran (and was compiled) after it. The editor's hot code is compiled again as it runs.
+function H.drop_traces()
+  if jit then
+    jit.flush()
   end
 end
 
