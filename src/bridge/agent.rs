@@ -57,7 +57,7 @@ fn chat_arg(a: &Args, index: usize) -> BridgeResult<Option<ChatId>> {
 /// `callback(true, {id, messages, forked_from})`. The chat's session is not touched.
 fn fork_async(a: &Args) -> BridgeResult<u64> {
     let index: usize = a.get(0)?;
-    let callback: super::jobs::Callback = a.get(1)?;
+    let callback: super::jobs::Callback = a.function(1)?;
     let chat = chat_arg(a, 2)?;
     let (driver, workspace) = with_host(|h| Ok((h.driver(chat), h.config().workspace.clone())))?;
     let driver = driver.ok_or_else(|| BridgeError::msg("there is no chat to fork: send a message first"))?;
@@ -145,7 +145,7 @@ fn no_checkpoints(driver: &dyn Driver) -> BridgeError {
 fn rewind_async(a: &Args) -> BridgeResult<u64> {
     let index: usize = a.get(0)?;
     let opts = rewind_options(a, 1)?;
-    let callback: super::jobs::Callback = a.get(2)?;
+    let callback: super::jobs::Callback = a.function(2)?;
     let driver = idle_driver(chat_arg(a, 3)?, "rewind")?;
     super::jobs::spawn("agent_rewind_async", None, callback, move || {
         driver.rewind(index, &opts).ok_or_else(|| no_checkpoints(driver.as_ref()))
@@ -155,7 +155,7 @@ fn rewind_async(a: &Args) -> BridgeResult<u64> {
 /// `agent_undo_rewind_async(opts, callback, chat?)`: [`Driver::undo_rewind`] on a worker thread.
 fn undo_rewind_async(a: &Args) -> BridgeResult<u64> {
     let opts = rewind_options(a, 0)?;
-    let callback: super::jobs::Callback = a.get(1)?;
+    let callback: super::jobs::Callback = a.function(1)?;
     let driver = idle_driver(chat_arg(a, 2)?, "undo the rewind")?;
     super::jobs::spawn("agent_undo_rewind_async", None, callback, move || {
         driver.undo_rewind(&opts).ok_or_else(|| no_checkpoints(driver.as_ref()))
@@ -192,13 +192,16 @@ fn config_from(a: &Args, index: usize) -> BridgeResult<HostConfig> {
 
 /// Creates the host on first use; later calls replace the handler and the configuration.
 fn setup(a: &Args) -> BridgeResult<()> {
-    let handler: Function<(), ()> = a.get(0)?;
+    let handler: super::LuaFn<(), ()> = a.function(0)?;
     let config = config_from(a, 1)?;
     // The sandbox's probe runs commands: never on the editor's loop, and before the first one needs it.
     std::thread::spawn(|| {
         let _ = crate::sandbox::support();
     });
-    HANDLER.with(|h| *h.borrow_mut() = Some(handler));
+    // the one it replaces is freed from Lua's registry (nvim-oxi's `Function` has no `Drop`)
+    if let Some(old) = HANDLER.with(|h| h.borrow_mut().replace(handler.keep())) {
+        old.remove_from_lua_registry();
+    }
     HOST.with(|h| -> BridgeResult<()> {
         let mut slot = h.borrow_mut();
         if slot.is_none() {
@@ -321,7 +324,7 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         // `messages({ on_done })`: the history copied and written as JSON on a worker thread, in chunks Lua decodes
         // one per main-loop step (10,000 messages at once is over a frame)
         export("agent_messages_async", |a| {
-            let callback: super::jobs::Callback = a.get(0)?;
+            let callback: super::jobs::Callback = a.function(0)?;
             let chat = chat_arg(a, 1)?;
             let driver = with_host(|h| Ok(h.driver(chat)))?;
             super::jobs::spawn("agent_messages_async", None, callback, move || {

@@ -36,14 +36,15 @@ use nvim_oxi::libuv::AsyncHandle;
 use nvim_oxi::{Function, Object};
 use serde::Serialize;
 
-use super::{BridgeError, BridgeResult, CallbackPoint, guarded_callback, payload_text, test_panic_point};
+use super::{BridgeError, BridgeResult, CallbackPoint, LuaFn, guarded_callback, payload_text, test_panic_point};
 
-/// Lua's `callback(ok, value_or_message)`.
-pub type Callback = Function<(bool, Object), ()>;
+/// Lua's `callback(ok, value_or_message)`, as an export takes it ([`super::Args::function`]): freed from Lua's
+/// registry if the job cannot be queued, else after its last call.
+pub type Callback = LuaFn<(bool, Object), ()>;
 
 /// Lua's `callback(ok, value_or_message, more)` of a streaming job: `more` is true for each batch,
 /// false for the outcome, which comes last.
-pub type StreamCallback = Function<(bool, Object, bool), ()>;
+pub type StreamCallback = LuaFn<(bool, Object, bool), ()>;
 
 /// A finished job's outcome, converted to Lua on the main thread.
 type Outcome = Box<dyn FnOnce() -> (bool, Object) + Send>;
@@ -81,10 +82,16 @@ struct Queue {
     running: Vec<Running>,
 }
 
-/// A Lua callback waiting for its job.
-enum Waiting {
+/// A job's callback as [`queue`] is handed it: dropped (so freed) when the job cannot be queued.
+enum Handed {
     Once(Callback),
-    Stream(StreamCallback, Arc<AtomicBool>),
+    Stream(StreamCallback),
+}
+
+/// A Lua callback waiting for its job (kept: freed by [`Waiting::release`]).
+enum Waiting {
+    Once(Function<(bool, Object), ()>),
+    Stream(Function<(bool, Object, bool), ()>, Arc<AtomicBool>),
 }
 
 struct Pool {
@@ -194,7 +201,7 @@ where
     F: FnOnce() -> BridgeResult<T> + Send + 'static,
 {
     let pool = pool()?;
-    queue(&pool, lane, Arc::new(AtomicBool::new(false)), Waiting::Once(callback), None, false, |_| {
+    queue(&pool, lane, Arc::new(AtomicBool::new(false)), Handed::Once(callback), None, false, |_| {
         Box::new(move || to_lua(name, work()))
     })
 }
@@ -207,7 +214,7 @@ where
     F: FnOnce() -> BridgeResult<T> + Send + 'static,
 {
     let pool = pool()?;
-    queue(&pool, None, Arc::new(AtomicBool::new(false)), Waiting::Once(callback), Some(what), false, |_| {
+    queue(&pool, None, Arc::new(AtomicBool::new(false)), Handed::Once(callback), Some(what), false, |_| {
         Box::new(move || to_lua(name, work()))
     })
 }
@@ -267,7 +274,7 @@ where
     let pool = pool()?;
     let cancel = Arc::new(AtomicBool::new(false));
     let stream = Stream { pool: pool.clone(), ticket: 0, cancel: cancel.clone() };
-    queue(&pool, lane, cancel.clone(), Waiting::Stream(callback, cancel), None, true, move |ticket| {
+    queue(&pool, lane, cancel, Handed::Stream(callback), None, true, move |ticket| {
         let stream = Stream { ticket, ..stream };
         Box::new(move || {
             let result = work(&stream);
@@ -293,7 +300,7 @@ fn queue(
     pool: &Arc<Pool>,
     lane: Option<&'static str>,
     cancel: Arc<AtomicBool>,
-    waiting: Waiting,
+    callback: Handed,
     write: Option<String>,
     own_thread: bool,
     work: impl FnOnce(u64) -> Box<dyn FnOnce() -> Outcome + Send>,
@@ -324,6 +331,10 @@ fn queue(
                 last: true,
             });
         }
+        let waiting = match callback {
+            Handed::Once(c) => Waiting::Once(c.keep()),
+            Handed::Stream(c) => Waiting::Stream(c.keep(), cancel.clone()),
+        };
         let job = Job { ticket, lane, cancel, write, work: work(ticket) };
         if own_thread {
             q.running.push(job.running());
@@ -334,6 +345,7 @@ fn queue(
             });
             if let Err(e) = started {
                 q.running.retain(|r| r.ticket != ticket);
+                waiting.release();
                 return Err(BridgeError::msg(format!("cannot start a thread: {e}")));
             }
         } else {

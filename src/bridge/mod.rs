@@ -28,6 +28,7 @@
 //! `&Args` (`a.get::<T>(0)?` converts argument 1 with serde; `Option<T>` makes it optional) and
 //! returns `BridgeResult<T>` for any `T: Serialize` (structs become Lua tables). Any
 //! `std::error::Error` converts with `?`. Lua calls it as `require("pseudoclaude.core").call("name", ...)`.
+//! A Lua function argument is taken with `a.function(i)?` (never `get`): see [`LuaFn`].
 //!
 //! # How values cross
 //!
@@ -63,7 +64,7 @@ pub mod search;
 pub mod sessions;
 
 use std::backtrace::Backtrace;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -74,9 +75,9 @@ use std::sync::{Once, OnceLock};
 
 use nvim_oxi::lua::{self, Poppable, ffi};
 use nvim_oxi::serde::{Deserializer, Serializer};
-use nvim_oxi::{Dictionary, Function, Object};
-use serde::Serialize;
+use nvim_oxi::{Dictionary, Function, Object, ObjectKind};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 /// The crate version; `lua/pseudoclaude/core.lua` compares it with its own constant to detect a
 /// stale library.
@@ -380,6 +381,10 @@ pub(crate) fn test_panic_point(point: CallbackPoint) {
 // ---------------------------------------------------------------------------------------------
 
 /// The Lua arguments of an exported call. Taking them from the Lua stack never fails.
+///
+/// A Lua function among them (a callback, or one inside a table) is put in Lua's registry as it is taken from the
+/// stack, and nvim-oxi never takes it out: what [`Args::function`] did not hand out is freed when the call is over
+/// (`Drop`), whether the export succeeded or not.
 #[derive(Debug, Default)]
 pub struct Args {
     /// Number of arguments given, even when converting one of them failed.
@@ -387,12 +392,69 @@ pub struct Args {
     values: Vec<Object>,
     /// Set when an argument could not be converted; reported by the accessors.
     error: Option<String>,
+    /// The arguments [`Args::function`] handed out (bit `i`: argument `i + 1`), whose registry entries are theirs.
+    taken: Cell<u64>,
+}
+
+/// A Lua function argument, from [`Args::function`]. nvim-oxi keeps every Lua function it is handed in Lua's
+/// registry, and a dropped `Function` leaves it there with its closure and all it holds (a closed picker's whole
+/// state, for each callback of its reads): this frees it when dropped (an export that fails after taking its
+/// callback), unless [`LuaFn::keep`] hands it over to the code that calls it later, which frees it when done
+/// (`jobs.rs` after its last call, `agent.rs` when its handler is replaced).
+pub struct LuaFn<A, R>(Option<Function<A, R>>);
+
+impl<A, R> LuaFn<A, R> {
+    /// The function, now the caller's to free with `remove_from_lua_registry()`.
+    pub fn keep(mut self) -> Function<A, R> {
+        self.0.take().expect("a LuaFn is kept once")
+    }
+}
+
+impl<A, R> Drop for LuaFn<A, R> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            unref(f.lua_ref());
+        }
+    }
+}
+
+impl Drop for Args {
+    fn drop(&mut self) {
+        let taken = self.taken.get();
+        for (i, value) in self.values.iter().enumerate() {
+            if i >= 64 || taken & (1 << i) == 0 {
+                free_functions(value);
+            }
+        }
+    }
+}
+
+/// Frees entry `r` of Lua's registry. Not in `cargo test`: a test binary has no Lua to link against (an executable,
+/// unlike the library, must resolve every symbol it reaches), and no Lua function reaches the tests.
+fn unref(r: std::ffi::c_int) {
+    #[cfg(not(test))]
+    lua::function::remove(r);
+    #[cfg(test)]
+    let _ = r;
+}
+
+/// Frees the registry entries of the Lua functions in `value`, at any depth (see [`Args`]).
+fn free_functions(value: &Object) {
+    // SAFETY: each accessor is called on an object of its kind, checked just before.
+    unsafe {
+        match value.kind() {
+            ObjectKind::LuaRef => unref(value.as_luaref_unchecked()),
+            ObjectKind::Array => value.as_array_unchecked().iter().for_each(free_functions),
+            ObjectKind::Dictionary => value.as_dictionary_unchecked().iter().for_each(|(_, v)| free_functions(v)),
+            _ => {}
+        }
+    }
 }
 
 impl Args {
     /// Arguments built from Rust values (for unit tests and internal calls).
     pub fn new(values: Vec<Object>) -> Self {
-        Self { count: values.len(), values, error: None }
+        Self { count: values.len(), values, error: None, taken: Cell::new(0) }
     }
 
     /// Number of arguments given (trailing `nil`s included).
@@ -410,8 +472,27 @@ impl Args {
     pub fn get<T: DeserializeOwned>(&self, index: usize) -> BridgeResult<T> {
         self.check()?;
         let obj = self.values.get(index).cloned().unwrap_or_default();
+        if obj.kind() == ObjectKind::LuaRef {
+            // one taken here would be freed with the arguments (`Drop`): functions come through `function()`
+            return Err(BridgeError::msg(format!("bad argument #{}: a function is not expected here", index + 1)));
+        }
         T::deserialize(Deserializer::new(obj))
             .map_err(|err| BridgeError::msg(format!("bad argument #{}: {err}", index + 1)))
+    }
+
+    /// The function argument at 0-based `index`, freed from Lua's registry when the [`LuaFn`] is dropped unless
+    /// it is kept ([`LuaFn::keep`]).
+    pub fn function<A, R>(&self, index: usize) -> BridgeResult<LuaFn<A, R>> {
+        self.check()?;
+        let bad = || BridgeError::msg(format!("bad argument #{}: expected a function", index + 1));
+        let bit = 1u64.checked_shl(index as u32).filter(|_| index < 64).ok_or_else(bad)?;
+        let obj = self.values.get(index).filter(|o| o.kind() == ObjectKind::LuaRef).ok_or_else(bad)?;
+        if self.taken.get() & bit != 0 {
+            return Err(BridgeError::msg(format!("argument #{} taken twice", index + 1)));
+        }
+        let f = Function::<A, R>::deserialize(Deserializer::new(obj.clone())).map_err(|_| bad())?;
+        self.taken.set(self.taken.get() | bit);
+        Ok(LuaFn(Some(f)))
     }
 
     /// All arguments, as given.
@@ -475,7 +556,7 @@ impl Poppable for Args {
             }
             ffi::lua_settop(lstate, 0);
             values.reverse();
-            Ok(Self { count: count.max(0) as usize, values, error })
+            Ok(Self { count: count.max(0) as usize, values, error, taken: Cell::new(0) })
         }
     }
 }
@@ -649,7 +730,8 @@ mod tests {
         assert_eq!(args.get::<i64>(1), Ok(3));
         assert_eq!(args.get::<Option<String>>(2), Ok(None));
         assert!(args.get::<String>(1).unwrap_err().message().starts_with("bad argument #2:"));
-        let broken = Args { count: 1, values: vec![], error: Some("bad argument #1: userdata".into()) };
+        let mut broken = Args::new(Vec::new());
+        (broken.count, broken.error) = (1, Some("bad argument #1: userdata".into()));
         assert_eq!(broken.get::<Option<String>>(0), Err(BridgeError::msg("bad argument #1: userdata")));
     }
 }

@@ -108,7 +108,7 @@ fn preview_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let id: String = a.get(1)?;
     let limits = table_arg::<PreviewArgs>(a, 2)?;
-    let callback: jobs::Callback = a.get(3)?;
+    let callback: jobs::Callback = a.function(3)?;
     // As JSON, decoded by `vim.json.decode`: faster than converting hundreds of messages one object at a time.
     jobs::spawn("sessions_preview_async", Some("preview"), callback, move || {
         preview(&ws, &id, &limits).and_then(|p| super::bulk(&p))

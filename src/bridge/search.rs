@@ -85,7 +85,7 @@ fn search_sync(a: &Args) -> BridgeResult<String> {
 /// `sessions_search_async(workspace, query, opts, callback)`.
 fn search_async(a: &Args) -> BridgeResult<u64> {
     let (ws, query, args) = query_args(a)?;
-    let callback: jobs::StreamCallback = a.get(3)?;
+    let callback: jobs::StreamCallback = a.function(3)?;
     jobs::spawn_stream("sessions_search_async", Some("search"), callback, move |stream| {
         let mut pending: Vec<Hit> = Vec::new();
         let mut last: Option<Instant> = None;
@@ -158,7 +158,7 @@ fn preview_at_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let id: String = a.get(1)?;
     let at: usize = a.get(2)?;
-    let callback: jobs::Callback = a.get(3)?;
+    let callback: jobs::Callback = a.function(3)?;
     jobs::spawn("sessions_preview_at_async", Some("preview"), callback, move || {
         let limits = PreviewArgs { max_messages: 40, ..Default::default() };
         preview_at(&ws, &id, at, &limits).and_then(|p| super::bulk(&p))

@@ -83,7 +83,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         }),
         export("sessions_changes_async", |a| {
             let (ws, id, callback): (std::path::PathBuf, String, super::jobs::Callback) =
-                (workspace(a)?, a.get(1)?, a.get(2)?);
+                (workspace(a)?, a.get(1)?, a.function(2)?);
             // in JSON chunks decoded one per main-loop step: thousands of turns converted at once are a long step
             super::jobs::spawn("sessions_changes_async", None, callback, move || {
                 Ok(super::parts::hold_chunks(super::bulk_chunks(
@@ -95,7 +95,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("sessions_fork_files_async", |a| {
             let (ws, id, index): (std::path::PathBuf, String, usize) = (workspace(a)?, a.get(1)?, a.get(2)?);
             let modified: Vec<String> = super::table_arg(a, 3)?;
-            let callback: super::jobs::Callback = a.get(4)?;
+            let callback: super::jobs::Callback = a.function(4)?;
             super::jobs::spawn("sessions_fork_files_async", None, callback, move || {
                 Ok(crate::rewind::fork_files(&ws, &id, index, crate::rewind::DEFAULT_MAX_FILE_BYTES, &modified)?)
             })
@@ -211,7 +211,7 @@ fn lend(workspace: &Path, args: &ListArgs) -> BridgeResult<Lent> {
 fn import_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let path = path_arg(a, 1)?;
-    let callback: jobs::Callback = a.get(2)?;
+    let callback: jobs::Callback = a.function(2)?;
     let what = format!("the import of {}", path.display());
     jobs::spawn_write("sessions_import_async", what, callback, move || Ok(import::import(&ws, &path)?))
 }
@@ -281,7 +281,7 @@ struct MarkArgs {
 fn mark_async(a: &Args) -> BridgeResult<u64> {
     let ctx = Context::open(&workspace(a)?, &a.get::<String>(1)?)?;
     let mark = table_arg::<MarkArgs>(a, 2)?;
-    let callback: jobs::Callback = a.get(3)?;
+    let callback: jobs::Callback = a.function(3)?;
     let mut entries: Vec<Entry> = Vec::new();
     if let Some(t) = &mark.title {
         entries.push(meta::title_entry(t)?);
@@ -338,7 +338,7 @@ fn fork_async(a: &Args) -> BridgeResult<u64> {
     let id: String = a.get(1)?;
     Context::for_id(&ws, &id)?;
     let index = index_arg(a.get::<Option<i64>>(2)?)?;
-    let callback: jobs::Callback = a.get(3)?;
+    let callback: jobs::Callback = a.function(3)?;
     jobs::spawn_write("sessions_fork_async", format!("the fork of session {id}"), callback, move || {
         let f = fork::fork(&ws, &id, index)?;
         Ok(ForkView { id: f.id, messages: f.messages, forked_from: f.forked_from })
@@ -367,7 +367,7 @@ fn export_async(a: &Args) -> BridgeResult<u64> {
     let ctx = Context::open(&workspace(a)?, &a.get::<String>(1)?)?;
     let args = table_arg::<ExportArgs>(a, 2)?;
     let format = Format::parse(args.format.as_deref().unwrap_or("markdown"))?;
-    let callback: jobs::Callback = a.get(3)?;
+    let callback: jobs::Callback = a.function(3)?;
     let what = format!("the export of session {}", ctx.id);
     jobs::spawn_write("sessions_export_async", what, callback, move || {
         let text = export_doc::export(&ctx, format)?;
@@ -398,7 +398,7 @@ fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 fn list_async(a: &Args) -> BridgeResult<u64> {
     let ws = workspace(a)?;
     let args = table_arg::<ListArgs>(a, 1)?;
-    let callback: jobs::Callback = a.get(2)?;
+    let callback: jobs::Callback = a.function(2)?;
     jobs::spawn("sessions_list_async", None, callback, move || {
         // the matcher searches the rows' haystacks, read from the packed list (packed for it alone when JSON is asked)
         let (data, packed, json_count) = if args.json {

@@ -78,3 +78,39 @@ def test_stale_library_is_refused_with_the_build_command(start_nvim, fake_plugin
     assert f"library version {CARGO_VERSION}, plugin version 99.0.0" in msg
     assert "cargo build --release" in msg
     assert n.lua("return require('pseudoclaude.core').is_loaded()") is False
+
+
+def test_lua_functions_handed_to_the_core_are_freed_unless_it_keeps_them(nvim):
+    """nvim-oxi puts every Lua function an export is handed in Lua's registry and never takes it out (bridge/mod.rs
+    `LuaFn`): a callback whose job is refused, one given where no function is expected or inside a table, and the
+    agent's event handler once replaced, are freed (collected), not kept with all they hold for the rest of the
+    session; the handler in place stays."""
+    got = nvim.lua(
+        """
+        local core = require("pseudoclaude.core")
+        _G.weak = setmetatable({}, { __mode = "v" })
+        local function fn(name)
+          local f = function() end
+          _G.weak[name] = f
+          return f
+        end
+        local refused = {
+          -- the callback taken, then the call refused: no agent is set up yet
+          pcall(core.call, "agent_messages_async", fn("refused job")),
+          -- refused before its callback is taken: an empty workspace
+          pcall(core.call, "sessions_preview_async", "", "x", {}, fn("refused early")),
+          pcall(core.call, "ping", fn("not expected")),
+          pcall(core.call, "ping", { fn("in a table") }),
+          pcall(core.call, "agent_setup", fn("first handler")),
+          pcall(core.call, "agent_setup", fn("second handler")),
+        }
+        collectgarbage("collect")
+        local alive = {}
+        for name in pairs(_G.weak) do
+          alive[#alive + 1] = name
+        end
+        return { refused = refused, alive = alive }
+        """
+    )
+    assert got["refused"] == [False, False, False, False, True, True]  # each pcall's first value
+    assert got["alive"] == ["second handler"]
