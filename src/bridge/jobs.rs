@@ -345,7 +345,11 @@ fn queue(
             });
             if let Err(e) = started {
                 q.running.retain(|r| r.ticket != ticket);
+                drop(q);
                 waiting.release();
+                if !dropped.is_empty() {
+                    pool.wake(); // the jobs it superseded are told now, not at the next job's end
+                }
                 return Err(BridgeError::msg(format!("cannot start a thread: {e}")));
             }
         } else {
