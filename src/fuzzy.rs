@@ -80,17 +80,35 @@ impl Matcher {
     /// of the query (matcher.lua's `Matcher:positions`, for highlighting); `None` when it does not match (or there is
     /// no text `i`).
     pub fn positions(&self, query: &str, i: u32) -> Option<Vec<u32>> {
-        let i = i as usize;
-        if i == 0 || i > self.ends.len() {
-            return None;
-        }
+        let mut packed = Vec::new();
+        self.positions_packed(query, [i], &mut packed);
+        let n = u32::from_le_bytes(packed[..4].try_into().ok()?) as usize;
+        let at = |k: usize| u32::from_le_bytes(packed[4 * k..4 * k + 4].try_into().unwrap_or_default());
+        (n > 0).then(|| (1..=n).map(at).collect())
+    }
+
+    /// `positions` of each of `indices`, packed for Lua (bridge/fuzzy.rs `fuzzy_positions`): per index, the count
+    /// of offsets (0: no match), then the offsets, each a little-endian `u32`. The query is prepared once for all.
+    pub fn positions_packed(&self, query: &str, indices: impl IntoIterator<Item = u32>, packed: &mut Vec<u8>) {
         let smart = query.bytes().any(|b| b.is_ascii_uppercase());
         let q: Vec<u8> = if smart { query.as_bytes().to_vec() } else { query.as_bytes().to_ascii_lowercase() };
         let hays = if smart { &self.text } else { &self.lower };
-        let start = if i == 1 { 0 } else { self.ends[i - 2] };
-        let mut out = Vec::new();
-        Query::new(&q).scored(&hays[start..self.ends[i - 1]], Some(&mut out))?;
-        Some(out)
+        let query = Query::new(&q);
+        let mut found = Vec::new();
+        for i in indices {
+            let i = i as usize;
+            found.clear();
+            if i >= 1 && i <= self.ends.len() {
+                let start = if i == 1 { 0 } else { self.ends[i - 2] };
+                if query.scored(&hays[start..self.ends[i - 1]], Some(&mut found)).is_none() {
+                    found.clear();
+                }
+            }
+            packed.extend_from_slice(&(found.len() as u32).to_le_bytes());
+            for p in &found {
+                packed.extend_from_slice(&p.to_le_bytes());
+            }
+        }
     }
 }
 
@@ -229,6 +247,16 @@ mod tests {
         assert_eq!(m.positions("Pa", 1), None);
         assert_eq!(m.positions("éa", 4), Some(vec![3, 6]));
         assert_eq!(m.positions("a", 5), None);
+    }
+
+    #[test]
+    fn positions_packed_gives_each_index_its_count_then_its_offsets() {
+        let m = matcher(&["a parser", "nothing", "Parse it"]);
+        let mut packed = Vec::new();
+        m.positions_packed("pa", [3, 2, 1, 9, 0], &mut packed);
+        let words: Vec<u32> = packed.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        // 3: "Pa" at 0; 2: no match; 1: "pa" at 2; 9 and 0: no such text
+        assert_eq!(words, [2, 0, 1, 0, 2, 2, 3, 0, 0]);
     }
 
     #[test]

@@ -57,13 +57,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
             let all = matchers();
             let m = all.get(&id).ok_or_else(|| gone(id))?;
             let mut packed = Vec::new();
-            for i in indices {
-                let found = m.positions(&query, i).unwrap_or_default();
-                packed.extend_from_slice(&(found.len() as u32).to_le_bytes());
-                for p in found {
-                    packed.extend_from_slice(&p.to_le_bytes());
-                }
-            }
+            m.positions_packed(&query, indices, &mut packed);
             Ok(Object::from(nvim_oxi::String::from_bytes(&packed)))
         }),
         export("fuzzy_free", |a| {
