@@ -464,8 +464,10 @@ def bench_size(n: int, rounds: int, tmp: Path, mini: Path | None, telescope: Pat
         mini_matches = None
         # each side starts its round on a collected heap: what the other left (ours keeps its rows made ahead until
         # it closes, then they are garbage) is not swept during its keystrokes
-        # (the hooks drop their reference to our closed picker first)
-        collect = "_G.bench_keys.rows_state = nil collectgarbage('collect')"
+        # (the hooks drop their reference to our closed picker first); and with no code compiled by LuaJIT, as ours
+        # starts (float.lua flushes LuaJIT's traces at each open and close, H.drop_traces): mini.pick's round, right
+        # after our close, would otherwise start flushed and ours not, or the other way round
+        collect = "_G.bench_keys.rows_state = nil collectgarbage('collect') if jit then jit.flush() end"
         for _ in range(rounds):
             nv.lua(collect)
             nv.lua(OPEN)
@@ -700,7 +702,8 @@ def section(results: list[dict[str, float]], rounds: int, total: float, mini: st
             is still matching (in a coroutine, 10 ms slices) is not counted either. The bench polls it only once it
             has had time to draw (its RPC requests are served whenever mini.pick yields to the event loop). Each
             side's round starts on a collected heap (`collectgarbage('collect')`: what the other left is not swept
-            during its keystrokes); ours is typed into once the rows it makes ahead in idle time are made."""
+            during its keystrokes) and with none of LuaJIT's compiled code (`jit.flush()`, as our picker flushes it at
+            each open and close); ours is typed into once the rows it makes ahead in idle time are made."""
         )
         tele = para(
             """telescope: its default `generic_sorter` (`sorters.get_fzy_sorter()`, telescope.nvim and plenary.nvim
