@@ -233,6 +233,11 @@ function M.open(opts)
   }
   setmetatable(s, Picker)
   state = s
+  -- the first rows are read on the core's threads while this step makes the windows (their callback comes after it)
+  require("pseudoclaude.float.finder").read_first_rows(s, opts)
+  if state ~= s then
+    return -- refused at once, and closed with the reason
+  end
   H.open_windows(s)
   -- no matcher and no row renderer yet: this step is the windows and the keys, the rows come with the list
   vim.bo[s.bufs.results].modifiable = true
@@ -243,7 +248,6 @@ function M.open(opts)
     require("pseudoclaude.float.search").enter(s, opts.search)
   end
   vim.cmd.startinsert({ bang = opts.search ~= nil })
-  require("pseudoclaude.float.finder").read_first_rows(s, opts)
 end
 
 --- Closes the picker's windows and wipes its buffers; does nothing when it is not open.

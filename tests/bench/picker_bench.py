@@ -557,7 +557,8 @@ def table(results: list[dict[str, float]]) -> str:
     sizes = [f"{int(r['n']):,} sessions" for r in results]
     rows = [
         ("`:PseudoResume` → first rows drawn", "rows"),
-        ("… of which the picker's own (all but waiting for `list_async({ limit = 9 })`)", "own"),
+        ("… of which after `list_async({ limit = 9 })` answered (the rows drawn; the windows are made while the "
+         "core reads it)", "own"),
         ("`:PseudoResume` → first preview drawn", "preview"),
         ("full list in place for filtering, read in the background (from `:PseudoResume`)", "full"),
         (f"rows of the list's first {AHEAD:,} sessions made ahead, in idle time, steps of at most 0.5 ms (from "
@@ -660,10 +661,10 @@ def section(results: list[dict[str, float]], rounds: int, total: float, mini: st
     big = results[-1]
     verdict = (
         f"With {int(big['n']):,} sessions the first rows take {fmt(big['rows'])}, of which "
-        f"`sessions.list({{ limit = 9 }})` is {fmt(big['rows'] - big['own'])}: it finds the newest sessions from the "
-        f"writers' activity hint (`sessions/activity`, read from its tail) instead of a `stat` per log, and "
-        f"summarises only those. The picker's own share is {fmt(big['own'])}. The full list arrives in the "
-        f"background, packed, with the core's matcher over it built on the same thread, and costs the main thread "
+        f"`sessions.list_async({{ limit = 9 }})` takes {fmt(big['rows'] - big['own'])} to answer (the windows are "
+        f"made meanwhile): it finds the newest sessions from the writers' activity hint (`sessions/activity`, read "
+        f"from its tail) instead of a `stat` per log, and summarises only those; the rows are on the screen "
+        f"{fmt(big['own'])} after it answers. The full list arrives in the background, packed, with the core's matcher over it built on the same thread, and costs the main thread "
         f"{fmt(big['full_apply'])} (one step) when it does: a row is built when it is drawn."
     )
     if mini_ok:
