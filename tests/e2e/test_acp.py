@@ -184,12 +184,15 @@ def test_claude_codes_own_transcript_of_a_session_we_ran_is_not_listed_a_second_
     # Claude Code keeps its own transcript of it, under the id our log's meta names (written a moment after the
     # answer: its own writer flushes on a timer)
     projects = home / ".claude" / "projects"
-    written = lambda: agent_id in [t.stem for t in projects.glob("*/*.jsonl")]  # noqa: E731
-    wait_for(written, timeout=30, what="Claude Code's transcript")
-    transcripts = list(projects.glob("*/*.jsonl"))
+
+    def written() -> Path | None:  # the whole turn, answer included: the file is written in steps
+        t = next((t for t in projects.glob("*/*.jsonl") if t.stem == agent_id), None)
+        return t if t and "Listed once." in t.read_text() else None
+
+    ours = wait_for(written, timeout=30, what="Claude Code's transcript")
     # another Claude Code session of the workspace, not ours: still listed
-    other = transcripts[0].parent / "11111111-2222-3333-4444-555555555555.jsonl"
-    other.write_text(transcripts[0].read_text().replace(agent_id, other.stem))
+    other = ours.parent / "11111111-2222-3333-4444-555555555555.jsonl"
+    other.write_text(ours.read_text().replace(agent_id, other.stem))
     nvim.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
     for opts in ({"external": True}, {"external": True, "include_current": True}, {"external": True, "limit": 5}):
         rows = nvim.lua("return require('pseudoclaude').sessions.list(...)", opts)
