@@ -68,39 +68,44 @@ pub struct Connection {
 
 /// Agents being stopped now ([`Connection::stop_in_background`]): a new agent process waits for them before it
 /// starts ([`stops_done`]), as it may read what they are still writing (Claude Code's own transcript, which
-/// `session/load` and `session/fork` read), and the editor's exit waits for them ([`wait_stops`]).
-static STOPPING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// `session/load` and `session/fork` read), and the editor's exit waits for them ([`wait_stops`]). [`STOPPED`] is
+/// notified when the count falls to 0: the waits end the moment the last stop does.
+static STOPPING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+static STOPPED: std::sync::Condvar = std::sync::Condvar::new();
 
 /// Counts one stop under way in [`STOPPING`] while it lives (a stop that panics is not counted forever).
 struct Stopping;
 
 impl Stopping {
     fn begin() -> Stopping {
-        STOPPING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        *crate::agent::lock(&STOPPING) += 1;
         Stopping
     }
 }
 
 impl Drop for Stopping {
     fn drop(&mut self) {
-        STOPPING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        let mut n = crate::agent::lock(&STOPPING);
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            STOPPED.notify_all();
+        }
     }
 }
 
-/// Resolves when no agent is being stopped, or after `at_most`.
+/// Resolves when no agent is being stopped, or after `at_most` (the wait on a thread of the runtime's blocking
+/// pool: a stop ends on another task, which this one must not hold up).
 pub async fn stops_done(at_most: std::time::Duration) {
-    let deadline = std::time::Instant::now() + at_most;
-    while STOPPING.load(std::sync::atomic::Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    if *crate::agent::lock(&STOPPING) == 0 {
+        return;
     }
+    let _ = tokio::task::spawn_blocking(move || wait_stops(at_most)).await;
 }
 
 /// Blocks until no agent is being stopped, or for `at_most` (the editor exits: its threads go with it).
 pub fn wait_stops(at_most: std::time::Duration) {
-    let deadline = std::time::Instant::now() + at_most;
-    while STOPPING.load(std::sync::atomic::Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let n = crate::agent::lock(&STOPPING);
+    let _ = STOPPED.wait_timeout_while(n, at_most, |n| *n > 0);
 }
 
 impl Connection {
