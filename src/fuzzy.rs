@@ -80,34 +80,42 @@ impl Matcher {
     /// of the query (matcher.lua's `Matcher:positions`, for highlighting); `None` when it does not match (or there is
     /// no text `i`).
     pub fn positions(&self, query: &str, i: u32) -> Option<Vec<u32>> {
-        let mut packed = Vec::new();
-        self.positions_packed(query, [i], &mut packed);
-        let n = u32::from_le_bytes(packed[..4].try_into().ok()?) as usize;
-        let at = |k: usize| u32::from_le_bytes(packed[4 * k..4 * k + 4].try_into().unwrap_or_default());
-        (n > 0).then(|| (1..=n).map(at).collect())
+        let mut out = None;
+        self.each_positions(query, [i], |found| out = found.map(<[u32]>::to_vec));
+        out
     }
 
     /// `positions` of each of `indices`, packed for Lua (bridge/fuzzy.rs `fuzzy_positions`): per index, the count
-    /// of offsets (0: no match), then the offsets, each a little-endian `u32`. The query is prepared once for all.
+    /// of offsets (0: no match), then the offsets, each a little-endian `u32`.
     pub fn positions_packed(&self, query: &str, indices: impl IntoIterator<Item = u32>, packed: &mut Vec<u8>) {
+        self.each_positions(query, indices, |found| {
+            let found = found.unwrap_or_default();
+            packed.extend_from_slice(&(found.len() as u32).to_le_bytes());
+            for p in found {
+                packed.extend_from_slice(&p.to_le_bytes());
+            }
+        });
+    }
+
+    /// `each(positions)` of each of `indices` in turn, the query prepared once for all of them.
+    fn each_positions(
+        &self,
+        query: &str,
+        indices: impl IntoIterator<Item = u32>,
+        mut each: impl FnMut(Option<&[u32]>),
+    ) {
         let smart = query.bytes().any(|b| b.is_ascii_uppercase());
         let q: Vec<u8> = if smart { query.as_bytes().to_vec() } else { query.as_bytes().to_ascii_lowercase() };
         let hays = if smart { &self.text } else { &self.lower };
         let query = Query::new(&q);
         let mut found = Vec::new();
-        for i in indices {
-            let i = i as usize;
+        for i in indices.into_iter().map(|i| i as usize) {
             found.clear();
-            if i >= 1 && i <= self.ends.len() {
+            let matched = (1..=self.ends.len()).contains(&i) && {
                 let start = if i == 1 { 0 } else { self.ends[i - 2] };
-                if query.scored(&hays[start..self.ends[i - 1]], Some(&mut found)).is_none() {
-                    found.clear();
-                }
-            }
-            packed.extend_from_slice(&(found.len() as u32).to_le_bytes());
-            for p in &found {
-                packed.extend_from_slice(&p.to_le_bytes());
-            }
+                query.scored(&hays[start..self.ends[i - 1]], Some(&mut found)).is_some()
+            };
+            each(matched.then_some(found.as_slice()));
         }
     }
 }

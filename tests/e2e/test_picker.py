@@ -485,6 +485,18 @@ def test_a_session_held_by_another_editor_is_marked_and_not_resumed(nv, workspac
         wait_for(lambda: nv.lua("return vim.g.resumed") == ws12[0], what="resume")
 
 
+def test_a_list_refused_at_once_leaves_no_window_and_says_why(nv, ws12):
+    """The first rows are asked for before the windows are made (read while they are): a request refused on the
+    spot closes the picker before any window or buffer of it exists, and says why."""
+    bufs = len(nv.api.buffers)
+    nv.lua("require('pseudoclaude.sessions').list_async = function() error('the list is refused', 0) end")
+    nv.api.command("PseudoResume")
+    wait_for(lambda: notes(nv), what="the error")
+    assert notes(nv)[0]["msg"] == "the list is refused"
+    assert state(nv) is None and floats(nv) == [] and len(nv.api.buffers) == bufs
+    assert nv.lua("return vim.api.nvim_get_mode().mode") == "n"
+
+
 def test_a_session_taken_after_the_list_is_refused_too(nv, workspace, ws12):
     open_picker(nv)
     with hold_lock(session_dir(workspace, ws12[0])):
