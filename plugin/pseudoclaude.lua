@@ -100,8 +100,8 @@ end, {
 })
 
 vim.api.nvim_create_user_command("PseudoNew", function()
-  require("pseudoclaude.chat").new_chat()
-end, { nargs = 0, desc = "pseudoclaude: start a new chat (the current session stays on disk)" })
+  require("pseudoclaude.chat").start_over()
+end, { nargs = 0, desc = "pseudoclaude: start the current chat over (its session stays on disk)" })
 
 vim.api.nvim_create_user_command("PseudoMcp", function(o)
   require("pseudoclaude.mcp").command(o.fargs)

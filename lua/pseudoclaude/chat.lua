@@ -86,12 +86,14 @@ end
 
 --- Opens another chat, next to the others, and shows it: its own session (from its first message), log, lock,
 --- agent and provider settings, buffer and input window; the other chats go on. Returns its transcript buffer.
---- Without `opts` (nil), as before: starts the current chat over, empty (`new_chat()`).
+--- Without `opts` (nil), deprecated: starts the current chat over, as `start_over()` does (and says so, once).
 ---@param opts pseudoclaude.ChatOpts?
 ---@return integer? bufnr
 function M.new(opts)
   if opts == nil then
-    return M.new_chat()
+    -- one call, one meaning: `new()` used to start the current chat over, `new({})` opens another
+    vim.deprecate("chat.new() without {opts}", "chat.start_over()", "0.2.0", "pseudoclaude")
+    return M.start_over()
   end
   vim.validate("opts", opts, "table")
   vim.validate("opts.provider", opts.provider, "table", true)
@@ -363,8 +365,9 @@ function M.last_resume_stats()
   return S.last_stats
 end
 
---- Starts a new, empty chat (the current session stays on disk).
-function M.new_chat()
+--- Starts the current chat over, empty (`:PseudoNew`): its next message begins a new session; the current session
+--- stays on disk, for `:PseudoResume`. The other chats go on.
+function M.start_over()
   H.ensure_host()
   require("pseudoclaude.core").call("agent_new_chat", S.chat)
   S.state.saved, S.state.save_error = true, nil
@@ -372,6 +375,12 @@ function M.new_chat()
   if V.valid_buf(S.buf) then
     require("pseudoclaude.chat.restore").restore()
   end
+end
+
+--- Deprecated name of `start_over()`.
+function M.new_chat()
+  vim.deprecate("chat.new_chat()", "chat.start_over()", "0.2.0", "pseudoclaude")
+  return M.start_over()
 end
 
 --- Each ACP agent a chat can run (`:checkhealth`): `{ name, command, found, version, configured, default, install,

@@ -84,8 +84,8 @@ function M.print_version()
   end
 end
 
---- The agent buffers: `chat.open()`, `chat.send(text)`, `chat.cancel()`, `chat.new()` (the current chat started
---- over), `chat.new(opts)` (another chat), `chat.show(n)`, `chat.close(n)` (`:help pseudoclaude-api`).
+--- The agent buffers: `chat.open()`, `chat.send(text)`, `chat.cancel()`, `chat.start_over()` (the current chat
+--- started over), `chat.new(opts)` (another chat), `chat.show(n)`, `chat.close(n)` (`:help pseudoclaude-api`).
 M.chat = setmetatable({}, {
   __index = function(_, key)
     return require("pseudoclaude.chat")[key]

@@ -386,8 +386,17 @@ def test_pseudocancel_cancels_a_streaming_turn_from_any_window(nvim: Neovim, wor
     assert entries[-1]["role"] == "assistant" and entries[-1]["content"].startswith("Working on it")
 
 
+# The ways to start the current chat over: the command, its Lua name, and `chat.new()` without a table, deprecated.
+START_OVER = {
+    "command": "vim.cmd('PseudoNew')",
+    "start_over": "require('pseudoclaude').chat.start_over()",
+    "new_deprecated": "require('pseudoclaude').chat.new()",
+}
+
+
+@pytest.mark.parametrize("way", list(START_OVER))
 def test_pseudonew_starts_a_new_session_and_leaves_the_old_one_as_it_was(
-    nvim: Neovim, workspace: Path, fake: FakeOpenAI
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI, way: str
 ) -> None:
     fake.push_text("First answer.")
     fake.push_text("Second answer.")
@@ -396,7 +405,20 @@ def test_pseudonew_starts_a_new_session_and_leaves_the_old_one_as_it_was(
     wait_turns(nvim, 1)
     first = nvim.lua("return require('pseudoclaude').current()")
     before = Path(first["jsonl"]).read_bytes()
-    nvim.api.command("PseudoNew")
+    nvim.lua("_G.pc_notes = {} vim.notify = function(m, l) table.insert(_G.pc_notes, { m, l }) end")
+    nvim.lua(START_OVER[way])
+    warnings = [m for m, level in nvim.lua("return _G.pc_notes") if level == nvim.lua("return vim.log.levels.WARN")]
+    if way == "new_deprecated":
+        # one call, one meaning: the old spelling still works, and says which name to use now (with where it was
+        # called from, a traceback)
+        assert warnings and warnings[0].startswith(
+            "chat.new() without {opts} is deprecated, use chat.start_over() instead."
+        ), warnings
+        assert "Feature will be removed in pseudoclaude 0.2.0" in warnings[0], warnings
+    else:
+        assert warnings == [], warnings
+    # the same chat, not another one
+    assert [c["chat"] for c in nvim.lua("return require('pseudoclaude').chats()")] == [1]
     # a clean chat: no session yet (nothing is created before the first message), no history, no old lines
     assert nvim.lua("return require('pseudoclaude').current()") is None
     assert nvim.lua("return #require('pseudoclaude').messages()") == 0

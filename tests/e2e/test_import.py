@@ -335,7 +335,7 @@ def test_ctrl_o_lists_other_agents_and_enter_imports_and_resumes_against_openai(
     wait_for(lambda: any("Both files are listed." in line for line in transcript(n)), what="the answer drawn")
 
     # Picked again (unchanged file, continued here since): the session imported before is resumed, not a new copy.
-    n.lua("require('pseudoclaude').chat.new()")
+    n.lua("require('pseudoclaude').chat.start_over()")
     n.lua("vim.g.pc_resumed = vim.NIL")
     n.api.command("PseudoResume")
     wait_for(lambda: (n.lua(STATE) or {}).get("full"), what="the full list")

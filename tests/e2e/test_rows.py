@@ -94,9 +94,9 @@ def test_the_picker_shows_each_sessions_branch_and_filters_by_it(nvim: Neovim, w
     git(workspace, "add", "b.txt")
     git(workspace, "commit", "-q", "-m", "two")
     second_commit = git(workspace, "rev-parse", "--short=7", "HEAD")
-    nvim.lua("require('pseudoclaude').chat.new()")
+    nvim.lua("require('pseudoclaude').chat.start_over()")
     send(nvim, "beta question")
-    nvim.lua("require('pseudoclaude').chat.new()")
+    nvim.lua("require('pseudoclaude').chat.start_over()")
 
     items = {i["id"]: i for i in nvim.lua("return require('pseudoclaude').sessions.list()")}
     assert (items[alpha]["branch"], items[alpha]["commit"]) == ("feature/rowsx", first_commit)
@@ -181,7 +181,7 @@ def test_the_cost_shows_in_the_winbar_list_and_picker_once_pricing_is_set(nvim: 
     sid = nvim.lua("return require('pseudoclaude').current().id")
     item = nvim.lua("return require('pseudoclaude').sessions.info(...)", sid)
     assert item["cost"] == pytest.approx(0.0013)
-    nvim.lua("require('pseudoclaude').chat.new()")
+    nvim.lua("require('pseudoclaude').chat.start_over()")
     listed = nvim.lua("return require('pseudoclaude').sessions.list()")
     assert [i["id"] for i in listed] == [sid] and listed[0]["cost"] == pytest.approx(0.0013)
     s = picker(nvim)
@@ -274,7 +274,7 @@ def test_the_preview_header_shows_the_branch_and_commit_and_where_the_session_st
     git(workspace, "commit", "-q", "-m", "two")
     latest = git(workspace, "rev-parse", "--short=7", "HEAD")
     send(nvim, "went on in topic")
-    nvim.lua("require('pseudoclaude').chat.new()")
+    nvim.lua("require('pseudoclaude').chat.start_over()")
     picker(nvim)
     header = preview_header(nvim)
     assert f"branch topic at {latest}, started on main at {start}" in header, header
@@ -282,7 +282,7 @@ def test_the_preview_header_shows_the_branch_and_commit_and_where_the_session_st
     nvim.api.input("<Esc><Esc>")
     git(workspace, "checkout", "-q", "--detach")
     send(nvim, "detached now")
-    nvim.lua("require('pseudoclaude').chat.new()")
+    nvim.lua("require('pseudoclaude').chat.start_over()")
     picker(nvim)
     header = preview_header(nvim)
     assert header[0] == "detached now" and f"detached at {latest}" in header, header
@@ -296,7 +296,7 @@ def test_the_preview_header_shows_the_tokens_the_cached_share_and_the_cost(nvim:
     send(nvim, "one")
     send(nvim, "two")
     assert fake.errors == []
-    nvim.lua("require('pseudoclaude').chat.new()")
+    nvim.lua("require('pseudoclaude').chat.start_over()")
     picker(nvim)
     # 3.6k prompt tokens, 3,000 read from the cache; (600 * 2 + 200 * 8 + 3000 * 0.5) / 1e6 dollars
     header = preview_header(nvim)
@@ -331,7 +331,7 @@ def test_anthropic_cache_reads_and_writes_reach_the_winbar_the_list_and_the_prev
         assert item["usage"] == {"input_tokens": 100, "output_tokens": 30, "cache_read_tokens": 900,
                                  "cache_write_tokens": 200}
         assert item["cost"] == pytest.approx(0.00177)
-        nvim.lua("require('pseudoclaude').chat.new()")
+        nvim.lua("require('pseudoclaude').chat.start_over()")
         picker(nvim)
         assert "tokens: 1.2k in (75% cached) · 30 out · $0.0018" in preview_header(nvim)
     finally:
