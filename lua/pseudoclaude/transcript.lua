@@ -4,8 +4,8 @@
 ---
 --- Format: a blank line and a header line when the speaker changes or after tool results ("## You", "## Agent",
 --- "## Reminder to the model"), the model's thinking as one line (`💭 thought for 12 s, 40 lines`) with the thinking
---- under it, indented and folded, the text as it is, each tool call on one line (`▸ read_file {"path":"a.rs"}`), each
---- result on one line (`  ✓ read_file: first line (N lines)`, `✗` for an error) with its whole output under it,
+--- under it, indented and folded, the text as it is, each tool call on one line (`▸ read_file {"path":"a.rs"}`; an ACP
+--- agent's by its own title, `▸ Write hello.txt`, its input folded under it), each result on one line (`  ✓ read_file: first line (N lines)`, `✗` for an error) with its whole output under it,
 --- indented and folded (`<Tab>` opens it). A text longer than `MAX_DISPLAY_BYTES` shows its start and says how
 --- much was left out (the model still reads all of it; `src/display.rs` cuts restored messages the same way).
 
@@ -123,6 +123,14 @@ function M.add_message(out, m, prev, names, opts)
   for _, c in ipairs(m.tool_calls or {}) do
     names[c.id] = c.name
     add(M.call_line(c.name, c.arguments, opts.width), "call")
+    local body = M.call_body(c.name, c.arguments)
+    if body then
+      local start = #out.lines
+      for _, l in ipairs(body) do
+        add(l)
+      end
+      out.folds[#out.folds + 1] = { start, #out.lines - 1 }
+    end
   end
   if m.interrupted == true then
     add(M.INTERRUPTED_LINE, "more")
@@ -212,13 +220,96 @@ M.INTERRUPTED_LINE = "[interrupted: the answer stopped here]"
 --- The prefix of the stale-session reminder (`src/session/words.rs`, STALE_REMINDER_PREFIX).
 M.REMINDER_PREFIX = "[Session resumed]"
 
---- `▸ name {args}` on one line.
+--- The parts of an ACP agent's call (`src/acp/chat.rs` `call_arguments`: the agent's `title`, `kind`, raw `input` and
+--- `locations`), or nil for a call of ours (an MCP tool's arguments may hold a `title`, never only these keys).
+---@param name string
+---@param args any
+---@return {title: string?, input: any, locations: table[]}?
+function M.acp_call(name, args)
+  if type(args) ~= "table" or vim.startswith(name, "mcp__") or (args.title == nil and args.kind == nil) then
+    return nil
+  end
+  for k in pairs(args) do
+    if not H.ACP_KEYS[k] then
+      return nil
+    end
+  end
+  local title = type(args.title) == "string" and args.title:gsub("\r?\n", " ↵ ") or nil
+  local locations = type(args.locations) == "table" and vim.islist(args.locations) and args.locations or {}
+  return {
+    title = title ~= "" and title or nil,
+    input = args.input ~= vim.NIL and args.input or nil,
+    locations = locations,
+  }
+end
+
+--- `▸ name {args}` on one line; an ACP agent's call as the agent titles it, with the places it touches that the
+--- title does not name (`▸ Write hello.txt`, `▸ edit (src/a.rs:3)`): its input is under it (`call_body`).
 ---@param name string
 ---@param args any
 ---@param width integer?
 ---@return string
 function M.call_line(name, args, width)
-  return H.cut(("▸ %s %s"):format(name, H.json(args)), width or 100)
+  local acp = M.acp_call(name, args)
+  if not acp then
+    return H.cut(("▸ %s %s"):format(name, H.json(args)), width or 100)
+  end
+  local title = acp.title or name
+  local unnamed = {}
+  for _, loc in ipairs(acp.locations) do
+    local path = type(loc) == "table" and type(loc.path) == "string" and loc.path or nil
+    if path and not title:find(vim.fs.basename(path), 1, true) then
+      unnamed[#unnamed + 1] = vim.fn.fnamemodify(path, ":~:.")
+        .. (type(loc.line) == "number" and (":" .. loc.line) or "")
+    end
+  end
+  local where = #unnamed > 0 and (" (%s)"):format(table.concat(unnamed, ", ")) or ""
+  return H.cut(("▸ %s%s"):format(title, where), width or 100)
+end
+
+--- The folded lines under an ACP agent's call line: its input, key by key (a text of several lines under its key),
+--- and where it acts; nil for a call of ours (its line shows its arguments) or one with nothing to add.
+---@param name string
+---@param args any
+---@return string[]?
+function M.call_body(name, args)
+  local acp = M.acp_call(name, args)
+  if not acp then
+    return nil
+  end
+  local lines = {}
+  local function value(key, v)
+    if type(v) == "string" and v:find("\n") then
+      lines[#lines + 1] = ("    %s:"):format(key)
+      for _, l in ipairs(vim.split((v:gsub("\n$", "")), "\n", { plain = true })) do
+        lines[#lines + 1] = "      " .. l
+      end
+    else
+      lines[#lines + 1] = ("    %s: %s"):format(key, type(v) == "string" and v or H.json(v))
+    end
+  end
+  local input = acp.input
+  if type(input) == "table" and not vim.islist(input) then
+    local keys = vim.tbl_keys(input)
+    table.sort(keys, function(a, b)
+      return tostring(a) < tostring(b)
+    end)
+    for _, k in ipairs(keys) do
+      value(tostring(k), input[k])
+    end
+  elseif input ~= nil then
+    value("input", input)
+  end
+  local at = {}
+  for _, loc in ipairs(acp.locations) do
+    if type(loc) == "table" and type(loc.path) == "string" then
+      at[#at + 1] = loc.path .. (type(loc.line) == "number" and (":" .. loc.line) or "")
+    end
+  end
+  if #at > 0 then
+    lines[#lines + 1] = "    at: " .. table.concat(at, ", ")
+  end
+  return #lines > 0 and H.capped_lines(lines) or nil
 end
 
 --- An ACP agent's tool call while it runs: its line as `call_line` draws it, a status line
@@ -231,10 +322,9 @@ end
 ---@param width integer?
 ---@return string[]
 function M.running_call_lines(name, args, status, output, tail, width)
-  local title = type(args) == "table" and type(args.title) == "string" and args.title ~= "" and args.title or name
   local lines = {
-    M.call_line(name, args, width),
-    H.cut(("  ⋯ %s: %s: %s"):format(name, status == "in_progress" and "running" or status, title), width or 100),
+    M.call_line(name, args, width), -- the agent's title: the status line need not repeat it
+    ("  ⋯ %s: %s"):format(name, status == "in_progress" and "running" or status),
   }
   if output:sub(-1) == "\n" then
     output = output:sub(1, -2)
@@ -349,6 +439,31 @@ function M.attachment_line(a)
 end
 
 -- Helpers ==============================================================================================================
+
+--- The keys of an ACP agent's call arguments in our log (`src/acp/chat.rs` `call_arguments`).
+H.ACP_KEYS = { title = true, kind = true, input = true, locations = true }
+
+--- `lines` as one message's text is cut (`MAX_DISPLAY_BYTES` in all, `MAX_LINE_BYTES` a line), with a note of the rest.
+---@param lines string[]
+---@return string[]
+function H.capped_lines(lines)
+  local out, left = {}, M.MAX_DISPLAY_BYTES
+  for i, l in ipairs(lines) do
+    if #l > left then
+      local rest = #l - left
+      for j = i + 1, #lines do
+        rest = rest + #lines[j] + 1
+      end
+      out[#out + 1] = "    " .. H.cut_note(rest)
+      return out
+    end
+    left = left - #l - 1
+    H.add_line(function(text)
+      out[#out + 1] = text
+    end, l)
+  end
+  return out
+end
 
 --- A user message with attachments: the typed text, then one folded line per attachment (its text under it).
 function H.add_attachments(out, add, content, max, cut)

@@ -221,6 +221,29 @@ def screen_highlights(n: "Neovim", win: int) -> list[tuple[int, int, int, str]]:
     return sorted(tuple(h) for h in n.lua(SCREEN_HIGHLIGHTS, win))
 
 
+def screen_lines(n: "Neovim", win: int) -> list[str]:
+    """The text the screen shows in window `win` (its winbar first, when it has one), row by row, trailing blanks cut,
+    read cell by cell after a redraw: what the user sees, closed folds and cut lines included."""
+    return n.lua(
+        """
+        local win = ...
+        vim.cmd("redraw")
+        local pos = vim.api.nvim_win_get_position(win)
+        local rows = vim.api.nvim_win_get_height(win) + (vim.wo[win].winbar ~= "" and 1 or 0)
+        local out = {}
+        for r = pos[1] + 1, pos[1] + rows do
+          local cells = {}
+          for c = pos[2] + 1, pos[2] + vim.api.nvim_win_get_width(win) do
+            cells[#cells + 1] = vim.fn.screenstring(r, c)
+          end
+          out[#out + 1] = (table.concat(cells):gsub("%s+$", ""))
+        end
+        return out
+        """,
+        win,
+    )
+
+
 def distinct_highlights(n: "Neovim") -> None:
     """Gives each of our highlight groups a colour of its own, so that `screen_highlights` names it (before the
     picker is opened: see DISTINCT_HIGHLIGHTS)."""

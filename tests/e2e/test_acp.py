@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from acp_rig import claude_agent_command, claude_env, fake_anthropic  # noqa: F401 - a fixture
-from conftest import Neovim, main_loop_watch, wait_for
+from conftest import Neovim, main_loop_watch, screen_lines, wait_for
 from fake_llm import FakeAnthropic
 from test_chat import setup as chat_setup
 
@@ -117,11 +117,28 @@ def test_a_chat_with_claude_writes_a_file_runs_a_shell_and_is_logged(
     fake.push_text("Both done.")
     setup(nvim, fake, home)
     answer_permissions_with(nvim, "Allow")
+    nvim.api.command("set lines=60 columns=120")
     nvim.api.command("PseudoChat claude")
     rows = nvim.lua("return require('pseudoclaude').chats()")
     assert [r["agent"] for r in rows] == ["pseudoclaude", "claude"] and rows[1]["current"], rows
     send(nvim, "write hello.txt and run the shell")
     wait_turns(nvim, 1)
+    # the agent's calls read as the agent titles them, not as their raw input; the input is folded under the line
+    win = nvim.lua("return require('pseudoclaude.chat.state').win")
+    screen = screen_lines(nvim, win)
+    at = screen.index("▸ Write hello.txt")
+    assert screen[at + 1].startswith("+-"), screen  # a closed fold: the input
+    assert "▸ echo ran > ran.txt" in screen, screen
+    assert not any('"input"' in line or "file_path" in line for line in screen), screen
+    row = chat_text(nvim).split("\n").index("▸ Write hello.txt") + 1
+    nvim.lua("local w, pos = ... vim.api.nvim_set_current_win(w) vim.api.nvim_win_set_cursor(w, pos)", win, [row, 0])
+    nvim.api.input("<Esc><Tab>")
+    wait_for(lambda: "      hello from claude" in screen_lines(nvim, win),
+             what="the input expanded; the screen:\n" + "\n".join(screen_lines(nvim, win)))
+    opened = screen_lines(nvim, win)
+    at = opened.index("▸ Write hello.txt")
+    assert opened[at + 1:at + 3] == ["    content:", "      hello from claude"], opened
+    assert opened[at + 3].startswith("    file_path: /"), opened  # the whole path: cut by the window's width
     text = chat_text(nvim)
     assert nvim.lua("return vim.g.pc_last_stop") == "end_turn", text
     assert (workspace / "hello.txt").read_text() == "hello from claude\n"
@@ -138,6 +155,9 @@ def test_a_chat_with_claude_writes_a_file_runs_a_shell_and_is_logged(
     msgs = [entry for entry in lines if entry.get("type", "message") == "message"]
     assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant", "user", "assistant"], msgs
     assert [m["tool_calls"][0]["name"] for m in msgs if m.get("tool_calls")] == ["edit", "execute"], msgs
+    # the log keeps the call's whole input
+    write = msgs[1]["tool_calls"][0]["arguments"]
+    assert write["title"] == "Write hello.txt" and write["input"]["content"] == "hello from claude\n", write
     meta = [entry["agent"] for entry in lines if entry.get("type") == "meta" and "agent" in entry]
     assert meta and meta[0]["name"] == "claude" and meta[0]["session_id"], lines
     permissions = [entry["acp"]["permission"] for entry in lines if "permission" in entry.get("acp", {})]
@@ -169,7 +189,7 @@ def test_a_running_shell_command_is_drawn_before_it_ends_and_then_as_a_restore_d
     assert logged == [], "the log holds a call only with its result"
     wait_turns(nvim, 1)
     done = chat_text(nvim)
-    assert "⋯" not in done and done.count("sleep 6") == 1 and "✓ execute" in done and "WOKE-UP" in done, done
+    assert "⋯" not in done and done.count("▸ sleep 6") == 1 and "✓ execute" in done and "WOKE-UP" in done, done
     # drawn live exactly as a restore draws the history (the one renderer's lines)
     restored = nvim.lua("return require('pseudoclaude.transcript').render(require('pseudoclaude').messages())")
     assert done.split("\n") == restored, (done, restored)

@@ -149,7 +149,7 @@ def test_a_terminals_output_is_drawn_as_it_is_written_and_a_chatty_one_never_sta
              what="the terminal's first line drawn; the chat:\n" + chat_text(nvim))
     running = chat_text(nvim)
     assert "    second-line" not in running.split("\n"), running
-    assert "⋯ execute: running: print, sleep, print" in running, running
+    assert "▸ print, sleep, print\n  ⋯ execute: running" in running, running  # the agent's title, then its state
     assert nvim.lua("return vim.g.pc_turns") == 0, "the turn still runs"
     wait_turns(nvim, 1, timeout=60)
     done = chat_text(nvim)
