@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 
 class Rejected(Exception):
@@ -43,7 +43,15 @@ class Rejected(Exception):
 
 
 class FakeOpenAI:
-    def __init__(self, seed: int = 14) -> None:
+    def __init__(self, seed: int = 14, unstreamed: bool = False,
+                 responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        """`unstreamed`: accept a request without `stream: true` (our own client always streams, so by default it is
+        refused; the real agents of agent_stores.py ask for titles that way) and answer it with one
+        `chat.completion` object. `responder`: called with a request's body when the script is empty, it returns the
+        answer (`{"text": ..., "tools": [(id, name, args), ...]}`): the real agents' side requests (titles, memory,
+        routing) come in an order no test should have to script."""
+        self.unstreamed, self.responder = unstreamed, responder
+        self.paths: list[str] = []  # the path of every request, accepted or not
         self.script: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []  # accepted (valid, answered from the script)
         self.rejected: list[tuple[Any, str]] = []  # (body, why) of every request answered 400
@@ -60,10 +68,15 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802
+                outer.paths.append(self.path)
+                outer.refuse(self, None, Rejected(f"Invalid URL (GET {self.path})", code="unknown_url"), 404)
+
             def do_POST(self) -> None:  # noqa: N802
                 try:
                     raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                    if self.path.rstrip("/").endswith("/chat/completions"):
+                    outer.paths.append(self.path)
+                    if self.path.partition("?")[0].rstrip("/").endswith("/chat/completions"):
                         outer.handle(self, raw)
                     else:
                         outer.refuse(self, raw, Rejected(f"Invalid URL (POST {self.path})", code="unknown_url"), 404)
@@ -128,13 +141,14 @@ class FakeOpenAI:
     # -- protocol -----------------------------------------------------------------------------------------
 
     @staticmethod
-    def validate(body: Any) -> None:
-        """Raises `Rejected` where the real API answers 400. Never raises anything else, whatever the body."""
+    def validate(body: Any, unstreamed: bool = False) -> None:
+        """Raises `Rejected` where the real API answers 400 (or, unless `unstreamed`, where the request does not
+        stream). Never raises anything else, whatever the body."""
         if not isinstance(body, dict):
             raise Rejected("We could not parse the JSON body of your request.")
         if not body.get("model"):
             raise Rejected("you must provide a model parameter", param="model", code="missing_required_parameter")
-        if body.get("stream") is not True:
+        if body.get("stream") is not True and not (unstreamed and body.get("stream") in (None, False)):
             raise Rejected("stream must be true", param="stream")
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs:
@@ -190,7 +204,10 @@ class FakeOpenAI:
                 tid = msgs[i].get("tool_call_id")
                 if tid not in open_ids:
                     raise Rejected(f"messages[{i}]: tool_call_id {tid} answers no open call", f"messages[{i}]")
-                if not isinstance(msgs[i].get("content"), str):
+                content = msgs[i].get("content")
+                parts_ok = isinstance(content, list) and all(
+                    isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str) for c in content)
+                if not isinstance(content, str) and not parts_ok:  # a string, or an array of text parts
                     raise Rejected(f"Invalid type for 'messages[{i}].content'.", f"messages[{i}].content",
                                    "invalid_type")
                 open_ids.remove(tid)
@@ -216,14 +233,20 @@ class FakeOpenAI:
             self.refuse(h, raw, Rejected("We could not parse the JSON body of your request."))
             return
         try:
-            self.validate(body)
+            self.validate(body, self.unstreamed)
             with self.lock:
-                if not self.script:
+                if self.script:
+                    answer = self.script.pop(0)
+                elif self.responder:
+                    answer = {"text": "", "tools": [], "delay": 0, "reasoning": "", **self.responder(body)}
+                else:
                     raise Rejected("the fake server has no scripted answer left")
-                answer = self.script.pop(0)
                 self.requests.append(body)
         except Rejected as why:
             self.refuse(h, body, why)
+            return
+        if body.get("stream") is not True:
+            self.reply_whole(h, body, answer)
             return
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
@@ -231,6 +254,31 @@ class FakeOpenAI:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
         Stream(h, random.Random(self.rng.random())).answer(body, answer, self.release)
+
+
+    @staticmethod
+    def reply_whole(h: BaseHTTPRequestHandler, body: dict[str, Any], answer: dict[str, Any]) -> None:
+        """An answer to a request that does not stream: one `chat.completion` object."""
+        calls = [{"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                 for cid, name, args in answer["tools"]]
+        message: dict[str, Any] = {"role": "assistant", "content": answer["text"] or None}
+        if calls:
+            message["tool_calls"] = calls
+        prompt = len(json.dumps(body["messages"])) // 4
+        completion = max(len(answer["text"]) // 4, 1)
+        value = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                 "model": body["model"], "system_fingerprint": "fp_fake",
+                 "choices": [{"index": 0, "message": message, "logprobs": None,
+                              "finish_reason": "tool_calls" if calls else "stop"}],
+                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                           "total_tokens": prompt + completion}}
+        data = json.dumps(value).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+        h.wfile.flush()
 
 
 class Stream:
@@ -345,12 +393,14 @@ class FakeAnthropic:
     `/_fake/errors`.
     """
 
-    def __init__(self, cache: bool = False, port: int = 0) -> None:
+    def __init__(self, cache: bool = False, port: int = 0,
+                 responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         """`cache`: imitate prompt caching: each `cache_control` block caches the prompt up to it (tools, system,
         messages, in that order); a later request whose prefix up to one of its own breakpoints was cached before is
         billed that much as `cache_read_input_tokens` (a token: four bytes of the prefix's JSON), the rest of its
-        longest prefix as `cache_creation_input_tokens`. `port`: 0 for any free one."""
-        self.cache = cache
+        longest prefix as `cache_creation_input_tokens`. `port`: 0 for any free one. `responder`: called with a
+        valid request's body when the script is empty, it returns the answer (as `push` takes it)."""
+        self.cache, self.responder = cache, responder
         self.paths: list[str] = []  # the path of every POST to the Messages API, query included (`?beta=true`)
         # time.monotonic() (CLOCK_MONOTONIC, the clock of vim.uv.hrtime() too) as each answer's first text_delta is
         # about to be written: where a client's time to the first word starts, apart from the agent's work before it
@@ -431,6 +481,13 @@ class FakeAnthropic:
     def push(self, answer: dict[str, Any]) -> None:
         """Appends one answer as `push_text`/`push_tools` make them (the form `POST /_fake/push` takes as JSON, with
         `tools` as `[[id, name, input], ...]`), checked so that a mistake in a test's script is named at once."""
+        answer = self.complete(answer)
+        with self.lock:
+            self.script.append(answer)
+
+    @staticmethod
+    def complete(answer: dict[str, Any]) -> dict[str, Any]:
+        """`answer` with every field (the defaults where it has none), checked."""
         known = {"text", "tools", "usage", "thinking", "redacted", "hang", "delay", "pieces", "status", "error"}
         unknown = set(answer) - known
         if unknown:
@@ -440,8 +497,7 @@ class FakeAnthropic:
         answer["tools"] = [tuple(c) for c in answer["tools"]]
         if answer["pieces"] is not None and "".join(answer["pieces"]) != answer["text"]:
             raise ValueError("the pieces of a scripted answer must join to its text")
-        with self.lock:
-            self.script.append(answer)
+        return answer
 
     # -- thinking -----------------------------------------------------------------------------------------
 
@@ -758,7 +814,9 @@ class FakeAnthropic:
             if body is not None:
                 self.requests.append(body)
             problem = problem or self.validate(body)
-            answer = self.script.pop(0) if (self.script and not problem) else None
+            answer = None
+            if not problem:
+                answer = self.script.pop(0) if self.script else self.responder and self.complete(self.responder(body))
         if problem or answer is None:
             problem = problem or "the fake server has no scripted answer left"
             self.errors.append(problem)
@@ -843,6 +901,229 @@ class FakeAnthropic:
         event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                 "usage": {"output_tokens": usage["output_tokens"]}})
         event("message_stop", {"type": "message_stop"})
+        h.wfile.write(b"0\r\n\r\n")
+        h.wfile.flush()
+
+
+class FakeGemini:
+    """A fake Gemini API server (`generativelanguage`'s `v1beta`) on 127.0.0.1, for the real Gemini CLI
+    (tests/e2e/agent_stores.py; `GOOGLE_GEMINI_BASE_URL` = `base_url`).
+
+    `POST /v1beta/models/<model>:streamGenerateContent?alt=sse`, a turn's model call, is answered by SSE events
+    `data: {"candidates": [{"content": {"role": "model", "parts": [...]}, "index": 0}], "modelVersion": ...}`: the
+    text in word-sized `text` parts, then one `functionCall` part per call (`{name, args, id}`), the last event with
+    `finishReason: "STOP"` and `usageMetadata`. `POST /v1beta/models/<model>:generateContent` answers the same in one
+    JSON object; when its `generationConfig` asks for JSON (`responseJsonSchema` or `responseSchema`: the CLI's
+    routing call asking for a `complexity_score`, its next-speaker and loop checks) the text is a value made from the
+    schema (`schema_value`) and takes nothing from the script (such calls are in `side_requests`).
+    `:countTokens` answers an estimate. Answers are scripted in order with `push_text`/`push_tools` or, once the
+    script is empty, come from `responder(body)`.
+
+    Each request is checked as the API does and refused with its error body (`{"error": {"code": 400, "message",
+    "status": "INVALID_ARGUMENT"}}`): the `x-goog-api-key` header, `contents` a non-empty list of `{role: user|model,
+    parts}` with known parts, every `functionCall` of a model turn answered by as many `functionResponse` parts of the
+    same names in the user turn right after it, the last turn the user's. Refusals are in `errors` (a test asserts it
+    empty) and `rejected`.
+    """
+
+    PARTS = {"text", "functionCall", "functionResponse", "inlineData", "fileData", "executableCode",
+             "codeExecutionResult"}
+
+    def __init__(self, responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        self.responder = responder
+        self.script: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []  # turns' bodies (streamed or not) answered from the script
+        self.side_requests: list[dict[str, Any]] = []  # JSON-schema calls (routing, checks) and countTokens
+        self.paths: list[str] = []
+        self.rejected: list[tuple[Any, str]] = []
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                outer.paths.append(self.path)
+                outer.refuse(self, None, f"GET {self.path}: not found", 404, "NOT_FOUND")
+
+            def do_POST(self) -> None:  # noqa: N802
+                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                outer.paths.append(self.path)
+                try:
+                    outer.handle(self, raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                except Exception as e:  # noqa: BLE001 - a bug of the fake or of the test
+                    outer.errors.append(f"exception in the fake server: {e!r}")
+                    raise
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def push_text(self, text: str) -> None:
+        self.script.append({"text": text, "tools": []})
+
+    def push_tools(self, text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """`calls`: `(id, name, args)`, sent as `functionCall` parts after the text."""
+        self.script.append({"text": text, "tools": calls})
+
+    # -- protocol -----------------------------------------------------------------------------------------
+
+    @classmethod
+    def validate(cls, h: BaseHTTPRequestHandler, body: Any) -> str | None:
+        if not h.headers.get("x-goog-api-key") and "key=" not in h.path:
+            return "Method doesn't allow unregistered callers (callers without established identity). Please use " \
+                   "API Key or other form of API consumer identity to call this API."
+        if not isinstance(body, dict):
+            return "Invalid JSON payload received."
+        contents = body.get("contents")
+        if not isinstance(contents, list) or not contents:
+            return "* GenerateContentRequest.contents: contents is not specified"
+        asked: list[str] = []
+        for i, c in enumerate(contents):
+            at = f"GenerateContentRequest.contents[{i}]"
+            if not isinstance(c, dict) or c.get("role") not in ("user", "model"):
+                return f"* {at}.role: Please use a valid role: user, model."
+            parts = c.get("parts")
+            if not isinstance(parts, list) or not parts:
+                return f"* {at}.parts: contents.parts must not be empty."
+            names = []
+            for j, p in enumerate(parts):
+                kinds = set(p) & cls.PARTS if isinstance(p, dict) else set()
+                if len(kinds) != 1:
+                    return f"* {at}.parts[{j}].data: required oneof field 'data' must have one initialized field"
+                (kind,) = kinds
+                if kind in ("functionCall", "functionResponse") and not (p[kind] or {}).get("name"):
+                    return f"* {at}.parts[{j}].{kind}.name: Name cannot be empty."
+                if kind == "functionCall" and c["role"] == "model":
+                    names.append(p[kind]["name"])
+                elif kind == "functionResponse":
+                    names.append(p[kind]["name"])
+            if asked:
+                if c["role"] != "user" or sorted(names) != sorted(asked):
+                    return ("Please ensure that the number of function response parts is equal to the number of "
+                            f"function call parts of the function call turn (contents[{i}]).")
+                asked = []
+            elif c["role"] == "model":
+                asked = names
+            elif names:
+                return f"* {at}: a function response answers no function call"
+        if asked or contents[-1]["role"] != "user":
+            return "Please ensure that multiturn requests alternate between user and model, ending with the user."
+        return None
+
+    def refuse(self, h: BaseHTTPRequestHandler, body: Any, why: str, status: int = 400,
+               kind: str = "INVALID_ARGUMENT") -> None:
+        with self.lock:
+            self.rejected.append((body, why))
+            self.errors.append(why)
+        self.reply_json(h, status, {"error": {"code": status, "message": why, "status": kind}})
+
+    @staticmethod
+    def reply_json(h: BaseHTTPRequestHandler, status: int, value: Any) -> None:
+        data = json.dumps(value).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json; charset=UTF-8")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+        h.wfile.flush()
+
+    @classmethod
+    def schema_value(cls, schema: Any) -> Any:
+        """A small value the JSON schema accepts: an enum's first value, a number's minimum (else 1), every
+        property of an object (the required ones at least)."""
+        if not isinstance(schema, dict):
+            return None
+        if schema.get("enum"):
+            return schema["enum"][0]
+        kind = str(schema.get("type", "object")).lower()
+        if kind == "object":
+            props = schema.get("properties") or {}
+            return {k: cls.schema_value(v) for k, v in props.items()}
+        if kind == "array":
+            return [cls.schema_value(schema.get("items"))] if schema.get("minItems") else []
+        if kind in ("integer", "number"):
+            return schema.get("minimum", 1)
+        if kind == "boolean":
+            return False
+        return "fake"
+
+    def handle(self, h: BaseHTTPRequestHandler, raw: bytes) -> None:
+        m = re.fullmatch(r"/v1beta/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)",
+                         h.path.partition("?")[0])
+        if not m:
+            self.refuse(h, raw.decode(errors="replace"), f"POST {h.path}: not found", 404, "NOT_FOUND")
+            return
+        model, method = m.groups()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = raw.decode(errors="replace")
+        if method == "countTokens":
+            with self.lock:
+                self.side_requests.append(body)
+            self.reply_json(h, 200, {"totalTokens": max(len(raw) // 4, 1)})
+            return
+        problem = self.validate(h, body)
+        if problem:
+            self.refuse(h, body, problem)
+            return
+        config = body.get("generationConfig") or {}
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        with self.lock:
+            if schema is not None and method == "generateContent":
+                self.side_requests.append(body)
+                answer = {"text": json.dumps(self.schema_value(schema)), "tools": []}
+            elif self.script or self.responder:
+                answer = self.script.pop(0) if self.script else {"text": "", "tools": [], **self.responder(body)}
+                self.requests.append(body)
+            else:
+                answer = None
+        if answer is None:
+            self.refuse(h, body, "the fake server has no scripted answer left")
+            return
+        usage = {"promptTokenCount": max(len(raw) // 4, 1), "candidatesTokenCount": max(len(answer["text"]) // 4, 1)}
+        usage["totalTokenCount"] = usage["promptTokenCount"] + usage["candidatesTokenCount"]
+        text_parts = [{"text": w} for w in re.findall(r"\S+\s*|\s+", answer["text"])]
+        call_parts = [{"functionCall": {"id": cid, "name": name, "args": args}} for cid, name, args in answer["tools"]]
+
+        def chunk(parts: list[dict[str, Any]], last: bool) -> dict[str, Any]:
+            cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+            out: dict[str, Any] = {"candidates": [cand], "modelVersion": model, "responseId": "fake-response"}
+            if last:
+                cand["finishReason"] = "STOP"
+                out["usageMetadata"] = usage
+            return out
+
+        if method == "generateContent":
+            whole = [{"text": answer["text"]}] if answer["text"] else []
+            self.reply_json(h, 200, chunk(whole + call_parts or [{"text": ""}], True))
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        events = [[p] for p in text_parts] + ([call_parts] if call_parts else [])
+        events = events or [[{"text": ""}]]
+        for n, parts in enumerate(events):
+            data = f"data: {json.dumps(chunk(parts, n == len(events) - 1))}\r\n\r\n".encode()
+            h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            h.wfile.flush()
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()
 

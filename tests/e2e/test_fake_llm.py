@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fake_llm import FakeAnthropic, FakeOpenAI
+from fake_llm import FakeAnthropic, FakeGemini, FakeOpenAI
 
 
 def post(fake: FakeOpenAI, body: Any, path: str = "/v1/chat/completions") -> tuple[int, bytes, list[bytes]]:
@@ -226,3 +226,149 @@ def test_the_anthropic_fake_runs_in_its_own_process_scripted_over_http() -> None
         assert proc.wait(10) == 0
     finally:
         proc.kill()
+
+
+# -- what the real agents of agent_stores.py need: unstreamed requests, answers by rule, the Gemini API ------------
+
+
+def test_an_unstreamed_request_gets_one_completion_and_a_responder_answers_past_the_script() -> None:
+    """opencode asks its small model for a title without streaming; agents' side requests are answered by rule."""
+    asked: list[Any] = []
+
+    def rule(body: dict[str, Any]) -> dict[str, Any]:
+        asked.append(body["messages"][-1])
+        return {"text": "", "tools": [("call_9", "write", {"filePath": "/w/a"})]}
+
+    fake = FakeOpenAI(unstreamed=True, responder=rule)
+    try:
+        fake.push_text("from the script")
+        status, whole, _ = post(fake, {"model": "m", "messages": [{"role": "user", "content": "title?"}]})
+        reply = json.loads(whole)
+        assert status == 200 and reply["object"] == "chat.completion"
+        assert reply["choices"][0]["message"] == {"role": "assistant", "content": "from the script"}
+        assert reply["choices"][0]["finish_reason"] == "stop" and reply["usage"]["total_tokens"] > 0
+        assert asked == [], "the script comes first"
+        status, whole, _ = post(fake, request([{"role": "user", "content": "write"}]))
+        data, _ = events(whole)
+        frags = [f for d in data[:-2] for f in d["choices"][0]["delta"].get("tool_calls", [])]
+        assert status == 200 and frags[0]["id"] == "call_9" and frags[0]["function"]["name"] == "write"
+        assert asked == [{"role": "user", "content": "write"}]
+        # a tool's result as an array of text parts, as Qwen Code sends it, is valid
+        tool_turn = [{"role": "user", "content": "write"},
+                     {"role": "assistant", "content": None, "tool_calls": [
+                         {"id": "call_9", "type": "function", "function": {"name": "write", "arguments": "{}"}}]},
+                     {"role": "tool", "tool_call_id": "call_9", "content": [{"type": "text", "text": "ok"}]}]
+        status, _, _ = post(fake, request(tool_turn))
+        assert status == 200 and fake.errors == [] and len(fake.requests) == 3
+        assert fake.paths == ["/v1/chat/completions"] * 3
+    finally:
+        fake.close()
+    strict = FakeOpenAI()  # our own client must stream: the default still refuses
+    try:
+        strict.push_text("never")
+        status, whole, _ = post(strict, {"model": "m", "messages": [{"role": "user", "content": "x"}]})
+        assert status == 400 and "stream must be true" in json.loads(whole)["error"]["message"]
+    finally:
+        strict.close()
+
+
+def gemini_post(fake: FakeGemini, path: str, body: Any, key: bool = True) -> tuple[int, Any, list[Any]]:
+    """POSTs to the fake Gemini API; returns the status, the JSON body (None for SSE) and the SSE events' data."""
+    conn = http.client.HTTPConnection("127.0.0.1", fake.server.server_address[1], timeout=30)
+    headers = {"Content-Type": "application/json", **({"x-goog-api-key": "k"} if key else {})}
+    conn.request("POST", path, json.dumps(body).encode(), headers)
+    resp = conn.getresponse()
+    raw = resp.read().decode()
+    conn.close()
+    if resp.getheader("Content-Type") == "text/event-stream":
+        assert raw.endswith("\r\n\r\n") and all(b.startswith("data: ") for b in raw.split("\r\n\r\n") if b)
+        return resp.status, None, [json.loads(b[6:]) for b in raw.split("\r\n\r\n") if b]
+    return resp.status, json.loads(raw), []
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"text": text}]}
+
+
+def test_the_gemini_fake_streams_text_and_function_calls_as_the_gemini_cli_reads_them() -> None:
+    fake = FakeGemini()
+    try:
+        fake.push_tools("Writing it now.", [("c1", "write_file", {"file_path": "/w/notes.txt", "content": "FIG"})])
+        fake.push_text("Done.")
+        stream = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+        status, _, data = gemini_post(fake, stream, {"contents": [user("write FIG")]})
+        assert status == 200
+        parts = [p for d in data for p in d["candidates"][0]["content"]["parts"]]
+        assert "".join(p.get("text", "") for p in parts) == "Writing it now."
+        assert parts[-1] == {"functionCall": {"id": "c1", "name": "write_file",
+                                              "args": {"file_path": "/w/notes.txt", "content": "FIG"}}}
+        assert all(d["candidates"][0]["content"]["role"] == "model" for d in data)
+        assert [d["candidates"][0].get("finishReason") for d in data][-1] == "STOP"
+        assert "finishReason" not in data[0]["candidates"][0] and "usageMetadata" in data[-1]
+        assert data[-1]["modelVersion"] == "gemini-2.5-pro"
+        turn = [user("write FIG"), {"role": "model", "parts": [{"text": "Writing it now."}, parts[-1]]},
+                {"role": "user", "parts": [{"functionResponse": {"id": "c1", "name": "write_file",
+                                                                 "response": {"output": "ok"}}}]}]
+        status, _, data = gemini_post(fake, stream, {"contents": turn})
+        assert status == 200 and "".join(p["text"] for d in data for p in d["candidates"][0]["content"]["parts"]) \
+            == "Done."
+        assert fake.errors == [] and len(fake.requests) == 2
+    finally:
+        fake.close()
+
+
+def test_the_gemini_routing_call_is_answered_from_its_schema_without_taking_a_scripted_answer() -> None:
+    fake = FakeGemini()
+    try:
+        fake.push_text("for the turn")
+        schema = {"type": "object", "properties": {
+            "reasoning": {"type": "string"}, "complexity_score": {"type": "integer", "minimum": 1, "maximum": 100},
+            "next_speaker": {"type": "string", "enum": ["user", "model"]}}, "required": ["complexity_score"]}
+        body = {"contents": [user("hi")], "generationConfig": {"responseMimeType": "application/json",
+                                                               "responseJsonSchema": schema}}
+        status, reply, _ = gemini_post(fake, "/v1beta/models/gemini-2.5-flash-lite:generateContent", body)
+        assert status == 200 and reply["candidates"][0]["finishReason"] == "STOP"
+        value = json.loads(reply["candidates"][0]["content"]["parts"][0]["text"])
+        assert value == {"reasoning": "fake", "complexity_score": 1, "next_speaker": "user"}
+        assert fake.script and fake.side_requests == [body] and fake.requests == []
+        status, counted, _ = gemini_post(fake, "/v1beta/models/m:countTokens", {"contents": [user("hi")]})
+        assert status == 200 and counted["totalTokens"] >= 1
+    finally:
+        fake.close()
+
+
+def test_the_gemini_fake_refuses_what_the_api_refuses_with_its_error_body() -> None:
+    fake = FakeGemini(responder=lambda body: {"text": "by rule"})
+    try:
+        stream = "/v1beta/models/m:streamGenerateContent?alt=sse"
+        call = {"role": "model", "parts": [{"functionCall": {"name": "write_file", "args": {}}}]}
+        cases = [
+            ({"contents": [user("hi")]}, False, "unregistered callers"),
+            ({"contents": []}, True, "contents is not specified"),
+            ({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]}, True, "valid role"),
+            ({"contents": [{"role": "user", "parts": []}]}, True, "must not be empty"),
+            ({"contents": [user("hi"), call, user("no answer")]}, True, "number of function response parts"),
+            ({"contents": [user("hi"), {"role": "model", "parts": [{"text": "x"}]}]}, True, "ending with the user"),
+        ]
+        for body, key, why in cases:
+            status, reply, _ = gemini_post(fake, stream, body, key)
+            assert status == 400, (body, reply)
+            assert reply["error"]["status"] == "INVALID_ARGUMENT" and why in reply["error"]["message"], reply
+        status, reply, _ = gemini_post(fake, "/v1/chat/completions", {})
+        assert status == 404 and reply["error"]["status"] == "NOT_FOUND"
+        assert len(fake.errors) == len(cases) + 1 and fake.requests == []
+        status, _, data = gemini_post(fake, stream, {"contents": [user("hi")]})
+        assert status == 200 and data[0]["candidates"][0]["content"]["parts"] == [{"text": "by "}]
+    finally:
+        fake.close()
+
+
+def test_the_anthropic_fake_answers_by_rule_once_its_script_is_empty() -> None:
+    fake = FakeAnthropic(responder=lambda body: {"text": "", "tools": [("toolu_1", "Write", {"file_path": "/a"})]})
+    try:
+        status, _, data = anthropic_post(fake, "/v1/messages?beta=true", CLAUDE_CODE_BODY)
+        starts = [d["content_block"] for d in data if d["type"] == "content_block_start"]
+        assert status == 200 and starts == [{"type": "tool_use", "id": "toolu_1", "name": "Write", "input": {}}]
+        assert fake.errors == []
+    finally:
+        fake.close()
