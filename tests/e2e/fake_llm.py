@@ -34,6 +34,40 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 
+def serve(outer: Any, get: Callable[[BaseHTTPRequestHandler], None],
+          post: Callable[[BaseHTTPRequestHandler, bytes], None]) -> ThreadingHTTPServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1 (a free port) handing each GET to `get` and each POST (with its body)
+    to `post`, the path noted in `outer.paths` first. A client that went away (a cancel, a closed editor) is nobody's
+    fault; any other exception is a bug of the fake or of the test: recorded in `outer.errors`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def run(self, fn: Callable[..., None], *args: Any) -> None:
+            outer.paths.append(self.path)
+            try:
+                fn(self, *args)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            except Exception as e:  # noqa: BLE001
+                outer.errors.append(f"exception in the fake server: {e!r}")
+                raise
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.run(get)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.run(post, self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 class Rejected(Exception):
     """A request the real API would refuse: answered 400 with `message` (and `param`, `code` when known)."""
 
@@ -46,8 +80,8 @@ class FakeOpenAI:
     def __init__(self, seed: int = 14, unstreamed: bool = False,
                  responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         """`unstreamed`: accept a request without `stream: true` (our own client always streams, so by default it is
-        refused; the real agents of agent_stores.py ask for titles that way) and answer it with one
-        `chat.completion` object. `responder`: called with a request's body when the script is empty, it returns the
+        refused; agent_stores.py allows it for an agent's side requests, though the pinned agents all stream) and
+        answer it with one `chat.completion` object. `responder`: called with a request's body when the script is empty, it returns the
         answer (`{"text": ..., "tools": [(id, name, args), ...]}`): the real agents' side requests (titles, memory,
         routing) come in an order no test should have to script."""
         self.unstreamed, self.responder = unstreamed, responder
@@ -60,40 +94,20 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self.release = threading.Event()
         self.rng = random.Random(seed)
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                outer.paths.append(self.path)
-                outer.refuse(self, None, Rejected(f"Invalid URL (GET {self.path})", code="unknown_url"), 404)
-
-            def do_POST(self) -> None:  # noqa: N802
-                try:
-                    raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                    outer.paths.append(self.path)
-                    if self.path.partition("?")[0].rstrip("/").endswith("/chat/completions"):
-                        outer.handle(self, raw)
-                    else:
-                        outer.refuse(self, raw, Rejected(f"Invalid URL (POST {self.path})", code="unknown_url"), 404)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client went away (a cancel, a closed editor): not the server's fault
-                except Exception as e:  # noqa: BLE001 - any other is a bug of the fake or of the test
-                    outer.errors.append(f"exception in the fake server: {e!r}")
-                    raise
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = serve(self, self.not_found, self.post)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def not_found(self, h: BaseHTTPRequestHandler) -> None:
+        self.refuse(h, None, Rejected(f"Invalid URL (GET {h.path})", code="unknown_url"), 404)
+
+    def post(self, h: BaseHTTPRequestHandler, raw: bytes) -> None:
+        if h.path.partition("?")[0].rstrip("/").endswith("/chat/completions"):
+            self.handle(h, raw)
+        else:
+            self.refuse(h, raw, Rejected(f"Invalid URL (POST {h.path})", code="unknown_url"), 404)
 
     def close(self) -> None:
         self.release.set()
@@ -938,33 +952,8 @@ class FakeGemini:
         self.rejected: list[tuple[Any, str]] = []
         self.errors: list[str] = []
         self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                outer.paths.append(self.path)
-                outer.refuse(self, None, f"GET {self.path}: not found", 404, "NOT_FOUND")
-
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                outer.paths.append(self.path)
-                try:
-                    outer.handle(self, raw)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-                except Exception as e:  # noqa: BLE001 - a bug of the fake or of the test
-                    outer.errors.append(f"exception in the fake server: {e!r}")
-                    raise
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = serve(self, lambda h: self.refuse(h, None, f"GET {h.path}: not found", 404, "NOT_FOUND"),
+                            self.handle)
 
     @property
     def base_url(self) -> str:

@@ -232,7 +232,7 @@ def test_the_anthropic_fake_runs_in_its_own_process_scripted_over_http() -> None
 
 
 def test_an_unstreamed_request_gets_one_completion_and_a_responder_answers_past_the_script() -> None:
-    """opencode asks its small model for a title without streaming; agents' side requests are answered by rule."""
+    """An agent's side request that does not stream gets one completion; side requests are answered by rule."""
     asked: list[Any] = []
 
     def rule(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,463 @@
+"""Sessions made by the real agents, offline, for the tests of other agents' stores (issue 46).
+
+    info = make_session("gemini", home, workspace, "Remember the word PLUMTREE.")
+    info = make_session("qwen", home, workspace, "Write the word FIG into notes.txt.", tools=True)
+    info = make_session("pi", home, workspace, "And the word DATE?", resume=True)   # the same session goes on
+
+runs the real agent once, headless (`gemini -p`, `qwen -p`, `opencode run`, `pi -p`, Claude Code's `cli.js -p`;
+installed by scripts/ensure-agents and scripts/ensure-acp), in `workspace`, with HOME and the XDG folders at `home`,
+against a fake model server of fake_llm.py on 127.0.0.1 that answers by rule (`answer`): a text naming the
+prompt's upper-case words, or, with `tools=True`, one call of the agent's own file-writing tool (the words into
+`notes.txt`) and then a text. The agent and its fake run together in a network namespace of their own (`unshare -n`:
+only loopback, so no telemetry, update check or real API is reached) whenever the machine allows one, which it
+does as root: this module runs itself as the launcher inside it (`python3 agent_stores.py --child`, the request on
+stdin, the result on stdout). `info` says where the session landed:
+
+    {"agent", "version", "home", "workspace", "session_id", "store" (its file, or opencode's database),
+     "seconds" (the agent's run), "isolated" (ran in a namespace), "requests" (model calls answered)}
+
+A run that fails (the agent's exit code, a request the fake refused, no session in the store) raises
+`AgentRunError` with the agent's output.
+
+The `agent_sessions` fixture makes one set per agent once (`SETS`: a text session, a tool-call session, a
+two-turn session) in `.deps/agents/stores/<agent>-<version>-<hash of this file and fake_llm.py>/`, kept across runs
+until a version or these sources change, so the suite pays each agent's start-up once. The set is shared: tests
+read it, and copy `home` (never the workspace, whose path the stores hold) before changing anything.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+AGENTS = ("claude", "gemini", "qwen", "opencode", "pi")
+MODEL = "fake-model"
+API_KEY = "sk-fake-key"
+NOTES = "notes.txt"  # the file a tool-call session writes, in the workspace
+TIMEOUT = 300  # seconds for one run of an agent (node starts slowly on a loaded machine)
+
+
+class AgentRunError(AssertionError):
+    pass
+
+
+# -- the agents: commands, homes, tools --------------------------------------------------------------------------
+
+
+def ensure_agents() -> Path:
+    """`.deps/agents` after scripts/ensure-agents made sure the pinned agents are there."""
+    out = subprocess.run([str(ROOT / "scripts" / "ensure-agents")], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise AgentRunError(f"scripts/ensure-agents failed: {out.stderr}")
+    return Path(out.stdout.strip())
+
+
+def claude_cli() -> Path:
+    """Claude Code's `cli.js`, as the Claude Agent SDK that claude-agent-acp bundles has it (scripts/ensure-acp)."""
+    out = subprocess.run([str(ROOT / "scripts" / "ensure-acp")], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise AgentRunError(f"scripts/ensure-acp failed: {out.stderr}")
+    return Path(out.stdout.strip()) / "node_modules" / "@anthropic-ai" / "claude-agent-sdk" / "cli.js"
+
+
+def version(agent: str) -> str:
+    """The installed version of `agent` (from its package.json: no start-up paid)."""
+    if agent == "claude":
+        return json.loads((claude_cli().parent / "package.json").read_text())["claudeCodeVersion"]
+    deps = ensure_agents()
+    package = {"gemini": "gemini/node_modules/@google/gemini-cli", "qwen": "qwen/node_modules/@qwen-code/qwen-code",
+               "opencode": "opencode/node_modules/opencode-ai",
+               "pi": "pi/node_modules/@earendil-works/pi-coding-agent"}[agent]
+    return json.loads((deps / package / "package.json").read_text())["version"]
+
+
+# The tool each agent writes a file with, and its arguments for `path` and `text`.
+WRITE_TOOL = {
+    "claude": ("Write", lambda p, t: {"file_path": p, "content": t}),
+    "gemini": ("write_file", lambda p, t: {"file_path": p, "content": t}),
+    "qwen": ("write_file", lambda p, t: {"file_path": p, "content": t}),
+    "opencode": ("write", lambda p, t: {"filePath": p, "content": t}),
+    "pi": ("write", lambda p, t: {"path": p, "content": t}),
+}
+
+
+def write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2))
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """PATH, the locale, HOME and XDG folders under `home`; nothing else of ours (no real key reaches an agent)."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR")}
+    env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
+                "XDG_STATE_HOME": str(home / ".local/state"), "XDG_CACHE_HOME": str(home / ".cache"),
+                "NO_COLOR": "1", "CI": "1"})
+    return env
+
+
+def setup(agent: str, home: Path, base_url: str, prompt: str, tools: bool, resume: bool) -> tuple[list[str], dict]:
+    """The command line and environment of one run, after writing the agent's settings under `home`."""
+    env = base_env(home)
+    deps = ensure_agents() if agent != "claude" else None
+    if agent == "claude":
+        env.update({"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                    "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1", "IS_SANDBOX": "1",
+                    "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": API_KEY})
+        cmd = ["node", str(claude_cli()), "-p", prompt, "--dangerously-skip-permissions"]
+        return cmd + (["--continue"] if resume else []), env
+    assert deps is not None
+    if agent == "gemini":
+        write_json(home / ".gemini" / "settings.json", {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True}, "ide": {"enabled": False}})
+        env.update({"GEMINI_API_KEY": API_KEY, "GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_CLI_NO_RELAUNCH": "true",
+                    "GEMINI_CLI_TRUST_WORKSPACE": "true"})
+        cmd = [str(deps / "bin" / "gemini"), "-p", prompt] + (["--yolo"] if tools else [])
+        return cmd + (["--resume", "latest"] if resume else []), env
+    if agent == "qwen":
+        write_json(home / ".qwen" / "settings.json", {
+            "security": {"auth": {"selectedType": "openai"}},
+            "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True}, "ide": {"enabled": False}})
+        env.update({"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": API_KEY, "OPENAI_MODEL": MODEL})
+        cmd = [str(deps / "bin" / "qwen"), "-p", prompt] + (["--yolo"] if tools else [])
+        return cmd + (["--continue"] if resume else []), env
+    if agent == "opencode":
+        write_json(home / ".config" / "opencode" / "opencode.json", {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+                                  "options": {"baseURL": base_url, "apiKey": API_KEY},
+                                  "models": {MODEL: {"name": "Fake model", "tool_call": True}}}},
+            "model": f"fake/{MODEL}", "small_model": f"fake/{MODEL}", "autoupdate": False, "share": "disabled",
+            "permission": {"edit": "allow", "bash": "allow", "webfetch": "allow"}})
+        env.update({"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+                    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1",
+                    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+                    "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1"})
+        cmd = [str(deps / "bin" / "opencode"), "run"] + (["--continue"] if resume else [])
+        return cmd + prompt.split(), env
+    if agent == "pi":
+        write_json(home / ".pi" / "agent" / "models.json", {"providers": {"fake": {
+            "baseUrl": base_url, "api": "openai-completions", "apiKey": API_KEY,
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": MODEL}]}}})
+        env["PATH"] = f"{deps / 'bin'}:{env.get('PATH', '')}"
+        cmd = [str(deps / "bin" / "pi"), "--provider", "fake", "--model", MODEL, "-p", prompt]
+        return cmd + (["--continue"] if resume else []), env
+    raise ValueError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+
+
+# -- the answers: by rule, whatever side requests (titles, routing, memory) come first --------------------------------
+
+
+def words(text: str) -> list[str]:
+    """The prompt's words in capitals (the ones a test looks for in the store)."""
+    return re.findall(r"\b[A-Z][A-Z0-9]{3,}\b", text)
+
+
+def answer(agent: str, prompt: str, workspace: Path, tools: bool, last: str, offered: list[str]) -> dict[str, Any]:
+    """What the model says to a request whose last message is `last` (`"tool"` after a tool's result, else the user's
+    text) and which offers the tools `offered`: the write call when the request is the turn of `prompt` with
+    `tools`, a text naming the words otherwise."""
+    said = " ".join(words(prompt))
+    if last == "tool":
+        return {"text": f"Done: {NOTES} holds {said}."}
+    name, args = WRITE_TOOL[agent]
+    if tools and prompt in last and name in offered:
+        return {"text": "Writing it.", "tools": [("call_fake_1", name, args(str(workspace / NOTES), said + "\n"))]}
+    return {"text": f"Noted: {said}." if said else "Noted."}
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(text_of(c.get("text", "")) if isinstance(c, dict) else str(c) for c in content)
+    return ""
+
+
+def openai_view(body: dict[str, Any]) -> tuple[str, list[str]]:
+    last = body["messages"][-1]
+    offered = [t.get("function", {}).get("name", "") for t in body.get("tools") or []]
+    return ("tool" if last.get("role") == "tool" else text_of(last.get("content"))), offered
+
+
+def gemini_view(body: dict[str, Any]) -> tuple[str, list[str]]:
+    parts = body["contents"][-1]["parts"]
+    offered = [f.get("name", "") for t in body.get("tools") or [] for f in t.get("functionDeclarations") or []]
+    if any("functionResponse" in p for p in parts):
+        return "tool", offered
+    return "\n".join(p.get("text", "") for p in parts), offered
+
+
+def anthropic_view(body: dict[str, Any]) -> tuple[str, list[str]]:
+    content = body["messages"][-1]["content"]
+    offered = [t.get("name", "") for t in body.get("tools") or []]
+    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return "tool", offered
+    return text_of(content), offered
+
+
+# -- where the session landed -------------------------------------------------------------------------------------
+
+
+def store_files(agent: str, home: Path) -> list[Path]:
+    pattern = {"claude": ".claude/projects/*/*.jsonl", "gemini": ".gemini/tmp/*/chats/*.jsonl",
+               "qwen": ".qwen/projects/*/chats/*.jsonl", "pi": ".pi/agent/sessions/*/*.jsonl"}[agent]
+    return sorted(home.glob(pattern), key=lambda p: p.stat().st_mtime)
+
+
+def opencode_db(home: Path) -> Path:
+    return home / ".local" / "share" / "opencode" / "opencode.db"
+
+
+def landed(agent: str, home: Path, workspace: Path) -> tuple[Path, str]:
+    """The store and id of the session last written for `workspace`."""
+    if agent == "opencode":
+        db = opencode_db(home)
+        if not db.exists():
+            raise AgentRunError(f"opencode wrote no database at {db}")
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT id FROM session WHERE directory = ? ORDER BY time_updated DESC LIMIT 1",
+                              (str(workspace),)).fetchone()
+        finally:
+            con.close()
+        if not row:
+            raise AgentRunError(f"no opencode session of {workspace} in {db}")
+        return db, row[0]
+    files = store_files(agent, home)
+    if not files:
+        raise AgentRunError(f"{agent} wrote no session file under {home}")
+    path = files[-1]
+    if agent in ("claude", "qwen"):
+        return path, path.stem
+    first = json.loads(path.read_text().splitlines()[0])
+    return path, first.get("sessionId") or first.get("id")
+
+
+# -- the run --------------------------------------------------------------------------------------------------------
+
+
+def loopback_up() -> None:
+    """Brings `lo` up in a new network namespace (it starts down), without needing `ip`."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        ifreq = struct.pack("16sH14s", b"lo", 0, b"")
+        flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, ifreq))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 0x1, b""))  # SIOCSIFFLAGS: IFF_UP
+    finally:
+        s.close()
+
+
+def run_here(spec: dict[str, Any]) -> dict[str, Any]:
+    """One run of the agent with its fake, in this process's network (the launcher's namespace, or none)."""
+    sys.path.insert(0, str(HERE))
+    from fake_llm import FakeAnthropic, FakeGemini, FakeOpenAI
+
+    agent, prompt, tools = spec["agent"], spec["prompt"], spec["tools"]
+    home, workspace = Path(spec["home"]), Path(spec["workspace"])
+
+    def rule(view: Any) -> Any:
+        return lambda body: answer(agent, prompt, workspace, tools, *view(body))
+
+    if agent == "claude":
+        fake: Any = FakeAnthropic(responder=rule(anthropic_view))
+    elif agent == "gemini":
+        fake = FakeGemini(responder=rule(gemini_view))
+    else:
+        fake = FakeOpenAI(unstreamed=True, responder=rule(openai_view))
+    try:
+        cmd, env = setup(agent, home, fake.base_url, prompt, tools, spec["resume"])
+        start = time.monotonic()
+        try:
+            out = subprocess.run(cmd, cwd=workspace, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+                                 stdin=subprocess.DEVNULL, check=False)
+            code, stdout, stderr = out.returncode, out.stdout, out.stderr
+        except subprocess.TimeoutExpired as e:
+            code, stdout, stderr = "timeout", str(e.stdout or ""), str(e.stderr or "")
+        seconds = time.monotonic() - start
+        time.sleep(spec.get("settle", 0))
+    finally:
+        fake.close()
+    return {"code": code, "stdout": stdout[-4000:], "stderr": stderr[-4000:], "seconds": round(seconds, 2),
+            "errors": fake.errors, "paths": fake.paths, "requests": len(fake.requests),
+            "side_requests": len(getattr(fake, "side_requests", [])),
+            "unstreamed": sum(1 for r in fake.requests if r.get("stream") is not True)}
+
+
+def can_isolate() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
+
+
+def make_session(agent: str, home: Path | str, workspace: Path | str, prompt: str, tools: bool = False,
+                 resume: bool = False) -> dict[str, Any]:
+    """Runs the real `agent` once on `prompt` (see the module's doc); `resume`: goes on with the workspace's last
+    session (`--resume latest`, `--continue`) instead of starting one."""
+    home, workspace = Path(home).resolve(), Path(workspace).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    workspace.mkdir(parents=True, exist_ok=True)
+    if agent not in AGENTS:
+        raise ValueError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    # installs before the namespace, where the registry is out of reach
+    ver = version(agent)
+    spec = {"agent": agent, "home": str(home), "workspace": str(workspace), "prompt": prompt, "tools": tools,
+            "resume": resume}
+    isolated = can_isolate()
+    launcher = [sys.executable, str(Path(__file__).resolve()), "--child"]
+    out = subprocess.run((["unshare", "-n"] if isolated else []) + launcher, input=json.dumps(spec),
+                         capture_output=True, text=True, check=False, timeout=TIMEOUT + 60)
+    try:
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise AgentRunError(f"the launcher of {agent} failed: {out.stderr[-4000:]}") from None
+    what = f"{agent} {ver} ({' '.join(words(prompt))}): exit {result['code']}, fake errors {result['errors']}, " \
+           f"paths {result['paths']}\nstdout: {result['stdout']}\nstderr: {result['stderr']}"
+    if result["code"] != 0 or result["errors"]:
+        raise AgentRunError(what)
+    store, session_id = landed(agent, home, workspace)
+    return {"agent": agent, "version": ver, "home": str(home), "workspace": str(workspace), "session_id": session_id,
+            "store": str(store), "seconds": result["seconds"], "isolated": isolated, "requests": result["requests"],
+            "side_requests": result["side_requests"], "unstreamed": result["unstreamed"],
+            "stdout": result["stdout"]}
+
+
+# The sessions of a set, each a list of turns (prompt, tools, resume): a text session, a tool-call session and a
+# two-turn one (the second turn goes on in the same session). The words in capitals are what tests look for.
+SETS: dict[str, list[tuple[str, bool, bool]]] = {
+    "text": [("Remember the word PLUMTREE.", False, False)],
+    "tools": [(f"Write the word FIGTREE into {NOTES}.", True, False)],
+    "two_turns": [("Remember the word CHERRY.", False, False), ("Now also remember the word DAMSON.", False, True)],
+}
+
+
+def make_set(agent: str, home: Path, workspace: Path) -> dict[str, dict[str, Any]]:
+    """The sessions of `SETS` made by `agent` in `workspace` (a git repository, made if missing), one after the
+    other; each name's info is its last turn's, with `turns` the seconds of each."""
+    git_workspace(workspace)
+    made: dict[str, dict[str, Any]] = {}
+    for name, turns in SETS.items():
+        infos = [make_session(agent, home, workspace, prompt, tools, resume) for prompt, tools, resume in turns]
+        if len({i["session_id"] for i in infos}) != 1:
+            raise AgentRunError(f"{agent}: the turns of {name} landed in different sessions: {infos}")
+        made[name] = {**infos[-1], "words": [w for p, _, _ in turns for w in words(p)],
+                      "turns": [i["seconds"] for i in infos]}
+    return made
+
+
+def git_workspace(workspace: Path) -> None:
+    """A git repository with one commit (opencode names its project after the root commit)."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    if (workspace / ".git").exists():
+        return
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    (workspace / "README.md").write_text("a workspace for agent sessions\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "README.md"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=workspace, env=env, check=True, capture_output=True)
+
+
+def sources_hash() -> str:
+    """What a cached set depends on beside the agent's version: this file and the fakes."""
+    h = hashlib.sha256()
+    for f in (Path(__file__), HERE / "fake_llm.py"):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def cached_set(agent: str) -> dict[str, dict[str, Any]]:
+    """`make_set(agent)`'s sessions, made once in `.deps/agents/stores/<agent>-<version>-<sources hash>/` (HOME in
+    `home/`, the workspace in `work/`) and read back while that folder is whole and where it was made (the stores
+    hold the workspace's absolute path); an older set of the agent is removed."""
+    root = ensure_agents() / "stores"
+    root.mkdir(parents=True, exist_ok=True)
+    base = root / f"{agent}-{version(agent)}-{sources_hash()}"
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs at once make it once
+        try:
+            made = json.loads((base / "sessions.json").read_text())
+            if all(Path(i["store"]).exists() and i["workspace"] == str(base / "work") for i in made.values()):
+                return made
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        for old in root.glob(f"{agent}-*"):
+            shutil.rmtree(old)
+        made = make_set(agent, base / "home", base / "work")
+        (base / "sessions.json").write_text(json.dumps(made, indent=2))
+        return made
+
+
+def agent_sessions_fixture() -> Iterator[Any]:
+    sets: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def get(agent: str) -> dict[str, dict[str, Any]]:
+        if agent not in sets:
+            sets[agent] = cached_set(agent)
+        return sets[agent]
+
+    yield get
+
+
+try:
+    import pytest
+
+    agent_sessions = pytest.fixture(scope="session", name="agent_sessions")(agent_sessions_fixture)
+    agent_sessions.__doc__ = """`agent_sessions(agent)`: that agent's set of sessions (`SETS`: name -> info, see the
+    module's doc), made on first use in the run or read from the cache of an earlier one. Shared and read-only:
+    copy `home` before changing it."""
+except ImportError:  # the launcher inside the namespace needs no pytest
+    pass
+
+
+def samples(where: Path, agents: list[str]) -> None:
+    """`python3 tests/e2e/agent_stores.py --samples DIR [AGENT...]`: a set of each agent's sessions made in
+    `DIR/<agent>/home` (HOME) with the workspace `DIR/<agent>/work`, and a README saying so."""
+    for agent in agents or AGENTS:
+        base = (where / agent).resolve()
+        made = make_set(agent, base / "home", base / "work")
+        lines = [f"# {agent} {made['text']['version']}: sessions made by the real agent",
+                 "",
+                 f"Made by `python3 tests/e2e/agent_stores.py --samples {where} {agent}` (pseudoclaude.nvim), offline "
+                 "against the fake model server of tests/e2e/fake_llm.py on 127.0.0.1, in a network namespace of its "
+                 "own.",
+                 f"HOME (and XDG_CONFIG_HOME, XDG_DATA_HOME, XDG_STATE_HOME, XDG_CACHE_HOME under it) = `{base}/home`; "
+                 f"the workspace (the agent's cwd, a git repository with one commit) = `{base}/work`.",
+                 ""]
+        for name, info in made.items():
+            prompts = " / ".join(p for p, _, _ in SETS[name])
+            lines.append(f"- {name}: session `{info['session_id']}` in `{info['store']}`; prompts: {prompts}; "
+                         f"seconds per turn: {info['turns']}")
+        (base / "README.md").write_text("\n".join(lines) + "\n")
+        (base / "sessions.json").write_text(json.dumps(made, indent=2))
+        print(f"{agent}: {[(n, i['session_id'], i['turns']) for n, i in made.items()]}", flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--samples"]:
+    samples(Path(sys.argv[2]), sys.argv[3:])
+
+if __name__ == "__main__" and sys.argv[1:] == ["--child"]:
+    the_spec = json.loads(sys.stdin.read())
+    try:
+        loopback_up()
+    except OSError:
+        pass  # not in a namespace of our own: loopback is up already
+    print(json.dumps(run_here(the_spec)))
