@@ -176,7 +176,8 @@ pub fn list_with(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<Ext
     // A full list sees every file: what it did not see is gone.
     if opts.limit.is_none() {
         let before = known.len();
-        known.retain(|p, _| found.iter().any(|c| &c.path == p));
+        let seen: std::collections::HashSet<&Path> = found.iter().map(|c| c.path.as_path()).collect();
+        known.retain(|p, _| seen.contains(p.as_path()));
         changed |= known.len() != before;
     }
     put_cache(&ws, known, changed);
