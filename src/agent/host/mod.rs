@@ -15,6 +15,12 @@
 //! Architecture invariant: what the editor calls returns at once: turns and resumes run on the host's tokio
 //! threads, and their outcome comes back through the queue `drain()` empties.
 
+mod answers;
+mod mcp;
+mod modes;
+mod resume;
+mod send;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,18 +31,18 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 pub use super::chat::{ChatId, ChatInfo, ChatState, Driver, Drivers};
+use super::config::agent_config;
 pub use super::config::{AgentSandbox, AgentSpec, AutoApproveConfig, HostConfig, make_provider, resolve_provider};
-use super::config::{agent_config, make_servers};
 use super::outbox::OutboxApprover;
 pub use super::outbox::{
     Addressed, ApprovalAsk, BufferAsk, BufferReadAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport,
 };
-use super::{Agent, Cancel, Event, Resumed, lock};
+use super::{Agent, Cancel, Event, lock};
 use crate::display;
 use crate::message::Message;
 use crate::provider;
 use crate::session::{self, Context};
-use crate::tools::{Approval, Approver, BufferState};
+use crate::tools::Approver;
 use crate::usage::Usage;
 
 #[derive(Debug, Clone, Serialize)]
@@ -330,83 +336,9 @@ impl Host {
         }
     }
 
-    /// Switches the model: the chat's next turn and every new chat use it (a turn running keeps its
-    /// own). Returns the model now in effect.
-    pub fn set_model(&self, chat: Option<ChatId>, model: &str) -> HostResult<String> {
-        let model = model.trim();
-        if model.is_empty() {
-            return Err(provider::ProviderError::Config { message: "no model named".into() }.into());
-        }
-        let mut st = lock(&self.state);
-        let id = chat.unwrap_or(st.current);
-        let c = st.chat(Some(id))?;
-        if c.agent.is_none()
-            && let Some(name) = st.acp_of(c)
-        {
-            return Err(HostError::Refused(format!(
-                "the agent {name} has not started yet: send a message first, then choose among its models"
-            )));
-        }
-        if let Some(driver) = st.chat(Some(id))?.agent.clone().filter(|d| d.clone().ours().is_none()) {
-            // an ACP agent's own models (`session/set_config_option`): the outcome is a line in the chat
-            let name = driver.agent_name();
-            if driver.models().is_null() {
-                return Err(HostError::Refused(format!(
-                    "the agent {name} offers no model choice (or has not started yet: send a message first)"
-                )));
-            }
-            let events = forward(self.rt.handle(), &self.outbox, id);
-            let asked = model.to_string();
-            self.rt.spawn(async move {
-                let text = match driver.set_model(asked.clone(), events.clone()).await {
-                    Ok(took) => format!("{name}: model {took}"),
-                    Err(e) => format!("{name}: cannot switch to model {asked}: {e}"),
-                };
-                let _ = events.send(Event::Notice { text });
-            });
-            return Ok(model.to_string());
-        }
-        let mut config = st.config.clone();
-        config.provider = resolve_provider(&config);
-        config.provider.model = model.to_string();
-        let provider = make_provider(&config)?;
-        let c = st.chat(chat)?;
-        if let Some(agent) = c.ours() {
-            agent.set_provider(provider);
-        }
-        st.config = config;
-        Ok(model.to_string())
-    }
-
     /// The configuration in effect (what `setup()` gave last).
     pub fn config(&self) -> HostConfig {
         lock(&self.state).config.clone()
-    }
-
-    /// Switches chat `chat`'s agent to mode `mode` (an ACP agent's `session/set_mode`, `:PseudoMode`): returns at
-    /// once; the outcome is a line in the chat.
-    pub fn set_mode(&self, chat: Option<ChatId>, mode: &str) -> HostResult<()> {
-        let (id, driver) = {
-            let st = lock(&self.state);
-            let id = chat.unwrap_or(st.current);
-            (id, st.chat(Some(id))?.agent.clone())
-        };
-        let driver = driver.ok_or_else(|| {
-            HostError::Refused("this chat's agent has not started yet: send a message first, then switch modes".into())
-        })?;
-        if driver.modes().is_null() {
-            return Err(HostError::Refused(format!("the agent {} offers no modes", driver.agent_name())));
-        }
-        let events = forward(self.rt.handle(), &self.outbox, id);
-        let (mode, name) = (mode.to_string(), driver.agent_name());
-        self.rt.spawn(async move {
-            let text = match driver.set_mode(mode.clone(), events.clone()).await {
-                Ok(()) => format!("{name}: mode {mode}"),
-                Err(e) => format!("{name}: cannot switch to mode {mode}: {e}"),
-            };
-            let _ = events.send(Event::Notice { text });
-        });
-        Ok(())
     }
 
     /// Applies a new configuration; the next new chat uses it (a running one keeps its provider).
@@ -417,219 +349,6 @@ impl Host {
     /// Everything queued since the last call, in order.
     pub fn drain(&self) -> Vec<Addressed> {
         std::mem::take(&mut *lock(&self.outbox.queue))
-    }
-
-    /// Starts a turn in the current chat; returns at once. Creates the agent (not yet its session) when there is
-    /// none.
-    pub fn send(&self, text: &str) -> HostResult<()> {
-        self.send_with(None, text, Vec::new())
-    }
-
-    /// [`Host::send`] in chat `chat` (`None`: the current one), with context from the editor attached to the
-    /// message.
-    pub fn send_with(
-        &self,
-        chat: Option<ChatId>,
-        text: &str,
-        attachments: Vec<crate::attachment::Attachment>,
-    ) -> HostResult<()> {
-        if text.trim().is_empty() {
-            return Err(HostError::Refused("nothing to send: the message is empty".into()));
-        }
-        let mut st = lock(&self.state);
-        let id = chat.unwrap_or(st.current);
-        let c = st.chat(Some(id))?;
-        if c.busy() {
-            return Err(HostError::Refused("the agent is still answering: wait, or cancel the turn with <C-c>".into()));
-        }
-        if c.resuming.is_some() {
-            return Err(HostError::Refused("a session is being restored: send again once it shows".into()));
-        }
-        let agent = match c.agent.clone() {
-            Some(a) => a,
-            None => {
-                let config = st.config_of(c);
-                let a: Arc<dyn Driver> = match st.acp_of(c) {
-                    Some(name) => self.new_acp(id, &config, &name)?,
-                    None => {
-                        let mcp = self.mcp_servers(&mut st);
-                        Arc::new(self.new_agent(id, &config, mcp)?)
-                    }
-                };
-                st.chat_mut(Some(id))?.agent = Some(a.clone());
-                self.rt.spawn_blocking(move || note_workspace(&config));
-                a
-            }
-        };
-        let c = st.chat_mut(Some(id))?;
-        let cancel = Cancel::new();
-        c.turn = Some(cancel.clone());
-        c.busy.store(true, Ordering::SeqCst);
-        c.failed.store(false, Ordering::SeqCst);
-        let (busy, failed) = (c.busy.clone(), c.failed.clone());
-        let outbox = self.outbox.clone();
-        let text = text.to_string();
-        let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
-        // Forward events as they come, so the editor sees streaming text while the turn runs.
-        self.rt.spawn(async move {
-            while let Some(ev) = rx.recv().await {
-                if matches!(ev, Event::Error { .. }) {
-                    failed.store(true, Ordering::SeqCst);
-                }
-                // Idle before the editor hears the turn is done, so it can send again at once.
-                if matches!(ev, Event::TurnDone { .. }) {
-                    busy.store(false, Ordering::SeqCst);
-                }
-                outbox.push(Some(id), Outbound::Event(ev));
-            }
-            // A driver that ended without its `TurnDone` (it panicked) leaves the chat sendable.
-            busy.store(false, Ordering::SeqCst);
-        });
-        self.rt.spawn(agent.turn(text, attachments, tx, cancel));
-        Ok(())
-    }
-
-    /// Cancels the current chat's running turn, if any. Its pending approval prompts count as declined.
-    pub fn cancel(&self) -> bool {
-        self.cancel_chat(None).unwrap_or(false)
-    }
-
-    /// Cancels chat `chat`'s running turn (and only its): its approvals declined, its buffer checks dropped.
-    /// Returns whether one was running.
-    pub fn cancel_chat(&self, chat: Option<ChatId>) -> HostResult<bool> {
-        let st = lock(&self.state);
-        let id = chat.unwrap_or(st.current);
-        let c = st.chat(Some(id))?;
-        let running = c.busy();
-        if let Some(t) = &c.turn {
-            t.cancel();
-        }
-        self.outbox.decline(id);
-        Ok(running)
-    }
-
-    /// Answers an approval of a write or an edit with the change blocks to apply (1-based, in the
-    /// order of the ask's `change.hunks`); none is a no.
-    pub fn approve_hunks(&self, id: u64, accepted: Vec<usize>) -> HostResult<()> {
-        let tx = lock(&self.outbox.approvals).remove(&id);
-        match tx {
-            Some((_, tx)) => {
-                let _ = tx.send(Approval::Only(accepted));
-                Ok(())
-            }
-            None => Err(HostError::Refused(format!("no pending approval {id} (the turn may have been cancelled)"))),
-        }
-    }
-
-    /// Answers a buffer check: `none` (no loaded buffer holds the file), `unmodified` or `modified`.
-    pub fn buffer_state(&self, id: u64, state: &str) -> HostResult<()> {
-        let state = match state {
-            "none" => BufferState::NotLoaded,
-            "unmodified" => BufferState::Unmodified,
-            "modified" => BufferState::Modified,
-            other => {
-                return Err(HostError::Refused(format!(
-                    "unknown buffer state {other:?}: use \"none\", \"unmodified\" or \"modified\""
-                )));
-            }
-        };
-        answer(&self.outbox.buffer_checks, id, state, "buffer check")
-    }
-
-    /// Answers a buffer read ([`BufferReadAsk`]): the buffer's text, or `None` when no loaded
-    /// buffer holds the file.
-    pub fn buffer_text(&self, id: u64, text: Option<String>) -> HostResult<()> {
-        answer(&self.outbox.buffer_reads, id, text, "buffer read")
-    }
-
-    /// Answers an approval prompt: `yes`, `no` or `always`.
-    pub fn approve(&self, id: u64, answer: &str) -> HostResult<()> {
-        let answer = match answer {
-            "yes" => Approval::Yes,
-            "no" => Approval::No,
-            "always" => Approval::Always,
-            other => {
-                return Err(HostError::Refused(format!("unknown answer {other:?}: use \"yes\", \"no\" or \"always\"")));
-            }
-        };
-        let tx = lock(&self.outbox.approvals).remove(&id);
-        match tx {
-            Some((_, tx)) => {
-                let _ = tx.send(answer);
-                Ok(())
-            }
-            None => Err(HostError::Refused(format!("no pending approval {id} (the turn may have been cancelled)"))),
-        }
-    }
-
-    /// Switches chat `chat` (`None`: the current one) to session `id` on the host's threads: returns a ticket at
-    /// once; the outcome arrives in the queue as [`Outbound::Resumed`] with that ticket (the lock, torn-tail
-    /// repair, replay and spill checks all run off the editor's main loop). The new agent is built first (its
-    /// writer opened, its log loaded) and installed only if the chat did not change meanwhile; on any error the
-    /// chat's session stays as it was. A session live in another chat of this editor is refused with that chat's
-    /// number: the editor shows that chat instead ([`Host::live`]).
-    pub fn resume_async(&self, chat: Option<ChatId>, id: &str) -> HostResult<u64> {
-        let (chat, config, generation) = self.resume_check(chat, id)?;
-        let mcp = self.mcp_servers(&mut lock(&self.state));
-        let ticket = self.outbox.next_id.fetch_add(1, Ordering::SeqCst) + 1;
-        lock(&self.state).chat_mut(Some(chat))?.resuming = Some(ticket);
-        let outbox = self.outbox.clone();
-        let state = self.state.clone();
-        let id = id.to_string();
-        let rt = self.rt.handle().clone();
-        let drivers = lock(&self.drivers).clone();
-        self.rt.spawn_blocking(move || {
-            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                build_resumed(chat, &config, mcp, drivers, &outbox, &id)
-            }))
-            .unwrap_or_else(|_| Err(HostError::Refused(format!("internal error while reading session {id}"))));
-            let outcome = {
-                let mut st = lock(&state);
-                if let Ok(c) = st.chat_mut(Some(chat)) {
-                    c.resuming = None;
-                }
-                built.and_then(|(agent, report)| {
-                    install(&mut st, chat, generation, agent.clone())?;
-                    // an ACP agent starts again now, and says how it restored its session
-                    if let Some(then) = agent.resumed(forward(&rt, &outbox, chat)) {
-                        rt.spawn(then);
-                    }
-                    Ok(report)
-                })
-            };
-            let done = match outcome {
-                Ok(report) => ResumeDone { kind: "resumed", ticket, ok: true, report: Some(report), error: None },
-                Err(e) => ResumeDone { kind: "resumed", ticket, ok: false, report: None, error: Some(e.to_string()) },
-            };
-            outbox.push(Some(chat), Outbound::Resumed(done));
-        });
-        Ok(ticket)
-    }
-
-    /// What a resume may start from: not while the chat's turn runs or another resume is read into it, not a
-    /// session live in a chat.
-    fn resume_check(&self, chat: Option<ChatId>, id: &str) -> HostResult<(ChatId, HostConfig, u64)> {
-        let st = lock(&self.state);
-        let n = chat.unwrap_or(st.current);
-        let c = st.chat(Some(n))?;
-        if c.busy() {
-            return Err(HostError::Refused(
-                "cannot resume while the agent is answering: cancel the turn first (<C-c>)".into(),
-            ));
-        }
-        if c.resuming.is_some() {
-            return Err(HostError::Refused("another session is being restored: wait for it to show".into()));
-        }
-        match st.live(id) {
-            Some(live) if live == n => {
-                return Err(HostError::Refused(format!("session {id} is already the current one")));
-            }
-            Some(live) => {
-                return Err(HostError::Refused(format!("session {id} is live in chat {live} of this editor")));
-            }
-            None => {}
-        }
-        Ok((n, st.config_of(c), c.generation))
     }
 
     /// The messages of the chat's history just before `to` that fit `max_messages` and about
@@ -747,63 +466,6 @@ impl Host {
         self.drivers()?.open(name, config, approver).map_err(HostError::Refused)
     }
 
-    /// The MCP servers of the current configuration (made, not yet started, the first time).
-    fn mcp_servers(&self, st: &mut State) -> Option<Arc<crate::mcp::Servers>> {
-        if let Some((s, cfg, approve)) = &st.mcp
-            && *cfg == st.config.mcp
-            && *approve == st.config.approve
-        {
-            return Some(s.clone());
-        }
-        let made = make_servers(&st.config, self.rt.handle().clone());
-        if let Some(s) = &made {
-            let outbox = self.outbox.clone();
-            s.on_consent(move |ask| outbox.push(None, Outbound::McpConsent(ask)));
-        }
-        st.mcp = made.clone().map(|s| (s, st.config.mcp.clone(), st.config.approve.clone()));
-        made
-    }
-
-    /// The running MCP servers' resources as they last listed them (what `@SERVER:URI` completes to); none
-    /// before the first chat. Nothing is asked of a server here.
-    pub fn mcp_resources(&self) -> Vec<crate::mcp::ServerResource> {
-        let servers = self.mcp_servers(&mut lock(&self.state));
-        servers.map(|s| s.resources()).unwrap_or_default()
-    }
-
-    /// Each configured MCP server's state, tools and last error (`stopped` before the first chat; a server of
-    /// the workspace's `.mcp.json` not agreed to: `awaiting_consent`).
-    pub fn mcp_status(&self) -> Vec<crate::mcp::Status> {
-        let servers = self.mcp_servers(&mut lock(&self.state));
-        match servers {
-            Some(s) => {
-                s.load();
-                s.status()
-            }
-            None => Vec::new(),
-        }
-    }
-
-    /// The user's answer about a server of the workspace's `.mcp.json`: `yes`, `no` (both remembered in
-    /// `.PseudoClaude/mcp-consent.json`) or `later`.
-    pub fn mcp_consent(&self, name: &str, answer: &str) -> HostResult<()> {
-        let servers = self.mcp_servers(&mut lock(&self.state));
-        let s = servers.ok_or_else(|| HostError::Refused("there is no MCP server to answer about".into()))?;
-        s.answer(name, answer).map_err(HostError::Refused)
-    }
-
-    /// Asks again about a server of `.mcp.json` (`name`), or about every one declined or not answered yet.
-    pub fn mcp_ask_again(&self, name: Option<&str>) -> HostResult<usize> {
-        let servers = self.mcp_servers(&mut lock(&self.state));
-        let s = servers.ok_or_else(|| {
-            HostError::Refused(format!(
-                "the workspace has no {} and setup() names no server",
-                crate::mcp::workspace::FILE
-            ))
-        })?;
-        s.ask_again(name).map_err(HostError::Refused)
-    }
-
     /// At the editor's exit: every chat's turn cancelled, and given up to [`EXIT_DRAIN`] to record what it had
     /// streamed (a cancelled turn writes its text as an interrupted answer, and its commands' process groups are
     /// killed); every chat closed; every MCP server stopped with its process group.
@@ -846,30 +508,6 @@ fn forward(rt: &tokio::runtime::Handle, outbox: &Arc<Outbox>, chat: ChatId) -> m
     tx
 }
 
-/// Builds the agent of session `id` for chat `chat` (the slow part of a resume: lock, repair, replay). A session an
-/// agent of another kind ran (an ACP agent: its log names it) is resumed with that agent.
-fn build_resumed(
-    chat: ChatId,
-    config: &HostConfig,
-    mcp: Option<Arc<crate::mcp::Servers>>,
-    drivers: Option<Arc<dyn Drivers>>,
-    outbox: &Arc<Outbox>,
-    id: &str,
-) -> HostResult<(Arc<dyn Driver>, ResumeReport)> {
-    let approver: Arc<dyn Approver> = Arc::new(OutboxApprover { outbox: outbox.clone(), chat });
-    if let Some(other) = drivers.and_then(|d| d.resume(id, config, approver.clone())) {
-        let (driver, resumed) = other.map_err(HostError::Refused)?;
-        let report = report(id, driver.messages().len(), &resumed);
-        note_workspace(config);
-        return Ok((driver, report));
-    }
-    let provider = make_provider(config)?;
-    let (agent, resumed) = Agent::resume(agent_config(config, mcp), provider, approver, id)?;
-    let report = report(id, agent.with_messages(|m| m.len()), &resumed);
-    note_workspace(config);
-    Ok((Arc::new(agent), report))
-}
-
 /// A session starts or is resumed in the configured workspace: the registry learns it (a hint, so a
 /// failure only costs `:PseudoResume all` this workspace until the next session).
 fn note_workspace(config: &HostConfig) {
@@ -878,54 +516,6 @@ fn note_workspace(config: &HostConfig) {
     }
 }
 
-/// Makes `agent` chat `chat`'s, unless the chat changed since the resume began.
-fn install(st: &mut State, chat: ChatId, generation: u64, agent: Arc<dyn Driver>) -> HostResult<()> {
-    let c = st.chat_mut(Some(chat))?;
-    if c.generation != generation {
-        return Err(HostError::Refused(
-            "the chat changed while the session was being restored: resume it again".into(),
-        ));
-    }
-    if c.busy() {
-        return Err(HostError::Refused("a turn started while the session was being restored: resume it again".into()));
-    }
-    // the chat goes on with the session's kind of agent: `:PseudoNew` there starts the same one
-    c.acp = agent.clone().ours().is_none().then(|| agent.agent_name());
-    let old = c.agent.replace(agent); // the old agent (and its writer's lock) goes here
-    c.turn = None;
-    c.failed.store(false, Ordering::SeqCst);
-    c.generation += 1;
-    if let Some(old) = old {
-        old.close();
-    }
-    Ok(())
-}
-
-fn report(id: &str, messages: usize, resumed: &Resumed) -> ResumeReport {
-    let mut notice = resumed.loaded.damage_report();
-    if resumed.torn_bytes > 0 && resumed.loaded.torn_tail_bytes == 0 {
-        let torn = format!("moved a torn last line of {} bytes to conversation.jsonl.broken", resumed.torn_bytes);
-        notice = if notice.is_empty() { torn } else { format!("{notice}; {torn}") };
-    }
-    ResumeReport {
-        id: id.to_string(),
-        messages,
-        stale_hours: resumed.stale_seconds.map(|s| s / 3600),
-        stale_seconds: resumed.stale_seconds,
-        notice,
-    }
-}
-
-/// Answers the editor's question `id` of a kind (`what`, for the error) that waits in `pending`.
-fn answer<T>(pending: &super::outbox::Waiting<T>, id: u64, value: T, what: &str) -> HostResult<()> {
-    match lock(pending).remove(&id) {
-        Some((_, tx)) => {
-            let _ = tx.send(value);
-            Ok(())
-        }
-        None => Err(HostError::Refused(format!("no pending {what} {id} (it timed out, or the turn was cancelled)"))),
-    }
-}
 #[cfg(test)]
 mod tests {
     use super::*;
