@@ -97,6 +97,19 @@ pub fn replace(path: &Path, data: &[u8], durable: Durable, mode: Mode) -> io::Re
     Ok(())
 }
 
+/// Replaces whatever is at `path` with a symbolic link to `target`, whole or not at all (a merge's link, which git
+/// checks out as a link). Nothing synced.
+pub fn replace_link(path: &Path, target: &Path) -> io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a file's path", path.display())));
+    };
+    let tmp = parent.join(temp_name(&name.to_string_lossy()));
+    std::os::unix::fs::symlink(target, &tmp)?;
+    fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

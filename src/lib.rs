@@ -26,3 +26,4 @@ pub mod stderr_log;
 pub mod tools;
 pub mod usage;
 pub mod workspaces;
+pub mod worktree;

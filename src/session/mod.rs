@@ -195,6 +195,12 @@ pub fn sessions_dir(workspace: &Path) -> PathBuf {
     workspace.join(ROOT_DIR_NAME).join(SESSIONS_DIR_NAME)
 }
 
+/// Creates `.PseudoClaude/` with its `.gitignore` (and `sessions/`) when missing, as a first session would: what
+/// else goes there (a worktree chat's folder) is then never shown by `git status`.
+pub fn ensure_root(workspace: &Path) -> Result<PathBuf> {
+    ensure_sessions_dir(&OsDisk, workspace).map(|_| workspace.join(ROOT_DIR_NAME))
+}
+
 /// Creates `.PseudoClaude/sessions` (0700) and `.PseudoClaude/.gitignore` when missing. A linked
 /// `.PseudoClaude` or `sessions` is refused before anything is created through it ([`OsDisk`] reaches
 /// them with `O_NOFOLLOW`).

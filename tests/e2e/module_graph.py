@@ -224,6 +224,7 @@ FLOORS: list[tuple[str, list[str]]] = [
             "attachment",
             "import",
             "workspaces",
+            "worktree",
         ],
     ),
     ("the agent", ["agent"]),

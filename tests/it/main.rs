@@ -25,3 +25,4 @@ mod session_rows;
 mod session_search;
 mod session_sim;
 mod tools;
+mod worktree;
