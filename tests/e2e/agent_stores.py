@@ -4,11 +4,11 @@
     info = make_session("qwen", home, workspace, "Write the word FIG into notes.txt.", tools=True)
     info = make_session("pi", home, workspace, "And the word DATE?", resume=True)   # the same session goes on
 
-runs the real agent once, headless (`gemini -p`, `qwen -p`, `opencode run`, `pi -p`, Claude Code's `cli.js -p`;
-installed by scripts/ensure-agents and scripts/ensure-acp), in `workspace`, with HOME and the XDG folders at `home`,
-against a fake model server of fake_llm.py on 127.0.0.1 that answers by rule (`answer`): a text naming the
-prompt's upper-case words, or, with `tools=True`, one call of the agent's own file-writing tool (the words into
-`notes.txt`) and then a text. The agent and its fake run together in a network namespace of their own (`unshare -n`:
+runs the real agent once, headless (`gemini -p`, `qwen -p`, `opencode run`, `pi -p`, `codex exec`, Claude Code's
+`cli.js -p`; installed by scripts/ensure-agents and scripts/ensure-acp), in `workspace`, with HOME and the XDG
+folders at `home`, against a fake model server of fake_llm.py on 127.0.0.1 that answers by rule (`answer`): a text
+naming the prompt's upper-case words, or, with `tools=True`, one call of the agent's own file-writing tool (Codex:
+its shell; the words into `notes.txt`) and then a text. The agent and its fake run together in a network namespace of their own (`unshare -n`:
 only loopback, so no telemetry, update check or real API is reached) whenever the machine allows one, which it
 does as root: this module runs itself as the launcher inside it (`python3 agent_stores.py --child`, the request on
 stdin, the result on stdout). `info` says where the session landed:
@@ -20,15 +20,14 @@ A run that fails (the agent's exit code, a request the fake refused, no session 
 `AgentRunError` with the agent's output.
 
 The `agent_sessions` fixture makes one set per agent once (`SETS`: a text session, a tool-call session, a
-two-turn session) in `.deps/agents/stores/<agent>-<version>-<hash of this file and fake_llm.py>/`, kept across runs
-until a version or these sources change, so the suite pays each agent's start-up once. The set is shared: tests
+two-turn session; Gemini's also a rewound one) in `.deps/agents/stores/<agent>-<version>-<SETS_VERSION>/`, kept
+across runs until the agent's version or `SETS_VERSION` changes, so the suite pays each agent's start-up once. The set is shared: tests
 read it, and copy `home` (never the workspace, whose path the stores hold) before changing anything.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -44,7 +43,7 @@ from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-AGENTS = ("claude", "gemini", "qwen", "opencode", "pi")
+AGENTS = ("claude", "codex", "gemini", "qwen", "opencode", "pi")
 MODEL = "fake-model"
 API_KEY = "sk-fake-key"
 NOTES = "notes.txt"  # the file a tool-call session writes, in the workspace
@@ -79,7 +78,8 @@ def version(agent: str) -> str:
     if agent == "claude":
         return json.loads((claude_cli().parent / "package.json").read_text())["claudeCodeVersion"]
     deps = ensure_agents()
-    package = {"gemini": "gemini/node_modules/@google/gemini-cli", "qwen": "qwen/node_modules/@qwen-code/qwen-code",
+    package = {"codex": "codex/node_modules/@openai/codex",
+               "gemini": "gemini/node_modules/@google/gemini-cli", "qwen": "qwen/node_modules/@qwen-code/qwen-code",
                "opencode": "opencode/node_modules/opencode-ai",
                "pi": "pi/node_modules/@earendil-works/pi-coding-agent"}[agent]
     return json.loads((deps / package / "package.json").read_text())["version"]
@@ -92,6 +92,8 @@ WRITE_TOOL = {
     "qwen": ("write_file", lambda p, t: {"file_path": p, "content": t}),
     "opencode": ("write", lambda p, t: {"filePath": p, "content": t}),
     "pi": ("write", lambda p, t: {"path": p, "content": t}),
+    # Codex writes files with its shell (or apply_patch); its shell tool is `exec_command` here
+    "codex": ("exec_command", lambda p, t: {"cmd": f"printf '%s' '{t}' > '{p}'"}),
 }
 
 
@@ -109,36 +111,31 @@ def base_env(home: Path) -> dict[str, str]:
     return env
 
 
-def setup(agent: str, home: Path, base_url: str, prompt: str, tools: bool, resume: bool) -> tuple[list[str], dict]:
-    """The command line and environment of one run, after writing the agent's settings under `home`."""
+def agent_env(agent: str, home: Path, base_url: str) -> dict[str, str]:
+    """The environment that runs `agent` offline against the fake model server at `base_url` (FakeAnthropic's for
+    Claude Code, FakeGemini's for Gemini, FakeOpenAI's for the others), after writing the agent's settings under
+    `home`: its HOME and XDG folders, the fake's URL and key, and what keeps it off the network and quiet. The same
+    for a headless run (`run_command`) and for its ACP server (`acp_command`, started by a test's editor)."""
     env = base_env(home)
-    deps = ensure_agents() if agent != "claude" else None
     if agent == "claude":
         env.update({"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
                     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                     "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1", "IS_SANDBOX": "1",
                     "ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": API_KEY})
-        cmd = ["node", str(claude_cli()), "-p", prompt, "--dangerously-skip-permissions"]
-        return cmd + (["--continue"] if resume else []), env
-    assert deps is not None
-    if agent == "gemini":
+    elif agent == "gemini":
         write_json(home / ".gemini" / "settings.json", {
             "security": {"auth": {"selectedType": "gemini-api-key"}},
             "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True}, "ide": {"enabled": False}})
         env.update({"GEMINI_API_KEY": API_KEY, "GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_CLI_NO_RELAUNCH": "true",
                     "GEMINI_CLI_TRUST_WORKSPACE": "true"})
-        cmd = [str(deps / "bin" / "gemini"), "-p", prompt] + (["--yolo"] if tools else [])
-        return cmd + (["--resume", "latest"] if resume else []), env
-    if agent == "qwen":
+    elif agent == "qwen":
         write_json(home / ".qwen" / "settings.json", {
             "security": {"auth": {"selectedType": "openai"}},
             "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True}, "ide": {"enabled": False}})
         env.update({"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": API_KEY, "OPENAI_MODEL": MODEL})
-        cmd = [str(deps / "bin" / "qwen"), "-p", prompt] + (["--yolo"] if tools else [])
-        return cmd + (["--continue"] if resume else []), env
-    if agent == "opencode":
+    elif agent == "opencode":
         write_json(home / ".config" / "opencode" / "opencode.json", {
             "$schema": "https://opencode.ai/config.json",
             "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
@@ -150,17 +147,72 @@ def setup(agent: str, home: Path, base_url: str, prompt: str, tools: bool, resum
                     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1",
                     "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
                     "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1"})
-        cmd = [str(deps / "bin" / "opencode"), "run"] + (["--continue"] if resume else [])
-        return cmd + prompt.split(), env
-    if agent == "pi":
+    elif agent == "pi":
         write_json(home / ".pi" / "agent" / "models.json", {"providers": {"fake": {
             "baseUrl": base_url, "api": "openai-completions", "apiKey": API_KEY,
             "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
             "models": [{"id": MODEL}]}}})
-        env["PATH"] = f"{deps / 'bin'}:{env.get('PATH', '')}"
-        cmd = [str(deps / "bin" / "pi"), "--provider", "fake", "--model", MODEL, "-p", prompt]
-        return cmd + (["--continue"] if resume else []), env
+        # the default model, for the `pi` that pi-acp starts (a headless run names it on its command line)
+        write_json(home / ".pi" / "agent" / "settings.json", {"defaultProvider": "fake", "defaultModel": MODEL})
+        bin_dir = ensure_agents() / "bin"
+        env.update({"PATH": f"{bin_dir}:{env.get('PATH', '')}", "PI_ACP_PI_COMMAND": str(bin_dir / "pi"),
+                    "PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"})
+    elif agent == "codex":
+        codex_home = home / ".codex"
+        codex_home.mkdir(parents=True, exist_ok=True)
+        (codex_home / "config.toml").write_text(f"""model = "{MODEL}"
+model_provider = "fake"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "Fake"
+base_url = "{base_url}"
+env_key = "FAKE_OPENAI_API_KEY"
+wire_api = "responses"
+
+[analytics]
+enabled = false
+""")
+        env.update({"CODEX_HOME": str(codex_home), "FAKE_OPENAI_API_KEY": API_KEY})
+    else:
+        raise ValueError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    return env
+
+
+def run_command(agent: str, prompt: str, tools: bool = False, resume: bool = False) -> list[str]:
+    """The headless command line of one turn: `tools` lets the agent's tools run unasked, `resume` goes on with the
+    workspace's last session."""
+    if agent == "claude":
+        return ["node", str(claude_cli()), "-p", prompt, "--dangerously-skip-permissions"] + \
+            (["--continue"] if resume else [])
+    bin_dir = ensure_agents() / "bin"
+    if agent == "gemini":
+        return [str(bin_dir / "gemini"), "-p", prompt] + (["--yolo"] if tools else []) + \
+            (["--resume", "latest"] if resume else [])
+    if agent == "qwen":
+        return [str(bin_dir / "qwen"), "-p", prompt] + (["--yolo"] if tools else []) + \
+            (["--continue"] if resume else [])
+    if agent == "opencode":
+        return [str(bin_dir / "opencode"), "run"] + (["--continue"] if resume else []) + prompt.split()
+    if agent == "pi":
+        return [str(bin_dir / "pi"), "--provider", "fake", "--model", MODEL, "-p", prompt] + \
+            (["--continue"] if resume else [])
+    if agent == "codex":
+        return [str(bin_dir / "codex"), "exec"] + (["resume", "--last"] if resume else []) + \
+            ["--skip-git-repo-check", prompt]
     raise ValueError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+
+
+def acp_command(agent: str) -> list[str]:
+    """The agent's ACP server (stdio), to run with `agent_env`: what the built-in `agents.NAME` entries start."""
+    if agent == "claude":
+        return [str(claude_cli().parents[2] / ".bin" / "claude-agent-acp")]
+    bin_dir = ensure_agents() / "bin"
+    return {"gemini": [str(bin_dir / "gemini"), "--acp"], "qwen": [str(bin_dir / "qwen"), "--acp"],
+            "opencode": [str(bin_dir / "opencode"), "acp"], "pi": [str(bin_dir / "pi-acp")],
+            "codex": [str(bin_dir / "codex-acp")]}[agent]
 
 
 # -- the answers: by rule, whatever side requests (titles, routing, memory) come first --------------------------------
@@ -174,8 +226,9 @@ def words(text: str) -> list[str]:
 def answer(agent: str, prompt: str, workspace: Path, tools: bool, last: str, offered: list[str]) -> dict[str, Any]:
     """What the model says to a request whose last message is `last` (`"tool"` after a tool's result, else the user's
     text) and which offers the tools `offered`: the write call when the request is the turn of `prompt` with
-    `tools`, a text naming the words otherwise."""
-    said = " ".join(words(prompt))
+    `tools`, a text naming the words otherwise (side requests too: a title is the words)."""
+    # the prompt's words when the request carries it, else the last message's (a terminal driven by `keys`)
+    said = " ".join(words(prompt if (prompt and prompt in last) or last == "tool" else last))
     if last == "tool":
         return {"text": f"Done: {NOTES} holds {said}."}
     name, args = WRITE_TOOL[agent]
@@ -206,6 +259,14 @@ def gemini_view(body: dict[str, Any]) -> tuple[str, list[str]]:
     return "\n".join(p.get("text", "") for p in parts), offered
 
 
+def responses_view(body: dict[str, Any]) -> tuple[str, list[str]]:
+    last = body["input"][-1] if body["input"] else {}
+    offered = [t.get("name", "") for t in body.get("tools") or []]
+    if last.get("type") in ("function_call_output", "custom_tool_call_output"):
+        return "tool", offered
+    return text_of(last.get("content")), offered
+
+
 def anthropic_view(body: dict[str, Any]) -> tuple[str, list[str]]:
     content = body["messages"][-1]["content"]
     offered = [t.get("name", "") for t in body.get("tools") or []]
@@ -218,9 +279,22 @@ def anthropic_view(body: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def store_files(agent: str, home: Path) -> list[Path]:
-    pattern = {"claude": ".claude/projects/*/*.jsonl", "gemini": ".gemini/tmp/*/chats/*.jsonl",
+    pattern = {"claude": ".claude/projects/*/*.jsonl", "codex": ".codex/sessions/*/*/*/rollout-*.jsonl", "gemini": ".gemini/tmp/*/chats/*.jsonl",
                "qwen": ".qwen/projects/*/chats/*.jsonl", "pi": ".pi/agent/sessions/*/*.jsonl"}[agent]
     return sorted(home.glob(pattern), key=lambda p: p.stat().st_mtime)
+
+
+def gemini_messages(path: Path) -> int:
+    """How many message records a Gemini session file holds (lines with an `id` and a `type`: neither a header nor
+    a `$set`)."""
+    count = 0
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        count += isinstance(r, dict) and "id" in r and "type" in r
+    return count
 
 
 def opencode_db(home: Path) -> Path:
@@ -243,12 +317,18 @@ def landed(agent: str, home: Path, workspace: Path) -> tuple[Path, str]:
             raise AgentRunError(f"no opencode session of {workspace} in {db}")
         return db, row[0]
     files = store_files(agent, home)
+    if agent == "gemini":
+        # an interactive `--resume` leaves a file of its own start (a header and the session context, no message)
+        # beside the one it went on in, with the same id: the session is the newest file holding a message
+        files = [f for f in files if gemini_messages(f)]
     if not files:
         raise AgentRunError(f"{agent} wrote no session file under {home}")
     path = files[-1]
     if agent in ("claude", "qwen"):
         return path, path.stem
     first = json.loads(path.read_text().splitlines()[0])
+    if agent == "codex":  # a `session_meta` record
+        return path, first["payload"]["id"]
     return path, first.get("sessionId") or first.get("id")
 
 
@@ -269,37 +349,92 @@ def loopback_up() -> None:
 def run_here(spec: dict[str, Any]) -> dict[str, Any]:
     """One run of the agent with its fake, in this process's network (the launcher's namespace, or none)."""
     sys.path.insert(0, str(HERE))
-    from fake_llm import FakeAnthropic, FakeGemini, FakeOpenAI
+    from fake_llm import FakeAnthropic, FakeGemini, FakeOpenAI, FakeResponses
 
     agent, prompt, tools = spec["agent"], spec["prompt"], spec["tools"]
     home, workspace = Path(spec["home"]), Path(spec["workspace"])
 
     def rule(view: Any) -> Any:
-        return lambda body: answer(agent, prompt, workspace, tools, *view(body))
+        def respond(body: dict[str, Any]) -> dict[str, Any]:
+            said = answer(agent, prompt, workspace, tools, *view(body))
+            if spec.get("slow"):
+                said = {**said, "text": said["text"] + " and" * 60, "delay": spec["slow"]}
+            return said
+        return respond
 
     if agent == "claude":
         fake: Any = FakeAnthropic(responder=rule(anthropic_view))
     elif agent == "gemini":
         fake = FakeGemini(responder=rule(gemini_view))
+    elif agent == "codex":
+        fake = FakeResponses(responder=rule(responses_view))
     else:
         fake = FakeOpenAI(unstreamed=True, responder=rule(openai_view))
     try:
-        cmd, env = setup(agent, home, fake.base_url, prompt, tools, spec["resume"])
+        env = agent_env(agent, home, fake.base_url)
+        cmd = run_command(agent, prompt, tools, spec["resume"])
         start = time.monotonic()
-        try:
-            out = subprocess.run(cmd, cwd=workspace, env=env, capture_output=True, text=True, timeout=TIMEOUT,
-                                 stdin=subprocess.DEVNULL, check=False)
-            code, stdout, stderr = out.returncode, out.stdout, out.stderr
-        except subprocess.TimeoutExpired as e:
-            code, stdout, stderr = "timeout", str(e.stdout or ""), str(e.stderr or "")
+        if spec.get("keys") is not None:
+            cmd = [c for c in cmd if c not in ("-p", prompt)]  # interactive: the terminal is driven instead
+            code, stdout, stderr = drive(cmd, workspace, env, spec["keys"])
+        else:
+            try:
+                out = subprocess.run(cmd, cwd=workspace, env=env, capture_output=True, text=True, timeout=TIMEOUT,
+                                     stdin=subprocess.DEVNULL, check=False)
+                code, stdout, stderr = out.returncode, out.stdout, out.stderr
+            except subprocess.TimeoutExpired as e:
+                code, stdout, stderr = "timeout", str(e.stdout or ""), str(e.stderr or "")
         seconds = time.monotonic() - start
-        time.sleep(spec.get("settle", 0))
     finally:
         fake.close()
+    if spec.get("dump"):  # what the agent asked, for a person finding out why a run went wrong
+        Path(spec["dump"]).write_text(json.dumps({"requests": fake.requests, "paths": fake.paths}, indent=1))
     return {"code": code, "stdout": stdout[-4000:], "stderr": stderr[-4000:], "seconds": round(seconds, 2),
             "errors": fake.errors, "paths": fake.paths, "requests": len(fake.requests),
             "side_requests": len(getattr(fake, "side_requests", [])),
             "unstreamed": sum(1 for r in fake.requests if r.get("stream") is not True)}
+
+
+def drive(cmd: list[str], workspace: Path, env: dict[str, str], keys: list[list[str]]) -> tuple[Any, str, str]:
+    """Runs `cmd` in a terminal (a tmux server of its own, 200x50) and plays `keys`: `["wait", TEXT]` waits until
+    the screen shows TEXT (60 s at most), `["until", TEXT, KEY...]` too, typing the keys every 4 s until then (keys
+    a loaded machine's agent may have missed; `-l TEXT`: the input line emptied first, then TEXT typed again),
+    `["send", KEY...]` types tmux keys (`Enter`, `Escape`, `Up`, `C-c`; a
+    literal text with `-l` first), `["sleep", SECONDS]`. Returns ("ok" or the step that timed out, the last screen,
+    "")."""
+    sock = f"agent-stores-{os.getpid()}"
+    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+    shell_cmd = " ".join(f"'{c}'" for c in cmd)
+    subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", "-c", str(workspace),
+                    f"env -i {' '.join(f'{k}={v!r}' for k, v in env.items())} {shell_cmd}; sleep 2"], check=True)
+    screen = ""
+    code: Any = 0
+    try:
+        for step in keys:
+            if step[0] in ("wait", "until"):
+                deadline = time.monotonic() + 60
+                pressed = time.monotonic()
+                while step[1] not in screen:
+                    if time.monotonic() > deadline:
+                        return f"timed out waiting for {step[1]!r}", screen, ""
+                    if step[0] == "until" and time.monotonic() >= pressed:
+                        if step[2] == "-l":  # text: typed again into an emptied input line
+                            subprocess.run([*tmux, "send-keys", "-t", "0", "C-a", "C-k"], check=True)
+                        subprocess.run([*tmux, "send-keys", "-t", "0", *step[2:]], check=True)
+                        pressed = time.monotonic() + 4
+                    time.sleep(0.2)
+                    screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "0"], capture_output=True,
+                                            text=True, check=False).stdout
+            elif step[0] == "send":
+                subprocess.run([*tmux, "send-keys", "-t", "0", *step[1:]], check=True)
+                screen = ""
+            elif step[0] == "sleep":
+                time.sleep(float(step[1]))
+        screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "0"], capture_output=True, text=True,
+                                check=False).stdout
+        return code, screen, ""
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
 
 
 def can_isolate() -> bool:
@@ -308,36 +443,63 @@ def can_isolate() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
 
 
-def make_session(agent: str, home: Path | str, workspace: Path | str, prompt: str, tools: bool = False,
-                 resume: bool = False) -> dict[str, Any]:
-    """Runs the real `agent` once on `prompt` (see the module's doc); `resume`: goes on with the workspace's last
-    session (`--resume latest`, `--continue`) instead of starting one."""
+class Running:
+    """An agent's run under way (`start_session`); `wait()` returns its info as `make_session` does, or raises."""
+
+    def __init__(self, agent: str, home: Path, workspace: Path, prompt: str, spec: dict[str, Any]) -> None:
+        self.agent, self.home, self.workspace, self.prompt = agent, home, workspace, prompt
+        self.version = version(agent)  # installs first: the registry is out of the namespace's reach
+        self.isolated = can_isolate()
+        launcher = [sys.executable, str(Path(__file__).resolve()), "--child"]
+        self.proc = subprocess.Popen((["unshare", "-n"] if self.isolated else []) + launcher, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(spec))
+        self.proc.stdin.close()
+        self.proc.stdin = None  # written: communicate() has nothing more to send
+
+    def wait(self) -> dict[str, Any]:
+        try:
+            stdout, stderr = self.proc.communicate(timeout=TIMEOUT + 60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            stdout, stderr = self.proc.communicate()
+        try:
+            result = json.loads(stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            raise AgentRunError(f"the launcher of {self.agent} failed: {stderr[-4000:]}") from None
+        if result["code"] != 0 or result["errors"]:
+            raise AgentRunError(
+                f"{self.agent} {self.version} ({' '.join(words(self.prompt))}): exit {result['code']}, fake errors "
+                f"{result['errors']}, paths {result['paths']}\nstdout: {result['stdout']}\nstderr: {result['stderr']}")
+        store, session_id = landed(self.agent, self.home, self.workspace)
+        return {"agent": self.agent, "version": self.version, "home": str(self.home),
+                "workspace": str(self.workspace), "session_id": session_id, "store": str(store),
+                "seconds": result["seconds"], "isolated": self.isolated, "requests": result["requests"],
+                "side_requests": result["side_requests"], "unstreamed": result["unstreamed"],
+                "stdout": result["stdout"]}
+
+
+def start_session(agent: str, home: Path | str, workspace: Path | str, prompt: str, tools: bool = False,
+                  resume: bool = False, keys: list[list[str]] | None = None, slow: float = 0.0) -> Running:
+    """`make_session` without waiting for its end: for a test that reads the store while the agent writes it.
+    `slow`: each answer is 60 words longer, streamed `slow` seconds apart."""
     home, workspace = Path(home).resolve(), Path(workspace).resolve()
     home.mkdir(parents=True, exist_ok=True)
     workspace.mkdir(parents=True, exist_ok=True)
     if agent not in AGENTS:
         raise ValueError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
-    # installs before the namespace, where the registry is out of reach
-    ver = version(agent)
     spec = {"agent": agent, "home": str(home), "workspace": str(workspace), "prompt": prompt, "tools": tools,
-            "resume": resume}
-    isolated = can_isolate()
-    launcher = [sys.executable, str(Path(__file__).resolve()), "--child"]
-    out = subprocess.run((["unshare", "-n"] if isolated else []) + launcher, input=json.dumps(spec),
-                         capture_output=True, text=True, check=False, timeout=TIMEOUT + 60)
-    try:
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        raise AgentRunError(f"the launcher of {agent} failed: {out.stderr[-4000:]}") from None
-    what = f"{agent} {ver} ({' '.join(words(prompt))}): exit {result['code']}, fake errors {result['errors']}, " \
-           f"paths {result['paths']}\nstdout: {result['stdout']}\nstderr: {result['stderr']}"
-    if result["code"] != 0 or result["errors"]:
-        raise AgentRunError(what)
-    store, session_id = landed(agent, home, workspace)
-    return {"agent": agent, "version": ver, "home": str(home), "workspace": str(workspace), "session_id": session_id,
-            "store": str(store), "seconds": result["seconds"], "isolated": isolated, "requests": result["requests"],
-            "side_requests": result["side_requests"], "unstreamed": result["unstreamed"],
-            "stdout": result["stdout"]}
+            "resume": resume, "keys": keys, "slow": slow, "dump": os.environ.get("AGENT_STORES_DUMP")}
+    return Running(agent, home, workspace, prompt, spec)
+
+
+def make_session(agent: str, home: Path | str, workspace: Path | str, prompt: str, tools: bool = False,
+                 resume: bool = False, keys: list[list[str]] | None = None) -> dict[str, Any]:
+    """Runs the real `agent` once on `prompt` (see the module's doc); `resume`: goes on with the workspace's last
+    session (`--resume latest`, `--continue`) instead of starting one; `keys`: runs it in a terminal instead of
+    headless, played as `drive` says (`rewind_keys`)."""
+    return start_session(agent, home, workspace, prompt, tools, resume, keys).wait()
 
 
 # The sessions of a set, each a list of turns (prompt, tools, resume): a text session, a tool-call session and a
@@ -347,6 +509,21 @@ SETS: dict[str, list[tuple[str, bool, bool]]] = {
     "tools": [(f"Write the word FIGTREE into {NOTES}.", True, False)],
     "two_turns": [("Remember the word CHERRY.", False, False), ("Now also remember the word DAMSON.", False, True)],
 }
+
+
+def rewind_keys(prompt: str) -> list[list[str]]:
+    """The keys of an interactive Gemini CLI (`make_session("gemini", ..., resume=True, keys=rewind_keys(p))`) that
+    `/rewind` the session to just before its last user message (the file gains `{"$rewindTo": id}`) and send
+    `prompt` instead, then `/quit`. Gemini leaves a second file with the session's 8-character id (the interactive
+    start's own, without messages): its next start deletes it and every file sharing that id, the rewound session
+    included (`general.sessionRetention`'s clean-up)."""
+    return [["wait", "Type your message"], ["sleep", "2"], ["until", "Jump back to a specific message", "-l", "/rewind"],
+            ["until", "Stay at current position", "Enter"],
+            ["sleep", "1"], ["send", "Up"], ["sleep", "1"], ["until", "Rewind conversation", "Enter"],
+            ["sleep", "1"], ["send", "Enter"], ["sleep", "2"],
+            ["until", prompt, "-l", prompt], ["sleep", "1"],
+            ["until", f"Noted: {' '.join(words(prompt))}", "Enter"], ["sleep", "2"],
+            ["send", "-l", "/quit"], ["sleep", "1"], ["send", "Enter"], ["sleep", "3"]]
 
 
 def make_set(agent: str, home: Path, workspace: Path) -> dict[str, dict[str, Any]]:
@@ -360,6 +537,17 @@ def make_set(agent: str, home: Path, workspace: Path) -> dict[str, dict[str, Any
             raise AgentRunError(f"{agent}: the turns of {name} landed in different sessions: {infos}")
         made[name] = {**infos[-1], "words": [w for p, _, _ in turns for w in words(p)],
                       "turns": [i["seconds"] for i in infos]}
+    if agent == "gemini":  # last: its stray file makes Gemini's next start in this home delete the session
+        first = make_session(agent, home, workspace, "Remember the word ALPHA.")
+        second = make_session(agent, home, workspace, "Remember the word BRAVO.", resume=True)
+        minute = time.strftime("%M")
+        while time.strftime("%M") == minute:  # a start in another minute names a file of its own: the stray one
+            time.sleep(0.5)
+        third = make_session(agent, home, workspace, "", resume=True, keys=rewind_keys("Remember the word CHARLIE."))
+        if len({first["session_id"], second["session_id"], third["session_id"]}) != 1:
+            raise AgentRunError(f"gemini: the rewound session's turns landed apart: {[first, second, third]}")
+        made["rewound"] = {**third, "words": ["ALPHA", "BRAVO", "CHARLIE"],
+                           "turns": [first["seconds"], second["seconds"], third["seconds"]]}
     return made
 
 
@@ -376,21 +564,18 @@ def git_workspace(workspace: Path) -> None:
         subprocess.run(["git", *args], cwd=workspace, env=env, check=True, capture_output=True)
 
 
-def sources_hash() -> str:
-    """What a cached set depends on beside the agent's version: this file and the fakes."""
-    h = hashlib.sha256()
-    for f in (Path(__file__), HERE / "fake_llm.py"):
-        h.update(f.read_bytes())
-    return h.hexdigest()[:12]
+# What a cached set depends on beside the agent's version: bump it when a change here or in fake_llm.py changes the
+# sessions made (their prompts, answers, the agents' settings), so that every machine makes its sets again.
+SETS_VERSION = 1
 
 
 def cached_set(agent: str) -> dict[str, dict[str, Any]]:
-    """`make_set(agent)`'s sessions, made once in `.deps/agents/stores/<agent>-<version>-<sources hash>/` (HOME in
+    """`make_set(agent)`'s sessions, made once in `.deps/agents/stores/<agent>-<version>-<SETS_VERSION>/` (HOME in
     `home/`, the workspace in `work/`) and read back while that folder is whole and where it was made (the stores
     hold the workspace's absolute path); an older set of the agent is removed."""
     root = ensure_agents() / "stores"
     root.mkdir(parents=True, exist_ok=True)
-    base = root / f"{agent}-{version(agent)}-{sources_hash()}"
+    base = root / f"{agent}-{version(agent)}-{SETS_VERSION}"
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two runs at once make it once
         try:
@@ -443,7 +628,9 @@ def samples(where: Path, agents: list[str]) -> None:
                  f"the workspace (the agent's cwd, a git repository with one commit) = `{base}/work`.",
                  ""]
         for name, info in made.items():
-            prompts = " / ".join(p for p, _, _ in SETS[name])
+            prompts = " / ".join(p for p, _, _ in SETS[name]) if name in SETS else \
+                "Remember the word ALPHA. / (--resume) Remember the word BRAVO. / (interactive --resume) /rewind " \
+                "to before BRAVO, then Remember the word CHARLIE. (a `$rewindTo` line; a stray file of the same id)"
             lines.append(f"- {name}: session `{info['session_id']}` in `{info['store']}`; prompts: {prompts}; "
                          f"seconds per turn: {info['turns']}")
         (base / "README.md").write_text("\n".join(lines) + "\n")

@@ -931,7 +931,7 @@ class FakeGemini:
     routing call asking for a `complexity_score`, its next-speaker and loop checks) the text is a value made from the
     schema (`schema_value`) and takes nothing from the script (such calls are in `side_requests`).
     `:countTokens` answers an estimate. Answers are scripted in order with `push_text`/`push_tools` or, once the
-    script is empty, come from `responder(body)`.
+    script is empty, come from `responder(body)` (an answer's `delay`: seconds after each event).
 
     Each request is checked as the API does and refused with its error body (`{"error": {"code": 400, "message",
     "status": "INVALID_ARGUMENT"}}`): the `x-goog-api-key` header, `contents` a non-empty list of `{role: user|model,
@@ -1113,6 +1113,155 @@ class FakeGemini:
             data = f"data: {json.dumps(chunk(parts, n == len(events) - 1))}\r\n\r\n".encode()
             h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             h.wfile.flush()
+            time.sleep(answer.get("delay", 0))
+        h.wfile.write(b"0\r\n\r\n")
+        h.wfile.flush()
+
+
+class FakeResponses:
+    """A fake OpenAI Responses API server on 127.0.0.1, for the real Codex CLI (tests/e2e/agent_stores.py; Codex speaks
+    only this API). `POST /v1/responses` with `stream: true` is answered by the API's named SSE events:
+    `response.created`, then for the text `response.output_item.added` (an assistant `message`), word-sized
+    `response.output_text.delta`s and `response.output_item.done` with the whole `output_text`, then one
+    `response.output_item.done` per call (a `function_call` item: `call_id`, `name`, `arguments` as a JSON string),
+    and `response.completed` with `usage`. Answers come from the script (`push_text`, `push_tools`), then from
+    `responder(body)`.
+
+    Each request is checked as the API does and refused with its error body (`{"error": {"message", "type":
+    "invalid_request_error", "param", "code"}}`): `model`, `stream: true`, `input` a list of known items, every
+    `function_call` answered by a `function_call_output` of its `call_id` after it, no output answering nothing.
+    Refusals are in `errors` (a test asserts it empty) and `rejected`.
+    """
+
+    ITEMS = {"message", "function_call", "function_call_output", "reasoning", "custom_tool_call",
+             "custom_tool_call_output", "local_shell_call", "local_shell_call_output", "web_search_call",
+             "compaction", "compaction_summary"}
+
+    def __init__(self, responder: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        self.responder = responder
+        self.script: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.rejected: list[tuple[Any, str]] = []
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+        self.server = serve(self, lambda h: self.refuse(h, None, f"Invalid URL (GET {h.path})", 404), self.handle)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def push_text(self, text: str) -> None:
+        self.script.append({"text": text, "tools": []})
+
+    def push_tools(self, text: str, calls: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """`calls`: `(call_id, name, args)`, each a `function_call` item after the text."""
+        self.script.append({"text": text, "tools": calls})
+
+    @classmethod
+    def validate(cls, body: Any) -> str | None:
+        if not isinstance(body, dict):
+            return "We could not parse the JSON body of your request."
+        if not body.get("model"):
+            return "Missing required parameter: 'model'."
+        if body.get("stream") is not True:
+            return "stream must be true"
+        items = body.get("input")
+        if not isinstance(items, list):
+            return "Invalid type for 'input': expected a list."
+        open_calls: list[str] = []
+        for i, item in enumerate(items):
+            kind = item.get("type", "message") if isinstance(item, dict) else None
+            if kind not in cls.ITEMS:
+                return f"Invalid value: '{kind}'. Supported values are: {', '.join(sorted(cls.ITEMS))}. (input[{i}])"
+            if kind in ("function_call", "custom_tool_call"):
+                if not item.get("call_id") or not item.get("name"):
+                    return f"Missing required parameter: 'input[{i}].call_id'."
+                if kind == "function_call":
+                    try:
+                        json.loads(item.get("arguments"))
+                    except (TypeError, ValueError):
+                        return f"input[{i}].arguments: must be a JSON string"
+                open_calls.append(item["call_id"])
+            elif kind in ("function_call_output", "custom_tool_call_output"):
+                if item.get("call_id") not in open_calls:
+                    return f"No tool call found for function call output with call_id {item.get('call_id')}."
+                open_calls.remove(item["call_id"])
+        if open_calls:
+            return f"No tool output found for function call {open_calls[0]}."
+        return None
+
+    def refuse(self, h: BaseHTTPRequestHandler, body: Any, why: str, status: int = 400) -> None:
+        with self.lock:
+            self.rejected.append((body, why))
+            self.errors.append(why)
+        FakeGemini.reply_json(h, status, {"error": {"message": why, "type": "invalid_request_error", "param": None,
+                                                    "code": None}})
+
+    def handle(self, h: BaseHTTPRequestHandler, raw: bytes) -> None:
+        if h.path.partition("?")[0].rstrip("/") != "/v1/responses":
+            self.refuse(h, raw.decode(errors="replace"), f"Invalid URL (POST {h.path})", 404)
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = raw.decode(errors="replace")
+        problem = self.validate(body)
+        if problem:
+            self.refuse(h, body, problem)
+            return
+        with self.lock:
+            if self.script or self.responder:
+                answer = self.script.pop(0) if self.script else {"text": "", "tools": [], **self.responder(body)}
+                self.requests.append(body)
+            else:
+                answer = None
+        if answer is None:
+            self.refuse(h, body, "the fake server has no scripted answer left")
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        seq = iter(range(1_000_000))
+
+        def event(kind: str, data: dict[str, Any]) -> None:
+            payload = json.dumps({"type": kind, "sequence_number": next(seq), **data})
+            chunk = f"event: {kind}\ndata: {payload}\n\n".encode()
+            h.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            h.wfile.flush()
+            time.sleep(answer.get("delay", 0))
+
+        response = {"id": "resp_fake", "object": "response", "created_at": int(time.time()), "status": "in_progress",
+                    "model": body["model"], "output": []}
+        event("response.created", {"response": response})
+        output: list[dict[str, Any]] = []
+        if answer["text"]:
+            msg_id = "msg_fake"
+            event("response.output_item.added", {"output_index": 0, "item": {
+                "id": msg_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}})
+            for piece in re.findall(r"\S+\s*|\s+", answer["text"]):
+                event("response.output_text.delta", {"item_id": msg_id, "output_index": 0, "content_index": 0,
+                                                     "delta": piece})
+            item = {"id": msg_id, "type": "message", "status": "completed", "role": "assistant",
+                    "content": [{"type": "output_text", "text": answer["text"], "annotations": []}]}
+            event("response.output_item.done", {"output_index": 0, "item": item})
+            output.append(item)
+        for call_id, name, args in answer["tools"]:
+            item = {"id": f"fc_{call_id}", "type": "function_call", "status": "completed", "call_id": call_id,
+                    "name": name, "arguments": json.dumps(args)}
+            event("response.output_item.added", {"output_index": len(output), "item": {**item, "arguments": ""}})
+            event("response.output_item.done", {"output_index": len(output), "item": item})
+            output.append(item)
+        tokens_in = max(len(raw) // 4, 1)
+        tokens_out = max(len(answer["text"]) // 4, 1)
+        event("response.completed", {"response": {**response, "status": "completed", "output": output, "usage": {
+            "input_tokens": tokens_in, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": tokens_out,
+            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens_in + tokens_out}}})
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()
 

@@ -10,12 +10,13 @@ import hashlib
 import json
 import re
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent_stores import AGENTS, NOTES, WRITE_TOOL, agent_sessions  # noqa: F401 - a fixture
+from agent_stores import AGENTS, NOTES, SETS, WRITE_TOOL, agent_sessions, gemini_messages  # noqa: F401 - a fixture
 
 
 def jsonl(path: Path) -> list[dict[str, Any]]:
@@ -40,7 +41,9 @@ def documented_store(agent: str, home: Path, workspace: Path, session_id: str) -
         return home / ".claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", ws) / f"{session_id}.jsonl"
     if agent == "gemini":
         slug = json.loads((home / ".gemini" / "projects.json").read_text())["projects"][ws]
-        (path,) = (home / ".gemini" / "tmp" / slug / "chats").glob(f"session-*-{session_id[:8]}.jsonl")
+        same_id = (home / ".gemini" / "tmp" / slug / "chats").glob(f"session-*-{session_id[:8]}.jsonl")
+        # the one holding messages (a resume in a later minute leaves one without, test_gemini_rewinds_...)
+        (path,) = [p for p in same_id if gemini_messages(p)]
         assert re.fullmatch(r"session-\d{4}-\d\d-\d\dT\d\d-\d\d-[0-9a-f]{8}\.jsonl", path.name), path.name
         return path
     if agent == "qwen":
@@ -48,6 +51,10 @@ def documented_store(agent: str, home: Path, workspace: Path, session_id: str) -
         return home / ".qwen" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", ws) / "chats" / f"{session_id}.jsonl"
     if agent == "opencode":
         return home / ".local" / "share" / "opencode" / "opencode.db"
+    if agent == "codex":  # $CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl
+        (path,) = (home / ".codex" / "sessions").glob(f"*/*/*/rollout-*-{session_id}.jsonl")
+        assert re.fullmatch(r"\d{4}/\d\d/\d\d", "/".join(path.parts[-4:-1])), path
+        return path
     if agent == "pi":
         folder = home / ".pi" / "agent" / "sessions" / f"--{ws[1:].replace('/', '-')}--"
         (path,) = folder.glob(f"*_{session_id}.jsonl")
@@ -94,6 +101,20 @@ def conversation(agent: str, store: Path, session_id: str, workspace: Path) -> l
                     out.append((f"call:{b['name']}", texts(b["input"])))
                 elif b["type"] == "tool_result":
                     out.append(("result", texts(b["content"])))
+    elif agent == "codex":
+        meta = records[0]
+        assert meta["type"] == "session_meta" and meta["payload"]["id"] == session_id
+        assert meta["payload"]["cwd"] == str(workspace)
+        for r in records:
+            p = r["payload"]
+            if r["type"] != "response_item":
+                continue
+            if p["type"] == "message" and p["role"] in ("user", "assistant"):
+                out.append((p["role"], texts([c.get("text", "") for c in p["content"]])))
+            elif p["type"] == "function_call":
+                out.append((f"call:{p['name']}", p["arguments"]))
+            elif p["type"] == "function_call_output":
+                out.append(("result", texts(p["output"])))
     elif agent == "gemini":
         header = records[0]
         assert header["sessionId"] == session_id and header["kind"] == "main"
@@ -103,8 +124,9 @@ def conversation(agent: str, store: Path, session_id: str, workspace: Path) -> l
             if "$set" in r:
                 if "messages" in r["$set"]:  # the whole list, replaced
                     messages = {m["id"]: m for m in r["$set"]["messages"]}
-            elif "$rewindTo" in r:
-                raise AssertionError("no rewind in these sessions")
+            elif "$rewindTo" in r:  # that message and all after it are gone
+                ids = list(messages)
+                messages = {i: messages[i] for i in ids[: ids.index(r["$rewindTo"])]}
             elif "projectHash" in r:  # a resumed session starts again with a header of the same id
                 assert r["sessionId"] == session_id, r
             else:
@@ -190,4 +212,55 @@ def test_each_agent_continues_its_session_in_the_same_store(agent: str, agent_se
     users = [t for r, t in conv if r == "user" and re.search(r"CHERRY|DAMSON", t)]
     assert users == ["Remember the word CHERRY.", "Now also remember the word DAMSON."], conv
     assert said(conv, "assistant", "Noted: CHERRY.") and said(conv, "assistant", "Noted: DAMSON."), conv
-    assert len({i["session_id"] for i in sets.values()}) == 3, "three sessions, the continued one once"
+    assert len({sets[name]["session_id"] for name in SETS}) == 3, "three sessions, the continued one once"
+
+
+def test_gemini_rewinds_a_session_in_its_file_and_leaves_a_stray_file_of_the_same_id(agent_sessions: Any) -> None:
+    """The interactive `/rewind` (agent_stores.rewind_keys): the file keeps the rewound turn's records and gains
+    `{"$rewindTo": id}`; the conversation read goes ALPHA then CHARLIE. The interactive `--resume`, started in
+    another minute than the file's, also wrote a file of its own with the same 8-character id and no message: what
+    makes Gemini's next start delete the session (AGENT_STORES.md)."""
+    info = agent_sessions("gemini")["rewound"]
+    home, workspace, sid = Path(info["home"]), Path(info["workspace"]), info["session_id"]
+    store = documented_store("gemini", home, workspace, sid)
+    assert str(store) == info["store"]
+    records = jsonl(store)
+    rewinds = [r["$rewindTo"] for r in records if "$rewindTo" in r]
+    bravo = [r["id"] for r in records if r.get("type") == "user" and "BRAVO" in texts(r.get("content"))]
+    assert len(rewinds) == 1 and bravo == rewinds, (rewinds, bravo)
+    conv = conversation("gemini", store, sid, workspace)
+    users = [t for r, t in conv if r == "user" and "<session_context>" not in t]
+    assert users == ["Remember the word ALPHA.", "Remember the word CHARLIE."], conv
+    assert said(conv, "assistant", "Noted: CHARLIE.") and not said(conv, "assistant", "BRAVO"), conv
+    same_id = sorted(store.parent.glob(f"session-*-{sid[:8]}.jsonl"))
+    assert len(same_id) == 2 and store in same_id, same_id
+    (stray,) = [p for p in same_id if p != store]
+    assert jsonl(stray)[0]["sessionId"] == sid and gemini_messages(stray) == 0
+
+
+def test_opencode_writes_its_database_while_the_rig_waits_for_its_end(tmp_path: Path) -> None:
+    """`start_session(..., slow=)`: the run goes on while a test reads the store (issue 46: opencode's SQLite read
+    while opencode writes it). The session's row and its streamed text are in the database before the agent ends."""
+    from agent_stores import git_workspace, start_session
+
+    git_workspace(tmp_path / "work")
+    run = start_session("opencode", tmp_path / "home", tmp_path / "work", "Remember the word QUINCE.", slow=0.15)
+    db = tmp_path / "home" / ".local" / "share" / "opencode" / "opencode.db"
+    seen_running = ""
+    deadline = time.monotonic() + 120
+    while run.proc.poll() is None and time.monotonic() < deadline:
+        if db.exists():
+            try:
+                con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+                rows = con.execute("SELECT data FROM part").fetchall()
+                con.close()
+            except sqlite3.Error:
+                rows = []
+            text = " ".join(json.loads(d).get("text", "") for (d,) in rows)
+            if "QUINCE" in text and run.proc.poll() is None:
+                seen_running = text
+        time.sleep(0.2)
+    info = run.wait()
+    assert "Noted: QUINCE. and and" in seen_running, "the answer was in the database while opencode still ran"
+    conv = conversation("opencode", Path(info["store"]), info["session_id"], tmp_path / "work")
+    assert said(conv, "assistant", "Noted: QUINCE." + " and" * 60), conv

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fake_llm import FakeAnthropic, FakeGemini, FakeOpenAI
+from fake_llm import FakeAnthropic, FakeGemini, FakeOpenAI, FakeResponses
 
 
 def post(fake: FakeOpenAI, body: Any, path: str = "/v1/chat/completions") -> tuple[int, bytes, list[bytes]]:
@@ -370,5 +370,48 @@ def test_the_anthropic_fake_answers_by_rule_once_its_script_is_empty() -> None:
         starts = [d["content_block"] for d in data if d["type"] == "content_block_start"]
         assert status == 200 and starts == [{"type": "tool_use", "id": "toolu_1", "name": "Write", "input": {}}]
         assert fake.errors == []
+    finally:
+        fake.close()
+
+
+def responses_post(fake: FakeResponses, body: Any) -> tuple[int, Any, list[tuple[str, Any]]]:
+    """POSTs to the fake Responses API; returns the status, the JSON body (None for SSE) and the (event, data) pairs."""
+    conn = http.client.HTTPConnection("127.0.0.1", fake.server.server_address[1], timeout=30)
+    conn.request("POST", "/v1/responses", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    raw = resp.read().decode()
+    conn.close()
+    if resp.getheader("Content-Type") != "text/event-stream":
+        return resp.status, json.loads(raw), []
+    pairs = []
+    for block in raw.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if lines:
+            assert json.loads(lines["data"])["type"] == lines["event"]
+            pairs.append((lines["event"], json.loads(lines["data"])))
+    return resp.status, None, pairs
+
+
+def test_the_responses_fake_streams_items_as_codex_reads_them_and_refuses_an_unanswered_call() -> None:
+    fake = FakeResponses(responder=lambda body: {"text": "by rule"})
+    try:
+        fake.push_tools("Running it.", [("call_1", "exec_command", {"cmd": "true"})])
+        user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "run"}]}
+        status, _, events_ = responses_post(fake, {"model": "m", "stream": True, "input": [user]})
+        kinds = [k for k, _ in events_]
+        assert status == 200 and kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        assert "".join(d["delta"] for k, d in events_ if k == "response.output_text.delta") == "Running it."
+        done = [d["item"] for k, d in events_ if k == "response.output_item.done"]
+        assert done[0]["content"] == [{"type": "output_text", "text": "Running it.", "annotations": []}]
+        assert {k: done[1][k] for k in ("type", "call_id", "name", "arguments")} == {
+            "type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": '{"cmd": "true"}'}
+        assert events_[-1][1]["response"]["usage"]["total_tokens"] > 0
+        call = {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"}
+        status, error, _ = responses_post(fake, {"model": "m", "stream": True, "input": [user, call]})
+        assert status == 400 and "No tool output found" in error["error"]["message"]
+        answered = [user, call, {"type": "function_call_output", "call_id": "call_1", "output": "ok"}]
+        status, _, events_ = responses_post(fake, {"model": "m", "stream": True, "input": answered})
+        assert status == 200 and any(d.get("delta") == "by " for _, d in events_)
+        assert fake.errors == ["No tool output found for function call call_1."] and len(fake.requests) == 2
     finally:
         fake.close()
