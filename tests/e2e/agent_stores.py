@@ -37,6 +37,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -402,8 +403,8 @@ def drive(cmd: list[str], workspace: Path, env: dict[str, str], keys: list[list[
     `["send", KEY...]` types tmux keys (`Enter`, `Escape`, `Up`, `C-c`; a
     literal text with `-l` first), `["sleep", SECONDS]`. Returns ("ok" or the step that timed out, the last screen,
     "")."""
-    sock = f"agent-stores-{os.getpid()}"
-    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+    sock_dir = Path(tempfile.mkdtemp(prefix="agent-stores-tmux-"))  # its socket, removed with it
+    tmux = ["tmux", "-S", str(sock_dir / "socket"), "-f", "/dev/null"]
     shell_cmd = " ".join(f"'{c}'" for c in cmd)
     subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", "-c", str(workspace),
                     f"env -i {' '.join(f'{k}={v!r}' for k, v in env.items())} {shell_cmd}; sleep 2"], check=True)
@@ -435,6 +436,7 @@ def drive(cmd: list[str], workspace: Path, env: dict[str, str], keys: list[list[
         return code, screen, ""
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, check=False)
+        shutil.rmtree(sock_dir, ignore_errors=True)
 
 
 def can_isolate() -> bool:
