@@ -37,9 +37,32 @@ vim.api.nvim_create_user_command("PseudoChat", function(opts)
       return require("pseudoclaude.errors").report(err)
     end
   end
-  if opts.args ~= "" then
+  -- `-w [NAME]`: the new chat in a git worktree of its own (named, or a generated name)
+  local agent, worktree = nil, nil
+  local i = 1
+  while i <= #opts.fargs do
+    local a = opts.fargs[i]
+    if a == "-w" or a == "--worktree" then
+      local nxt = opts.fargs[i + 1]
+      worktree = true
+      if nxt and nxt:sub(1, 1) ~= "-" then
+        worktree, i = nxt, i + 1
+      end
+    else
+      agent = a
+    end
+    i = i + 1
+  end
+  if worktree then
+    local ok, err = pcall(require("pseudoclaude.chat").new, { agent = agent, worktree = worktree })
+    if not ok then
+      return require("pseudoclaude.errors").report(err)
+    end
+    return
+  end
+  if agent then
     -- `:PseudoChat NAME`: another chat, with that ACP agent
-    local ok, err = pcall(require("pseudoclaude.chat").new, { agent = opts.args })
+    local ok, err = pcall(require("pseudoclaude.chat").new, { agent = agent })
     if not ok then
       return require("pseudoclaude.errors").report(err)
     end
@@ -50,7 +73,7 @@ vim.api.nvim_create_user_command("PseudoChat", function(opts)
   end
   require("pseudoclaude.chat").open()
 end, {
-  nargs = "?",
+  nargs = "*",
   range = true,
   bang = true,
   complete = function(arglead)
@@ -58,7 +81,25 @@ end, {
       return vim.startswith(n, arglead)
     end, require("pseudoclaude.config").agent_names())
   end,
-  desc = "pseudoclaude: open the agent buffer (!: another chat; NAME: another chat with that ACP agent); with a range, attach those lines",
+  desc = "pseudoclaude: open the agent buffer (!: another chat; NAME: another chat with that ACP agent; -w [NAME]: another chat in a git worktree); with a range, attach those lines",
+})
+
+vim.api.nvim_create_user_command("PseudoWorktree", function(o)
+  require("pseudoclaude.worktree").command(o.fargs, o.bang)
+end, {
+  nargs = "*",
+  bang = true,
+  complete = function(arglead, line)
+    local words = vim.split(line, "%s+", { trimempty = true })
+    local cands = { "merge", "remove", "list" }
+    if #words >= 2 and (words[2] == "merge" or words[2] == "remove") or #words >= 3 then
+      cands = {}
+    end
+    return vim.tbl_filter(function(n)
+      return vim.startswith(n, arglead)
+    end, cands)
+  end,
+  desc = "pseudoclaude: review a worktree chat's change (merge[!] NAME: bring it in, !: keep its commits; remove[!] NAME; list)",
 })
 
 vim.api.nvim_create_user_command("PseudoMode", function(opts)

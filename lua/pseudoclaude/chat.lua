@@ -83,6 +83,10 @@ end
 ---@field model string? Its model (as `provider.model`).
 ---@field agent string? The agent that drives it: "pseudoclaude" (ours), or an ACP agent's name (`setup({ agents })`'s
 --- and the built-in claude, codex, gemini, opencode, goose); default: `setup({ agent })`, else ours.
+---@field worktree (boolean|string)? In a git worktree of its own (issue 47): `true` (a generated name) or its NAME;
+--- a new branch `pseudoclaude/NAME` from HEAD, the folder under `.PseudoClaude/worktrees/` (`:help
+--- pseudoclaude-worktree`). Made on a worker: the chat opens when it is there (`on_done`).
+---@field on_done fun(err: string?, bufnr: integer?)? With `worktree`: called once the chat is open, or why not.
 
 --- Opens another chat, next to the others, and shows it: its own session (from its first message), log, lock,
 --- agent and provider settings, buffer and input window; the other chats go on. Returns its transcript buffer.
@@ -99,6 +103,8 @@ function M.new(opts)
   vim.validate("opts.provider", opts.provider, "table", true)
   vim.validate("opts.model", opts.model, "string", true)
   vim.validate("opts.agent", opts.agent, "string", true)
+  vim.validate("opts.worktree", opts.worktree, { "boolean", "string" }, true)
+  vim.validate("opts.on_done", opts.on_done, "function", true)
   local cfg = require("pseudoclaude.config")
   if opts.agent and opts.agent ~= "pseudoclaude" and not vim.tbl_contains(cfg.agent_names(), opts.agent) then
     error(
@@ -121,9 +127,51 @@ function M.new(opts)
   if own then
     own.agent = nil -- a chat given its own provider runs ours
   end
+  if opts.worktree then
+    return H.new_in_worktree(opts, own, acp)
+  end
   local n = core.call("agent_chat_open", own, acp)
   S.get(n)
   return M.show(n)
+end
+
+--- Chat `n`'s row as the core lists it.
+function H.core_row(n)
+  for _, r in ipairs(require("pseudoclaude.core").call("agent_chats")) do
+    if r.chat == n then
+      return r
+    end
+  end
+end
+
+--- `chat.new({ worktree })`: the worktree made on a worker, then the chat opened in it (returns nothing).
+function H.new_in_worktree(opts, own, acp)
+  local name = type(opts.worktree) == "string" and opts.worktree or nil
+  local on_done = opts.on_done
+    or function(err)
+      if err then
+        require("pseudoclaude.errors").report(err)
+      end
+    end
+  if acp then
+    return on_done("pseudoclaude.chat.new: a worktree chat runs our own agent for now, not " .. acp)
+  end
+  require("pseudoclaude.worktree").create(name, nil, function(err, wt)
+    if err then
+      return on_done(err)
+    end
+    local config = own or H.config()
+    config.agent = nil
+    -- the core joins an empty sub-folder as a trailing "/"
+    config.worktree = { name = wt.id, branch = wt.branch, path = (wt.root:gsub("(.)/$", "%1")) }
+    require("pseudoclaude.worktree").ignore_state(config.worktree.path)
+    local ok, n = pcall(require("pseudoclaude.core").call, "agent_chat_open", config, nil)
+    if not ok then
+      return on_done(tostring(n))
+    end
+    S.get(n).worktree = wt
+    on_done(nil, M.show(n))
+  end)
 end
 
 --- Shows chat `n` (its windows opened, or focused) and makes it the current chat. Returns its transcript buffer.
@@ -150,7 +198,14 @@ function M.close(n)
   if not c then
     return
   end
+  -- a worktree chat's worktree, as made here or as a resume found it
+  local row = H.core_row(n) or {}
+  local wt = c.worktree and c.worktree.id or (row.worktree and row.worktree.name)
   require("pseudoclaude.core").call("agent_chat_close", n)
+  if wt then
+    -- nothing changed: it goes; changes: keep, merge or remove, asked (as Claude Code does at exit)
+    require("pseudoclaude.worktree").closed(wt, c.state.session or row.session)
+  end
   for _, b in ipairs({ c.input_buf, c.buf }) do
     if V.valid_buf(b) then
       pcall(vim.api.nvim_buf_delete, b, { force = true })
@@ -214,6 +269,7 @@ end
 ---@field state "idle"|"running"|"waiting"|"failed" "waiting": for the user's answer (an approval).
 ---@field buf integer? Its transcript buffer (nil while never opened).
 ---@field current boolean The chat the commands act on.
+---@field worktree string? A worktree chat's: the folder it works in.
 
 --- Every live chat, oldest first.
 ---@return pseudoclaude.ChatRow[]
@@ -233,6 +289,7 @@ function M.chats()
       state = r.state,
       buf = c and V.valid_buf(c.buf) and c.buf or nil,
       current = r.current == true,
+      worktree = r.worktree and r.worktree.path or (c and c.worktree and c.worktree.root) or nil,
     }
   end
   return out
@@ -437,7 +494,23 @@ function M.current()
   if not S.host_ready then
     return nil
   end
-  return require("pseudoclaude.core").call("agent_current", S.chat)
+  local cur = require("pseudoclaude.core").call("agent_current", S.chat)
+  if cur then
+    local row = M.chats_row(S.chat)
+    cur.worktree = row and row.worktree
+  end
+  return cur
+end
+
+--- Chat `n`'s row of `chats()`.
+---@param n integer
+---@return pseudoclaude.ChatRow?
+function M.chats_row(n)
+  for _, r in ipairs(M.chats()) do
+    if r.chat == n then
+      return r
+    end
+  end
 end
 
 --- Each configured MCP server: `{ name, state, tools, error }` (`state` "stopped" before the first chat).
@@ -798,6 +871,18 @@ function H.ensure_host()
   end
   require("pseudoclaude.core").call("agent_setup", E.on_wake, H.config())
   S.host_ready = true
+  -- `:PseudoWorktree` without a name acts on the current chat's worktree (handed in: that module never requires
+  -- this one)
+  require("pseudoclaude.worktree")._set_current(function()
+    local row = M.chats_row(S.current)
+    return row and row.worktree
+  end, function(root)
+    for _, r in ipairs(M.chats()) do
+      if r.worktree and r.worktree:gsub("(.)/$", "%1") == root then
+        return r.session
+      end
+    end
+  end)
   S.refresh_status()
   local group = vim.api.nvim_create_augroup("pseudoclaude_chat", { clear = true })
   vim.api.nvim_create_autocmd("VimLeavePre", {

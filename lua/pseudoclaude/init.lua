@@ -102,6 +102,14 @@ function M.chats()
   return require("pseudoclaude.chat").chats()
 end
 
+--- Worktree chats: `worktree.list()`, `worktree.merge(id, { squash, on_done })`, `worktree.remove(id, { force,
+--- on_done })`, `worktree.review(id)` (`:help pseudoclaude-worktree`).
+M.worktree = setmetatable({}, {
+  __index = function(_, key)
+    return require("pseudoclaude.worktree")[key]
+  end,
+})
+
 --- The MCP servers: `mcp.status()`, `mcp.show()` (`:help pseudoclaude-mcp`).
 M.mcp = setmetatable({}, {
   __index = function(_, key)

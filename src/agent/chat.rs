@@ -124,6 +124,11 @@ pub trait Driver: Send + Sync {
         None
     }
 
+    /// The git worktree a worktree chat works in (issue 47); none for a chat in the workspace.
+    fn worktree(&self) -> Option<crate::session::entry::WorktreeMeta> {
+        None
+    }
+
     /// The chat is closed (the editor exits, or the user closed it): stop what runs apart from turns (an ACP
     /// agent's process group). Called once; a turn still running was cancelled first.
     fn close(&self) {}
@@ -203,6 +208,10 @@ impl Driver for Agent {
         "pseudoclaude".to_string()
     }
 
+    fn worktree(&self) -> Option<crate::session::entry::WorktreeMeta> {
+        self.config.worktree.clone()
+    }
+
     fn session(&self) -> Option<Context> {
         self.current()
     }
@@ -275,4 +284,7 @@ pub struct ChatInfo {
     pub state: ChatState,
     /// The chat the single-chat calls (no chat named) act on.
     pub current: bool,
+    /// A worktree chat's worktree (its `path`: where the chat works).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::session::entry::WorktreeMeta>,
 }

@@ -44,6 +44,8 @@ pub struct HostConfig {
     pub agents: BTreeMap<String, AgentSpec>,
     /// The agent new chats use (`setup({ agent = NAME })`); none: our own provider.
     pub agent: Option<String>,
+    /// A worktree chat's own configuration: the git worktree it works in (`chat.new({ worktree })`, issue 47).
+    pub worktree: Option<session::entry::WorktreeMeta>,
 }
 
 /// How to start one ACP agent: `setup({ agents = { NAME = { command, args, env } } })` (src/acp/ starts it).
@@ -147,6 +149,7 @@ impl Default for HostConfig {
             rewind: RewindConfig::default(),
             agents: BTreeMap::new(),
             agent: None,
+            worktree: None,
         }
     }
 }
@@ -187,6 +190,7 @@ pub fn make_provider(config: &HostConfig) -> Result<Arc<dyn Provider>, ProviderE
 /// The agent's settings; `mcp`: the editor's MCP servers, shared by every agent.
 pub(super) fn agent_config(config: &HostConfig, mcp: Option<Arc<Servers>>) -> AgentConfig {
     let mut c = AgentConfig::new(&config.workspace);
+    c.worktree = config.worktree.clone();
     c.mcp = mcp;
     c.stale_after = Duration::from_secs_f64((config.stale_after_hours * 3600.0).max(0.0));
     c.spill_threshold = config.spill_threshold;

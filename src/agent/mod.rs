@@ -62,6 +62,9 @@ pub struct AgentConfig {
     pub rewind: bool,
     /// Files larger than this are recorded as changed but not kept.
     pub rewind_max_file_bytes: u64,
+    /// A worktree chat's git worktree (issue 47): where it works (tools, commands, instructions, checkpoints),
+    /// while its session stays the workspace's.
+    pub worktree: Option<session::entry::WorktreeMeta>,
 }
 
 impl AgentConfig {
@@ -79,12 +82,18 @@ impl AgentConfig {
             mcp: None,
             rewind: true,
             rewind_max_file_bytes: crate::rewind::DEFAULT_MAX_FILE_BYTES,
+            worktree: None,
         }
+    }
+
+    /// Where the agent works: its worktree's folder in a worktree chat, else the workspace.
+    pub fn root(&self) -> &Path {
+        self.worktree.as_ref().map_or(&self.workspace, |w| &w.path)
     }
 
     /// Where this agent's instructions come from.
     pub fn instruction_sources(&self) -> Sources {
-        Sources::new(&self.workspace, self.user_instructions.clone())
+        Sources::new(self.root(), self.user_instructions.clone())
     }
 }
 
@@ -200,6 +209,59 @@ pub struct Resumed {
     pub changed_since: Vec<crate::session::files::FileChange>,
     /// A rewind the editor died in, finished now.
     pub recovered_rewind: Option<crate::rewind::Report>,
+    /// What became of a worktree chat's worktree ([`back_into_worktree`]); `None` for another chat.
+    pub worktree: Option<WorktreeResumed>,
+}
+
+/// A worktree chat resumed: `present` (back into it), `recreated` (made again from its branch), `gone` (neither
+/// folder nor branch: the chat goes on in the workspace), or `failed` (it could not be reached: also in the
+/// workspace, `error` says why).
+#[derive(Debug, Clone, Default, serde::Serialize, PartialEq, Eq)]
+pub struct WorktreeResumed {
+    pub state: &'static str,
+    pub name: String,
+    pub branch: String,
+    /// Where the chat works now.
+    pub path: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Puts a resumed worktree chat back into its worktree (`config.worktree`), re-created from its branch when its
+/// folder is gone; in the workspace when neither is there. Runs git: on the resume's thread, never the editor's.
+pub fn back_into_worktree(
+    config: &mut AgentConfig,
+    logged: Option<&session::entry::WorktreeMeta>,
+) -> Option<WorktreeResumed> {
+    let Some(logged) = logged else {
+        // a session of the workspace resumed in a chat that was a worktree chat works in the workspace
+        config.worktree = None;
+        return None;
+    };
+    let mut report = WorktreeResumed {
+        state: "gone",
+        name: logged.name.clone(),
+        branch: logged.branch.clone(),
+        path: config.workspace.clone(),
+        error: None,
+    };
+    use crate::worktree::Resumed as R;
+    let found = match crate::worktree::resume(&config.workspace, &logged.name) {
+        Ok(R::Present(w)) => Some(("present", w)),
+        Ok(R::Recreated(w)) => Some(("recreated", w)),
+        Ok(R::Gone) => None,
+        Err(e) => {
+            report.state = "failed";
+            report.error = Some(e.to_string());
+            None
+        }
+    };
+    config.worktree = found.map(|(state, w)| {
+        report.state = state;
+        report.path = w.root.clone();
+        session::entry::WorktreeMeta { name: w.id, branch: w.branch, path: w.root }
+    });
+    Some(report)
 }
 
 pub struct Agent {
@@ -224,6 +286,8 @@ pub struct Agent {
     pub(crate) files: rewind::FileCheckpoints,
     /// A turn waits for the MCP servers to settle (a question about one of `.mcp.json` may be on screen).
     settling: std::sync::atomic::AtomicBool,
+    /// The log names this chat's worktree (`config.worktree`) already: written with the first turn otherwise.
+    pub(crate) worktree_logged: std::sync::atomic::AtomicBool,
 }
 
 impl Agent {
@@ -231,13 +295,13 @@ impl Agent {
     pub fn new(config: AgentConfig, provider: Arc<dyn Provider>, approver: Arc<dyn Approver>) -> Agent {
         let log = SessionLog::lazy(&config.workspace, writer_options(&config, provider.as_ref()));
         let conversation = Conversation::new(log.hooks());
-        let files = config.rewind.then(|| crate::rewind::Tracker::new(&config.workspace, config.rewind_max_file_bytes));
+        let files = config.rewind.then(|| crate::rewind::Tracker::new(config.root(), config.rewind_max_file_bytes));
         Agent::assemble(config, provider, approver, conversation, log, Vec::new(), files)
     }
 
     /// Reopens session `id`. Nothing of the caller's current agent is touched: on error it stays.
     pub fn resume(
-        config: AgentConfig,
+        mut config: AgentConfig,
         provider: Arc<dyn Provider>,
         approver: Arc<dyn Approver>,
         id: &str,
@@ -248,10 +312,11 @@ impl Agent {
         // moves a torn tail aside, so the load below sees exactly what the writer will append to.
         let (writer, repair) = Writer::open_with_repair(&ctx, opts.clone())?;
         let mut loaded = session::load(&ctx)?;
+        let worktree = back_into_worktree(&mut config, loaded.worktree.as_ref());
         let log = SessionLog::opened(&config.workspace, opts, writer);
         // Moved, not copied: a 100 MiB history is held once.
         let conversation = Conversation::from_messages(std::mem::take(&mut loaded.messages), log.hooks());
-        let mut resumed = Resumed { torn_bytes: repair.torn_bytes, ..Default::default() };
+        let mut resumed = Resumed { torn_bytes: repair.torn_bytes, worktree, ..Default::default() };
         let mut pending = Vec::new();
         if let Some(idle) = stale_seconds(loaded.last_message, now(), config.stale_after) {
             pending.push(Message::user(stale_reminder_after(idle)));
@@ -261,14 +326,16 @@ impl Agent {
         let files = config.rewind.then(|| {
             let last_turn = conversation.with_messages(|m| m.iter().map(|m| m.turn).max().unwrap_or(0));
             crate::rewind::Tracker::resume(
-                &config.workspace,
+                config.root(),
                 config.rewind_max_file_bytes,
                 std::mem::take(&mut loaded.files),
                 last_turn,
             )
         });
         let unfinished = crate::rewind::unfinished(&loaded.rewinds).cloned();
+        let logged = config.worktree.is_none() || config.worktree == loaded.worktree;
         let mut agent = Agent::assemble(config, provider, approver, conversation, log, pending, files);
+        *agent.worktree_logged.get_mut() = logged;
         if let Some(begin) = unfinished {
             resumed.recovered_rewind = Some(agent.files.recover_rewind(&begin));
         }
@@ -293,7 +360,7 @@ impl Agent {
         pending: Vec<Message>,
         files: Option<crate::rewind::Tracker>,
     ) -> Agent {
-        let mut tools = Tools::new(&config.workspace, approver, config.auto_approve);
+        let mut tools = Tools::new(config.root(), approver, config.auto_approve);
         tools.set_sandbox(config.sandbox.clone());
         // The commands' $TMPDIR lives in the session's folder, so it goes when the session is deleted.
         let session = log.clone();
@@ -304,8 +371,8 @@ impl Agent {
         let tools = Arc::new(tools);
         let compact = tokio::sync::Mutex::new(conversation.with_messages(|m| Runtime::open(config.compact.clone(), m)));
         let instructions = instructions::load(&config.instruction_sources());
-        let system = system_prompt_with(&config.workspace, &instructions);
-        let files = rewind::FileCheckpoints::new(&config.workspace, log.clone(), conversation.clone(), files);
+        let system = system_prompt_with(config.root(), &instructions);
+        let files = rewind::FileCheckpoints::new(config.root(), log.clone(), conversation.clone(), files);
         Agent {
             config,
             provider: Mutex::new(provider),
@@ -320,6 +387,7 @@ impl Agent {
             git: Mutex::default(),
             files,
             settling: Default::default(),
+            worktree_logged: Default::default(),
         }
     }
 
@@ -370,7 +438,7 @@ impl Agent {
                 }
                 v
             });
-        *self.system.lock().unwrap_or_else(|p| p.into_inner()) = system_prompt_with(&self.config.workspace, &fresh);
+        *self.system.lock().unwrap_or_else(|p| p.into_inner()) = system_prompt_with(self.config.root(), &fresh);
         *current = fresh;
         Some(format!(
             "{INSTRUCTIONS_CHANGED_PREFIX} The project instructions ({}) changed since the last message; the system \

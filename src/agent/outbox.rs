@@ -236,4 +236,8 @@ pub struct ResumeReport {
     pub stale_seconds: Option<u64>,
     /// What was repaired, one sentence; empty when nothing was.
     pub notice: String,
+    /// A worktree chat's worktree: where the chat works now (`present`, `recreated`, or `gone`/`failed`: in the
+    /// workspace, the notice says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::agent::WorktreeResumed>,
 }

@@ -428,7 +428,7 @@ impl Agent {
             "write_file" | "edit_file" => {
                 let p = call.arguments.get("path").and_then(|p| p.as_str())?;
                 let p = std::path::Path::new(p);
-                let rel = p.strip_prefix(&self.config.workspace).unwrap_or(p);
+                let rel = p.strip_prefix(self.config.root()).unwrap_or(p);
                 Some(Some(vec![normalize(&rel.to_string_lossy())]))
             }
             "run_command" => Some(None),

@@ -431,7 +431,14 @@ impl Agent {
     /// (the session's first turn, a checkout or a commit since). Read on a blocking thread: a few
     /// small files, but a slow disk must not hold up the runtime. Outside a repository, nothing.
     async fn record_git(&self) {
-        let workspace = self.config.workspace.clone();
+        if let Some(w) = &self.config.worktree
+            && !self.worktree_logged.load(std::sync::atomic::Ordering::Relaxed)
+            && self.log.append_meta(Entry::meta_worktree(w.clone(), now())).is_ok()
+        {
+            self.worktree_logged.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        // A worktree chat's: its branch, which the picker shows.
+        let workspace = self.config.root().to_path_buf();
         let Ok(Some(head)) = tokio::task::spawn_blocking(move || git::head(&workspace)).await else { return };
         let mut last = self.git.lock().unwrap_or_else(|p| p.into_inner());
         if last.as_ref() == Some(&head) {

@@ -62,6 +62,7 @@ pub mod preview;
 pub mod rows;
 pub mod search;
 pub mod sessions;
+pub mod worktree;
 
 use std::backtrace::Backtrace;
 use std::cell::{Cell, RefCell};
@@ -148,6 +149,7 @@ fn exports() -> Dictionary {
     all.extend(search::exports());
     all.extend(agent::exports());
     all.extend(fuzzy::exports());
+    all.extend(worktree::exports());
     Dictionary::from_iter(all)
 }
 

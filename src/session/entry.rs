@@ -120,6 +120,15 @@ pub struct ForkedFrom {
     pub index: usize,
 }
 
+/// The git worktree a worktree chat works in (issue 47; `crate::worktree`): its name, its branch and the folder the
+/// chat worked in. On a `meta` entry; a resume goes back into it (or makes it again from the branch).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct WorktreeMeta {
+    pub name: String,
+    pub branch: String,
+    pub path: std::path::PathBuf,
+}
+
 /// The ACP agent a session ran (`crate::acp`): the name `setup()` gave it, its own id of the session (what a
 /// `session/load` or `session/resume` names), and the version its `initialize` reported. On a `meta` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -226,6 +235,9 @@ pub struct Entry {
     /// On a `meta` entry: the ACP agent the session runs, and its own id of the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentMeta>,
+    /// On a `meta` entry: the git worktree the session works in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeMeta>,
     /// On an `acp` entry: what an ACP agent reported that is no message (a plan, a mode or model change, its
     /// usage, a permission it asked and the answer), as the protocol carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -285,6 +297,11 @@ impl Entry {
     /// The ACP agent a session runs, and its own session id.
     pub fn meta_agent(agent: AgentMeta, ts: i64) -> Entry {
         Entry { kind: Some(Kind::Meta), ts, agent: Some(agent), ..Default::default() }
+    }
+
+    /// The git worktree the session works in.
+    pub fn meta_worktree(worktree: WorktreeMeta, ts: i64) -> Entry {
+        Entry { kind: Some(Kind::Meta), ts, worktree: Some(worktree), ..Default::default() }
     }
 
     /// `{"type":"acp","acp":{..}}`: an ACP agent's report that is no message.

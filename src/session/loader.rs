@@ -65,6 +65,8 @@ pub struct Loaded {
     pub forked_from: Option<super::entry::ForkedFrom>,
     /// The ACP agent the session runs, and its own id of the session (`meta` entries).
     pub agent: Option<super::entry::AgentMeta>,
+    /// The git worktree the session works in (`meta` entries).
+    pub worktree: Option<super::entry::WorktreeMeta>,
     /// The `files` checkpoints and `rewind` steps, in order ([`super::files`]); not sent to the editor.
     #[serde(skip)]
     pub files: Vec<super::files::FilesRecord>,
@@ -161,6 +163,7 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         pinned: done.state.pinned,
         forked_from: done.state.forked_from.clone(),
         agent: done.state.agent.clone(),
+        worktree: done.state.worktree.clone(),
         model: done.state.shown_model().to_string(),
         entries: done.state.entries,
         last_message: done.state.last_message,

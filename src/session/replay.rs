@@ -97,6 +97,9 @@ pub struct State {
     /// agent had forgotten the session and a new one was started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<crate::session::entry::AgentMeta>,
+    /// The git worktree the session works in (the last `meta` entry naming one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::session::entry::WorktreeMeta>,
 }
 
 impl State {
@@ -297,6 +300,9 @@ impl Replay {
         if entry.is(Kind::Meta) {
             if let Some(agent) = entry.agent {
                 self.state.agent = Some(agent);
+            }
+            if let Some(worktree) = entry.worktree {
+                self.state.worktree = Some(worktree);
             }
             if let Some(git) = entry.git {
                 self.state.git_start.get_or_insert_with(|| git.clone());

@@ -35,6 +35,7 @@ local M = {}
 ---@field restore_stats table? The timings of the resume being drawn.
 ---@field asks table[] Approvals that came while the chat was not visible, asked when it is shown.
 ---@field notified boolean The user was told the chat waits (once per wait).
+---@field worktree pseudoclaude.Worktree? A worktree chat's worktree, as made (`chat.new({ worktree })`).
 
 --- The fields each chat has of its own.
 local PER_CHAT = {

@@ -170,6 +170,7 @@ impl AcpChat {
             changed_since,
             recovered_rewind,
             loaded,
+            worktree: None,
         };
         Ok((chat, resumed))
     }

@@ -316,6 +316,10 @@ impl Host {
                 agent: st.agent_of(c),
                 state: self.state_of(*id, c),
                 current: *id == st.current,
+                worktree: c
+                    .agent
+                    .as_ref()
+                    .map_or_else(|| c.config.as_ref().and_then(|k| k.worktree.clone()), |a| a.worktree()),
             })
             .collect()
     }

@@ -137,11 +137,30 @@ fn report(id: &str, messages: usize, resumed: &Resumed) -> ResumeReport {
         let torn = format!("moved a torn last line of {} bytes to conversation.jsonl.broken", resumed.torn_bytes);
         notice = if notice.is_empty() { torn } else { format!("{notice}; {torn}") };
     }
+    if let Some(w) = &resumed.worktree {
+        let said = match w.state {
+            "recreated" => format!("its worktree {} was gone: made again from its branch {}", w.name, w.branch),
+            "gone" => format!(
+                "its worktree {} and its branch {} are gone: the conversation goes on in the workspace",
+                w.name, w.branch
+            ),
+            "failed" => format!(
+                "its worktree {} could not be reached ({}): the conversation goes on in the workspace",
+                w.name,
+                w.error.as_deref().unwrap_or("")
+            ),
+            _ => String::new(),
+        };
+        if !said.is_empty() {
+            notice = if notice.is_empty() { said } else { format!("{notice}; {said}") };
+        }
+    }
     ResumeReport {
         id: id.to_string(),
         messages,
         stale_hours: resumed.stale_seconds.map(|s| s / 3600),
         stale_seconds: resumed.stale_seconds,
         notice,
+        worktree: resumed.worktree.clone(),
     }
 }
