@@ -327,8 +327,9 @@ function M.send(text, attachments)
   M.open()
   require("pseudoclaude.core").call("agent_configure", H.config())
   require("pseudoclaude.core").call("agent_send", text, attachments, S.chat)
-  S.state.busy, S.state.failed, S.state.waiting = true, false, false
+  S.state.busy = true
   S.state.phase = "answering"
+  S.refresh_status()
   V.redraw_winbar()
 end
 
@@ -618,8 +619,11 @@ function M.winbar(n)
     -- Narrow side windows are common: no prefix, and the model alone when the provider says the same.
     "%#PseudoClaudeWinbar# " .. H.state_mark(s) .. " " .. (s.session or "new session"),
     (s.model and s.model ~= "" and s.model ~= s.provider) and s.model or (s.provider or "?"),
-    s.phase,
   }
+  -- the phase says what a turn is at; idle, the state mark has said it
+  if s.phase and s.phase ~= "idle" then
+    parts[#parts + 1] = s.phase
+  end
   local usage = require("pseudoclaude.usage").summary(s.usage, s.cost)
   if usage ~= "" then
     parts[#parts + 1] = usage
@@ -702,18 +706,11 @@ end
 
 -- Helpers ============================================================================================================
 
---- A chat's state as the winbar and `chats()` name it.
+--- A chat's state, as the core decided it (`chats()` rows carry the same), marked for the winbar.
 ---@param s pseudoclaude.chat.Status
 ---@return string
-function H.state_name(s)
-  if s.busy then
-    return s.waiting and "waiting" or "running"
-  end
-  return s.failed and "failed" or "idle"
-end
-
 function H.state_mark(s)
-  local name = H.state_name(s)
+  local name = s.state or "idle"
   local hl = ({ idle = "PseudoClaudeWinbar", running = "PseudoClaudeSaved", waiting = "PseudoClaudeUnsaved" })[name]
     or "PseudoClaudeUnsaved"
   return ("%%#%s#[%s]%%#PseudoClaudeWinbar#"):format(hl, name)

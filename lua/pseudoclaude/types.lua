@@ -1,7 +1,7 @@
 --- LuaCATS types of the tables that cross from the Rust core to Lua (`agent_drain`'s queue), for lua-language-server
 --- (.luarc.json). Nothing here runs: the file only declares. The shapes are the serde ones of `Event`
---- (src/agent/runner.rs), `ApprovalAsk`, `BufferAsk`, `FileWritten` and `ResumeDone` (src/agent/outbox.rs); the chat's
---- handlers (lua/pseudoclaude/chat/events.lua, `M.handlers`) are keyed by `type`.
+--- (src/agent/runner.rs), `ApprovalAsk`, `BufferAsk`, `FileWritten`, `ResumeDone` and `StateNow`
+--- (src/agent/outbox.rs); the chat's handlers (lua/pseudoclaude/chat/events.lua, `M.handlers`) are keyed by `type`.
 ---@meta
 
 ---@alias pseudoclaude.EventType
@@ -28,6 +28,7 @@
 ---| "notice" A line for the chat that is no message (`text`): an MCP server that failed to start.
 ---| "plan" An ACP agent's plan as one line (`text`).
 ---| "mcp_consent" A server of the workspace's `.mcp.json` asks to run (`pseudoclaude.McpConsentAsk`).
+---| "state" What the chat is doing now (`state`), as the core decides it: after each wake-up's messages about it.
 
 ---@class pseudoclaude.Event
 ---@field type pseudoclaude.EventType
@@ -40,6 +41,7 @@
 ---@field output string? tool_call_live: its output so far
 ---@field tool_calls pseudoclaude.ToolCall[]? assistant_recorded
 ---@field content string? tool_result
+---@field state "idle"|"running"|"waiting"|"failed"? state
 ---@field is_error boolean? tool_result
 ---@field attempt integer? retrying
 ---@field wait_ms integer? retrying
@@ -88,6 +90,8 @@
 
 ---@class pseudoclaude.chat.Status What the winbar shows of the chat (`chat/state.lua`'s `M.state`).
 ---@field busy boolean A turn is running.
+---@field state "idle"|"running"|"waiting"|"failed" What the chat is doing, as the core decides it (`Host::state_of`),
+--- with every wake-up that concerns the chat and at `agent_status`.
 ---@field phase string "idle", "thinking", "waiting for approval", ...
 ---@field saved boolean Everything in memory is in the log.
 ---@field save_error string? Why it is not.

@@ -41,6 +41,19 @@ pub enum ChatState {
     Failed,
 }
 
+impl ChatState {
+    /// The one decision of what a chat is doing: the winbar, `chats()`, the picker's rows and `:PseudoChats` show it
+    /// as the host sends it (the editor never works it out again). `waits` is asked only while a turn runs.
+    pub fn of(busy: bool, waits: impl FnOnce() -> bool, failed: bool) -> ChatState {
+        match (busy, failed) {
+            (true, _) if waits() => ChatState::Waiting,
+            (true, _) => ChatState::Running,
+            (false, true) => ChatState::Failed,
+            (false, false) => ChatState::Idle,
+        }
+    }
+}
+
 /// What drives a chat's turns: our own [`Agent`], or an agent of its own kind (ACP) that runs them itself.
 pub trait Driver: Send + Sync {
     /// The agent's name as the editor lists it: `pseudoclaude` for ours, the ACP agent's (`claude`, `codex`…).

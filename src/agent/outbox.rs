@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use super::chat::ChatId;
+use super::chat::{ChatId, ChatState};
 use super::{Event, lock};
 use crate::provider::BoxFuture;
 use crate::tools::{Approval, ApprovalRequest, Approver, BufferState, Written};
@@ -27,6 +27,16 @@ pub enum Outbound {
     Written(FileWritten),
     /// A server of the workspace's `.mcp.json` asks to run: answer with [`super::host::Host::mcp_consent`].
     McpConsent(crate::mcp::ConsentAsk),
+    /// What a chat is doing now: [`super::host::Host::drain`] adds one after each batch's messages about a chat.
+    State(StateNow),
+}
+
+/// A chat's state as the host decides it ([`ChatState::of`]), which the editor draws as it is (`{type = "state"}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateNow {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub state: ChatState,
 }
 
 /// One message of the queue and the chat it is about (none: the editor's, as an MCP server's consent). Drained as

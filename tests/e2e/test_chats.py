@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import Neovim, main_loop_watch, wait_for
+from conftest import Neovim, main_loop_watch, screen_lines, wait_for
 from fake_llm import FakeOpenAI
 
 
@@ -125,6 +125,48 @@ def test_two_chats_overlap_and_each_log_holds_only_its_own_messages(
     assert "slowly" in buffer_text(nvim, 1) and "quick answer" not in buffer_text(nvim, 1)
     # the winbar of each shows its state
     assert "[idle]" in nvim.lua("return require('pseudoclaude.chat').winbar(1)")
+
+
+def test_the_winbar_shows_the_chats_state_once_as_the_core_decides_it(
+    nvim: Neovim, workspace: Path, fake: FakeOpenAI
+) -> None:
+    """Issue 48 item 2: the state `chats()` lists (the core's) is the one the winbar draws, read from the screen, and
+    named once there (it once read `[idle] … │ idle │`)."""
+    import re
+    import socket
+
+    def winbar(name: str = "pseudoclaude://chat") -> str:
+        win = nvim.lua("return vim.fn.bufwinid(...)", name)
+        return screen_lines(nvim, win)[0]
+
+    def states(bar: str) -> list[str]:
+        return re.findall(r"\b(idle|running|waiting|failed)\b", bar)
+
+    fake.push_text(" ".join(["slowly"] * 20), delay=0.15)
+    setup(nvim, fake)
+    nvim.lua("vim.o.columns = 240")  # the whole winbar in sight: a narrow window cuts its start
+    nvim.api.command("PseudoChat")
+    assert states(winbar()) == ["idle"], winbar()
+    send(nvim, "the question")
+    wait_for(lambda: "slowly" in buffer_text(nvim, 1), what="the answer streaming")
+    assert chats(nvim)[0]["state"] == "running"
+    assert states(winbar()) == ["running"] and winbar().lstrip().startswith("[running]"), winbar()
+    wait_for(lambda: done(nvim, 1) == 1, what="the turn")
+    assert chats(nvim)[0]["state"] == "idle"
+    wait_for(lambda: states(winbar()) == ["idle"], what="the winbar's idle, once")
+    # a chat whose provider is not there: the core says failed, and so does its winbar, once
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    nvim.lua(
+        "require('pseudoclaude').chat.new({ provider = { name = 'openai', base_url = ..., model = 'gone', "
+        "api_key_env = 'PC_TEST_NO_KEY' } })",
+        dead,
+    )
+    send(nvim, "again")
+    wait_for(lambda: done(nvim, 2) == 1, what="the failed turn")
+    assert [r["state"] for r in chats(nvim)] == ["idle", "failed"]
+    wait_for(lambda: states(winbar("pseudoclaude://chat/2")) == ["failed"], what="the winbar's failed, once")
 
 
 def test_a_hidden_chat_waits_for_its_approval_says_so_once_and_asks_when_shown(

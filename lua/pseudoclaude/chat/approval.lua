@@ -69,7 +69,7 @@ function M.ask_approval(m)
       require("pseudoclaude.errors").report(err, vim.log.levels.WARN)
     end
     S.state.phase = "running tools"
-    S.state.waiting = #S.asks > 0
+    S.refresh_status()
     V.redraw_winbar()
   end)
   vim.ui.select(

@@ -236,7 +236,6 @@ M.handlers = {
     end
   end,
   error = function(m)
-    S.state.failed = true
     M.close_block()
     V.append({ "", "✗ " .. m.message }, "PseudoClaudeError")
     S.streaming = false
@@ -244,6 +243,10 @@ M.handlers = {
   end,
   notice = function(m)
     V.append({ "⚠ " .. m.text }, "PseudoClaudeNotice")
+  end,
+  -- what the chat is doing, as the core decides it: sent after the rest of each wake-up's messages about the chat
+  state = function(m)
+    S.state.state = m.state
   end,
   plan = function(m)
     V.append({ m.text }, "PseudoClaudeNotice")
@@ -261,7 +264,7 @@ M.handlers = {
       require("pseudoclaude.chat.calls").end_turn()
     end
     M.list_turn_files()
-    S.state.busy, S.state.waiting = false, false
+    S.state.busy = false
     S.state.phase = "idle"
     S.streaming = false
     S.asks, S.notified = {}, false
@@ -274,7 +277,6 @@ M.handlers = {
   end,
   approval = function(m)
     S.state.phase = "waiting for approval"
-    S.state.waiting = true
     require("pseudoclaude.chat.approval").ask_approval(m)
   end,
   buffer_check = function(m)

@@ -71,7 +71,16 @@ M.chats = {}
 local function fresh(n)
   return {
     chat = n,
-    state = { busy = false, phase = "idle", saved = true, save_error = nil, session = nil, provider = nil, model = nil },
+    state = {
+      busy = false,
+      state = "idle",
+      phase = "idle",
+      saved = true,
+      save_error = nil,
+      session = nil,
+      provider = nil,
+      model = nil,
+    },
     streaming = false,
     restore_gen = 0,
     marks_stale = false,
@@ -186,6 +195,7 @@ function M.refresh_status()
   if ok then
     M.state.provider, M.state.model = st.provider, st.model
     M.state.session = st.session
+    M.state.state = st.state or M.state.state
     M.state.usage, M.state.cost = st.usage, st.cost
     if st.unsaved then
       M.state.saved = false

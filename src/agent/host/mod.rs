@@ -21,7 +21,7 @@ mod modes;
 mod resume;
 mod send;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,7 +35,7 @@ use super::config::agent_config;
 pub use super::config::{AgentSandbox, AgentSpec, AutoApproveConfig, HostConfig, make_provider, resolve_provider};
 use super::outbox::OutboxApprover;
 pub use super::outbox::{
-    Addressed, ApprovalAsk, BufferAsk, BufferReadAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport,
+    Addressed, ApprovalAsk, BufferAsk, BufferReadAsk, FileWritten, Outbound, Outbox, ResumeDone, ResumeReport, StateNow,
 };
 use super::{Agent, Cancel, Event, lock};
 use crate::display;
@@ -329,15 +329,11 @@ impl Host {
         lock(&self.state).live(id)
     }
 
+    /// Chat `id`'s state ([`ChatState::of`]): whether a turn runs, waits for the user (an approval the host asked
+    /// for, or its agent's own question), or the last one failed.
     fn state_of(&self, id: ChatId, c: &Chat) -> ChatState {
-        if c.busy() {
-            let waits = self.outbox.asks(id) || c.agent.as_ref().is_some_and(|a| a.waits());
-            if waits { ChatState::Waiting } else { ChatState::Running }
-        } else if c.failed.load(Ordering::SeqCst) {
-            ChatState::Failed
-        } else {
-            ChatState::Idle
-        }
+        let waits = || self.outbox.asks(id) || c.agent.as_ref().is_some_and(|a| a.waits());
+        ChatState::of(c.busy(), waits, c.failed.load(Ordering::SeqCst))
     }
 
     /// The configuration in effect (what `setup()` gave last).
@@ -350,9 +346,19 @@ impl Host {
         lock(&self.state).config = config;
     }
 
-    /// Everything queued since the last call, in order.
+    /// Everything queued since the last call, in order; then, for each chat a message was about, its state as the
+    /// host decides it now ([`Outbound::State`]): the editor draws that, and never works a chat's state out itself.
     pub fn drain(&self) -> Vec<Addressed> {
-        std::mem::take(&mut *lock(&self.outbox.queue))
+        let mut out = std::mem::take(&mut *lock(&self.outbox.queue));
+        let about: BTreeSet<ChatId> = out.iter().filter_map(|m| m.chat).collect();
+        let st = lock(&self.state);
+        for id in about {
+            if let Some(c) = st.chats.get(&id) {
+                let state = self.state_of(id, c);
+                out.push(Addressed { chat: Some(id), message: Outbound::State(StateNow { kind: "state", state }) });
+            }
+        }
+        out
     }
 
     /// The messages of the chat's history just before `to` that fit `max_messages` and about
