@@ -111,7 +111,9 @@ pub struct Message {
     pub turn: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+/// `skip_serializing_if` of a number written only when set: a message's here, and the same fields of its log line
+/// ([`crate::session::entry::Entry`]).
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

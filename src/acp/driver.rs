@@ -11,11 +11,12 @@ use tokio::sync::mpsc;
 use super::{AcpChat, ChatConfig};
 use crate::agent::chat::{Driver, Drivers};
 use crate::agent::host::HostConfig;
+use crate::agent::rewind::FileCheckpoints;
 use crate::agent::{Cancel, Event, Resumed};
 use crate::attachment::{self, Attachment};
 use crate::message::Message;
 use crate::provider::BoxFuture;
-use crate::rewind::{Report, RewindOptions, TurnChanges};
+use crate::rewind::{Report, RewindOptions};
 use crate::session::Context;
 use crate::tools::Approver;
 use crate::usage::UsageByModel;
@@ -118,12 +119,8 @@ impl Driver for AcpChat {
         Some(AcpChat::undo_rewind(self, opts))
     }
 
-    fn undo_info(&self) -> Option<(String, i64)> {
-        AcpChat::undo_info(self)
-    }
-
-    fn changes(&self) -> Vec<TurnChanges> {
-        AcpChat::changes(self)
+    fn files(&self) -> Option<&FileCheckpoints> {
+        Some(&self.files)
     }
 
     /// The agent names its models itself: the winbar shows the agent.

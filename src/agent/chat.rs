@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use super::rewind::FileCheckpoints;
 use super::{Agent, Cancel, Event};
 use crate::attachment::Attachment;
 use crate::message::Message;
@@ -117,14 +118,20 @@ pub trait Driver: Send + Sync {
         None
     }
 
+    /// The checkpoints of its files ([`FileCheckpoints`], which our agent and an ACP chat each hold), when it keeps
+    /// some: the pending undo and the changes per turn are theirs.
+    fn files(&self) -> Option<&FileCheckpoints> {
+        None
+    }
+
     /// The pending undo of the last rewind (its id and unix time), if no message came since.
     fn undo_info(&self) -> Option<(String, i64)> {
-        None
+        self.files()?.undo_info()
     }
 
     /// Its changes to the workspace's files, per turn (what `:PseudoRewind` lists).
     fn changes(&self) -> Vec<TurnChanges> {
-        Vec::new()
+        self.files().map(|f| f.changes()).unwrap_or_default()
     }
 
     /// The ACP agent's own session as the log's meta names it (a fork of the chat is that agent's too); none for ours.
@@ -272,12 +279,8 @@ impl Driver for Agent {
         Some(Agent::undo_rewind(self, opts))
     }
 
-    fn undo_info(&self) -> Option<(String, i64)> {
-        Agent::undo_info(self)
-    }
-
-    fn changes(&self) -> Vec<TurnChanges> {
-        Agent::changes(self)
+    fn files(&self) -> Option<&FileCheckpoints> {
+        Some(&self.files)
     }
 
     fn ours(self: Arc<Self>) -> Option<Arc<Agent>> {

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use super::files::{FilesRecord, RewindRecord};
 use crate::git::GitHead;
-use crate::message::{Message, Role, Thinking, ToolCall, ToolResult};
+use crate::message::{Message, Role, Thinking, ToolCall, ToolResult, is_zero};
 use crate::usage::Usage;
 
 /// An entry's `type`. A missing or empty `type` is a message (the seed omitted it); a type this version does not
@@ -242,10 +242,6 @@ pub struct Entry {
     /// usage, a permission it asked and the answer), as the protocol carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acp: Option<serde_json::Value>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl Entry {
