@@ -183,7 +183,12 @@ impl Dir {
     }
 
     /// Replaces file `name` with `data`: written whole to a new temporary file, then renamed over it, so a reader
-    /// sees the old bytes or the new ones, never a mix. No sync: for caches, which a crash only makes stale.
+    /// sees the old bytes or the new ones, never a mix. No sync: for caches, which a crash only makes stale (the
+    /// sessions' `summary.json`, the index, the activity file, the import cache: each is rebuilt from the logs
+    /// when stale, damaged or missing). Not [`crate::atomic::replace`], which is the same rename by path
+    /// (`Durable::No`): under `.PseudoClaude/sessions` every file is reached through this directory's descriptor,
+    /// opened without following links from the workspace, so a link planted there cannot turn the write elsewhere.
+    /// The temporary name is [`crate::atomic::temp_name`]'s.
     pub(crate) fn replace_file(&self, name: &str, data: &[u8]) -> io::Result<()> {
         let tmp = crate::atomic::temp_name(name);
         let result = (|| {

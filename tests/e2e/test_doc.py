@@ -324,3 +324,131 @@ def test_the_code_map_check_sees_a_file_or_function_that_is_not_there():
            "pub enum State {\n    Running,\n    Stopped,\n}\n"}
     assert missing_files(text, files) == ["gone.rs", "picker/rows.lua"]
     assert missing_functions(text, src) == ["Context::old"]
+
+
+# Where the code map places a name ---------------------------------------------------------------------------------
+
+# Names of the language, not of the code: never placed.
+STD_NAMES = {"Result", "Option", "Vec", "String", "Box", "Arc", "Mutex", "Condvar", "HashMap", "BTreeMap", "pairs()",
+             "ipairs()", "socket()"}
+
+
+def map_placements(text: str, files: list[str]) -> list[tuple[str, str]]:
+    """(file, name) for each `Name`, `Type::name` or `name()` ARCHITECTURE.md's code map places in a file: in a
+    bullet, the names after a file's mention belong to that file, up to the next file's mention. A file named with
+    `'s` (`` `agent/rewind.rs`'s `FileCheckpoints` ``) places the one name that follows there and no other: how the
+    map names what a file uses from another. A Lua call with its module (`sessions.list()`) is placed in that module."""
+    start = text.find("## Code map")
+    end = text.find("\n## ", start + 1)
+    out = []
+    for bullet in re.split(r"\n(?=\s*- )", text[start:end] if start >= 0 else text):
+        head = re.match(r"\s*- `((?:src|lua|tests)/[\w/.-]*)`", bullet)
+        hint = head.group(1) if head else ""
+        current, once, once_at = None, None, -1
+        for tok in re.finditer(r"`([^`]+)`('s)?", bullet):
+            name, possessive = tok.group(1), tok.group(2)
+            if once is not None and bullet[once_at : tok.start()].strip():
+                once = None  # a file's `'s` names the very next name only
+            folder = re.fullmatch(r"[\w/-]+/", name)
+            if folder and not name.startswith(("src/", "lua/", "tests/")):
+                # a folder of the bullet's (`chat/`): what follows is its root's
+                root = [hint + name + r for r in ("mod.rs", "init.lua")]
+                current, once = next((f for f in root if f in files), None), None
+                continue
+            if re.fullmatch(r"[\w./-]+\.(?:rs|lua)", name):
+                # the file at that path, else the one of that name in the bullet's folder (itself first), else the
+                # only one of that name
+                hits = [f for f in files if f == name.lstrip("./") or f.endswith("/" + name.lstrip("./"))]
+                near = [f for f in hits if hint and f.startswith(hint)]
+                file = next(
+                    (c[0] for c in ([f for f in near if f == hint + name], near, hits) if len(c) == 1), None
+                )
+                if possessive:
+                    once, once_at = file or "", tok.end()
+                else:
+                    current, once = file, None
+                continue
+            if not (
+                re.fullmatch(r"[A-Z][a-z]\w*", name)
+                or re.fullmatch(r"[A-Z]\w*::\w+", name)
+                or re.fullmatch(r"[\w.:]*\w\(\)", name)
+            ):
+                continue
+            module = re.fullmatch(r"(\w+)\.\w+\(\)", name)
+            if once is not None:
+                place, once = once, None
+            elif name.startswith("vim."):
+                continue
+            elif module and module.group(1) not in ("M", "H"):
+                lua = [f"lua/pseudoclaude/{module.group(1)}.lua", f"lua/pseudoclaude/{module.group(1)}/init.lua"]
+                lua = ["lua/pseudoclaude/init.lua"] if module.group(1) == "pseudoclaude" else lua
+                place = next((f for f in lua if f in files), None)
+            else:
+                place = current
+            if place and name not in STD_NAMES:
+                out.append((place, name))
+    return out
+
+
+def defines(text: str, path: str, name: str) -> bool:
+    """Whether source file `path` (its `text`) defines `name`: a `Name` as a type, trait, function, constant or LuaCATS
+    class; `Type::name` as a function (an `impl` may be cut across files) or a variant of `enum Type`; `name()` as a
+    function (`a.b()`: its last part)."""
+    if name.endswith("()"):
+        fn = re.split(r"[.:]", name[:-2])[-1]
+        if path.endswith(".lua"):
+            return re.search(rf"function [\w.:]*\b{fn}\s*\(|\b{fn}\s*=\s*function\b", text) is not None
+        return re.search(rf"\bfn {fn}\b", text) is not None
+    if "::" in name:
+        ty, fn = name.split("::")
+        enum = re.search(rf"\benum {ty}\b[^{{]*\{{(.*?)\n\}}", text, re.S)
+        return re.search(rf"\bfn {fn}\b", text) is not None or (
+            enum is not None and re.search(rf"^\s*{fn}\b", enum.group(1), re.M) is not None
+        )
+    definition = rf"\b(?:struct|enum|trait|type|const|static|fn|mod)\s+{name}\b|---@class [\w.]*\b{name}\b"
+    return re.search(definition, text) is not None
+
+
+def misplaced(text: str, sources: dict[str, str]) -> list[str]:
+    """The names the code map places in a file that does not define them (a `Name` defined nowhere is prose: a
+    highlight group, an autocommand; a `Type::name` or `name()` defined nowhere is drift all the same)."""
+    out = []
+    for path, name in map_placements(text, list(sources)):
+        if defines(sources[path], path, name):
+            continue
+        if re.fullmatch(r"[A-Z]\w*", name) and not any(defines(t, p, name) for p, t in sources.items()):
+            continue
+        out.append(f"{path}: {name}")
+    return out
+
+
+def test_every_name_the_code_map_places_in_a_file_is_defined_there():
+    """Issue 48: the map names the function where a behaviour lives (the resume order is `AcpChat::ensure_live`'s,
+    in `acp/chat/connect.rs`), and a name it places in a file is defined in that file: moved or renamed without the
+    map, this fails."""
+    files = [*ROOT.joinpath("src").rglob("*.rs"), *ROOT.joinpath("lua").rglob("*.lua")]
+    sources = {str(p.relative_to(ROOT)): p.read_text() for p in files}
+    assert misplaced((ROOT / "ARCHITECTURE.md").read_text(), sources) == []
+
+
+def test_the_placement_check_sees_a_name_that_is_not_in_its_file():
+    """The check above can fail: a planted wrong name of each kind is found in its file, a name another file's `'s`
+    places is looked for there, and a `Name` defined nowhere is prose."""
+    sources = {
+        "src/a/one.rs": "pub struct Here;\nimpl Here {\n    pub fn go() {}\n}\npub enum Kind {\n    Big,\n}\n",
+        "src/a/two.rs": "pub struct There;\nfn helper() {}\n",
+        "lua/pseudoclaude/list.lua": "local M = {}\nfunction M.open() end\nreturn M\n",
+    }
+    text = (
+        "## Code map\n\n- `src/a/`: `one.rs`: `Here`, `Here::go`, `Kind::Big`, `There`, `Here::gone`, `helper()`,"
+        " `two.rs`'s `There`, `Kind::Small`, `PseudoClaudeGroup`, `list.open()`, `list.close()`; `two.rs`: `helper()`,"
+        " `Here`\n\n## Invariants\n"
+    )
+    assert misplaced(text, sources) == [
+        "src/a/one.rs: There",
+        "src/a/one.rs: Here::gone",
+        "src/a/one.rs: helper()",
+        "src/a/one.rs: Kind::Small",
+        "lua/pseudoclaude/list.lua: list.close()",
+        "src/a/two.rs: Here",
+    ]
