@@ -377,6 +377,10 @@ function M.resume(id, opts)
       0
     )
   end
+  if require("pseudoclaude.sessions").is_external_id(id) then
+    -- another agent's session (`gemini:…`): imported, then resumed as ours
+    return require("pseudoclaude.float.actions").import_and_resume({ id = id })
+  end
   H.ensure_host()
   if id ~= nil and id ~= "last" then
     local live = require("pseudoclaude.core").call("agent_chat_live", id)

@@ -17,7 +17,7 @@
 ---@class pseudoclaude.PickerConfig
 ---@field max_items integer? Most sessions shown by the session picker before typing (nil: as many as fit).
 ---@field backend "float"|"select"|"telescope"|"fzf-lua"|"snacks"|"mini"|"auto" "float" = built-in floating window, "select" = `vim.ui.select()`, or that picker plugin's own picker ("auto": the first installed of telescope, fzf-lua, snacks, mini; else the float).
----@field external boolean List this workspace's Claude Code and Codex sessions too, without <C-o> ("other agents").
+---@field external boolean List this workspace's sessions of the other agents too, without <C-o> ("other agents").
 
 ---@class pseudoclaude.ApproveConfig
 ---@field write_file boolean Run the write_file tool without asking first.

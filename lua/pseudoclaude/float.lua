@@ -8,7 +8,8 @@
 --- backend) and `float/search.lua` (the "search inside messages" mode). Each part is handed the state and asks the
 --- controller through its methods (`Picker` below); none requires this module. Rows and previews are drawn only for
 --- what is visible, so a keystroke costs the filter plus one screenful. `<C-o>` ("other agents") lists the workspace's
---- Claude Code and Codex sessions too; `<CR>` on one imports it, then resumes the copy.
+--- sessions of the other agents too (Claude Code, Codex, Gemini CLI, Qwen Code, opencode, Pi); `<CR>` on one imports it,
+--- then resumes the copy.
 --- See `:help pseudoclaude-picker`.
 ---
 --- Architecture invariant: no main-loop step of the picker reads a session: the first rows, the full list
@@ -24,7 +25,7 @@ local H = {}
 ---@field search string? Open in "search inside messages" mode with this query (`:PseudoSearch`).
 ---@field all boolean? The sessions of every workspace this editor has used (`:PseudoResume all`), each row marked with
 --- its workspace.
----@field external boolean? This workspace's Claude Code and Codex sessions too (default: config `picker.external`;
+---@field external boolean? This workspace's sessions of the other agents too (default: config `picker.external`;
 --- `<C-o>` toggles them).
 
 ---@class pseudoclaude.float.Stats Timestamps are `vim.uv.hrtime()` values (ns).

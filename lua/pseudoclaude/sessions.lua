@@ -86,21 +86,24 @@
 --- then listed with `partial = true`, its counts and title possibly missing), so the call stays short.
 ---@field all boolean? The sessions of every workspace this editor has used (`workspaces()`), this one included, each
 --- with its `workspace`; pinned first, then newest first.
----@field external boolean? Also this workspace's Claude Code and Codex sessions (`pseudoclaude.ExternalSession`,
---- `source` set), merged in by time. With `max_read`, a transcript not cached yet is read at its head and tail only
+---@field external boolean? Also this workspace's sessions of the other agents (Claude Code, Codex, Gemini CLI, Qwen
+--- Code, opencode, Pi: `pseudoclaude.ExternalSession`, `source` set), merged in by time. With `max_read`, a transcript not cached yet is read at its head and tail only
 --- (`partial`, its `messages` not counted yet).
 ---@field on_done fun(err: string?, sessions: table[]?)? `list()` only: read in the background, as `list_async()`.
 
 ---@class pseudoclaude.ExternalSession Another agent's session of this workspace (`list({ external = true })`).
----@field source "claude-code"|"codex"
----@field id string The tool's own id of the session.
----@field path string The transcript (Claude Code) or rollout (Codex) file.
+---@field source "claude-code"|"codex"|"gemini-cli"|"qwen-code"|"opencode"|"pi"
+---@field agent "claude"|"codex"|"gemini"|"qwen"|"opencode"|"pi" The built-in ACP agent that continues it.
+---@field id string `AGENT:SESSION_ID` (never one of our ids): what `resume(id)` and `import(id)` take.
+---@field session_id string The agent's own id of the session.
+---@field path string The session's file (opencode: its database).
 ---@field title string Its custom title or thread name, else its first prompt.
 ---@field modified integer Unix seconds of its last record.
 ---@field messages integer Messages an import restores (0 while `partial`).
 ---@field model string Last model named ("" when none).
 ---@field branch string? Git branch recorded.
----@field unsupported string? Why it cannot be imported (a compressed rollout).
+---@field unsupported string? Why it cannot be imported (a compressed rollout, a format version not read).
+---@field notes string[]? What the reader left out or found damaged (a line cut short, lines that are not JSON…).
 ---@field partial boolean? Read at its head and tail only (a quick list): `messages` is not known yet.
 
 ---@class pseudoclaude.Imported
@@ -112,6 +115,9 @@
 ---@class pseudoclaude.Sessions
 local M = {}
 local H = {}
+
+-- the agents whose sessions a row of `list({ external = true })` names by `AGENT:SESSION_ID`
+local AGENTS = { claude = true, codex = true, gemini = true, qwen = true, opencode = true, pi = true }
 
 --- Sessions of the workspace, newest first (by last write), without empty ones and without the current one. A
 --- damaged log is listed even when nothing in it can be restored (`damaged`, `bad_lines`). A session folder or
@@ -463,9 +469,10 @@ end
 ---@field on_done fun(err: string?, imported: pseudoclaude.Imported?)? Import on a worker thread and call this with the
 --- result; without it, `import()` reads the file and writes the session on the main loop and returns the id.
 
---- Imports a Claude Code transcript or a Codex rollout (`path`, as `list({ external = true })` gives it) as a new session
---- of ours, and returns its id (and, second, the whole `pseudoclaude.Imported`). An unchanged file imported before gives
---- the session it was imported into. The file itself is only read. See `:help pseudoclaude-import`. With
+--- Imports another agent's session as a new session of ours: `path` is its id as `list({ external = true })` gives it
+--- (`gemini:…`, the only way to name an opencode session) or its file (a Claude Code transcript, a Codex rollout, a
+--- Gemini CLI, Qwen Code or Pi session). Returns the new id (and, second, the whole `pseudoclaude.Imported`). An
+--- unchanged session imported before gives the session it was imported into. The store itself is only read. See `:help pseudoclaude-import`. With
 --- `opts.on_done`, returns at once and calls `on_done(nil, imported)` or `on_done(message)`.
 ---@param path string
 ---@param opts pseudoclaude.ImportOpts?
@@ -475,7 +482,10 @@ function M.import(path, opts)
   opts = opts or {}
   H.check_type("import", "path", path, "string")
   H.check_type("import", "opts", opts, "table")
-  path = vim.fs.normalize(path)
+  local agent = path:match("^(%l+):")
+  if not (agent and AGENTS[agent]) then -- an id (`gemini:…`, checked by the core) is no path
+    path = vim.fs.normalize(path)
+  end
   if opts.on_done then
     H.check_type("import", "opts.on_done", opts.on_done, "function")
     H.call("import", "sessions_import_async", M.workspace(), path, H.done("import", opts.on_done))
@@ -483,6 +493,18 @@ function M.import(path, opts)
   end
   local imported = H.call("import", "sessions_import", M.workspace(), path)
   return imported.id, imported
+end
+
+--- Whether `id` names another agent's session (`AGENT:SESSION_ID`, as `list({ external = true })` gives it) rather
+--- than one of ours (which never hold a `:`). The core checks it again before use.
+---@param id any
+---@return boolean
+function M.is_external_id(id)
+  if type(id) ~= "string" then
+    return false
+  end
+  local agent, rest = id:match("^(%l+):([%w%-_][%w%-_.]*)$")
+  return agent ~= nil and AGENTS[agent] == true and #rest <= 200
 end
 
 --- Id of the current chat's session, or nil (no chat yet, or no chat module).

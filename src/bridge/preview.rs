@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{Args, BridgeResult, export, jobs, table_arg, workspace};
 use crate::display;
 use crate::git::GitHead;
+use crate::import;
 use crate::session::entry::ForkedFrom;
 use crate::session::{self, Context};
 use crate::usage::{Pricing, Usage};
@@ -89,12 +90,42 @@ impl Preview {
     }
 }
 
-/// The preview of session `id`, read and cut to `limits`.
+/// The preview of session `id`, read and cut to `limits`; another agent's session (`gemini:…`, as its row gives
+/// it): the history an import would restore, read from its store.
 pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult<Preview> {
+    if import::is_external_id(id) {
+        return external(workspace, id, limits);
+    }
     let ctx = Context::open(workspace, id)?;
     let loaded = session::load(&ctx)?;
     let tail = display::tail(&loaded.messages, limits.max_messages, limits.budget, limits.max_bytes);
     Ok(Preview::new(loaded, tail, &limits.pricing))
+}
+
+fn external(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult<Preview> {
+    let item = import::find(workspace, &import::Homes::from_env(), id)?;
+    let c = import::read_item(&item)?;
+    let messages = c.restored();
+    let tail = display::tail(&messages, limits.max_messages, limits.budget, limits.max_bytes);
+    Ok(Preview {
+        id: item.id.clone(),
+        title: c.shown_title(),
+        model: c.model.clone(),
+        messages: messages.len(),
+        last_message: item.modified,
+        // what the reader left out is the row's `notes`, which the picker shows: nothing was repaired
+        damage_report: String::new(),
+        tail,
+        files_touched: session::touched::files_touched(&messages),
+        changes: Vec::new(),
+        pinned: false,
+        forked_from: None,
+        branch: c.branch.clone(),
+        commit: None,
+        git_start: None,
+        usage: Usage::default(),
+        cost: None,
+    })
 }
 
 /// The preview's export, chained into the export table by [`super::exports`].

@@ -62,7 +62,7 @@ pub fn pack(items: &[ListItem]) -> BridgeResult<Vec<u8>> {
         items.len(),
         items.iter().map(|i| match i {
             ListItem::Ours(info) => Item::Ours(info),
-            ListItem::External(ext) => Item::External(ext),
+            ListItem::External(ext) => Item::External(ext.as_ref()),
         }),
     )
 }

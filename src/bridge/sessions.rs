@@ -23,7 +23,7 @@
 //! | `sessions_fork_async` | workspace, id, index?, `callback(ok, forked)` | a ticket, at once             |
 //! | `sessions_export`  | workspace, id, format                       | the document                     |
 //! | `sessions_export_async` | workspace, id, `{format?, path?}`, `callback(ok, {text?, path?})` | a ticket, at once |
-//! | `sessions_import`  | workspace, path                             | `Imported` (`{id, messages, existing, notes}`) |
+//! | `sessions_import`  | workspace, path or another agent's id (`gemini:…`) | `Imported` (`{id, messages, existing, notes}`) |
 //! | `sessions_import_async` | workspace, path, `callback(ok, imported)` | a ticket, at once                  |
 //!
 //! The `_async` exports run on the bridge's worker threads ([`super::jobs`]), so that listing
@@ -105,7 +105,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
             Ok(export_doc::export(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?, format)?)
         }),
         export("sessions_export_async", export_async),
-        export("sessions_import", |a| Ok(import::import(&workspace(a)?, &path_arg(a, 1)?)?)),
+        export("sessions_import", |a| Ok(import_what(&workspace(a)?, &path_arg(a, 1)?)?)),
         export("sessions_import_async", import_async),
     ]
 }
@@ -120,7 +120,7 @@ pub struct ListArgs {
     /// included, each with its `workspace`.
     pub all: bool,
     pub workspaces_file: Option<PathBuf>,
-    /// This workspace's Claude Code and Codex sessions too ([`crate::import::list`]); with `max_read`, only the
+    /// This workspace's sessions of the other agents too ([`crate::import::list`]); with `max_read`, only the
     /// head and tail of each transcript not cached yet is read (the picker's first rows).
     pub external: bool,
     /// `sessions_list_async`: also build the picker's fuzzy matcher over the rows' haystacks ([`super::rows::haystack`])
@@ -162,7 +162,11 @@ pub fn list_items(workspace: &Path, args: &ListArgs) -> BridgeResult<Vec<ListIte
     if !args.external {
         return Ok(ours.into_iter().map(|i| ListItem::Ours(Box::new(i))).collect());
     }
-    let opts = import::list::ListOptions { limit: args.options.limit, quick: args.options.max_read.is_some() };
+    let opts = import::list::ListOptions {
+        limit: args.options.limit,
+        quick: args.options.max_read.is_some(),
+        ..Default::default()
+    };
     let theirs = import::list::list_with(workspace, &Homes::from_env(), &opts);
     // an agent's own transcript of a session we ran is that session: matched against all of ours (the rows asked for
     // may be limited, or leave the current session out)
@@ -213,7 +217,15 @@ fn import_async(a: &Args) -> BridgeResult<u64> {
     let path = path_arg(a, 1)?;
     let callback: jobs::Callback = a.function(2)?;
     let what = format!("the import of {}", path.display());
-    jobs::spawn_write("sessions_import_async", what, callback, move || Ok(import::import(&ws, &path)?))
+    jobs::spawn_write("sessions_import_async", what, callback, move || Ok(import_what(&ws, &path)?))
+}
+
+/// A file, or another agent's session id as a row of the list gives it (`gemini:…`).
+fn import_what(ws: &Path, what: &Path) -> crate::session::Result<import::Imported> {
+    match what.to_str() {
+        Some(s) => import::import_any(ws, &Homes::from_env(), s),
+        None => import::import(ws, what),
+    }
 }
 
 /// A file path argument: a non-empty string.

@@ -89,7 +89,8 @@ pub fn parse(text: &str, path: &Path) -> Conversation {
                 }
                 continue;
             }
-            "progress" | "file-history-snapshot" | "queue-operation" => continue,
+            // `last-prompt`: the prompt box's text, kept for the next start (Claude Code 2.1)
+            "progress" | "file-history-snapshot" | "queue-operation" | "last-prompt" => continue,
             other => {
                 *unknown.entry(other.to_string()).or_default() += 1;
                 continue;

@@ -1,9 +1,11 @@
-//! The workspace's Claude Code and Codex sessions, listed reading as little as possible.
+//! The workspace's sessions of the other agents (Claude Code, Codex, Gemini CLI, Qwen Code, opencode, Pi), listed
+//! reading as little as possible.
 //!
 //! A transcript is summarised once per version of the file: its [`ExternalItem`] is cached by path, size and
 //! modification time (nanoseconds), in memory for the editor's life and on disk in
 //! `.PseudoClaude/sessions/external.json`, so that a new editor lists a thousand transcripts with a `stat` each
-//! instead of reading gigabytes again. The disk copy is only a hint: a missing, damaged or linked one is ignored
+//! instead of reading gigabytes again. opencode's sessions share one database: each is cached under `<db>#<id>` by
+//! its `time_updated` (one query lists them all; only the sessions that moved are read again). The disk copy is only a hint: a missing, damaged or linked one is ignored
 //! (and replaced), and it is written only where a session of ours already made `.PseudoClaude/sessions/` (listing
 //! never creates folders in a workspace the user never chatted in).
 //!
@@ -26,7 +28,9 @@ use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Conversation, ExternalItem, Homes, Source, belongs, claude_code, codex};
+use super::{
+    Conversation, ExternalItem, Homes, Source, belongs, claude_code, codex, external_id, gemini, opencode, pi, qwen,
+};
 use crate::session::SessionInfo;
 use crate::session::contain::{Access, Dir};
 
@@ -36,7 +40,7 @@ pub const HEAD_BYTES: u64 = 64 * 1024;
 
 /// The cache file, in `.PseudoClaude/sessions/` (a name no session id can have).
 pub const CACHE_FILE_NAME: &str = "external.json";
-const CACHE_VERSION: u32 = 2;
+const CACHE_VERSION: u32 = 3;
 
 /// How much of each transcript a list reads.
 #[derive(Debug, Clone, Copy, Default)]
@@ -45,6 +49,8 @@ pub struct ListOptions {
     pub limit: Option<usize>,
     /// Read only the head and tail of a transcript not cached yet (its `messages` then unknown, `partial`).
     pub quick: bool,
+    /// Only this tool's sessions.
+    pub only: Option<Source>,
 }
 
 /// One transcript as the cache knows it: `item` is `None` when it belongs to another workspace.
@@ -78,12 +84,15 @@ fn cache() -> MutexGuard<'static, HashMap<PathBuf, Memory>> {
     CACHE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A transcript found on disk, with what `stat` said of it.
+/// A transcript found on disk, with what `stat` said of it; or an opencode session, with what its row says.
 struct Candidate {
     source: Source,
+    /// The cache's key: the file, or `<db>#<session id>`.
     path: PathBuf,
     size: u64,
     mtime_ns: i64,
+    /// An opencode session's row (`path` is then not a file).
+    row: Option<opencode::SessionRow>,
 }
 
 /// A row of a list with the other tools' sessions in it: a session of ours, or another tool's (`source` set).
@@ -91,7 +100,7 @@ struct Candidate {
 #[serde(untagged)]
 pub enum ListItem {
     Ours(Box<SessionInfo>),
-    External(ExternalItem),
+    External(Box<ExternalItem>),
 }
 
 /// Our sessions (newest first, as `session::list` gives them) and the other tools' (newest first) in one list:
@@ -113,7 +122,7 @@ pub fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem>
         };
         out.push(match take_ours {
             true => ListItem::Ours(Box::new(rest.next().expect("peeked"))),
-            false => ListItem::External(theirs.next().expect("peeked")),
+            false => ListItem::External(Box::new(theirs.next().expect("peeked"))),
         });
     }
     out
@@ -127,7 +136,7 @@ pub fn without_ours(theirs: Vec<ExternalItem>, ours: &[SessionInfo]) -> Vec<Exte
     if ran.is_empty() {
         return theirs;
     }
-    theirs.into_iter().filter(|t| !ran.contains(t.id.as_str())).collect()
+    theirs.into_iter().filter(|t| !ran.contains(t.session_id.as_str())).collect()
 }
 
 /// When a session of ours last spoke, as the picker sorts it.
@@ -135,22 +144,59 @@ fn activity(i: &SessionInfo) -> i64 {
     if i.last_message > 0 { i.last_message } else { i.modified }
 }
 
-/// The workspace's transcripts of both tools, newest first, read as `opts` says.
+/// The workspace's sessions of every tool, newest first, read as `opts` says.
 pub fn list_with(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<ExternalItem> {
     let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    let wanted = |s: Source| opts.only.is_none_or(|o| o == s);
     let mut found: Vec<Candidate> = Vec::new();
+    let mut files = |source: Source, paths: Vec<PathBuf>| {
+        if wanted(source) {
+            found.extend(paths.into_iter().filter_map(|p| candidate(source, p)));
+        }
+    };
     if let Some(dir) = &homes.claude {
-        found.extend(claude_code::transcripts(dir, &ws).into_iter().filter_map(|p| candidate(Source::ClaudeCode, p)));
+        files(Source::ClaudeCode, claude_code::transcripts(dir, &ws));
     }
-    let names = homes.codex.as_deref().map(|h| codex::thread_names(&h.join("sessions"))).unwrap_or_default();
     if let Some(dir) = &homes.codex {
-        found.extend(codex::rollouts(dir).into_iter().filter_map(|p| candidate(Source::Codex, p)));
+        files(Source::Codex, codex::rollouts(dir));
+    }
+    if let Some(dir) = &homes.gemini {
+        files(Source::GeminiCli, gemini::chats(dir, &ws));
+    }
+    if let Some(dir) = &homes.qwen {
+        files(Source::QwenCode, qwen::chats(dir, &ws));
+    }
+    if let Some(dir) = &homes.pi {
+        files(Source::Pi, pi::sessions(dir, homes.pi_session_dir.as_deref(), &ws));
+    }
+    let names = match (&homes.codex, wanted(Source::Codex)) {
+        (Some(h), true) => codex::thread_names(&h.join("sessions")),
+        _ => HashMap::new(),
+    };
+    let db_path =
+        homes.opencode.as_ref().map(|d| d.join(opencode::DB_NAME)).filter(|p| wanted(Source::Opencode) && p.is_file());
+    let db = db_path.as_deref().map(opencode::Db::open);
+    let mut db_failed: Option<String> = None;
+    if let (Some(path), Some(db)) = (&db_path, &db) {
+        match db.as_ref().map_err(|e| e.to_string()).and_then(|d| d.sessions().map_err(|e| e.to_string())) {
+            Ok(rows) => {
+                found.extend(rows.into_iter().filter(|r| belongs(Some(&r.directory), &ws)).map(|r| Candidate {
+                    source: Source::Opencode,
+                    path: PathBuf::from(format!("{}#{}", path.display(), r.id)),
+                    size: 0,
+                    mtime_ns: r.time_updated.saturating_mul(1_000_000),
+                    row: Some(r),
+                }))
+            }
+            Err(e) => db_failed = Some(e),
+        }
     }
     found.sort_by(|a, b| b.mtime_ns.cmp(&a.mtime_ns).then_with(|| a.path.cmp(&b.path)));
 
     let mut known = take_cache(&ws);
     let mut changed = false;
     let mut items = Vec::new();
+    let db = db.and_then(|d| d.ok());
     for c in &found {
         if opts.limit.is_some_and(|l| items.len() >= l) {
             break;
@@ -160,24 +206,49 @@ pub fn list_with(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<Ext
         let item = match usable {
             Some(k) => k.item.clone(),
             None => {
-                let item = summarise(c, &ws, opts.quick);
+                let item = match &c.row {
+                    Some(row) => summarise_session(c, row, db.as_ref(), &ws, opts.quick),
+                    None => summarise(c, &ws, opts.quick),
+                };
                 changed |= item.as_ref().is_none_or(|i| !i.partial);
                 known.insert(c.path.clone(), Cached { size: c.size, mtime_ns: c.mtime_ns, item: item.clone() });
                 item
             }
         };
         items.extend(item.map(|mut i| {
-            if let Some(name) = names.get(&i.id).filter(|_| i.source == Source::Codex) {
+            if let Some(name) = names.get(&i.session_id).filter(|_| i.source == Source::Codex) {
                 i.title = name.clone();
             }
             i
         }));
     }
-    // A full list sees every file: what it did not see is gone.
-    if opts.limit.is_none() {
+    // opencode's database busy this time: its sessions as last read; unreadable (its tables not the ones read, not
+    // a database): one row saying why
+    if let (Some(path), Some(why)) = (&db_path, &db_failed) {
+        let prefix = format!("{}#", path.display());
+        let before = items.len();
+        if opencode::is_busy(why) {
+            items.extend(
+                known
+                    .iter()
+                    .filter(|(p, _)| p.to_string_lossy().starts_with(&prefix))
+                    .filter_map(|(_, c)| c.item.clone()),
+            );
+        }
+        if items.len() == before {
+            items.push(unreadable(Source::Opencode, path, why));
+        }
+    }
+    // A full list sees every file: what it did not see is gone (opencode's rows stay while its database is unread).
+    if opts.limit.is_none() && opts.only.is_none() {
         let before = known.len();
         let seen: std::collections::HashSet<&Path> = found.iter().map(|c| c.path.as_path()).collect();
-        known.retain(|p, _| seen.contains(p.as_path()));
+        let kept = |p: &Path| {
+            seen.contains(p)
+                || db_failed.as_deref().is_some_and(opencode::is_busy)
+                    && db_path.as_ref().is_some_and(|d| p.to_string_lossy().starts_with(&format!("{}#", d.display())))
+        };
+        known.retain(|p, _| kept(p));
         changed |= known.len() != before;
     }
     put_cache(&ws, known, changed);
@@ -187,16 +258,38 @@ pub fn list_with(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<Ext
 
 fn candidate(source: Source, path: PathBuf) -> Option<Candidate> {
     let m = std::fs::metadata(&path).ok()?;
-    Some(Candidate { source, path, size: m.len(), mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec() })
+    Some(Candidate { source, path, size: m.len(), mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(), row: None })
+}
+
+/// A row for a store that could not be read at all (opencode's database, its schema unknown): why.
+fn unreadable(source: Source, path: &Path, why: &str) -> ExternalItem {
+    ExternalItem {
+        source,
+        agent: source.agent().into(),
+        id: external_id(source, "-"),
+        session_id: String::new(),
+        path: path.to_path_buf(),
+        title: format!("{}'s sessions", source.name()),
+        modified: 0,
+        messages: 0,
+        model: String::new(),
+        branch: None,
+        unsupported: Some(why.to_string()),
+        notes: Vec::new(),
+        partial: false,
+    }
 }
 
 /// What a list shows of one transcript, or `None` when it is not this workspace's (or cannot be read).
 fn summarise(c: &Candidate, ws: &Path, quick: bool) -> Option<ExternalItem> {
     let modified = c.mtime_ns.div_euclid(1_000_000_000);
     if c.source == Source::Codex && c.path.extension().is_some_and(|e| e == "zst") {
+        let id = codex::id_from_name(&c.path);
         return Some(ExternalItem {
             source: c.source,
-            id: codex::id_from_name(&c.path),
+            agent: c.source.agent().into(),
+            id: external_id(c.source, &id),
+            session_id: id,
             path: c.path.clone(),
             title: String::new(),
             modified,
@@ -206,6 +299,7 @@ fn summarise(c: &Candidate, ws: &Path, quick: bool) -> Option<ExternalItem> {
             unsupported: Some(
                 "a zstd-compressed rollout (.jsonl.zst): decompress it with `zstd -d` to import it".into(),
             ),
+            notes: Vec::new(),
             partial: false,
         });
     }
@@ -216,24 +310,75 @@ fn summarise(c: &Candidate, ws: &Path, quick: bool) -> Option<ExternalItem> {
         conv = parse(c.source, &read(&c.path)?, &c.path);
         whole = true;
     }
-    item_of(c, ws, &conv, whole, modified)
+    // a Gemini chat with no message at all is not a conversation (its ACP `session/load` leaves such files behind)
+    if c.source == Source::GeminiCli && whole && conv.unsupported.is_none() && conv.segments.iter().all(Vec::is_empty) {
+        return None;
+    }
+    item_of(c, &c.path, ws, &conv, whole, modified)
 }
 
-fn item_of(c: &Candidate, ws: &Path, conv: &Conversation, whole: bool, mtime: i64) -> Option<ExternalItem> {
+/// An opencode session: its row alone for a quick list, its messages read for an exact one.
+fn summarise_session(
+    c: &Candidate,
+    row: &opencode::SessionRow,
+    db: Option<&opencode::Db>,
+    ws: &Path,
+    quick: bool,
+) -> Option<ExternalItem> {
+    let db_path = PathBuf::from(c.path.to_string_lossy().rsplit_once('#').map_or("", |(p, _)| p));
+    let modified = row.time_updated.div_euclid(1000);
+    let read = if quick { None } else { db.map(|d| d.conversation(&row.id)) };
+    let whole = read.is_some();
+    let conv = match read {
+        Some(Ok(conv)) => conv,
+        Some(Err(e)) => {
+            let mut i = item_of(c, &db_path, ws, &row_conversation(row), false, modified)?;
+            i.partial = false;
+            i.unsupported = Some(e.to_string());
+            return Some(i);
+        }
+        None => row_conversation(row),
+    };
+    item_of(c, &db_path, ws, &conv, whole, modified)
+}
+
+fn row_conversation(row: &opencode::SessionRow) -> Conversation {
+    Conversation {
+        id: row.id.clone(),
+        cwd: Some(row.directory.clone()),
+        title: Some(row.title.clone()),
+        modified: row.time_updated.div_euclid(1000),
+        modified_ms: row.time_updated,
+        ..Default::default()
+    }
+}
+
+fn item_of(
+    c: &Candidate,
+    path: &Path,
+    ws: &Path,
+    conv: &Conversation,
+    whole: bool,
+    mtime: i64,
+) -> Option<ExternalItem> {
     if !belongs(conv.cwd.as_deref(), ws) {
         return None;
     }
     Some(ExternalItem {
         source: c.source,
-        id: conv.id.clone(),
-        path: c.path.clone(),
+        agent: c.source.agent().into(),
+        id: external_id(c.source, &conv.id),
+        session_id: conv.id.clone(),
+        path: path.to_path_buf(),
         title: conv.shown_title(),
         modified: if conv.modified > 0 { conv.modified } else { mtime },
-        messages: if whole { conv.restored().len() } else { 0 },
+        messages: if whole && conv.unsupported.is_none() { conv.restored().len() } else { 0 },
         model: conv.model.clone(),
         branch: conv.branch.clone(),
-        unsupported: None,
-        partial: !whole,
+        unsupported: conv.unsupported.clone(),
+        // what a head and tail leave out is no damage: only a whole read says what the file lacks
+        notes: if whole { conv.notes.clone() } else { Vec::new() },
+        partial: !whole && conv.unsupported.is_none(),
     })
 }
 
@@ -242,6 +387,10 @@ fn parse(source: Source, text: &str, path: &Path) -> Conversation {
     match source {
         Source::ClaudeCode => claude_code::parse(text, path),
         Source::Codex => codex::parse(text, path, &HashMap::new()),
+        Source::GeminiCli => gemini::parse(text, path, gemini::project_root(path).as_deref()),
+        Source::QwenCode => qwen::parse(text, path),
+        Source::Pi => pi::parse(text, path),
+        Source::Opencode => Conversation::default(),
     }
 }
 
@@ -345,7 +494,9 @@ mod tests {
         let at = |title: &str| ours.iter().find(|i| i.title == title).map(activity).expect("listed");
         let theirs = |title: &str, modified: i64| ExternalItem {
             source: Source::Codex,
-            id: title.into(),
+            agent: "codex".into(),
+            id: external_id(Source::Codex, title),
+            session_id: title.into(),
             path: PathBuf::from(format!("/x/{title}.jsonl")),
             title: title.into(),
             modified,
@@ -353,6 +504,7 @@ mod tests {
             model: String::new(),
             branch: None,
             unsupported: None,
+            notes: Vec::new(),
             partial: false,
         };
         let recent = at("recent");

@@ -1,5 +1,6 @@
-//! Other agents' sessions, read-only: Claude Code transcripts and Codex rollouts of this workspace, listed and
-//! imported as sessions of ours (issue 11).
+//! Other agents' sessions, read-only: Claude Code transcripts, Codex rollouts, Gemini CLI and Qwen Code chats,
+//! opencode's database and Pi's session trees of this workspace, listed and imported as sessions of ours (issues 11
+//! and 46).
 //!
 //! Each reader turns its tool's records into [`Conversation`]: our messages, in order, cut into segments at
 //! the tool's own compactions. [`import`] writes that as a new session: one `replace` (reason `import`,
@@ -14,7 +15,11 @@
 
 pub mod claude_code;
 pub mod codex;
+pub mod gemini;
 pub mod list;
+pub mod opencode;
+pub mod pi;
+pub mod qwen;
 
 use std::path::{Path, PathBuf};
 
@@ -31,14 +36,54 @@ use crate::session::{self, Context, Error, Result, Writer, WriterOptions};
 pub enum Source {
     ClaudeCode,
     Codex,
+    GeminiCli,
+    QwenCode,
+    Opencode,
+    Pi,
 }
 
 impl Source {
+    pub const ALL: [Source; 6] =
+        [Source::ClaudeCode, Source::Codex, Source::GeminiCli, Source::QwenCode, Source::Opencode, Source::Pi];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Source::ClaudeCode => "claude-code",
             Source::Codex => "codex",
+            Source::GeminiCli => "gemini-cli",
+            Source::QwenCode => "qwen-code",
+            Source::Opencode => "opencode",
+            Source::Pi => "pi",
         }
+    }
+
+    /// The built-in ACP agent that continues a session of this tool (`agents.NAME`): a row's `agent`, and the prefix
+    /// of its `id`.
+    pub fn agent(self) -> &'static str {
+        match self {
+            Source::ClaudeCode => "claude",
+            Source::Codex => "codex",
+            Source::GeminiCli => "gemini",
+            Source::QwenCode => "qwen",
+            Source::Opencode => "opencode",
+            Source::Pi => "pi",
+        }
+    }
+
+    /// The tool's name in a sentence.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::ClaudeCode => "Claude Code",
+            Source::Codex => "Codex",
+            Source::GeminiCli => "Gemini CLI",
+            Source::QwenCode => "Qwen Code",
+            Source::Opencode => "opencode",
+            Source::Pi => "Pi",
+        }
+    }
+
+    fn of_agent(agent: &str) -> Option<Source> {
+        Source::ALL.into_iter().find(|s| s.agent() == agent)
     }
 }
 
@@ -56,10 +101,15 @@ pub struct Conversation {
     pub cwd: Option<PathBuf>,
     /// The custom title or thread name, if the tool has one.
     pub title: Option<String>,
+    /// Set when the session is in a form this version does not read (an unknown format version): why. Its
+    /// segments are then empty: nothing is guessed.
+    pub unsupported: Option<String>,
     pub model: String,
     pub branch: Option<String>,
     /// Unix seconds of the last record.
     pub modified: i64,
+    /// opencode: the session's `time_updated` in milliseconds (what tells one version of it from the next).
+    pub modified_ms: i64,
     /// The history, cut at each compaction: `segments[0]` is the start, each later one starts with the
     /// summary the tool resumed from.
     pub segments: Vec<Vec<Message>>,
@@ -72,7 +122,15 @@ pub struct Conversation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExternalItem {
     pub source: Source,
+    /// The built-in ACP agent that continues it ([`Source::agent`]).
+    pub agent: String,
+    /// `<agent>:<session_id>` ([`external_id`]): what `resume(id)` and [`find`] take. Never one of our ids (they hold no
+    /// `:`), and only ever matched against listed rows, never made into a path.
     pub id: String,
+    /// The tool's own id of the session (Claude Code's `sessionId`, opencode's `ses_…`): what the agent's
+    /// `session/load` takes.
+    pub session_id: String,
+    /// The transcript file; for opencode, its database.
     pub path: PathBuf,
     pub title: String,
     pub modified: i64,
@@ -81,9 +139,13 @@ pub struct ExternalItem {
     pub model: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
-    /// Set when the file cannot be imported (a compressed rollout): why.
+    /// Set when the file cannot be imported (a compressed rollout, an unknown format version): why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
+    /// What the reader left out or found damaged (a cut last line, lines that are not JSON, unknown records), one
+    /// sentence each: the row says so instead of hiding it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Summarised from the file's head and tail only (a quick list): `messages` is not known yet (0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
@@ -94,19 +156,107 @@ pub struct ExternalItem {
 pub struct Homes {
     pub claude: Option<PathBuf>,
     pub codex: Option<PathBuf>,
+    /// Gemini CLI's `.gemini` folder (holding `tmp/` and `projects.json`).
+    pub gemini: Option<PathBuf>,
+    /// Qwen Code's folder holding `projects/`.
+    pub qwen: Option<PathBuf>,
+    /// opencode's data folder, holding `opencode.db`.
+    pub opencode: Option<PathBuf>,
+    /// Pi's agent folder, holding `sessions/`.
+    pub pi: Option<PathBuf>,
+    /// Pi's own session folder when one is set (`$PI_CODING_AGENT_SESSION_DIR`): every workspace's sessions in it,
+    /// instead of a folder per workspace under `<pi>/sessions`.
+    pub pi_session_dir: Option<PathBuf>,
 }
 
 impl Homes {
-    /// `$CLAUDE_CONFIG_DIR` else `~/.claude`; `$CODEX_HOME` else `~/.codex`.
+    /// Where each tool looks, by the variables the tool itself honours: `$CLAUDE_CONFIG_DIR` else `~/.claude`;
+    /// `$CODEX_HOME` else `~/.codex`; `$GEMINI_CLI_HOME/.gemini` else `~/.gemini`; `$QWEN_RUNTIME_DIR`, else
+    /// `$QWEN_HOME`, else `~/.qwen`; `$XDG_DATA_HOME/opencode` else `~/.local/share/opencode`; `$PI_CODING_AGENT_DIR`
+    /// else `~/.pi/agent` (and `$PI_CODING_AGENT_SESSION_DIR`).
     pub fn from_env() -> Homes {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let pick = |var: &str, dir: &str| {
-            std::env::var_os(var)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| home.as_ref().map(|h| h.join(dir)))
+        Homes::from_vars(|v| std::env::var_os(v).filter(|v| !v.is_empty()).map(PathBuf::from))
+    }
+
+    /// [`Homes::from_env`] with the variables read through `var` (set and non-empty, else `None`).
+    pub fn from_vars(var: impl Fn(&str) -> Option<PathBuf>) -> Homes {
+        let home = var("HOME");
+        let under = |dir: &str| home.as_ref().map(|h| h.join(dir));
+        // a leading `~` as the tools expand it (Qwen and Pi do; a literal `~` folder is never meant)
+        let expand = |p: PathBuf| match (p.strip_prefix("~"), &home) {
+            (Ok(rest), Some(h)) => h.join(rest),
+            _ => p,
         };
-        Homes { claude: pick("CLAUDE_CONFIG_DIR", ".claude"), codex: pick("CODEX_HOME", ".codex") }
+        Homes {
+            claude: var("CLAUDE_CONFIG_DIR").or_else(|| under(".claude")),
+            codex: var("CODEX_HOME").or_else(|| under(".codex")),
+            gemini: var("GEMINI_CLI_HOME").map(|h| expand(h).join(".gemini")).or_else(|| under(".gemini")),
+            qwen: var("QWEN_RUNTIME_DIR").or_else(|| var("QWEN_HOME")).map(expand).or_else(|| under(".qwen")),
+            opencode: var("XDG_DATA_HOME").map(|d| d.join("opencode")).or_else(|| under(".local/share/opencode")),
+            pi: var("PI_CODING_AGENT_DIR").map(expand).or_else(|| under(".pi/agent")),
+            pi_session_dir: var("PI_CODING_AGENT_SESSION_DIR").map(expand),
+        }
+    }
+}
+
+/// The id of another tool's session as a row gives it: `<agent>:<session id>`.
+pub fn external_id(source: Source, session_id: &str) -> String {
+    format!("{}:{session_id}", source.agent())
+}
+
+/// Whether `id` has the form of [`external_id`] (a known agent, `:`, a session id of the characters the tools use):
+/// the editor's `resume(id)` asks before it takes an id for one of ours.
+pub fn is_external_id(id: &str) -> bool {
+    parse_external_id(id).is_some()
+}
+
+fn parse_external_id(id: &str) -> Option<(Source, &str)> {
+    let (agent, session) = id.split_once(':')?;
+    let ok = !session.is_empty()
+        && session.len() <= 200
+        && session.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !session.starts_with('.');
+    Some((Source::of_agent(agent)?, session)).filter(|_| ok)
+}
+
+/// The row of `id` ([`external_id`]) among the workspace's other-agent sessions; an error naming what is wrong (a
+/// malformed id, none such in this workspace).
+pub fn find(workspace: &Path, homes: &Homes, id: &str) -> Result<ExternalItem> {
+    let Some((source, _)) = parse_external_id(id) else {
+        return Err(Error::Invalid(format!(
+            "{id:?} is not another agent's session id (AGENT:ID, AGENT one of claude, codex, gemini, qwen, opencode, pi)"
+        )));
+    };
+    let opts = list::ListOptions { quick: true, only: Some(source), ..Default::default() };
+    list::list_with(workspace, homes, &opts).into_iter().find(|i| i.id == id).ok_or_else(|| {
+        Error::Invalid(format!(
+            "no {} session {id} in {} (it may have been deleted)",
+            source.name(),
+            workspace.display()
+        ))
+    })
+}
+
+/// Imports `what`: another agent's session id as a row gives it ([`external_id`]; unless a file of that name exists),
+/// else a session file ([`import`]).
+pub fn import_any(workspace: &Path, homes: &Homes, what: &str) -> Result<Imported> {
+    // `AGENT:…` with a known agent is taken for an id (a malformed one refused as such), unless it is a file
+    let agent_prefix = what.split_once(':').is_some_and(|(a, _)| Source::of_agent(a).is_some());
+    if agent_prefix && !Path::new(what).exists() {
+        return import_item(workspace, &find(workspace, homes, what)?);
+    }
+    import(workspace, Path::new(what))
+}
+
+/// The conversation of a listed row, read whole.
+pub fn read_item(item: &ExternalItem) -> Result<Conversation> {
+    let c = match item.source {
+        Source::Opencode => opencode::read(&item.path, &item.session_id)?,
+        source => read(source, &item.path)?,
+    };
+    match &c.unsupported {
+        Some(why) => Err(Error::Invalid(format!("{} cannot be imported: {why}", item.path.display()))),
+        None => Ok(c),
     }
 }
 
@@ -201,6 +351,13 @@ fn read(source: Source, path: &Path) -> Result<Conversation> {
     match source {
         Source::ClaudeCode => claude_code::read(path),
         Source::Codex => codex::read(path),
+        Source::GeminiCli => gemini::read(path),
+        Source::QwenCode => qwen::read(path),
+        Source::Pi => pi::read(path),
+        Source::Opencode => Err(Error::Invalid(format!(
+            "{} is opencode's database, which holds many sessions: import one by its id (opencode:ses_…, as `sessions list --external` shows it)",
+            path.display()
+        ))),
     }
 }
 
@@ -211,20 +368,44 @@ fn detect(path: &Path) -> Result<Source> {
             path.display()
         )));
     }
+    if opencode::is_database(path) {
+        return Ok(Source::Opencode);
+    }
     let text = std::fs::read_to_string(path).map_err(session::io_err("cannot read", path))?;
+    if path.extension().is_some_and(|e| e == "json") && gemini::is_legacy(&text) {
+        return Ok(Source::GeminiCli);
+    }
     for line in text.lines().take(50) {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        if v.get("payload").is_some() && v.get("type").is_some() {
-            return Ok(Source::Codex);
-        }
-        if v.get("sessionId").is_some() || v.get("parentUuid").is_some() {
-            return Ok(Source::ClaudeCode);
+        if let Some(source) = source_of_record(&v) {
+            return Ok(source);
         }
     }
     Err(Error::Invalid(format!(
-        "{} is neither a Claude Code transcript nor a Codex rollout (no record of either in its first lines)",
+        "{} is not a session file of Claude Code, Codex, Gemini CLI, Qwen Code or Pi (no record of any in its first lines)",
         path.display()
     )))
+}
+
+/// Which tool writes a record of this shape.
+fn source_of_record(v: &serde_json::Value) -> Option<Source> {
+    let has = |k: &str| v.get(k).is_some();
+    if v.get("type").and_then(|t| t.as_str()) == Some("session") && v.get("id").is_some_and(|i| i.is_string()) {
+        return Some(Source::Pi);
+    }
+    if has("projectHash") {
+        return Some(Source::GeminiCli);
+    }
+    if v.pointer("/message/parts").is_some() {
+        return Some(Source::QwenCode);
+    }
+    if has("payload") && has("type") {
+        return Some(Source::Codex);
+    }
+    if has("sessionId") || has("parentUuid") {
+        return Some(Source::ClaudeCode);
+    }
+    None
 }
 
 /// What an import did.
@@ -242,19 +423,44 @@ pub struct Imported {
 pub fn import(workspace: &Path, path: &Path) -> Result<Imported> {
     let path = path.canonicalize().map_err(session::io_err("cannot read", path))?;
     let (source, c) = read_any(&path)?;
+    let meta = std::fs::metadata(&path).map_err(session::io_err("cannot read", &path))?;
+    import_conversation(workspace, source, &path, c, Some(meta.len()), mtime(&path))
+}
+
+/// Imports a listed row ([`find`]): a file as [`import`] does; an opencode session, whose database changes with every
+/// session, is the same as before while its `time_updated` (milliseconds, kept as `imported_from.mtime`) is.
+pub fn import_item(workspace: &Path, item: &ExternalItem) -> Result<Imported> {
+    if item.source != Source::Opencode {
+        return import(workspace, &item.path);
+    }
+    let c = read_item(item)?;
+    let updated = c.modified_ms;
+    import_conversation(workspace, item.source, &item.path, c, None, updated)
+}
+
+fn import_conversation(
+    workspace: &Path,
+    source: Source,
+    path: &Path,
+    c: Conversation,
+    bytes: Option<u64>,
+    mtime: i64,
+) -> Result<Imported> {
+    if let Some(why) = &c.unsupported {
+        return Err(Error::Invalid(format!("{} cannot be imported: {why}", path.display())));
+    }
     if c.segments.iter().all(Vec::is_empty) {
         return Err(Error::Invalid(format!(
             "{} holds no conversation to import (no user or assistant message)",
             path.display()
         )));
     }
-    let meta = std::fs::metadata(&path).map_err(session::io_err("cannot read", &path))?;
     let from = ImportedFrom {
         source: source.as_str().to_string(),
         id: c.id.clone(),
         path: path.to_string_lossy().into_owned(),
-        bytes: Some(meta.len()),
-        mtime: Some(mtime(&path)),
+        bytes,
+        mtime: Some(mtime),
     };
     let restored = c.restored().len();
     for id in imports_of(workspace, &from) {
@@ -350,6 +556,7 @@ pub(crate) fn is_injected(text: &str) -> bool {
         "<command-message>",
         "# AGENTS.md instructions",
         "<INSTRUCTIONS>",
+        "<session_context>",
         "Caveat: The messages below were generated by the user",
     ]
     .iter()

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from agent_stores import git_workspace, make_session
 from conftest import TRACK, Neovim, transcript, type_message, wait_for
 from fake_llm import FakeAnthropic, FakeOpenAI
 from session_files import chat, write_session, session_id
@@ -256,8 +257,8 @@ def test_the_list_adds_both_tools_sessions_and_an_import_continues_against_anthr
     assert claude["path"] == str(sources["claude"].resolve())
     assert (claude["title"], claude["model"], claude["branch"]) == ("Parser rename", "claude-sonnet-4-5", "main")
     assert claude["modified"] == CLAUDE_TIME  # its last record's time
-    assert (codex["title"], codex["model"], codex["branch"], codex["id"]) == (
-        "File listing", "gpt-5-codex", "feature", CODEX_ID)
+    assert (codex["title"], codex["model"], codex["branch"], codex["id"], codex["session_id"], codex["agent"]) == (
+        "File listing", "gpt-5-codex", "feature", "codex:" + CODEX_ID, CODEX_ID, "codex")
     assert codex["path"] == str(sources["codex"].resolve())
 
     sid, imported = n.lua("return { require('pseudoclaude').sessions.import(...) }", str(sources["claude"]))
@@ -344,7 +345,7 @@ def test_ctrl_o_lists_other_agents_and_enter_imports_and_resumes_against_openai(
         n.lua(STATE)), what="the other agents' rows")
     codex_row = next(k for k, r in enumerate(n.lua(STATE)["rows"]) if "[codex]" in r)
     n.api.input("<C-n>" * codex_row)  # the highlight starts on the first row
-    wait_for(lambda: n.lua(STATE)["selected"] == CODEX_ID, what="the Codex row highlighted")
+    wait_for(lambda: n.lua(STATE)["selected"] == "codex:" + CODEX_ID, what="the Codex row highlighted")
     n.api.input("<CR>")
     assert wait_resumed(n)["id"] == sid
     assert len([i for i in n.lua("return require('pseudoclaude').sessions.list({ include_current = true })")]) == 2
@@ -448,3 +449,90 @@ def test_the_select_backend_marks_them_and_imports_the_one_chosen(
     sid = wait_resumed(n)["id"]
     assert len(n.lua("return require('pseudoclaude').sessions.load(...).messages", sid)) == 9
     assert digest(list(sources.values())) == before
+
+
+# -- the real agents' stores (issue 46) ---------------------------------------------------------------------------
+
+# Where each agent keeps its sessions under a home, as the variable the agent itself honours says (doc/import.md).
+AGENT_HOMES = {
+    "claude": lambda h: {"CLAUDE_CONFIG_DIR": str(h / ".claude")},
+    "gemini": lambda h: {"GEMINI_CLI_HOME": str(h)},
+    "qwen": lambda h: {"QWEN_HOME": str(h / ".qwen")},
+    "opencode": lambda h: {"XDG_DATA_HOME": str(h / ".local" / "share")},
+    "pi": lambda h: {"PI_CODING_AGENT_DIR": str(h / ".pi" / "agent")},
+}
+TOOLS = {"claude-code": "Claude Code", "gemini-cli": "Gemini CLI", "qwen-code": "Qwen Code", "opencode": "opencode",
+         "pi": "Pi"}
+
+
+def store_digest(info: dict[str, Any]) -> dict[str, str]:
+    """The store's bytes and time (opencode: the database and its WAL; its `-shm` is the readers' shared memory, where
+    any reader, ours too, marks what it reads)."""
+    store = Path(info["store"])
+    files = [store] + ([Path(str(store) + "-wal")] if store.suffix == ".db" else [])
+    return digest([f for f in files if f.exists()])
+
+
+@pytest.mark.parametrize("agent", list(AGENT_HOMES))
+def test_a_real_agents_sessions_are_listed_previewed_and_resumed(
+    start_nvim, workspace: Path, tmp_path: Path, agent: str
+) -> None:
+    # Two sessions the real agent writes in this workspace, offline against a fake model server: a text one and one
+    # with a tool call (its write tool, FIGTREE into notes.txt).
+    home = tmp_path / "agent-home"
+    git_workspace(workspace)
+    text = make_session(agent, home, workspace, "Remember the word PLUMTREE.")
+    tools = make_session(agent, home, workspace, "Write the word FIGTREE into notes.txt.", tools=True)
+    before = {**store_digest(text), **store_digest(tools)}
+    n = start_nvim()
+    for var, value in AGENT_HOMES[agent](home).items():
+        n.lua("vim.env[select(1, ...)] = select(2, ...)", var, value)
+    setup(n, {"name": "demo"})
+    items = n.lua("return require('pseudoclaude').sessions.list({ external = true })")
+    rows = {i["session_id"]: i for i in items if i.get("source")}
+    assert set(rows) == {text["session_id"], tools["session_id"]}, items
+    for info, count in ((text, 2), (tools, 4)):
+        row = rows[info["session_id"]]
+        assert row["agent"] == agent and row["id"] == f"{agent}:{info['session_id']}", row
+        assert row["messages"] == count and "notes" not in row and "unsupported" not in row, row
+    tool = TOOLS[rows[tools["session_id"]]["source"]]
+
+    # The picker with <C-o>: the rows marked with the agent; the tool session's preview is its history as a resume
+    # restores it (the prompt, the call of the agent's write tool, the answer), read from the agent's store.
+    n.api.command("PseudoResume")
+    n.api.input("<C-o>")
+    st = wait_for(lambda: (lambda s: s if s and s["full"] and s["external"] and
+                           sum(f"[{agent}]" in r for r in s["rows"]) == 2 else None)(n.lua(STATE)),
+                  what="the agent's rows")
+    wanted = rows[tools["session_id"]]["id"]
+    for _ in range(len(st["rows"])):
+        if n.lua(STATE)["selected"] == wanted:
+            break
+        n.api.input("<C-n>")
+    st = wait_for(lambda: (lambda s: s if s["selected"] == wanted and "Done" in "\n".join(s["preview"]) else None)(
+        n.lua(STATE)), what="the tool session's history in the preview")
+    preview = "\n".join(st["preview"])
+    assert f"{tool} session" in preview and "4 messages" in preview, preview
+    assert "Write the word FIGTREE into notes.txt." in preview and "FIGTREE" in preview.split("notes.txt.", 1)[1], preview
+
+    # <CR>: imported and resumed (today's path: our agent goes on with the history).
+    n.lua("vim.g.pc_resumed = vim.NIL")
+    n.api.input("<CR>")
+    sid = wait_resumed(n)["id"]
+    loaded = n.lua("return require('pseudoclaude').sessions.load(...)", sid)
+    assert len(loaded["messages"]) == 4 and loaded["messages"][0]["content"].startswith("Write the word FIGTREE")
+    call = next(m for m in loaded["messages"] if m.get("tool_calls"))["tool_calls"][0]
+    assert "FIGTREE" in json.dumps(call["arguments"]), call
+    wait_for(lambda: any("Done" in line for line in transcript(n)), what="the restored answer drawn")
+
+    # resume(id) with the text session's row id does the same.
+    n.lua("vim.g.pc_resumed = vim.NIL")
+    n.lua("require('pseudoclaude').resume(...)", rows[text["session_id"]]["id"])
+    other = wait_resumed(n)["id"]
+    assert other != sid
+    texts = [m.get("content", "") for m in n.lua("return require('pseudoclaude').sessions.load(...)", other)["messages"]]
+    assert texts[0] == "Remember the word PLUMTREE." and "PLUMTREE" in texts[1], texts
+    # a malformed id is refused, naming it
+    err = n.lua("return select(2, pcall(require('pseudoclaude').sessions.import, ...))", f"{agent}:../../etc")
+    assert "not another agent's session id" in err, err
+    assert {**store_digest(text), **store_digest(tools)} == before

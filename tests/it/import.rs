@@ -341,7 +341,7 @@ fn a_codex_rollout_imports_each_turn_once_without_injected_context() {
     assert_eq!(loaded.messages[2].tool_result.as_ref().unwrap().content, "a.txt\n");
     assert_eq!(loaded.messages[6].tool_calls[0].name, "apply_patch");
     assert_eq!(loaded.model, "gpt-5-codex");
-    let items = import::list(ws.path(), &Homes { claude: None, codex: Some(home.path().to_path_buf()) });
+    let items = import::list(ws.path(), &Homes { codex: Some(home.path().to_path_buf()), ..Homes::default() });
     assert_eq!(items.len(), 1);
     assert_eq!((items[0].source.as_str(), items[0].title.as_str(), items[0].messages), ("codex", "File listing", 9));
     assert_eq!(items[0].branch.as_deref(), Some("feature"));
@@ -374,7 +374,7 @@ fn other_workspaces_transcripts_and_bad_files_are_not_imported_silently() {
             .join("sessions/2026/11/28/rollout-2026-11-28T08-00-00-0199a1b2-0000-7e5f-8a9b-0c1d2e3f4a5b.jsonl.zst"),
         "\u{28}\u{b5}",
     );
-    let items = import::list(ws.path(), &Homes { claude: None, codex: Some(home.path().to_path_buf()) });
+    let items = import::list(ws.path(), &Homes { codex: Some(home.path().to_path_buf()), ..Homes::default() });
     // the other workspace's rollout is not listed; the compressed one is, marked
     assert_eq!(items.len(), 1, "{items:?}");
     assert!(items[0].unsupported.as_deref().unwrap().contains("zstd"));
@@ -382,7 +382,7 @@ fn other_workspaces_transcripts_and_bad_files_are_not_imported_silently() {
     assert!(e.contains("zstd-compressed"), "{e}");
     let junk = write(&ws.path().join("junk.jsonl"), "{\"hello\": 1}\nnot json\n");
     let e = import::import(ws.path(), &junk).unwrap_err().to_string();
-    assert!(e.contains("neither a Claude Code transcript nor a Codex rollout"), "{e}");
+    assert!(e.contains("is not a session file of Claude Code, Codex"), "{e}");
     let empty = write(
         &ws.path().join("empty.jsonl"),
         &jsonl(&[json!({"type": "summary", "summary": "x", "sessionId": "s", "parentUuid": null})]),
@@ -397,7 +397,7 @@ fn other_workspaces_transcripts_and_bad_files_are_not_imported_silently() {
         &nocwd,
         &jsonl(&[json!({"type": "user", "uuid": "u", "parentUuid": null, "sessionId": "s", "message": user("hi")})]),
     );
-    let items = import::list(ws.path(), &Homes { claude: Some(home.path().to_path_buf()), codex: None });
+    let items = import::list(ws.path(), &Homes { claude: Some(home.path().to_path_buf()), ..Homes::default() });
     assert!(items.is_empty(), "{items:?}");
     assert_eq!(session::list(ws.path(), &Default::default()).unwrap().len(), 0, "no empty session left behind");
 }
@@ -502,7 +502,7 @@ fn the_cli_lists_and_imports_external_sessions() {
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.starts_with("codex  0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b  9 msgs  gpt-5-codex  list the files"),
+        stdout.starts_with("codex  codex:0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b  9 msgs  gpt-5-codex  list the files"),
         "{stdout}"
     );
     let out = run(&["sessions", "import", path.to_str().unwrap()]);
@@ -545,8 +545,8 @@ fn a_quick_list_reads_head_and_tail_and_the_exact_count_is_cached_by_size_and_mt
     assert!(fs::metadata(&path).unwrap().len() > 3 * HEAD_BYTES);
     // a session of ours makes .PseudoClaude/sessions/, where the cache goes
     let ours = Context::new(ws.path()).unwrap();
-    let homes = Homes { claude: Some(home.path().to_path_buf()), codex: None };
-    let quick = list_with(ws.path(), &homes, &ListOptions { limit: Some(5), quick: true });
+    let homes = Homes { claude: Some(home.path().to_path_buf()), ..Homes::default() };
+    let quick = list_with(ws.path(), &homes, &ListOptions { limit: Some(5), quick: true, ..Default::default() });
     assert_eq!(quick.len(), 1, "{quick:?}");
     let q = &quick[0];
     assert!(q.partial);
@@ -594,7 +594,7 @@ fn a_copied_workspace_does_not_believe_the_cache_of_the_folder_it_was_copied_fro
     fs::create_dir(&first).unwrap();
     write(&codex_path(home.path()), &codex_rollout(&first.canonicalize().unwrap()));
     Context::new(&first).unwrap(); // a session of ours: the cache file may be written
-    let homes = Homes { claude: None, codex: Some(home.path().to_path_buf()) };
+    let homes = Homes { codex: Some(home.path().to_path_buf()), ..Homes::default() };
     assert_eq!(import::list(&first, &homes).len(), 1, "the rollout belongs to the first workspace");
     let cache = first.join(".PseudoClaude/sessions").join(import::list::CACHE_FILE_NAME);
     assert!(cache.is_file());
@@ -606,4 +606,255 @@ fn a_copied_workspace_does_not_believe_the_cache_of_the_folder_it_was_copied_fro
     assert_eq!(import::list(&copy, &homes), vec![], "the copy is another workspace: the rollout is not its");
     import::list::forget_cache();
     assert_eq!(import::list(&first, &homes).len(), 1, "the first keeps its own");
+}
+
+// --- The other agents' stores, as the real agents wrote them (issue 46) ----------------------------------------------
+
+/// The sessions the real `agent` made (text, tools, two_turns): `tests/e2e/agent_sets.py` (agent_stores.py), which runs the
+/// real agent offline against a fake model server once per version and keeps the stores in `.deps/agents/stores/`
+/// Shared and read-only: a test copies `home` before changing anything, and never writes in `workspace`.
+fn real_sessions(agent: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/agent_sets.py");
+    let out = Command::new("python3").arg(&script).arg(agent).output().expect("python3");
+    assert!(out.status.success(), "agent_sets.py {agent}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the set as JSON")
+}
+
+/// A copy of a set's HOME (so a test may damage it) and the homes the agents would read under it.
+fn copied_home(set: &Value) -> (tempfile::TempDir, Homes) {
+    let copy = tempfile::tempdir().unwrap();
+    let from = set["text"]["home"].as_str().unwrap();
+    let status = Command::new("cp").arg("-a").arg(format!("{from}/.")).arg(copy.path()).status().unwrap();
+    assert!(status.success());
+    let home = copy.path().to_path_buf();
+    let homes = Homes::from_vars(|v| match v {
+        "HOME" => Some(home.clone()),
+        "XDG_DATA_HOME" => Some(home.join(".local/share")),
+        _ => None,
+    });
+    (copy, homes)
+}
+
+fn workspace_of(set: &Value) -> PathBuf {
+    PathBuf::from(set["text"]["workspace"].as_str().unwrap())
+}
+
+fn row<'a>(items: &'a [import::ExternalItem], session_id: &str) -> &'a import::ExternalItem {
+    items.iter().find(|i| i.session_id == session_id).unwrap_or_else(|| panic!("{session_id} not listed: {items:#?}"))
+}
+
+/// What a history says, message by message (role, text, calls, result), to compare two readings of it.
+fn shape(messages: &[Message]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| {
+            let calls: Vec<String> = m.tool_calls.iter().map(|c| format!("{}:{}", c.id, c.name)).collect();
+            let result =
+                m.tool_result.as_ref().map(|r| format!("{}={}", r.tool_call_id, r.content)).unwrap_or_default();
+            format!("{:?}|{}|{}|{}", m.role, m.content.trim(), calls.join(","), result)
+        })
+        .collect()
+}
+
+const AGENTS: [(&str, &str); 5] = [
+    ("claude", "claude-code"),
+    ("gemini", "gemini-cli"),
+    ("qwen", "qwen-code"),
+    ("opencode", "opencode"),
+    ("pi", "pi"),
+];
+
+#[test]
+fn every_agents_real_sessions_are_listed_read_as_resumed_and_imported() {
+    for (agent, source) in AGENTS {
+        let set = real_sessions(agent);
+        let (_copy, homes) = copied_home(&set);
+        let ws = workspace_of(&set);
+        let items = import::list(&ws, &homes);
+        // every session of the set is a row (a set may hold more than these three)
+        assert_eq!(items.len(), set.as_object().unwrap().len(), "{agent}: {items:#?}");
+        for (name, expected) in [("text", 2), ("tools", 4), ("two_turns", 4)] {
+            let info = &set[name];
+            let sid = info["session_id"].as_str().unwrap();
+            let item = row(&items, sid);
+            let what = format!("{agent} {name}: {item:#?}");
+            assert_eq!((item.agent.as_str(), item.source.as_str()), (agent, source), "{what}");
+            assert_eq!(item.id, format!("{agent}:{sid}"), "{what}");
+            assert!(item.unsupported.is_none() && item.notes.is_empty() && !item.partial, "{what}");
+            assert_eq!(item.messages, expected, "{what}");
+            let first = info["words"][0].as_str().unwrap();
+            assert!(item.title.contains(first), "{what}");
+            // the history a resume restores: the prompts and the answers naming their words, each call answered
+            let c = import::read_item(item).unwrap();
+            let h = c.restored();
+            assert_eq!(h.len(), item.messages, "{what}: {h:#?}");
+            assert!(h[0].is_user_text() && h[0].content.contains(first), "{what}: {h:#?}");
+            for w in info["words"].as_array().unwrap() {
+                let w = w.as_str().unwrap();
+                assert!(
+                    h.iter().any(|m| m.role == pseudoclaude::message::Role::Assistant && m.content.contains(w)),
+                    "{what}: no answer names {w}: {h:#?}"
+                );
+            }
+            if name == "tools" {
+                let at = h.iter().position(|m| !m.tool_calls.is_empty()).unwrap_or_else(|| panic!("{what}: {h:#?}"));
+                let call = &h[at].tool_calls[0];
+                assert!(call.arguments.to_string().contains("FIGTREE"), "{what}: {call:?}");
+                let result = h[at + 1].tool_result.as_ref().unwrap_or_else(|| panic!("{what}: {h:#?}"));
+                assert_eq!(result.tool_call_id, call.id, "{what}");
+                assert!(!result.is_error, "{what}");
+            }
+            // found by its id; imported into a workspace of ours as that very history, once
+            assert_eq!(&import::find(&ws, &homes, &item.id).unwrap(), item, "{what}");
+            let ours = tempfile::tempdir().unwrap();
+            let done = import::import_item(ours.path(), item).unwrap();
+            let loaded = session::load(&Context::open(ours.path(), &done.id).unwrap()).unwrap();
+            assert_eq!(shape(&loaded.messages), shape(&h), "{what}");
+            let again = import::import_item(ours.path(), item).unwrap();
+            assert!(again.existing && again.id == done.id, "{what}: {again:?}");
+        }
+        // ids that are not a row's are refused, never read as paths
+        for bad in [format!("{agent}:../../etc/passwd"), format!("{agent}:"), "nope:1".into(), format!("{agent}:.x")] {
+            let e = import::find(&ws, &homes, &bad).unwrap_err().to_string();
+            assert!(e.contains("not another agent's session id"), "{bad}: {e}");
+        }
+        let e = import::find(&ws, &homes, &format!("{agent}:0000")).unwrap_err().to_string();
+        assert!(e.contains("no ") && e.contains("deleted"), "{e}");
+    }
+}
+
+/// The file of a set's session `name`, in the copied home.
+fn copied_store(set: &Value, name: &str, copy: &Path) -> PathBuf {
+    let home = set["text"]["home"].as_str().unwrap();
+    let store = set[name]["store"].as_str().unwrap();
+    copy.join(Path::new(store).strip_prefix(home).unwrap())
+}
+
+/// A history read after damage holds only what the undamaged one holds, in its order: its texts a part of the
+/// whole's, each call and result one of the whole's (a call whose line was lost goes with its result, never
+/// invented). Never a wrong conversation.
+fn is_part_of(damaged: &[String], whole: &[String]) -> bool {
+    let text = |s: &String| s.splitn(3, '|').take(2).collect::<Vec<_>>().join("|");
+    let mut it = whole.iter();
+    let texts_in_order = damaged.iter().all(|d| it.any(|w| text(w) == text(d)));
+    let exchanges = |h: &[String]| -> Vec<String> {
+        h.iter().flat_map(|s| s.splitn(3, '|').nth(2).map(str::to_string)).filter(|x| x != "|").collect()
+    };
+    let all = exchanges(whole);
+    texts_in_order
+        && exchanges(damaged)
+            .iter()
+            .all(|x| x.split('|').all(|part| part.is_empty() || all.iter().any(|w| w.contains(part))))
+}
+
+#[test]
+fn a_damaged_session_of_a_real_agent_is_listed_saying_what_is_wrong_and_never_misread() {
+    for (agent, _) in AGENTS.iter().filter(|(a, _)| *a != "opencode") {
+        let set = real_sessions(agent);
+        let ws = workspace_of(&set);
+        let sid = set["tools"]["session_id"].as_str().unwrap();
+        let whole = {
+            let (_copy, homes) = copied_home(&set);
+            shape(&import::read_item(row(&import::list(&ws, &homes), sid)).unwrap().restored())
+        };
+        // a last line cut short (the agent was writing it), then a line garbled in the middle
+        let (copy, homes) = copied_home(&set);
+        let file = copied_store(&set, "tools", copy.path());
+        let text = fs::read_to_string(&file).unwrap();
+        let last = text.trim_end().rfind('\n').unwrap() + 1;
+        fs::write(&file, &text[..last + (text.len() - last) / 2]).unwrap();
+        let items = import::list(&ws, &homes);
+        let item = row(&items, sid);
+        assert!(item.notes.iter().any(|n| n.contains("cut short")), "{agent}: {item:#?}");
+        let cut = shape(&import::read_item(item).unwrap().restored());
+        assert!(is_part_of(&cut, &whole), "{agent}: {cut:#?} is not part of {whole:#?}");
+        let lines: Vec<&str> = text.lines().collect();
+        let middle = lines.len() / 2;
+        let garbled: Vec<String> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| if i == middle { "{\"garbled".to_string() } else { l.to_string() })
+            .collect();
+        fs::write(&file, garbled.join("\n") + "\n").unwrap();
+        let items = import::list(&ws, &homes);
+        let item = row(&items, sid);
+        assert!(item.notes.iter().any(|n| n.contains("not JSON")), "{agent}: {item:#?}");
+        let read = shape(&import::read_item(item).unwrap().restored());
+        assert!(is_part_of(&read, &whole), "{agent}: {read:#?} is not part of {whole:#?}");
+    }
+}
+
+#[test]
+fn a_format_version_not_read_is_listed_as_unsupported_and_not_imported() {
+    // Pi's header version, Gemini's kind: bumped in a copy of the real file
+    for (agent, from, to, says) in [
+        ("pi", "\"version\":3", "\"version\":4", "version 4"),
+        ("gemini", "\"kind\":\"main\"", "\"kind\":\"future\"", "\"future\""),
+    ] {
+        let set = real_sessions(agent);
+        let ws = workspace_of(&set);
+        let (copy, homes) = copied_home(&set);
+        let file = copied_store(&set, "text", copy.path());
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(text.contains(from), "{agent}: {text}");
+        fs::write(&file, text.replacen(from, to, 1)).unwrap();
+        let items = import::list(&ws, &homes);
+        let item = row(&items, set["text"]["session_id"].as_str().unwrap());
+        let why = item.unsupported.as_deref().unwrap_or_else(|| panic!("{agent}: {item:#?}"));
+        assert!(why.contains(says), "{agent}: {why}");
+        assert_eq!(item.messages, 0);
+        let ours = tempfile::tempdir().unwrap();
+        let e = import::import_item(ours.path(), item).unwrap_err().to_string();
+        assert!(e.contains(says), "{agent}: {e}");
+        let e = import::import(ours.path(), &file).unwrap_err().to_string();
+        assert!(e.contains(says), "{agent}: {e}");
+        assert!(session::list(ours.path(), &Default::default()).unwrap().is_empty(), "nothing left behind");
+    }
+}
+
+#[test]
+fn opencodes_database_is_read_while_a_writer_holds_it_and_a_schema_not_read_says_so() {
+    let set = real_sessions("opencode");
+    let ws = workspace_of(&set);
+    let (copy, homes) = copied_home(&set);
+    let db = copy.path().join(".local/share/opencode/opencode.db");
+    let sid = set["text"]["session_id"].as_str().unwrap();
+    let before = import::list(&ws, &homes);
+    let messages = row(&before, sid).messages;
+    // A writer in the middle of a transaction (as opencode is while it streams a turn): the list neither waits for
+    // it nor sees what it has not committed.
+    let writer = rusqlite::Connection::open(&db).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+    writer
+        .execute(
+            "INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES ('msg_zzz', ?1, 1, 1, ?2)",
+            rusqlite::params![sid, r#"{"role":"user","time":{"created":1}}"#],
+        )
+        .unwrap();
+    writer.execute("UPDATE session SET time_updated = time_updated + 1 WHERE id = ?1", [sid]).unwrap();
+    let started = std::time::Instant::now();
+    let during = import::list(&ws, &homes);
+    let read = import::read_item(row(&during, sid)).unwrap().restored();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "the reads waited for the writer");
+    assert_eq!((row(&during, sid).messages, read.len()), (messages, messages), "nothing uncommitted is read");
+    writer.execute_batch("COMMIT").unwrap();
+    // A session that moved is read again, the others come from the cache.
+    let after = import::list(&ws, &homes);
+    assert_eq!(row(&after, sid).messages, messages, "an empty user message restores nothing");
+    // a part whose data is not JSON: said, and left out
+    writer
+        .execute("UPDATE part SET data = '{oops' WHERE session_id = ?1 AND data LIKE '%step-finish%'", [sid])
+        .unwrap();
+    writer.execute("UPDATE session SET time_updated = time_updated + 1 WHERE id = ?1", [sid]).unwrap();
+    let item = row(&import::list(&ws, &homes), sid).clone();
+    assert!(item.notes.iter().any(|n| n.contains("not JSON")), "{item:#?}");
+    assert_eq!(item.messages, messages);
+    // opencode's tables changed under us: one row says so, naming the database
+    writer.execute_batch("ALTER TABLE session RENAME COLUMN directory TO dir").unwrap();
+    drop(writer);
+    let items = import::list(&ws, &homes);
+    assert_eq!(items.len(), 1, "{items:#?}");
+    let why = items[0].unsupported.as_deref().unwrap();
+    assert!(why.contains("opencode.db") && why.contains("directory"), "{why}");
+    // the database was only read: opened read-only, it was never written by us (the writer above is the test's)
 }

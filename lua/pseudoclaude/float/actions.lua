@@ -58,20 +58,21 @@ function M.resume_selected(s)
   end)
 end
 
---- Imports another agent's session (a row with `source`) and resumes the copy: closes the picker, imports on a worker
---- thread (`sessions.import`: the same unchanged file gives the session imported before), then resumes it as any
---- session of ours. A compressed rollout is refused with its reason and the picker stays open.
----@param item pseudoclaude.ExternalSession
+--- Imports another agent's session (a row with `source`, or `{ id = "gemini:…" }` from `resume(id)`) and resumes the
+--- copy: closes the picker, imports on a worker thread (`sessions.import(id)`: the same unchanged session gives the
+--- session imported before), then resumes it as any session of ours. One that cannot be imported (a compressed
+--- rollout, a format version not read) is refused with its reason and the picker stays open.
+---@param item pseudoclaude.ExternalSession|{id: string}
 ---@param s pseudoclaude.float.State? The picker, closed before the import (nil: the `vim.ui.select()` backend).
 function M.import_and_resume(item, s)
   if item.unsupported then
-    return notify(("pseudoclaude: %s cannot be imported: %s"):format(item.path, item.unsupported))
+    return notify(("pseudoclaude: %s cannot be imported: %s"):format(item.path or item.id, item.unsupported))
   end
   if s then
     s:close()
   end
   local report = require("pseudoclaude.errors").report
-  local ok, err = pcall(require("pseudoclaude.sessions").import, item.path, {
+  local ok, err = pcall(require("pseudoclaude.sessions").import, item.id, {
     on_done = function(ierr, imported)
       if ierr then
         return report(ierr)
@@ -106,7 +107,7 @@ end
 ---@param item pseudoclaude.ExternalSession
 ---@param what string
 function M.not_ours(item, what)
-  local tool = item.source == "codex" and "a Codex session" or "a Claude Code session"
+  local tool = ("a %s session"):format(require("pseudoclaude.float.render").tool_name(item))
   notify(
     ("pseudoclaude: cannot %s %s: it is only read (<CR> imports it as a session of ours)"):format(what, tool),
     vim.log.levels.WARN

@@ -39,15 +39,15 @@ function M.draw_preview(s)
   local t = vim.uv.hrtime()
   local render = require("pseudoclaude.float.render")
   local p = { lines = {}, hls = {}, folds = {} } ---@type pseudoclaude.float.Preview
-  if item and item.source then
-    -- another agent's session: drawn from its list item; a partial one again once the full list has its count
-    M.show_preview(s, render.external(item, s.now), not item.partial and item.id or nil)
+  if item and item.source and item.unsupported then
+    M.show_preview(s, render.external(item, s.now), item.id)
     return
   end
   if item then
     p = s.previews[item.id]
     if not p then
-      M.show_preview(s, render.loading(item, s.now), nil)
+      -- another agent's session: its header at once (from the row), its history once read from its store
+      M.show_preview(s, item.source and render.external(item, s.now) or render.loading(item, s.now), nil)
       M.load_preview(s, item)
       return
     end
@@ -108,6 +108,8 @@ function M.preview_arrived(s, item, perr, preview, asked)
   local p
   if perr then
     p = render.failed(item, perr)
+  elseif item.source then
+    p = render.external(item, s.now, preview, api.nvim_win_get_width(win))
   else
     p = render.preview(preview, item, s.now, api.nvim_win_get_width(win))
   end

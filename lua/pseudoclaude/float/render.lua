@@ -89,7 +89,7 @@ function M.title(item)
     return "(reading…)"
   end
   if item.unsupported then
-    return "(compressed: not importable)"
+    return "(not importable)"
   end
   return (item.damaged and (item.messages or 0) == 0) and M.UNREADABLE_TITLE or "(untitled)"
 end
@@ -184,7 +184,7 @@ function M.rows(items, width, now, columns, cache)
     made = made + 1
     local marker = chat and M.LIVE_MARKER
       or item.held_by and M.HELD_MARKER
-      or item.damaged and M.DAMAGED_MARKER
+      or (item.damaged or item.source and (item.unsupported or item.notes)) and M.DAMAGED_MARKER
       or item.pinned and M.PINNED_MARKER
       or "  "
     local place = M.workspace_name(item)
@@ -203,7 +203,7 @@ function M.rows(items, width, now, columns, cache)
       hls[#hls + 1] = hl(0, #marker, "PseudoClaudePickerLive")
     elseif item.held_by then
       hls[#hls + 1] = hl(0, #marker, "PseudoClaudePickerHeld")
-    elseif item.damaged then
+    elseif item.damaged or item.source and (item.unsupported or item.notes) then
       hls[#hls + 1] = hl(0, #marker, "PseudoClaudePickerDamage")
     elseif item.pinned then
       hls[#hls + 1] = hl(0, #marker, "PseudoClaudePickerPinned")
@@ -369,27 +369,50 @@ function M.workspace_name(item)
   return type(ws) == "string" and vim.fs.basename(ws) or ""
 end
 
---- The short name of the agent another agent's row comes from: "claude" (Claude Code) or "codex".
----@param item {source: string?}
+--- The short name of the agent another agent's row comes from: its `agent` ("claude", "codex", "gemini", "qwen",
+--- "opencode", "pi").
+---@param item {source: string?, agent: string?}
 ---@return string
 function M.source_name(item)
-  return item.source == "claude-code" and "claude" or (item.source or "")
+  return item.agent or (item.source == "claude-code" and "claude" or (item.source or ""))
 end
 
---- The preview of another agent's session, from its list item alone (its file is not read for it): title, tool, model,
---- message count, age, branch, file, and what <CR> does (or why it cannot).
+local TOOLS = {
+  ["claude-code"] = "Claude Code",
+  codex = "Codex",
+  ["gemini-cli"] = "Gemini CLI",
+  ["qwen-code"] = "Qwen Code",
+  opencode = "opencode",
+  pi = "Pi",
+}
+
+--- The name of the tool another agent's row comes from ("Gemini CLI").
+---@param item {source: string?}
+---@return string
+function M.tool_name(item)
+  return TOOLS[item.source] or item.source or "another agent's"
+end
+
+--- The preview of another agent's session: its header (title, tool, model, message count, age, branch, file, what
+--- the reader left out, what <CR> does or why it cannot), then, once read (`p`, the core's preview of the history an
+--- import restores), that history as ours is shown; `loading` while it is read.
 ---@param item pseudoclaude.ExternalSession
 ---@param now integer
+---@param p pseudoclaude.SessionPreview? The history, read.
+---@param width integer?
 ---@return pseudoclaude.float.Preview
-function M.external(item, now)
+function M.external(item, now, p, width)
   local lines, hls = {}, {}
   local add = H.adder(lines, hls)
-  add(M.title(item), "PseudoClaudePickerPreviewTitle")
-  local meta = { item.source == "codex" and "Codex session" or "Claude Code session" }
-  if (item.model or "") ~= "" then
-    meta[#meta + 1] = item.model
+  add(M.title(p and p.title ~= "" and p or item), "PseudoClaudePickerPreviewTitle")
+  local meta = { M.tool_name(item) .. " session" }
+  local model = p and p.model ~= "" and p.model or item.model
+  if (model or "") ~= "" then
+    meta[#meta + 1] = model
   end
-  if item.partial then
+  if p then
+    meta[#meta + 1] = p.messages == 1 and "1 message" or (p.messages .. " messages")
+  elseif item.partial then
     meta[#meta + 1] = "messages not counted yet"
   elseif not item.unsupported then
     local n = item.messages or 0
@@ -400,14 +423,21 @@ function M.external(item, now)
   if type(item.branch) == "string" then
     add("branch " .. item.branch, "PseudoClaudePickerPreviewMeta")
   end
-  add("file: " .. vim.fn.fnamemodify(item.path, ":~"), "PseudoClaudePickerPreviewMeta")
-  add("")
+  add(("id %s · file: %s"):format(item.id, vim.fn.fnamemodify(item.path, ":~")), "PseudoClaudePickerPreviewMeta")
+  for _, note in ipairs(item.notes or {}) do
+    add("⚠ " .. note, "PseudoClaudePickerDamage")
+  end
   if item.unsupported then
     add("cannot be imported: " .. item.unsupported, "PseudoClaudePickerPreviewError")
-  else
-    add("<CR> imports it as a session of ours and resumes it; the file itself is only read.")
+    return { lines = lines, hls = hls, folds = {} }
   end
-  return { lines = lines, hls = hls, folds = {} }
+  add("<CR> imports it as a session of ours and resumes it; the agent's own store is only read.")
+  if not p then
+    add("")
+    add("loading…", "PseudoClaudePickerPreviewMeta")
+    return { lines = lines, hls = hls, folds = {} }
+  end
+  return M.preview(p, item, now, width, nil, { lines, hls })
 end
 
 --- The branch shown for a session: its git branch, or "" (not a repository, a detached HEAD).
@@ -514,10 +544,16 @@ end
 ---@param now integer unix seconds
 ---@param width integer? columns available (one-line summaries are cut to fit)
 ---@param hit {query: string}? A search hit's preview.
+---@param header [string[], table[]]? The lines and highlights above the history (another agent's session: `external`).
 ---@return pseudoclaude.float.Preview
-function M.preview(p, item, now, width, hit)
+function M.preview(p, item, now, width, hit, header)
   width = math.max((width or 80) - 4, 20)
-  local lines, hls = H.header(p, item, now)
+  local lines, hls
+  if header then
+    lines, hls = header[1], header[2]
+  else
+    lines, hls = H.header(p, item, now)
+  end
   local add = H.adder(lines, hls)
   local tail = p.tail or { from = 0, messages = {} }
   local msgs = tail.messages or {}

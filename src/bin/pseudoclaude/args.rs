@@ -74,8 +74,9 @@ pub enum Verb {
     /// One line each: id, messages, size, model, title, then its marks: [pinned], [fork of ID at
     /// message N], [git: BRANCH COMMIT], the tokens reported ([12.3k in (80% cached), 1.2k out]) and
     /// their cost when prices are given, [open: ...] for a session open in an editor, [damaged: ...].
-    /// With --external: the workspace's Claude Code ($CLAUDE_CONFIG_DIR, else ~/.claude) and Codex
-    /// ($CODEX_HOME, else ~/.codex) sessions, SOURCE ID MESSAGES MODEL TITLE PATH; those files are only read.
+    /// With --external: the workspace's sessions of the other agents (Claude Code, Codex, Gemini CLI, Qwen
+    /// Code, opencode, Pi; each store where the agent itself looks: doc/import.md), AGENT ID MESSAGES MODEL
+    /// TITLE PATH, what a row's reader left out on standard error; those files are only read.
     #[command(after_help = "Examples:\n  pseudoclaude sessions list --limit 10\n  pseudoclaude sessions list --json \
                             | jq -r '.[0].id'\n  pseudoclaude sessions list --pricing prices.json\n  pseudoclaude \
                             sessions list --external")]
@@ -94,7 +95,7 @@ pub enum Verb {
         /// $PSEUDOCLAUDE_PRICING names. The total and the models without a price go to standard error
         #[arg(long, value_name = "FILE", conflicts_with = "external", value_hint = clap::ValueHint::FilePath)]
         pricing: Option<String>,
-        /// List the workspace's Claude Code and Codex sessions instead (see `import`)
+        /// List the workspace's sessions of the other agents instead (see `import`)
         #[arg(long)]
         external: bool,
     },
@@ -227,13 +228,16 @@ pub enum Verb {
         #[arg(long, value_name = "FORMAT", default_value = "markdown", value_parser = ExportFormat, hide_possible_values = true)]
         format: String,
     },
-    /// A Claude Code transcript or Codex rollout as a new session; prints its id
+    /// Another agent's session as a new session; prints its id
     ///
-    /// Importing a file again that has not changed since prints the session it went into before. The
-    /// file is only read. `list --external` lists the workspace's.
-    #[command(after_help = "Example:\n  pseudoclaude sessions import ~/.claude/projects/-src-app/5f1c.jsonl")]
+    /// PATH is a session file of Claude Code, Codex, Gemini CLI, Qwen Code or Pi, or an id as `list
+    /// --external` shows it (AGENT:ID, the only way to name an opencode session). Importing a session again
+    /// that has not changed since prints the session it went into before. The file is only read.
+    #[command(
+        after_help = "Examples:\n  pseudoclaude sessions import ~/.claude/projects/-src-app/5f1c.jsonl\n  pseudoclaude sessions import opencode:ses_4c1f"
+    )]
     Import {
-        /// The transcript's or the rollout's file
+        /// The session's file, or its id as `list --external` shows it
         #[arg(value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
         path: PathBuf,
     },

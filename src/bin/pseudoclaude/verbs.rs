@@ -121,12 +121,20 @@ pub fn list_external(ws: &Path, out: &mut Out, json_out: bool) -> CmdResult {
                     format!("{} msgs  {}  {}", i.messages, if i.model.is_empty() { "-" } else { &i.model }, i.title)
                 }
             };
-            writeln!(out, "{}  {}  {}  {}", i.source, i.id, what, i.path.display())?;
+            writeln!(out, "{}  {}  {}  {}", i.agent, i.id, what, i.path.display())?;
         }
     }
     out.flush()?;
+    for i in &items {
+        for n in &i.notes {
+            note!("note: {}: {n}", i.id);
+        }
+    }
     if items.is_empty() {
-        note!("no Claude Code or Codex session of {}", ws.display());
+        note!(
+            "no session of another agent (Claude Code, Codex, Gemini CLI, Qwen Code, opencode, Pi) in {}",
+            ws.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -323,7 +331,11 @@ pub fn export(ws: &Path, out: &mut Out, id: &str, format: &str) -> CmdResult {
 }
 
 pub fn import(ws: &Path, out: &mut Out, path: &Path) -> CmdResult {
-    let done = import::import(ws, path)?;
+    // an id as `list --external` shows it, unless a file of that name is there
+    let done = match path.to_str() {
+        Some(what) => import::import_any(ws, &import::Homes::from_env(), what)?,
+        None => import::import(ws, path)?,
+    };
     for n in &done.notes {
         note!("note: {n}");
     }

@@ -393,7 +393,7 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
         .unwrap();
     let v = parse_checked(verb, &String::from_utf8_lossy(&out.stdout), &mut seen);
     assert_eq!((v[0]["source"].as_str(), v[0]["messages"].as_u64()), (Some("claude-code"), Some(2)), "{v}");
-    all_seen(verb, &seen, &["[].unsupported", "[].partial"]);
+    all_seen(verb, &seen, &["[].unsupported", "[].notes", "[].partial"]);
 }
 
 // --- Completion ---------------------------------------------------------------------------------
