@@ -377,9 +377,22 @@ function M.resume(id, opts)
       0
     )
   end
-  if require("pseudoclaude.sessions").is_external_id(id) then
-    -- another agent's session (`gemini:…`): imported, then resumed as ours
-    return require("pseudoclaude.float.actions").import_and_resume({ id = id })
+  local sessions = require("pseudoclaude.sessions")
+  if sessions.is_external_id(id) then
+    -- another agent's session (`gemini:…`): imported on a worker thread, then its copy resumed as ours
+    local report = require("pseudoclaude.errors").report
+    sessions.import(id, {
+      on_done = function(err, imported)
+        if err then
+          return report(err)
+        end
+        local ok, rerr = pcall(M.resume, imported.id, opts)
+        if not ok then
+          report(rerr)
+        end
+      end,
+    })
+    return
   end
   H.ensure_host()
   if id ~= nil and id ~= "last" then
