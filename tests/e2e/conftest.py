@@ -221,6 +221,22 @@ def screen_highlights(n: "Neovim", win: int) -> list[tuple[int, int, int, str]]:
     return sorted(tuple(h) for h in n.lua(SCREEN_HIGHLIGHTS, win))
 
 
+# What a resume reports, kept for the test to read: `vim.g.pc_resumed` (PseudoClaudeResumed's data), `vim.g.pc_drawn`
+# (PseudoClaudeResumeDrawn's), and every notification in `_G.notes` instead of on screen.
+TRACK = """
+vim.g.pc_resumed = vim.NIL
+vim.g.pc_drawn = vim.NIL
+vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
+  vim.g.pc_resumed = ev.data
+end })
+vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumeDrawn", callback = function(ev)
+  vim.g.pc_drawn = ev.data
+end })
+_G.notes = {}
+vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
+"""
+
+
 def screen_lines(n: "Neovim", win: int) -> list[str]:
     """The text the screen shows in window `win` (its winbar first, when it has one), row by row, trailing blanks cut,
     read cell by cell after a redraw: what the user sees, closed folds and cut lines included."""

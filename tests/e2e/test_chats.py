@@ -40,6 +40,21 @@ def send(n: Neovim, text: str) -> None:
     n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
 
 
+def new_chat_without_server(n: Neovim, model: str) -> None:
+    """Opens another chat with a provider of its own (`model`) whose server is not there: its turns fail."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    n.lua(
+        "local url, model = ... require('pseudoclaude').chat.new({ provider = { name = 'openai', base_url = url, "
+        "model = model, api_key_env = 'PC_TEST_NO_KEY' } })",
+        dead,
+        model,
+    )
+
+
 def chats(n: Neovim) -> list[dict[str, Any]]:
     return n.lua("return require('pseudoclaude').chats()")
 
@@ -133,7 +148,6 @@ def test_the_winbar_shows_the_chats_state_once_as_the_core_decides_it(
     """Issue 48 item 2: the state `chats()` lists (the core's) is the one the winbar draws, read from the screen, and
     named once there (it once read `[idle] … │ idle │`)."""
     import re
-    import socket
 
     def winbar(name: str = "pseudoclaude://chat") -> str:
         win = nvim.lua("return vim.fn.bufwinid(...)", name)
@@ -155,14 +169,7 @@ def test_the_winbar_shows_the_chats_state_once_as_the_core_decides_it(
     assert chats(nvim)[0]["state"] == "idle"
     wait_for(lambda: states(winbar()) == ["idle"], what="the winbar's idle, once")
     # a chat whose provider is not there: the core says failed, and so does its winbar, once
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-    nvim.lua(
-        "require('pseudoclaude').chat.new({ provider = { name = 'openai', base_url = ..., model = 'gone', "
-        "api_key_env = 'PC_TEST_NO_KEY' } })",
-        dead,
-    )
+    new_chat_without_server(nvim, "gone")
     send(nvim, "again")
     wait_for(lambda: done(nvim, 2) == 1, what="the failed turn")
     assert [r["state"] for r in chats(nvim)] == ["idle", "failed"]
@@ -351,22 +358,13 @@ def test_a_rewind_never_takes_back_what_another_chat_changed_meanwhile(
 def test_cancel_stops_only_its_chat_and_a_chat_with_its_own_provider_fails_alone(
     nvim: Neovim, workspace: Path, fake: FakeOpenAI
 ) -> None:
-    import socket
-
     sessions = two_chats_streaming(nvim, fake)
     # <C-c> in the second chat's input window, as a user presses it
     assert nvim.lua("return vim.b.pseudoclaude_chat") == 2
     nvim.api.input("<C-c>")
     wait_for(lambda: [r["state"] for r in chats(nvim)] == ["running", "idle"], what="only the second chat cancelled")
     # a third chat with a provider of its own, whose server is not there: it fails, alone
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-    nvim.lua(
-        "require('pseudoclaude').chat.new({ provider = { name = 'openai', base_url = ..., model = 'elsewhere', "
-        "api_key_env = 'PC_TEST_NO_KEY' } })",
-        dead,
-    )
+    new_chat_without_server(nvim, "elsewhere")
     assert nvim.lua("return vim.b.pseudoclaude_chat") == 3
     send(nvim, "third")
     wait_for(lambda: chats(nvim)[2]["state"] == "failed", what="the third chat failed")

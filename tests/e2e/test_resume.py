@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Neovim, question_asked, transcript, wait_for, watch_questions
+from conftest import ROOT, TRACK, Neovim, question_asked, transcript, wait_for, watch_questions
 from fake_llm import FakeOpenAI
 from session_files import chat, entry, session_dir, session_id, write_session
 
@@ -24,19 +24,6 @@ if not s then return vim.NIL end
 local rows = vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false)
 return { full = s.full, query = s.query, selected = (picker.selected() or {}).id, row = rows[s.sel - s.top + 1],
   preview_id = s.preview_id, preview = vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false) }
-"""
-
-TRACK = """
-vim.g.pc_resumed = vim.NIL
-vim.g.pc_drawn = vim.NIL
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
-  vim.g.pc_resumed = ev.data
-end })
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumeDrawn", callback = function(ev)
-  vim.g.pc_drawn = ev.data
-end })
-_G.notes = {}
-vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
 """
 
 

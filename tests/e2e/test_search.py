@@ -11,21 +11,17 @@ from typing import Any
 
 import pytest
 
-from conftest import Neovim, distinct_highlights, question_asked, screen_highlights, transcript, wait_for, watch_questions
+from conftest import (
+    TRACK,
+    Neovim,
+    distinct_highlights,
+    question_asked,
+    screen_highlights,
+    transcript,
+    wait_for,
+    watch_questions,
+)
 from session_files import entry, session_dir, session_id, write_session
-
-TRACK = """
-vim.g.pc_resumed = vim.NIL
-vim.g.pc_drawn = vim.NIL
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
-  vim.g.pc_resumed = ev.data
-end })
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumeDrawn", callback = function(ev)
-  vim.g.pc_drawn = ev.data
-end })
-_G.notes = {}
-vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
-"""
 
 STATE = """
 local picker = require("pseudoclaude.float")
