@@ -20,6 +20,8 @@ pub mod list;
 pub mod opencode;
 pub mod pi;
 pub mod qwen;
+pub mod search;
+pub mod words;
 
 use std::path::{Path, PathBuf};
 
@@ -347,7 +349,8 @@ pub fn read_any(path: &Path) -> Result<(Source, Conversation)> {
     Ok((source, read(source, path)?))
 }
 
-fn read(source: Source, path: &Path) -> Result<Conversation> {
+/// Reads a transcript of `source`.
+pub(crate) fn read(source: Source, path: &Path) -> Result<Conversation> {
     match source {
         Source::ClaudeCode => claude_code::read(path),
         Source::Codex => codex::read(path),

@@ -138,6 +138,10 @@ pub enum Verb {
         /// Stop after N hits
         #[arg(long, value_name = "N", value_parser = Number::<usize>::new("--limit"))]
         limit: Option<usize>,
+        /// Search the other agents' sessions of the workspace instead (those `list --external` shows); ID is then
+        /// the id `open` and the editor's resume take
+        #[arg(long)]
+        external: bool,
     },
     /// Start Neovim ($PSEUDOCLAUDE_NVIM, else nvim) in the workspace with a session resumed
     ///
@@ -332,21 +336,23 @@ pub fn parse(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
 }
 
 /// The first CLI's messages for a missing search text, a `--pricing` without its file, and
-/// `--pricing` or `--external` given to another verb than `list`.
+/// `--pricing` given to another verb than `list`, `--external` to another than `list` and `search`.
 fn reword(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
     let arg = match e.get(ContextKind::InvalidArg) {
         Some(ContextValue::String(s)) => s.clone(),
         Some(ContextValue::Strings(v)) => v.join(" "),
         _ => return e,
     };
-    let why = match e.kind() {
+    let why: String = match e.kind() {
         ErrorKind::MissingRequiredArgument if arg.starts_with("<TEXT>") => "search needs the text to look for".into(),
         ErrorKind::InvalidValue | ErrorKind::NoEquals if arg.starts_with("--pricing") => {
             "--pricing needs a file".into()
         }
-        ErrorKind::UnknownArgument if arg.starts_with("--pricing") || arg.starts_with("--external") => {
-            let flag = arg.split(['=', ' ']).next().unwrap_or(&arg);
-            format!("{flag} is an option of `sessions list`")
+        ErrorKind::UnknownArgument if arg.starts_with("--pricing") => {
+            "--pricing is an option of `sessions list`".into()
+        }
+        ErrorKind::UnknownArgument if arg.starts_with("--external") => {
+            "--external is an option of `sessions list` and `sessions search`".into()
         }
         _ => return e,
     };

@@ -73,7 +73,7 @@ fn run(command: Top, ws: &std::path::Path, out: &mut Out) -> verbs::CmdResult {
         _ if sessions.pricing.is_some() => Err("--pricing is an option of `sessions list`".into()),
         Verb::Show { id, json } => verbs::show(ws, out, &id, json),
         Verb::Check { id, json } => verbs::check(ws, out, &id, json),
-        Verb::Search { text, json, limit } => verbs::search(ws, out, &text, json, limit),
+        Verb::Search { text, json, limit, external } => verbs::search(ws, out, &text, json, limit, external),
         Verb::Open { id } => verbs::open(ws, id.as_deref()),
         Verb::Rename { id, title } => verbs::rename(ws, out, &id, &title),
         Verb::Pin { id, state } => verbs::pin(ws, out, &id, state.unwrap_or(true)),

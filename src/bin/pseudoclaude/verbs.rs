@@ -188,12 +188,22 @@ pub fn check(ws: &Path, out: &mut Out, id: &str, json_out: bool) -> CmdResult {
     Ok(if loaded.damaged() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// TEXT is the words given joined by one space.
-pub fn search(ws: &Path, out: &mut Out, words: &[String], json_out: bool, limit: Option<usize>) -> CmdResult {
+/// TEXT is the words given joined by one space; `external`: the other agents' sessions instead of ours.
+pub fn search(
+    ws: &Path,
+    out: &mut Out,
+    words: &[String],
+    json_out: bool,
+    limit: Option<usize>,
+    external: bool,
+) -> CmdResult {
     let text = words.join(" ");
     let query = session::search::Query::new(&text, session::search::Case::Smart)?;
     let opts = session::search::Options { limit, ..Default::default() };
-    let (hits, summary) = session::search::search_all(ws, &query, &opts)?;
+    let (hits, summary) = match external {
+        true => import::search::search_all(ws, &import::Homes::from_env(), &query, &opts),
+        false => session::search::search_all(ws, &query, &opts)?,
+    };
     if json_out {
         json(out, &hits)?;
     } else {

@@ -86,6 +86,9 @@ pub struct Hit {
     /// The session's title and newest message time (unix seconds), as the list gives them.
     pub title: String,
     pub last_message: i64,
+    /// Another agent's session (`crate::import::search`): the agent that had it (`claude`, `gemini`…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<&'static str>,
 }
 
 /// The hits of one session, in message order.
@@ -132,11 +135,38 @@ pub fn search(
     let Some((root, ids)) = sessions_newest_first(workspace, opts.exclude.as_deref())? else {
         return Ok(Summary::default());
     };
+    let whole_up_to = opts.read_whole_up_to();
+    Ok(search_in_order(
+        ids.len(),
+        opts,
+        cancel,
+        |i, buf, stopped| {
+            let id = &ids[i];
+            search_session(&root, id, query, buf, whole_up_to, stopped).map_err(|e| format!("{id}: {e}"))
+        },
+        sink,
+    ))
+}
+
+/// The driver every search shares (ours, and other agents' sessions in `crate::import::search`): the sessions
+/// `0..count`, best first, searched by `search_one` on a couple of threads (it is handed a buffer to reuse and the
+/// stop test), and handed to `sink` in that order as soon as each and every earlier one are done; `Err` is a
+/// session skipped, with why. Options' `limit` and `per_session` apply; `cancel` stops it soon.
+pub fn search_in_order<S>(
+    count: usize,
+    opts: &Options,
+    cancel: &AtomicBool,
+    search_one: S,
+    sink: impl FnMut(SessionHits) + Send,
+) -> Summary
+where
+    S: Fn(usize, &mut Vec<u8>, &dyn Fn() -> bool) -> std::result::Result<Option<SessionHits>, String> + Sync,
+{
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get().min(2)),
         n => n,
     }
-    .clamp(1, ids.len().max(1));
+    .clamp(1, count.max(1));
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let shared = Mutex::new(InOrder { next: 0, ready: BTreeMap::new(), sink, summary: Summary::default() });
@@ -145,10 +175,12 @@ pub fn search(
         let stopped = || cancel.load(Ordering::Relaxed) || stop.load(Ordering::Relaxed);
         while !stopped() {
             let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(id) = ids.get(i) else { break };
-            let outcome = match search_session(&root, id, query, &mut buf, opts.read_whole_up_to(), &stopped) {
+            if i >= count {
+                break;
+            }
+            let outcome = match search_one(i, &mut buf, &stopped) {
                 Ok(found) => Outcome::Searched(found),
-                Err(e) => Outcome::Skipped(format!("{id}: {e}")),
+                Err(why) => Outcome::Skipped(why),
             };
             // A 100 MiB log once is no reason to hold 100 MiB for the rest of the search.
             if buf.capacity() > 16 << 20 {
@@ -170,7 +202,36 @@ pub fn search(
     });
     let mut summary = shared.into_inner().unwrap_or_else(|p| p.into_inner()).summary;
     summary.cancelled = cancel.load(Ordering::Relaxed);
-    Ok(summary)
+    summary
+}
+
+/// The hits in a history held in memory, every message searched whole: another agent's session, converted as a
+/// resume would restore it (`crate::import::search`). Each hit is named with `id`, `title` and `last_message`.
+pub fn search_messages(id: &str, title: &str, last_message: i64, messages: &[Message], query: &Query) -> Vec<Hit> {
+    let no_spills = HashMap::new();
+    let mut hits = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let Some(f) = search_message(MessageRef::from(m), query, &no_spills, true) else { continue };
+        hits.push(Hit {
+            id: id.to_string(),
+            index: i + 1,
+            role: m.role.to_string(),
+            kind: f.kind,
+            snippet: f.snippet,
+            ranges: f.ranges,
+            matches: f.matches,
+            title: title.to_string(),
+            last_message,
+            agent: None,
+        });
+    }
+    hits
+}
+
+/// Whether raw JSON text may hold the query, in any way a JSON writer encodes it: the cheap test before a file is
+/// parsed (false: it cannot).
+pub fn raw_may_hold(bytes: &[u8], query: &Query) -> bool {
+    query.raw.is_match(bytes)
 }
 
 /// [`search`], gathering every hit: best (newest) sessions first, each in message order.
@@ -400,6 +461,7 @@ fn search_session(
             matches: f.matches,
             title: title.clone(),
             last_message,
+            agent: None,
         })
         .collect();
     Ok(Some(SessionHits { id: id.to_string(), title, last_message, hits, more: 0, bad_lines: done.state.bad_lines }))

@@ -139,7 +139,7 @@ fn a_typo_gets_a_suggestion_on_standard_error_and_status_2() {
     }
     // An option of another verb is named as such.
     let (code, _, err) = cli(ws.path(), &["sessions", "check", "x", "--external"]);
-    assert!(code == 2 && err.contains("--external is an option of `sessions list`"), "{err}");
+    assert!(code == 2 && err.contains("--external is an option of `sessions list` and `sessions search`"), "{err}");
     let (code, _, err) = cli(ws.path(), &["sessions", "list", "--external", "--limit", "3"]);
     assert!(code == 2 && err.contains("'--external' cannot be used with '--limit <N>'"), "{err}");
 }

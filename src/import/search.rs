@@ -1,0 +1,138 @@
+//! Full-text search over the other agents' sessions of the workspace (issue 46): what `sessions search --external`
+//! and `sessions.search(query, { external = true })` add to the search of our own logs.
+//!
+//! Each session is searched as a resume would restore it: its transcript converted by its reader
+//! ([`super::Conversation::restored`]), every message searched whole by our search's own matcher
+//! ([`search::search_messages`]), so a hit's index is the message's place in the history a preview shows. Most
+//! sessions do not hold the text, and those cost no conversion: the words index ([`super::words`]) names the
+//! sessions that may, and a JSON transcript's raw bytes are tested for every JSON encoding of the query
+//! ([`search::raw_may_hold`]) before it is converted. A session the index has not seen in its present state is
+//! converted and searched whole, and its words indexed for the next search. The sessions are searched newest first
+//! on the driver our search uses ([`search::search_in_order`]), hits handed over in that order as they are found.
+//!
+//! Architecture invariant: as listing, searching opens the other agents' files for reading only.
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+
+use super::{ExternalItem, Homes, Source, list, words};
+use crate::session::search::{self, Options, Query, SessionHits, Summary};
+
+/// Searches the workspace's sessions of the other agents (as [`list::list_with`] finds them), newest first, and hands
+/// `sink` each that holds the text, in that order. A transcript that cannot be read is skipped and named in the
+/// summary.
+pub fn search(
+    workspace: &Path,
+    homes: &Homes,
+    query: &Query,
+    opts: &Options,
+    cancel: &AtomicBool,
+    sink: impl FnMut(SessionHits) + Send,
+) -> Summary {
+    let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    let listed: Vec<ExternalItem> = list::list_with(&ws, homes, &list::ListOptions::default())
+        .into_iter()
+        .filter(|i| i.unsupported.is_none())
+        .collect();
+    let mut index = words::take(&ws);
+    let keys: HashSet<String> = listed.iter().map(key).collect();
+    let mut changed = index.retain(|k| keys.contains(k));
+    let candidates = index.candidates(&query.text);
+    // (item, its stamp now, whether the index holds that state of it)
+    let items: Vec<(&ExternalItem, words::Stamp, bool)> = listed
+        .iter()
+        .filter_map(|i| {
+            let (k, stamp) = (key(i), stamp(i));
+            let fresh = index.stamp(&k) == Some(stamp);
+            let wanted = !fresh || candidates.as_ref().is_none_or(|c| c.contains(&k));
+            wanted.then_some((i, stamp, fresh))
+        })
+        .collect();
+    let indexed: Mutex<Vec<(String, words::Stamp, Vec<String>)>> = Mutex::new(Vec::new());
+    let ruled_out = listed.len() - items.len();
+    let mut summary = search::search_in_order(
+        items.len(),
+        opts,
+        cancel,
+        |n, buf, stopped| {
+            let (item, stamp, fresh) = items[n];
+            let (found, words) = search_one(item, query, buf, stopped, !fresh)?;
+            if let Some(w) = words {
+                indexed.lock().unwrap_or_else(|p| p.into_inner()).push((key(item), stamp, w));
+            }
+            Ok(found)
+        },
+        sink,
+    );
+    // the index answered for them: searched, without a hit
+    summary.sessions += ruled_out;
+    for (k, stamp, w) in indexed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        index.put_words(&k, stamp, &w);
+        changed = true;
+    }
+    words::put(&ws, index, changed);
+    summary
+}
+
+/// [`search`], gathering every hit.
+pub fn search_all(workspace: &Path, homes: &Homes, query: &Query, opts: &Options) -> (Vec<search::Hit>, Summary) {
+    let mut hits = Vec::new();
+    let summary = search(workspace, homes, query, opts, &AtomicBool::new(false), |s| hits.extend(s.hits));
+    (hits, summary)
+}
+
+/// What the index keys a session by: its row's id (`AGENT:SESSION_ID`), unique in the list.
+fn key(item: &ExternalItem) -> String {
+    item.id.clone()
+}
+
+/// Whether the session is a file of its own (a JSONL transcript), as every store but opencode's database keeps them.
+fn own_file(item: &ExternalItem) -> bool {
+    item.source != Source::Opencode
+}
+
+/// The state of a session the index compares: its file's size and modification time, or, for a session in
+/// opencode's database, the time of its last change (`time_updated`) and its message count.
+fn stamp(item: &ExternalItem) -> words::Stamp {
+    match std::fs::metadata(&item.path) {
+        Ok(m) if own_file(item) => (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec()),
+        _ => (item.messages as u64, item.modified),
+    }
+}
+
+type Searched = (Option<SessionHits>, Option<Vec<String>>);
+
+/// One session's hits; with `index`, also its words (the session is then converted whatever its bytes hold).
+fn search_one(
+    item: &ExternalItem,
+    query: &Query,
+    buf: &mut Vec<u8>,
+    stopped: &dyn Fn() -> bool,
+    index: bool,
+) -> std::result::Result<Searched, String> {
+    let named = |e: &dyn std::fmt::Display| format!("{}: {e}", item.path.display());
+    // opencode's database may hold what is still in its write-ahead log: only a transcript's bytes are tested
+    if !index && own_file(item) {
+        buf.clear();
+        let mut file = std::fs::File::open(&item.path).map_err(|e| named(&e))?;
+        std::io::Read::read_to_end(&mut file, buf).map_err(|e| named(&e))?;
+        if !search::raw_may_hold(buf, query) {
+            return Ok((None, None));
+        }
+    }
+    if stopped() {
+        return Ok((None, None));
+    }
+    let conv = super::read_item(item).map_err(|e| named(&e))?;
+    let messages = conv.restored();
+    let words = index.then(|| words::distinct_words(&messages));
+    let mut hits = search::search_messages(&item.id, &item.title, item.modified, &messages, query);
+    for h in &mut hits {
+        h.agent = Some(item.source.agent());
+    }
+    let (id, title) = (item.id.clone(), item.title.clone());
+    Ok((Some(SessionHits { id, title, last_message: item.modified, hits, more: 0, bad_lines: 0 }), words))
+}
