@@ -17,7 +17,7 @@ from agent_stores import agent_sessions  # noqa: F401  (the fixture)
 CLI = Path(__file__).resolve().parents[2] / "target" / "release" / "pseudoclaude"
 
 # the agents whose stores the core reads; each one's sessions are searched the same way
-SEARCHED = ["claude"]
+SEARCHED = ["claude", "codex", "gemini", "qwen", "opencode", "pi"]
 
 
 def cli(home: Path | str, workspace: Path | str, *args: str) -> subprocess.CompletedProcess:
@@ -77,7 +77,9 @@ def test_a_tool_calls_arguments_are_searched(agent, agent_sessions):
     assert "tool_call" in kinds, r.stdout
 
 
-@pytest.mark.parametrize("agent", SEARCHED)
+# opencode keeps its sessions in SQLite, not in lines a crash can cut: its damage is the list's (a database busy or
+# of another schema, tests/it/import.rs)
+@pytest.mark.parametrize("agent", [a for a in SEARCHED if a != "opencode"])
 def test_a_damaged_transcript_is_searched_for_what_it_still_holds(agent, agent_sessions, tmp_path):
     two = agent_sessions(agent)["two_turns"]
     home = tmp_path / "home"
