@@ -267,6 +267,17 @@ impl Dir {
         self.stat_nofollow(rel).map(|st| st.st_ino)
     }
 
+    /// The id of the mount this directory is on (`statx`'s `STATX_MNT_ID`, Linux 5.8), as `/proc/self/mountinfo`
+    /// numbers it; `None` when the kernel does not say.
+    pub(crate) fn mount_id(&self) -> Option<u64> {
+        // SAFETY: `st` is plain data filled by the call; valid descriptor, empty name with AT_EMPTY_PATH.
+        unsafe {
+            let mut st: libc::statx = std::mem::zeroed();
+            let ok = libc::statx(self.fd.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_MNT_ID, &mut st);
+            (ok == 0 && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st.stx_mnt_id)
+        }
+    }
+
     fn stat_nofollow(&self, rel: &str) -> Option<libc::stat> {
         let c = cstring_io(rel).ok()?;
         // SAFETY: `st` is plain data filled by the call; valid descriptor and name.

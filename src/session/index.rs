@@ -85,7 +85,7 @@ pub(crate) struct Row(
     pub UsageByModel,       // usage per model
     pub bool,               // pinned
     pub Option<ForkedFrom>, // forked_from
-    pub u64,                // the lock file's inode when the row was made (0: none), see [`super::lock::locked_inodes`]
+    pub u64,                // the lock file's inode when the row was made (0: none), see [`super::list::lock_holders`]
     pub Option<String>,     // agent: the ACP agent's name
     pub Option<String>,     // agent_session: the ACP agent's own id of the session
 );

@@ -328,8 +328,17 @@ fn the_indexed_list_names_the_holders_of_locks_taken_since_whether_the_lock_file
     assert!(list(ws.path(), &check).expect("list").iter().all(|x| x.held_by.is_none()), "nobody holds any");
     assert!(index_path(ws.path()).exists());
     let _held = (lock::acquire(&s[0]).expect("lock"), lock::acquire(&s[2]).expect("lock"));
-    let locked = lock::locked_inodes().expect("/proc/locks is read");
-    assert!(locked.contains(&fs::metadata(s[0].lock_path()).expect("stat").ino()), "{locked:?}");
+    // a lock on another file beside them, not a session's: explained (its path), never taken for one
+    let other = File::create(ws.path().join("other.lock")).expect("create");
+    other.try_lock().expect("lock it");
+    let locks = lock::locks().expect("/proc/locks is read");
+    let root = Dir::sessions(ws.path()).expect("sessions");
+    let device = lock::lock_device(&root).expect("this kernel names the mount (statx STATX_MNT_ID)");
+    let ino = fs::metadata(s[0].lock_path()).expect("stat").ino();
+    assert!(locks.iter().any(|l| (l.dev, l.ino, l.pid) == (device, ino, std::process::id() as i32)), "{locks:?}");
+    // only the sessions whose lock a process holds are asked (other sessions of this machine's tests may be held)
+    let held = lock::held_sessions(&locks, Some(device), lock::open_files).expect("every lock explained");
+    assert!(held.contains(&s[0].id) && held.contains(&s[2].id) && !held.contains(&s[1].id), "{held:?}");
     let listed = list(ws.path(), &check).expect("list");
     let held: Vec<(&str, bool)> = listed.iter().map(|x| (x.id.as_str(), x.held_by.is_some())).collect();
     assert_eq!(held, [(s[2].id.as_str(), true), (s[1].id.as_str(), false), (s[0].id.as_str(), true)]);

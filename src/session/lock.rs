@@ -80,28 +80,109 @@ pub(crate) fn holder_in(dir: &Dir) -> Option<String> {
     }
 }
 
-/// The inode numbers of the files locked on this machine, from `/proc/locks` (one read of a short
-/// file); `None` when it cannot be read or understood, and the caller then asks every lock file.
+/// One lock `/proc/locks` lists: the locked file's device as the kernel numbers its file system (`MAJOR:MINOR`, as
+/// `/proc/self/mountinfo` does, and `stat` may not: a btrfs subvolume reports a device of its own) and inode, and
+/// who took it (0 or less: a process outside this PID namespace, or an OFD lock, which has no owner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Locked {
+    pub dev: (u32, u32),
+    pub ino: u64,
+    pub pid: i32,
+}
+
+/// The locks held on this machine, from `/proc/locks` (one read of a short file); `None` when it cannot be read or
+/// understood, and the caller then asks every lock file.
 ///
-/// It is a filter, never the answer: a lock file listed there is still asked ([`holder_in`]), so an
-/// inode number of another file system only costs that question. What it can miss: a lock held by a
-/// process of another PID namespace (a container sharing the folder), which the kernel leaves out of
-/// this process's view; the list then shows that session as free, and a resume of it is still
-/// refused by [`acquire`].
-pub(crate) fn locked_inodes() -> Option<std::collections::HashSet<u64>> {
-    let text = std::fs::read_to_string("/proc/locks").ok()?;
-    let mut out = std::collections::HashSet::new();
+/// It is a filter, never the answer: a lock file it points at is still asked ([`holder_in`]), so an inode number of
+/// another file system only costs that question. What it can miss: a lock held by a process of another PID namespace
+/// (a container sharing the folder), which the kernel leaves out of this process's view; the list then shows that
+/// session as free, and a resume of it is still refused by [`acquire`].
+pub(crate) fn locks() -> Option<Vec<Locked>> {
+    parse_locks(&std::fs::read_to_string("/proc/locks").ok()?)
+}
+
+/// [`locks`] of `/proc/locks`'s text: `1: FLOCK  ADVISORY  WRITE 4242 fd:00:1234567 0 EOF` (a waiter has `->` after
+/// the number), the device in hexadecimal, the holder's pid just before it. A line not understood fails it whole.
+fn parse_locks(text: &str) -> Option<Vec<Locked>> {
+    let mut out = Vec::new();
     for line in text.lines() {
-        // `1: FLOCK  ADVISORY  WRITE 4242 fd:00:1234567 0 EOF` (a waiter has `->` after the number):
-        // the first field of the form MAJOR:MINOR:INODE.
-        let ino = line.split_ascii_whitespace().find_map(|f| {
+        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+        let (at, (major, minor, ino)) = fields.iter().enumerate().find_map(|(i, f)| {
             let mut parts = f.split(':');
-            let (_, _, ino, rest) = (parts.next()?, parts.next()?, parts.next()?, parts.next());
-            if rest.is_some() { None } else { ino.parse::<u64>().ok() }
-        });
-        out.insert(ino?);
+            let (major, minor, ino, rest) = (parts.next()?, parts.next()?, parts.next()?, parts.next());
+            let parsed =
+                (u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?, ino.parse().ok()?);
+            rest.is_none().then_some((i, parsed))
+        })?;
+        let pid = fields.get(at.checked_sub(1)?)?.parse::<i32>().ok()?;
+        out.push(Locked { dev: (major, minor), ino, pid });
     }
     Some(out)
+}
+
+/// The sessions whose lock file some process holds now, among `locks`, told by the path the holder opened it by
+/// (`…/<id>/lock`, read from `/proc/PID/fd`): what tells the list which session folders that had no lock file when
+/// their row was made (copied in, made by a script, the seed's layout) got one since and are held, without opening
+/// every such folder at every list. `device`: the one the sessions' file system has in `/proc/locks`
+/// ([`lock_device`]); a lock elsewhere is no session's. `None` when a lock on it cannot be explained (its holder's
+/// descriptors unreadable, another user's process, or none of them the locked file): then each such session is asked.
+/// `open_files(pid)` is [`open_files`] (a test gives its own).
+pub(crate) fn held_sessions(
+    locks: &[Locked],
+    device: Option<(u32, u32)>,
+    mut open_files: impl FnMut(i32) -> Option<Vec<(u64, std::path::PathBuf)>>,
+) -> Option<std::collections::HashSet<String>> {
+    let mut ids = std::collections::HashSet::new();
+    let mut tables: std::collections::HashMap<i32, Option<Vec<(u64, std::path::PathBuf)>>> = Default::default();
+    for lock in locks {
+        if device.is_some_and(|d| d != lock.dev) {
+            continue;
+        }
+        let table = tables.entry(lock.pid).or_insert_with(|| (lock.pid > 0).then(|| open_files(lock.pid)).flatten());
+        let mut found = false;
+        for (_, path) in table.as_ref()?.iter().filter(|(ino, _)| *ino == lock.ino) {
+            found = true;
+            let id = path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str());
+            if let Some(id) = id.filter(|_| path.file_name().is_some_and(|n| n == LOCK_FILE_NAME)) {
+                ids.insert(id.to_string());
+            }
+        }
+        // A lock its taker no longer has open (a child holding the descriptor it inherited): unexplained.
+        if !found {
+            return None;
+        }
+    }
+    Some(ids)
+}
+
+/// The files process `pid` has open, each by inode and the path it was opened by (`/proc/PID/fd`); `None` when they
+/// cannot be read (another user's process, or gone).
+pub(crate) fn open_files(pid: i32) -> Option<Vec<(u64, std::path::PathBuf)>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten() {
+        // A descriptor closed meanwhile is no lock of its.
+        if let (Ok(meta), Ok(path)) = (std::fs::metadata(ent.path()), std::fs::read_link(ent.path())) {
+            out.push((meta.ino(), path));
+        }
+    }
+    Some(out)
+}
+
+/// The device `/proc/locks` gives the files beneath `dir` (the `MAJOR:MINOR` of its mount in `/proc/self/mountinfo`,
+/// found by the mount's id, `statx`'s `STATX_MNT_ID`); `None` when the kernel cannot say (before Linux 5.8).
+pub(crate) fn lock_device(dir: &Dir) -> Option<(u32, u32)> {
+    let mount = dir.mount_id()?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw`: the id, its parent's, the device (decimal)
+    text.lines().find_map(|line| {
+        let mut f = line.split_ascii_whitespace();
+        if f.next()?.parse::<u64>().ok()? != mount {
+            return None;
+        }
+        let (major, minor) = f.nth(1)?.split_once(':')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    })
 }
 
 fn describe_holder(file: &mut File) -> String {
@@ -194,6 +275,49 @@ mod tests {
         assert_eq!(named, other.to_string(), "another pid is not this editor");
         std::fs::write(ctx.lock_path(), b"not json").unwrap();
         assert_eq!(holder(&ctx).as_deref(), Some("an unknown process"));
+    }
+
+    #[test]
+    fn proc_locks_lines_give_device_inode_and_taker_and_a_line_not_understood_fails_them_all() {
+        let text = "1: FLOCK  ADVISORY  WRITE 4242 fd:00:1234567 0 EOF\n\
+                    1: -> FLOCK  ADVISORY  WRITE 4243 fd:00:1234567 0 EOF\n\
+                    2: OFDLCK ADVISORY  READ  -1 00:1a:77 0 EOF\n";
+        let want = [
+            Locked { dev: (0xfd, 0), ino: 1234567, pid: 4242 },
+            Locked { dev: (0xfd, 0), ino: 1234567, pid: 4243 },
+            Locked { dev: (0, 0x1a), ino: 77, pid: -1 },
+        ];
+        assert_eq!(parse_locks(text), Some(want.to_vec()));
+        assert_eq!(parse_locks("1: FLOCK ADVISORY WRITE 4242 fd:00 0 EOF\n"), None);
+        assert!(locks().is_some(), "this machine's /proc/locks is understood");
+    }
+
+    #[test]
+    fn a_lock_is_a_sessions_by_the_path_its_holder_opened_it_by_and_an_unexplained_one_asks_all() {
+        use std::path::PathBuf;
+        let lock = |dev, ino, pid| Locked { dev: (dev, 0), ino, pid };
+        let table = |pid: i32| -> Option<Vec<(u64, PathBuf)>> {
+            match pid {
+                10 => Some(vec![
+                    (5, PathBuf::from("/w/.PseudoClaude/sessions/20261207-101010-abcd/lock")),
+                    (6, PathBuf::from("/home/u/.mozilla/places.sqlite")),
+                ]),
+                11 => Some(vec![(7, PathBuf::from("/other/20261207-111111-ffff/not-a-lock"))]),
+                _ => None, // another user's process
+            }
+        };
+        let ids = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<std::collections::HashSet<_>>());
+        let ours = [lock(8, 5, 10), lock(8, 6, 10), lock(8, 7, 11)];
+        assert_eq!(held_sessions(&ours, Some((8, 0)), table), ids(&["20261207-101010-abcd"]));
+        // on another file system, or none at all: nothing to explain, nobody's descriptors read
+        let elsewhere = [lock(9, 5, 12), lock(9, 1, -1)];
+        assert_eq!(held_sessions(&elsewhere, Some((8, 0)), |_| unreachable!()), ids(&[]));
+        // unreadable descriptors, no taker (an OFD lock), or the taker without the file open: the list asks them all
+        for unexplained in [lock(8, 5, 12), lock(8, 5, -1), lock(8, 99, 10)] {
+            assert_eq!(held_sessions(&[unexplained], Some((8, 0)), table), None, "{unexplained:?}");
+        }
+        // a kernel that does not name the mount: every lock is looked at
+        assert_eq!(held_sessions(&elsewhere[..1], None, table), None);
     }
 
     #[test]

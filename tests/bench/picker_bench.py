@@ -89,7 +89,9 @@ WHERE = ["in lua", "in rust", "on macOS", "for big logs", "after a crash", "", "
 MODELS = ["claude-sonnet-4", "gpt-5", "claude-opus-4", "o4-mini", "demo"]
 
 
-def make_sessions(ws: Path, n: int) -> None:
+def make_sessions(ws: Path, n: int, lock_files: bool = True) -> None:
+    """`n` sessions, each with the lock file its writer leaves (`lock_files`), or without (the seed's layout, folders
+    copied from another machine or made by a script)."""
     rnd = random.Random(n)
     now = time.time()
     # The writer's activity hint (src/session/activity.rs): one line per entry written, oldest first.
@@ -103,7 +105,8 @@ def make_sessions(ws: Path, n: int) -> None:
             chat(title, ts=int(mtime) - 60, model=rnd.choice(MODELS), replies=rnd.randint(1, 4)),
             mtime=mtime,
         )
-        (session_dir(ws, session_id(i)) / "lock").touch()  # as the writer leaves it
+        if lock_files:
+            (session_dir(ws, session_id(i)) / "lock").touch()  # as the writer leaves it
         activity.append(f"{session_id(i)} {int(mtime)}\n")
     (ws / ".PseudoClaude" / "sessions" / "activity").write_text("".join(activity))
 

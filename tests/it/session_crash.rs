@@ -191,6 +191,41 @@ fn a_crashed_lock_holder_does_not_block_the_session() {
     Writer::open(&ctx, WriterOptions::default()).expect("the dead holder's lock is gone");
 }
 
+#[test]
+fn a_session_without_a_lock_file_that_another_editor_opens_since_the_list_shows_held() {
+    use pseudoclaude::session::ListOptions;
+    let ws = tempfile::tempdir().unwrap();
+    // sessions without a lock file (the seed's layout, folders copied in): their rows are made without one
+    let ids: Vec<String> = (0..3)
+        .map(|i| {
+            let ctx = Context::new(ws.path()).unwrap();
+            let w = Writer::open(&ctx, WriterOptions::default()).unwrap();
+            w.append(&Message::user(format!("session {i}"))).unwrap();
+            drop(w);
+            std::fs::remove_file(ctx.lock_path()).unwrap();
+            ctx.id
+        })
+        .collect();
+    let check = ListOptions { check_locks: true, ..Default::default() };
+    let held = || -> Vec<(String, Option<String>)> {
+        let mut rows: Vec<_> =
+            session::list(ws.path(), &check).unwrap().into_iter().map(|s| (s.id, s.held_by)).collect();
+        rows.sort();
+        rows
+    };
+    assert!(held().iter().all(|(_, h)| h.is_none()), "nobody holds any");
+    // another editor opens one (its writer makes the lock file): the list names it, and only it
+    let (mut child, mut out) = spawn_child("hold-lock", ws.path(), &ids[1]);
+    assert_eq!(out.next().as_deref(), Some("ready"));
+    let rows = held();
+    let named: Vec<&str> = rows.iter().filter(|(_, h)| h.is_some()).map(|(id, _)| id.as_str()).collect();
+    assert_eq!(named, [ids[1].as_str()], "{rows:?}");
+    let holder = rows.iter().find_map(|(_, h)| h.clone()).unwrap();
+    assert!(holder.starts_with(&format!("pid {} on ", child.id())), "{holder}");
+    kill9(&mut child);
+    assert!(held().iter().all(|(_, h)| h.is_none()), "its lock went with it");
+}
+
 /// Fills the "disk" with RLIMIT_FSIZE mid-line, then frees it, and reports what the file looked like.
 fn disk_full(ctx: &Context) {
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
