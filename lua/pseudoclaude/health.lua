@@ -317,6 +317,15 @@ function H.check_protections(cfg, s)
   local ns = s.mechanism == "namespaces"
   if cfg.network == true then
     health.warn("network on for every command (sandbox.network = true)")
+  elseif type(cfg.network) == "table" and #cfg.network.allow > 0 and not ns then
+    health.ok(
+      ("network only to %s, through the plugin's proxy (sandbox.network.allow): "):format(
+        table.concat(cfg.network.allow, ", ")
+      )
+        .. "without a network namespace Landlock opens the proxy's port on every host (it matches ports, not "
+        .. "addresses), so the plugin checks each connection a command opens (a seccomp notification) and lets "
+        .. "through only the proxy's; TCP Fast Open sends, which Landlock may not see, are refused"
+    )
   elseif type(cfg.network) == "table" and #cfg.network.allow > 0 then
     health.ok(
       ("network only to %s, through the plugin's proxy (sandbox.network.allow); nothing else is reachable"):format(

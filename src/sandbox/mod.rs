@@ -13,6 +13,8 @@
 //!   user namespace.
 //! - **landlock** (no user namespace allowed, as under AppArmor's user-namespace limit): Landlock alone,
 //!   with its TCP rules (ABI 4) and a seccomp filter refusing sockets other than Unix ones (UDP and the rest).
+//!   With an allowlist the proxy listens on the host's loopback and Landlock can only open its port, on every
+//!   host: the core checks each `connect` then ([`guard`]), so that only the proxy's address is reached.
 //!   Landlock grants rights to a whole hierarchy, so the workspace's `.git` and `.PseudoClaude` cannot be
 //!   excepted from it: they are not protected, and the approval and `:checkhealth` say so.
 //!
@@ -24,6 +26,7 @@
 
 mod blocked;
 pub mod env;
+pub mod guard;
 pub mod proxy;
 mod seccomp;
 mod spawn;
@@ -31,7 +34,7 @@ mod waiter;
 
 pub use crate::message::CommandSandbox;
 pub use blocked::blocked_report;
-pub use spawn::{Plan, Spawned, landlock_abi, receive_listener};
+pub use spawn::{Plan, Spawned, landlock_abi, receive_fd, receive_listener};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -161,7 +164,6 @@ pub const UNPROTECTED: &str = "this system allows no user namespace, so the sand
                                changing .git/ and .PseudoClaude/ (the rest of it holds)";
 /// The words of the approval on a system without any sandbox.
 pub const NO_SANDBOX: &str = "no sandbox on this system";
-
 impl Support {
     /// A system without a sandbox (for tests, and what the probe reports when nothing works).
     pub fn unavailable(why: impl Into<String>) -> Support {

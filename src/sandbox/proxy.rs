@@ -76,9 +76,16 @@ fn split_port(s: &str) -> (&str, Option<u16>) {
 pub struct Running {
     task: tokio::task::JoinHandle<()>,
     contacts: Arc<Mutex<Vec<Contact>>>,
+    /// Landlock alone: the `connect` guard that keeps the command's connections to this proxy, serving as long.
+    guard: Option<super::guard::Guard>,
 }
 
 impl Running {
+    /// Keeps `guard` (the command's `connect` guard) answering while this proxy serves.
+    pub fn keep(&mut self, guard: super::guard::Guard) {
+        self.guard = Some(guard);
+    }
+
     /// Stops accepting and drops every relayed connection (the command is over); what was contacted, each
     /// destination once, in order.
     pub fn finish(self) -> Vec<Contact> {
@@ -122,7 +129,7 @@ pub fn serve(listener: std::net::TcpListener, allow: Vec<String>) -> std::io::Re
             }
         }
     });
-    Ok(Running { task, contacts })
+    Ok(Running { task, contacts, guard: None })
 }
 
 /// What a request's head asks for.

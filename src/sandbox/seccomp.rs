@@ -10,6 +10,11 @@
 //!   (`SOCK_STREAM` of `AF_INET`/`AF_INET6`) is left when the allowlist proxy is the way out (Landlock
 //!   then allows connecting to the proxy's port only).
 //!
+//! - With TCP allowed for the proxy (Landlock alone), a `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` is
+//!   refused: TCP Fast Open connects from inside the send, where Landlock's `connect` rule never looks
+//!   (landlock-lsm/linux#41), so it would reach any host on any port. `TCP_FASTOPEN_CONNECT` goes through `connect`
+//!   and stays allowed.
+//!
 //! `io_uring_setup` is refused whenever a filter is installed (its operations, socket creation among
 //! them, are out of a filter's sight). A foreign-architecture system call (a 32-bit program's
 //! `socketcall`) is refused too: its numbers mean other things.
@@ -36,6 +41,8 @@ const NR: u32 = 0;
 const ARCH: u32 = 4;
 const ARG0: u32 = 16;
 const ARG1: u32 = 24;
+const ARG2: u32 = 32;
+const ARG3: u32 = 40;
 
 fn stmt(code: u16, k: u32) -> sock_filter {
     sock_filter { code, jt: 0, jf: 0, k }
@@ -54,8 +61,9 @@ pub(super) enum Verdict {
     StreamOnly,
 }
 
-/// The program: `families` first (each once), then `default` for every other family.
-pub(super) fn socket_filter(families: &[(i32, Verdict)], default: Verdict) -> Vec<sock_filter> {
+/// The program: `families` first (each once), then `default` for every other family; `no_fast_open`: the sends that
+/// would open a TCP Fast Open connection refused.
+pub(super) fn socket_filter(families: &[(i32, Verdict)], default: Verdict, no_fast_open: bool) -> Vec<sock_filter> {
     let eperm = RET_ERRNO | libc::EPERM as u32;
     let refuse = RET_ERRNO | libc::EAFNOSUPPORT as u32;
     let mut p = vec![
@@ -65,10 +73,22 @@ pub(super) fn socket_filter(families: &[(i32, Verdict)], default: Verdict) -> Ve
         stmt(BPF_LD_W_ABS, NR),
         jeq(libc::SYS_io_uring_setup as u32, 0, 1),
         stmt(BPF_RET_K, eperm),
-        jeq(libc::SYS_socket as u32, 1, 0),
-        stmt(BPF_RET_K, RET_ALLOW),
-        stmt(BPF_LD_W_ABS, ARG0),
     ];
+    if no_fast_open {
+        // The flags argument of each send: its low word (both architectures are little-endian).
+        for (nr, flags) in [(libc::SYS_sendto, ARG3), (libc::SYS_sendmsg, ARG2), (libc::SYS_sendmmsg, ARG3)] {
+            let fast_open = libc::MSG_FASTOPEN as u32;
+            p.extend([
+                jeq(nr as u32, 0, 5),
+                stmt(BPF_LD_W_ABS, flags),
+                stmt(BPF_ALU_AND_K, fast_open),
+                jeq(fast_open, 0, 1),
+                stmt(BPF_RET_K, eperm),
+                stmt(BPF_RET_K, RET_ALLOW),
+            ]);
+        }
+    }
+    p.extend([jeq(libc::SYS_socket as u32, 1, 0), stmt(BPF_RET_K, RET_ALLOW), stmt(BPF_LD_W_ABS, ARG0)]);
     let body = |v: Verdict| -> Vec<sock_filter> {
         match v {
             Verdict::Allow => vec![stmt(BPF_RET_K, RET_ALLOW)],
@@ -90,4 +110,15 @@ pub(super) fn socket_filter(families: &[(i32, Verdict)], default: Verdict) -> Ve
     }
     p.extend(body(default));
     p
+}
+
+/// The `connect` guard's program ([`super::guard`]): every `connect` handed to the listener, the rest allowed (a
+/// foreign architecture is refused by the socket filter already).
+pub(super) fn connect_filter() -> Vec<sock_filter> {
+    vec![
+        stmt(BPF_LD_W_ABS, NR),
+        jeq(libc::SYS_connect as u32, 0, 1),
+        stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF),
+        stmt(BPF_RET_K, RET_ALLOW),
+    ]
 }

@@ -65,6 +65,11 @@ pub struct Plan {
     proxy_listener: Option<ProxyListener>,
     /// The core's end of it, until [`Plan::take_proxy_receiver`].
     proxy_receiver: Option<std::os::unix::net::UnixStream>,
+    /// Landlock alone with an allowlist: the `connect` filter the child installs and the child's end of the pair
+    /// its listener is handed over on ([`super::guard`]).
+    connect_guard: Option<(Vec<libc::sock_filter>, OwnedFd)>,
+    /// The core's end of it and the proxy's port, until [`Plan::take_guard_receiver`].
+    guard_receiver: Option<(std::os::unix::net::UnixStream, u16)>,
 }
 
 /// The listening socket the child makes in its network namespace for the proxy (see `proxy.rs`).
@@ -109,7 +114,21 @@ impl Plan {
             proxy_listener = Some(ProxyListener { send: child.into(), port });
             proxy_receiver = Some(core);
         }
-        Ok(Plan { namespaces, ruleset, seccomp, reap, proxy_listener, proxy_receiver })
+        let (mut connect_guard, mut guard_receiver) = (None, None);
+        if let (Mechanism::Landlock, Some(port)) = (mechanism, limits.proxy_port) {
+            let (core, child) = std::os::unix::net::UnixStream::pair()
+                .map_err(|e| format!("cannot make the socket pair for the connect guard: {e}"))?;
+            connect_guard = Some((seccomp::connect_filter(), child.into()));
+            guard_receiver = Some((core, port));
+        }
+        Ok(Plan { namespaces, ruleset, seccomp, reap, proxy_listener, proxy_receiver, connect_guard, guard_receiver })
+    }
+
+    /// Landlock alone with an allowlist: the core's end of the pair the child hands its `connect` filter's listener
+    /// over, and the proxy's port; [`receive_fd`] takes the listener once the command runs, for
+    /// [`super::guard::start`].
+    pub fn take_guard_receiver(&mut self) -> Option<(std::os::unix::net::UnixStream, u16)> {
+        self.guard_receiver.take()
     }
 
     /// The core's end of the pair the child hands the proxy's listening socket over (namespaces with an
@@ -240,6 +259,14 @@ impl Plan {
 
     fn enter(&self) -> io::Result<()> {
         self.restrict()?;
+        if let Some((program, send)) = &self.connect_guard {
+            // before the waiter's fork: it has the filter too, and never connects
+            let listener = super::guard::install(program)?;
+            let sent = send_fd(send.as_raw_fd(), listener);
+            // SAFETY: the listener this child was just given; the core has its own copy once it is sent.
+            unsafe { libc::close(listener) };
+            sent?;
+        }
         if self.reap == Reap::Domain {
             // SAFETY: plain integer arguments.
             check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })?;
@@ -478,32 +505,46 @@ impl ProxyListener {
             let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
             check(libc::bind(l, (&addr as *const libc::sockaddr_in).cast(), len))?;
             check(libc::listen(l, 128))?;
-            let mut byte = [0u8; 1];
-            let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-            let mut control = [0u64; 4];
-            let mut msg: libc::msghdr = std::mem::zeroed();
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = libc::CMSG_SPACE(4) as _;
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), l);
-            let sent = libc::sendmsg(self.send.as_raw_fd(), &msg, 0);
+            let sent = send_fd(self.send.as_raw_fd(), l);
             libc::close(l);
-            if sent != 1 {
-                return Err(io::Error::last_os_error());
-            }
+            sent
         }
-        Ok(())
     }
+}
+
+/// Sends descriptor `fd` over the Unix socket `sock` (one byte and `SCM_RIGHTS`). In the child: raw system calls on
+/// stack data only.
+pub(super) fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: system calls on stack data, fully initialised before use.
+    unsafe {
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+        let mut control = [0u64; 4];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
+        if libc::sendmsg(sock, &msg, 0) != 1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// The proxy's listening socket, as the child sent it (it has been sent before `exec`, so before the
 /// spawn returned: a short wait only covers a child that failed).
 pub fn receive_listener(from: &std::os::unix::net::UnixStream) -> io::Result<std::net::TcpListener> {
+    Ok(std::net::TcpListener::from(receive_fd(from)?))
+}
+
+/// A descriptor the child sent before `exec` ([`send_fd`]): the proxy's listener, the connect guard's.
+pub fn receive_fd(from: &std::os::unix::net::UnixStream) -> io::Result<OwnedFd> {
     from.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
@@ -517,14 +558,18 @@ pub fn receive_listener(from: &std::os::unix::net::UnixStream) -> io::Result<std
         msg.msg_controllen = libc::CMSG_SPACE(4) as _;
         let n = libc::recvmsg(from.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
         if n != 1 {
-            return Err(if n < 0 { io::Error::last_os_error() } else { io::Error::other("the child sent no socket") });
+            return Err(if n < 0 {
+                io::Error::last_os_error()
+            } else {
+                io::Error::other("the child sent no descriptor")
+            });
         }
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         if cmsg.is_null() || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
-            return Err(io::Error::other("the child sent no socket"));
+            return Err(io::Error::other("the child sent no descriptor"));
         }
         let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
-        Ok(std::net::TcpListener::from_raw_fd(fd))
+        Ok(OwnedFd::from_raw_fd(fd))
     }
 }
 
@@ -633,7 +678,9 @@ fn socket_filter(limits: &Limits, mechanism: Mechanism) -> Option<Vec<libc::sock
         _ if limits.unix_sockets => return None,
         _ => (vec![(libc::AF_UNIX, Verdict::Deny)], Verdict::Allow),
     };
-    Some(seccomp::socket_filter(&families, default))
+    // TCP is open for the proxy's port only by Landlock's `connect` rule, which TCP Fast Open's sends go around
+    let fast_open_closed = mechanism == Mechanism::Landlock && matches!(limits.network, Network::Allow(_));
+    Some(seccomp::socket_filter(&families, default, fast_open_closed))
 }
 
 /// Reading files and listing folders.

@@ -210,16 +210,24 @@ pub(crate) struct ProxySource {
     pub listener: Option<std::net::TcpListener>,
 }
 
+/// The proxy of a command that started, and with Landlock alone its `connect` guard (`guard`: where the child
+/// handed the guard's listener over, and the proxy's port).
 fn start_proxy(
     source: ProxySource,
     receiver: Option<std::os::unix::net::UnixStream>,
+    guard: Option<(std::os::unix::net::UnixStream, u16)>,
 ) -> Result<crate::sandbox::proxy::Running, String> {
     let listener = match (source.listener, receiver) {
         (Some(l), _) => l,
         (None, Some(r)) => crate::sandbox::receive_listener(&r).map_err(|e| e.to_string())?,
         (None, None) => return Err("no listening socket".to_string()),
     };
-    crate::sandbox::proxy::serve(listener, source.allow).map_err(|e| e.to_string())
+    let mut running = crate::sandbox::proxy::serve(listener, source.allow).map_err(|e| e.to_string())?;
+    if let Some((from, port)) = guard {
+        let fd = crate::sandbox::receive_fd(&from).map_err(|e| format!("no connect guard: {e}"))?;
+        running.keep(crate::sandbox::guard::start(fd, port).map_err(|e| format!("no connect guard: {e}"))?);
+    }
+    Ok(running)
 }
 
 /// Runs the command; `cap` bounds the captured output (half for stdout, half for stderr); `env`: the
@@ -290,7 +298,7 @@ pub(crate) fn spawn(
     piped_stdin: bool,
 ) -> Result<Started, Unstarted> {
     let mut through_waiter = false;
-    let (mut proxy_source, mut receiver) = (None, None);
+    let (mut proxy_source, mut receiver, mut guard_receiver) = (None, None, None);
     let mut own_spawn = None;
     if let Some(mut s) = sandboxed {
         cmd.env("TMPDIR", &s.temp).env("TMP", &s.temp).env("TEMP", &s.temp);
@@ -304,6 +312,7 @@ pub(crate) fn spawn(
         }
         proxy_source = s.proxy.take();
         receiver = s.plan.take_proxy_receiver();
+        guard_receiver = s.plan.take_guard_receiver();
         through_waiter = s.plan.stop_through_waiter();
         // A dropped child would get a SIGKILL: the waiter must get its SIGTERM instead.
         cmd.kill_on_drop(!through_waiter);
@@ -319,7 +328,7 @@ pub(crate) fn spawn(
     }
     .map_err(Unstarted::Spawn)?;
     drop(cmd); // the child's end of the proxy's socket pair, among others
-    match proxy_source.map(|p| start_proxy(p, receiver)).transpose() {
+    match proxy_source.map(|p| start_proxy(p, receiver, guard_receiver)).transpose() {
         Ok(proxy) => Ok(Started { process, proxy, through_waiter }),
         Err(e) => {
             GroupKill(process.id().and_then(|id| i32::try_from(id).ok()), through_waiter).kill();

@@ -391,3 +391,106 @@ def test_the_network_allowlist_lets_through_only_its_hosts_https_included(
     assert rec["hosts"] == [f"127.0.0.1:{tp}"] and rec["refused_hosts"] == [f"127.0.0.1:{op}"], rec
     report = section(health_report(nvim), "pseudoclaude: command sandbox")
     assert f"OK network only to 127.0.0.1:{tp}, through the plugin's proxy" in report, report
+
+
+# Run in the sandbox by the next test: the proxy's port (from $HTTP_PROXY) written to port.txt, then, once the test
+# says go, a direct TCP connection to another host of the loopback (127.0.0.2) on that port and on another one, and a
+# TCP Fast Open send.
+DIRECT_PROBE = """
+import os, socket, sys, time, urllib.parse
+port = urllib.parse.urlsplit(os.environ["HTTP_PROXY"]).port
+open("port.txt", "w").write(str(port))
+for _ in range(600):
+    if os.path.exists("go.txt"):
+        break
+    time.sleep(0.05)
+for p in (port, int(sys.argv[1])):
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect(("127.0.0.2", p))
+        print(f"direct 127.0.0.2:{p} connected: {s.recv(64).decode()}")
+    except OSError as e:
+        print(f"direct 127.0.0.2:{p} refused: {e}")
+# TCP Fast Open connects inside the send, where Landlock's connect rule may not look (landlock-lsm/linux#41)
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.2", int(sys.argv[1])))
+    print("fast open connected")
+except OSError as e:
+    print(f"fast open refused: {e}")
+"""
+
+
+def test_the_fallbacks_allowlist_refuses_a_direct_connection_to_another_host_on_the_proxys_port(
+    start_nvim: Any, workspace: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Landlock alone (no user namespace: forced here) matches ports, not addresses: it opens the allowlist proxy's
+    port on every host. The core checks each connect (src/sandbox/guard.rs): a listener on 127.0.0.2 at the proxy's
+    port is not reached, the proxy is, and a TCP Fast Open send is refused by the seccomp filter."""
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            body = b"hello through the proxy"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    allowed = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=allowed.serve_forever, daemon=True).start()
+    tp = allowed.server_port
+    elsewhere = socket.create_server(("127.0.0.2", 0))  # another host, another port: Landlock refuses it
+    other_port = elsewhere.getsockname()[1]
+    listeners: list[socket.socket] = [elsewhere]
+
+    def serve_the_proxys_port() -> None:
+        """Once the command said the proxy's port: another host of the loopback listens on it, and answers."""
+        for _ in range(1200):
+            if (workspace / "port.txt").exists() and (workspace / "port.txt").read_text():
+                break
+            threading.Event().wait(0.05)
+        port = int((workspace / "port.txt").read_text())
+        lsn = socket.create_server(("127.0.0.2", port))
+        listeners.append(lsn)
+        (workspace / "go.txt").write_text("go")
+        lsn.settimeout(5)
+        try:
+            conn, _ = lsn.accept()
+            conn.sendall(b"not the proxy")
+            conn.close()
+        except OSError:
+            pass
+
+    monkeypatch.setenv("PSEUDOCLAUDE_SANDBOX_SIMULATE", "landlock")
+    n = start_nvim()
+    (workspace / "probe.py").write_text(DIRECT_PROBE)
+    setup(n, openai(fake), sandbox={"network": {"allow": [f"127.0.0.1:{tp}"]}})
+    answer_approvals(n, "Yes")
+    helper = threading.Thread(target=serve_the_proxys_port, daemon=True)
+    helper.start()
+    try:
+        told = run_turn(n, fake, {"command": f"curl -sS http://127.0.0.1:{tp}/; echo; python3 probe.py {other_port}"})
+    finally:
+        helper.join(timeout=20)
+        allowed.shutdown()
+        for s in listeners:
+            s.close()
+    port = int((workspace / "port.txt").read_text())
+    assert "hello through the proxy" in told, told  # the allowlist itself works, through the guard
+    assert f"direct 127.0.0.2:{other_port} refused: [Errno 13] Permission denied" in told, told  # Landlock's refusal
+    # the proxy's port on another host: refused by the guard, as Landlock refuses (before, it was reached)
+    assert f"direct 127.0.0.2:{port} refused: [Errno 13] Permission denied" in told, told
+    assert "not the proxy" not in told, told
+    # and a Fast Open send, refused by the seccomp filter (EPERM) before Landlock is asked (EACCES, where it looks)
+    assert "fast open refused: [Errno 1] Operation not permitted" in told, told
+    assert n.lua("return vim.g.pc_asked") == 1  # asked as any command is (approve.run_command is off)
+    report = section(health_report(n), "pseudoclaude: command sandbox")
+    assert f"OK network only to 127.0.0.1:{tp}, through the plugin's proxy (sandbox.network.allow): without a " \
+           "network namespace Landlock opens the proxy's port on every host" in report, report
