@@ -34,13 +34,18 @@ LIB_PATH = ROOT / "target" / "release" / LIB_NAME
 CARGO_VERSION = tomllib.loads((ROOT / "Cargo.toml").read_text())["package"]["version"]
 
 
-# Lua run in a test's Neovim: `vim.g.pc_resumed` holds the last `User PseudoClaudeResumed` report, `vim.g.pc_turns`
-# counts `User PseudoClaudeTurnDone`, `_G.notes` keeps what `vim.notify` was given ({msg, level}).
+# Lua run in a test's Neovim: `vim.g.pc_resumed` holds the last `User PseudoClaudeResumed` report, `vim.g.pc_drawn`
+# PseudoClaudeResumeDrawn's, `vim.g.pc_turns` counts `User PseudoClaudeTurnDone`, `_G.notes` keeps what `vim.notify`
+# was given ({msg, level}). One definition: a second one (282c29a) once replaced this one and lost `pc_turns`.
 TRACK = """
 vim.g.pc_resumed = vim.NIL
+vim.g.pc_drawn = vim.NIL
 vim.g.pc_turns = 0
 vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
   vim.g.pc_resumed = ev.data
+end })
+vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumeDrawn", callback = function(ev)
+  vim.g.pc_drawn = ev.data
 end })
 vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeTurnDone", callback = function()
   vim.g.pc_turns = vim.g.pc_turns + 1
@@ -219,22 +224,6 @@ def screen_highlights(n: "Neovim", win: int) -> list[tuple[int, int, int, str]]:
     group covers (a redraw first). Groups defined as links show as the group they link to: see
     `distinct_highlights`."""
     return sorted(tuple(h) for h in n.lua(SCREEN_HIGHLIGHTS, win))
-
-
-# What a resume reports, kept for the test to read: `vim.g.pc_resumed` (PseudoClaudeResumed's data), `vim.g.pc_drawn`
-# (PseudoClaudeResumeDrawn's), and every notification in `_G.notes` instead of on screen.
-TRACK = """
-vim.g.pc_resumed = vim.NIL
-vim.g.pc_drawn = vim.NIL
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumed", callback = function(ev)
-  vim.g.pc_resumed = ev.data
-end })
-vim.api.nvim_create_autocmd("User", { pattern = "PseudoClaudeResumeDrawn", callback = function(ev)
-  vim.g.pc_drawn = ev.data
-end })
-_G.notes = {}
-vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
-"""
 
 
 def screen_lines(n: "Neovim", win: int) -> list[str]:

@@ -311,7 +311,7 @@ def test_ctrl_o_lists_other_agents_and_enter_imports_and_resumes_against_openai(
     # is, from the list alone
     assert st["selected"] == session_id(1)
     n.api.input("<C-p>")
-    st = wait_for(lambda: (lambda s: s if s and s["selected"] == CODEX_ID and "Codex" in " ".join(s["preview"])
+    st = wait_for(lambda: (lambda s: s if s and s["selected"] == "codex:" + CODEX_ID and "Codex" in " ".join(s["preview"])
                            else None)(n.lua(STATE)), what="the Codex row's preview")
     preview = "\n".join(st["preview"])
     assert "File listing" in preview and "9 messages" in preview and "gpt-5-codex" in preview
