@@ -216,7 +216,7 @@ def test_claude_codes_own_transcript_of_a_session_we_ran_is_not_listed_a_second_
     nvim.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
     for opts in ({"external": True}, {"external": True, "include_current": True}, {"external": True, "limit": 5}):
         rows = nvim.lua("return require('pseudoclaude').sessions.list(...)", opts)
-        theirs = [r["id"] for r in rows if r.get("source")]
+        theirs = [r["session_id"] for r in rows if r.get("source")]  # the agent's own ids
         assert agent_id not in theirs and other.stem in theirs, (opts, rows)
     rows = nvim.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
     assert [r["id"] for r in rows if not r.get("source")] == [cur["id"]], rows
@@ -225,7 +225,7 @@ def test_claude_codes_own_transcript_of_a_session_we_ran_is_not_listed_a_second_
     out = subprocess.run([str(CLI), "-C", str(workspace), "sessions", "list", "--external", "--json"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
-    listed = [r["id"] for r in json.loads(out.stdout) if r["source"] == "claude-code"]
+    listed = [r["session_id"] for r in json.loads(out.stdout) if r["source"] == "claude-code"]
     assert agent_id not in listed and other.stem in listed, listed
 
 
