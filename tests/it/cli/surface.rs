@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use pseudoclaude::message::{Message, Thinking};
+use pseudoclaude::session::entry::WorktreeMeta;
 use pseudoclaude::session::files::{FileChange, FilesRecord};
 use pseudoclaude::session::{Context, Entry, Writer, WriterOptions};
 use serde_json::Value;
@@ -308,6 +309,9 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     ))
     .unwrap();
     w.append(&answer).unwrap();
+    // A worktree chat's session (issue 47): the `meta` entry naming its worktree.
+    let tree = WorktreeMeta { name: "t".into(), branch: "pseudoclaude/t".into(), path: ws.path().join("t") };
+    w.append_entry(Entry::meta_worktree(tree, 3)).unwrap();
     drop(w);
     let prices = files.path().join("prices.json");
     fs::write(&prices, r#"{"fake-model": {"input": 2, "output": 8}, "m1": {"input": 1, "output": 1}}"#).unwrap();
@@ -352,14 +356,13 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     drop(guard);
     all_seen(verb, &seen, &["spill_problems[]"]);
 
-    let verb = "sessions search TEXT --json";
-    let mut seen = Vec::new();
+    let search = "sessions search TEXT --json";
+    let mut search_seen = Vec::new();
     for text in ["big", "read_file", "row 7"] {
         let (code, out, _) = cli(ws.path(), &["sessions", "search", text, "--json"]);
         assert_eq!(code, 0, "{text}");
-        parse_checked(verb, &out, &mut seen);
+        parse_checked(search, &out, &mut search_seen);
     }
-    all_seen(verb, &seen, &[]);
 
     let verb = "sessions list --external --json";
     let mut seen = Vec::new();
@@ -394,6 +397,19 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     let v = parse_checked(verb, &String::from_utf8_lossy(&out.stdout), &mut seen);
     assert_eq!((v[0]["source"].as_str(), v[0]["messages"].as_u64()), (Some("claude-code"), Some(2)), "{v}");
     all_seen(verb, &seen, &["[].unsupported", "[].notes", "[].partial"]);
+
+    // The same transcript found by an external search: its hit names the agent.
+    let out = Command::new(BIN)
+        .arg("-C")
+        .arg(ws.path())
+        .args(["sessions", "search", "--external", "lexer", "--json"])
+        .env("CLAUDE_CONFIG_DIR", &home)
+        .env("CODEX_HOME", files.path().join("no-codex"))
+        .output()
+        .unwrap();
+    let v = parse_checked(search, &String::from_utf8_lossy(&out.stdout), &mut search_seen);
+    assert_eq!(v[0]["agent"], "claude", "{v}");
+    all_seen(search, &search_seen, &[]);
 }
 
 // --- Completion ---------------------------------------------------------------------------------
