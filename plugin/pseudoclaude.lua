@@ -191,6 +191,13 @@ vim.api.nvim_create_user_command("PseudoCleanup", function()
   end
 end, { nargs = 0, desc = "pseudoclaude: remove sessions idle for more than retention_days" })
 
+vim.api.nvim_create_user_command("PseudoKeep", function()
+  require("pseudoclaude.keep").command()
+end, {
+  nargs = 0,
+  desc = "pseudoclaude: copy the other agents' sessions of the workspace into our store now, or bring the copies up to date",
+})
+
 vim.api.nvim_create_user_command("PseudoRename", function(opts)
   require("pseudoclaude.library").rename(opts.args)
 end, { nargs = "?", desc = "pseudoclaude: name the current session (no title: back to the automatic one)" })

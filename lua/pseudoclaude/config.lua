@@ -19,6 +19,9 @@
 ---@field backend "float"|"select"|"telescope"|"fzf-lua"|"snacks"|"mini"|"auto" "float" = built-in floating window, "select" = `vim.ui.select()`, or that picker plugin's own picker ("auto": the first installed of telescope, fzf-lua, snacks, mini; else the float).
 ---@field external boolean List this workspace's sessions of the other agents too, without <C-o> ("other agents").
 
+---@class pseudoclaude.ExternalConfig Other agents' sessions (Claude Code, Codex, ...).
+---@field keep boolean Copy every other-agent session of the workspace into our store and keep the copies up to date (the agents' own clean-ups then lose nothing); `:PseudoKeep` does it once.
+
 ---@class pseudoclaude.ApproveConfig
 ---@field write_file boolean Run the write_file tool without asking first.
 ---@field edit_file boolean Run the edit_file tool without asking first.
@@ -84,6 +87,7 @@
 ---@field install pseudoclaude.InstallConfig
 ---@field agents table<string, pseudoclaude.AgentSpec> ACP agents by name, over the built-in ones (claude, codex, gemini, opencode, goose).
 ---@field agent string? The ACP agent new chats use; nil = our own provider.
+---@field external pseudoclaude.ExternalConfig
 
 ---@class pseudoclaude.AgentSpec How to start an ACP agent (JSON-RPC on its standard streams).
 ---@field command string? The program (on `PATH`, or a path); absent: the built-in agent's of the same name.
@@ -111,6 +115,7 @@
 ---@field install? pseudoclaude.InstallConfig|{}
 ---@field agents? table<string, pseudoclaude.AgentSpec>
 ---@field agent? string
+---@field external? pseudoclaude.ExternalConfig|{}
 
 local M = {}
 
@@ -131,6 +136,7 @@ M.defaults = {
     external = false,
   },
   retention_days = 30,
+  external = { keep = false },
   spill_threshold = 65536,
   approve = {
     write_file = false,
@@ -196,6 +202,7 @@ local known = {
     -- its keys are agent names: checked by `validate_agents`
     agents = true,
     agent = true,
+    external = true,
   },
   install = { from = true, url = true },
   mcp = { servers = true, timeout = true },
@@ -213,6 +220,7 @@ local known = {
     models = true,
   },
   picker = { max_items = true, backend = true, external = true },
+  external = { keep = true },
   approve = { write_file = true, edit_file = true, run_command = true, mcp = true, agents = true },
   sandbox = { enabled = true, network = true, writable = true, unix_sockets = true, env = true, deny_read = true },
   keys = {
@@ -320,6 +328,8 @@ function M.validate(cfg)
     return PICKER_BACKENDS[v] == true
   end, false, '"float", "select", "telescope", "fzf-lua", "snacks", "mini" or "auto"')
   check("picker.external", cfg.picker.external, "boolean")
+  check("external", cfg.external, "table")
+  check("external.keep", cfg.external.keep, "boolean")
   check("retention_days", cfg.retention_days, function(v)
     return type(v) == "number" and v >= 0 and v < math.huge
   end, false, "a number of days >= 0 (0 = keep forever)")

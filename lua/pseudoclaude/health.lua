@@ -162,6 +162,9 @@ function M.check()
   health.start("pseudoclaude: ACP agents")
   M.check_agents()
 
+  health.start("pseudoclaude: other agents' sessions")
+  require("pseudoclaude.keep").check()
+
   health.start("pseudoclaude: sessions held by other editors")
   lib = require("pseudoclaude.core").try_load()
   if not lib then

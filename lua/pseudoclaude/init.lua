@@ -19,6 +19,15 @@ function M.setup(opts)
   config.set(cfg, unknown)
   -- our sources in snacks.picker and mini.pick: now if loaded, else when first required (pickers/init.lua)
   require("pseudoclaude.pickers").register()
+  if cfg.external.keep then
+    -- after start-up's own work: loading the library and starting the keeper's thread take a millisecond or two
+    vim.schedule(function()
+      local ok, err = pcall(require("pseudoclaude.keep").start)
+      if not ok then
+        require("pseudoclaude.errors").report(err)
+      end
+    end)
+  end
   if #unknown > 0 then
     vim.notify(
       ("pseudoclaude.setup: unknown option(s) ignored: %s"):format(table.concat(unknown, ", ")),

@@ -57,6 +57,7 @@ pub mod agent;
 pub mod full_list;
 pub mod fuzzy;
 pub mod jobs;
+pub mod keep;
 pub mod parts;
 pub mod preview;
 pub mod rows;
@@ -147,6 +148,7 @@ fn exports() -> Dictionary {
     all.extend(sessions::exports());
     all.extend(preview::exports());
     all.extend(search::exports());
+    all.extend(keep::exports());
     all.extend(agent::exports());
     all.extend(fuzzy::exports());
     all.extend(worktree::exports());

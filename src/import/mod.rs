@@ -16,6 +16,7 @@
 pub mod claude_code;
 pub mod codex;
 pub mod gemini;
+pub mod keep;
 pub mod list;
 pub mod opencode;
 pub mod pi;
@@ -449,6 +450,12 @@ fn import_conversation(
     bytes: Option<u64>,
     mtime: i64,
 ) -> Result<Imported> {
+    // a conversation kept in our store already is that session, brought up to date: one session per conversation
+    if let Some(kept) = keep::update_copy(workspace, source, &c.id, path) {
+        let id = kept?;
+        let messages = session::load(&Context::open(workspace, &id)?)?.messages.len();
+        return Ok(Imported { id, messages, existing: true, notes: c.notes });
+    }
     if let Some(why) = &c.unsupported {
         return Err(Error::Invalid(format!("{} cannot be imported: {why}", path.display())));
     }
@@ -464,6 +471,7 @@ fn import_conversation(
         path: path.to_string_lossy().into_owned(),
         bytes,
         mtime: Some(mtime),
+        kept: false,
     };
     let restored = c.restored().len();
     for id in imports_of(workspace, &from) {

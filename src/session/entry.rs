@@ -37,6 +37,9 @@
 //! Neither of the last two is a message, and neither is undone by a `replace`: they tell where the
 //! session ran and what it spent, not what the model reads. Readers that predate them ignore them as
 //! unknown types.
+//!
+//! - `kept` entries ([`KeptState`]): where a copy of another agent's session stands against its original
+//!   ([`crate::import::keep`]); no message either.
 
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +62,7 @@ pub enum Kind {
     Files,
     Rewind,
     Acp,
+    Kept,
     Other(String),
 }
 
@@ -75,6 +79,7 @@ impl Kind {
             Kind::Files => "files",
             Kind::Rewind => "rewind",
             Kind::Acp => "acp",
+            Kind::Kept => "kept",
             Kind::Other(name) => name,
         }
     }
@@ -93,6 +98,7 @@ impl From<String> for Kind {
             "files" => Kind::Files,
             "rewind" => Kind::Rewind,
             "acp" => Kind::Acp,
+            "kept" => Kind::Kept,
             _ => Kind::Other(name),
         }
     }
@@ -156,6 +162,25 @@ pub struct ImportedFrom {
     pub bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtime: Option<i64>,
+    /// A copy `external.keep` keeps up to date ([`crate::import::keep`]): its history is the original's, every
+    /// segment flattened, and it only ever grows. Written only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
+}
+
+/// On a `kept` entry: what a kept copy held of its original after a sync ([`crate::import::keep`]): the tool and its
+/// id of the session, the original's size and modification time (nanoseconds) then, and the messages of its
+/// conversion (`messages`, with the hash of their keys, and of all but the last), so the next sync appends what is
+/// new without reading the copy.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct KeptState {
+    pub source: String,
+    pub id: String,
+    pub bytes: u64,
+    pub mtime_ns: i64,
+    pub messages: usize,
+    pub hash: String,
+    pub hash_head: String,
 }
 
 /// How our writer's lines of three kinds start, so a reader can tell them without parsing
@@ -242,6 +267,9 @@ pub struct Entry {
     /// usage, a permission it asked and the answer), as the protocol carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acp: Option<serde_json::Value>,
+    /// On a `kept` entry: see [`KeptState`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<KeptState>,
 }
 
 impl Entry {
@@ -303,6 +331,11 @@ impl Entry {
     /// `{"type":"acp","acp":{..}}`: an ACP agent's report that is no message.
     pub fn acp(report: serde_json::Value, ts: i64) -> Entry {
         Entry { kind: Some(Kind::Acp), ts, acp: Some(report), ..Default::default() }
+    }
+
+    /// `{"type":"kept","kept":{..}}`: where a kept copy stands against its original.
+    pub fn kept(state: KeptState, ts: i64) -> Entry {
+        Entry { kind: Some(Kind::Kept), ts, kept: Some(state), ..Default::default() }
     }
 
     /// The tokens one request to `model` cost.

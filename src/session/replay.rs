@@ -327,7 +327,7 @@ impl Replay {
             return;
         }
         // What happened to the files: kept for a load (rewind, changes), never a message.
-        if entry.is(Kind::Acp) {
+        if entry.is(Kind::Acp) || entry.is(Kind::Kept) {
             return;
         }
         if entry.is(Kind::Files) || entry.is(Kind::Rewind) {

@@ -149,6 +149,12 @@ impl Writer {
         self.write_entry(entry)
     }
 
+    /// Appends entries as they are, in one write and one sync (a kept copy's snapshot and the line saying where it
+    /// stands: both or neither). Nothing is spilled ([`Writer::as_logged`] first where that matters).
+    pub fn append_entries(&self, entries: Vec<Entry>) -> Result<()> {
+        self.write_entries(entries)
+    }
+
     /// A copy of `msg` with a large tool result spilled (and not copied).
     pub(crate) fn as_logged(&self, msg: &Message) -> Result<Message> {
         let tool_result = msg

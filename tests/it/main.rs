@@ -15,6 +15,7 @@ mod agent_providers;
 mod agent_runner;
 mod cli;
 mod import;
+mod import_keep;
 mod mcp;
 mod provider;
 mod rewind;
