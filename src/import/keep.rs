@@ -553,7 +553,9 @@ fn run(ws: &Path, homes: &Homes, stop: &AtomicBool) {
                 }
             };
             if changed {
-                while watch.as_mut().is_some_and(|w| w.wait(SETTLE)) {}
+                // quiet for SETTLE, but never more than a second: an agent busy for minutes is still followed
+                let until = Instant::now() + Duration::from_secs(1);
+                while Instant::now() < until && watch.as_mut().is_some_and(|w| w.wait(SETTLE)) {}
                 break;
             }
         }
