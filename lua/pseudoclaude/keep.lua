@@ -26,8 +26,9 @@ local H = {}
 ---@field path string Where its sessions are.
 ---@field found boolean
 ---@field sessions integer This workspace's sessions in it.
----@field deletes_after_days number? Days after which the agent deletes a session itself (nil: never).
----@field retention string Where that comes from.
+---@field deletes string? What the agent deletes by itself, as a sentence (nil: nothing).
+---@field deletes_after_days number? Days after which the agent deletes a session itself, when it deletes by age.
+---@field retention string Where that comes from (its setting and file, or the default).
 
 --- Starts keeping the workspace's other-agent sessions (once per workspace; returns at once).
 ---@param workspace string?
@@ -145,20 +146,14 @@ function M.check()
         st.path,
         st.retention
       )
-      if st.deletes_after_days == nil then
+      if not st.deletes then
         health.ok(line)
       elseif keep then
-        health.ok(line .. (" (deleted after %g days; kept here)"):format(st.deletes_after_days))
+        health.ok(line .. (" (%s; kept here)"):format(st.deletes))
       else
-        health.warn(
-          line .. (": %s deletes sessions older than %g days, and external.keep is off"):format(
-            st.agent,
-            st.deletes_after_days
-          ),
-          {
-            "setup({ external = { keep = true } }) keeps a copy of each in .PseudoClaude/ (or :PseudoKeep once)",
-          }
-        )
+        health.warn(line .. (": %s, and external.keep is off"):format(st.deletes), {
+          "setup({ external = { keep = true } }) keeps a copy of each in .PseudoClaude/ (or :PseudoKeep once)",
+        })
       end
     end
   end

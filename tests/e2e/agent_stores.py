@@ -28,6 +28,7 @@ read it, and copy `home` (never the workspace, whose path the stores hold) befor
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -613,6 +614,65 @@ try:
     copy `home` before changing it."""
 except ImportError:  # the launcher inside the namespace needs no pytest
     pass
+
+
+def moved(made: dict[str, dict[str, Any]], home: Path | str, workspace: Path | str) -> dict[str, dict[str, Any]]:
+    """A copy of a set (`cached_set`) whose sessions are of another workspace, for a test that writes in the
+    workspace or the stores (our `.PseudoClaude/` there, an agent's new turn, a deleted original): the set's home and
+    workspace copied to `home` and `workspace` (which may exist, empty), and every place the stores name the old
+    workspace or home (file contents, folder and file names, opencode's rows; the workspace as it is, with every
+    character but letters and digits as `-` (Claude Code, Qwen), with `/` as `-` (Pi), its SHA-256 (Gemini's
+    `projectHash`)) naming the new one. Times are kept (`--continue` picks the newest). The agents' own bytes
+    otherwise: nothing is made up. Returns the set with its paths moved."""
+    one = next(iter(made.values()))
+    old_home, old_ws = Path(one["home"]), Path(one["workspace"])
+    home, ws = Path(home).resolve(), Path(workspace).resolve()
+    shutil.copytree(old_home, home, symlinks=True)
+    shutil.copytree(old_ws, ws, symlinks=True, dirs_exist_ok=True)
+    pairs: list[tuple[str, str]] = [(str(old_home), str(home))]
+    for form in (str, lambda p: re.sub(r"[^A-Za-z0-9]", "-", p), lambda p: p.replace("/", "-"),
+                 lambda p: hashlib.sha256(p.encode()).hexdigest()):
+        pair = (form(str(old_ws)), form(str(ws)))
+        if pair[0] != pair[1] and pair not in pairs:
+            pairs.append(pair)
+
+    def swap(text: str) -> str:
+        for old, new in pairs:
+            text = text.replace(old, new)
+        return text
+
+    for path in sorted(home.rglob("*"), key=lambda p: len(p.parts), reverse=True):  # the deepest first
+        if swap(path.name) != path.name:
+            path.rename(path.with_name(swap(path.name)))
+    for path in home.rglob("*"):
+        if not path.is_file() or path.is_symlink() or path.name.endswith(("-wal", "-shm", "-journal")):
+            continue
+        st = path.stat()
+        data = path.read_bytes()
+        if data.startswith(b"SQLite format 3\0"):
+            con = sqlite3.connect(path)
+            try:
+                tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                for table in tables:
+                    for col in [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]:
+                        for old, new in pairs:
+                            con.execute(f'UPDATE "{table}" SET "{col}" = replace("{col}", ?, ?) '
+                                        f'WHERE typeof("{col}") = \'text\' AND instr("{col}", ?) > 0', (old, new, old))
+                con.commit()
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                con.close()
+        else:
+            try:
+                text = data.decode()
+            except UnicodeDecodeError:
+                continue
+            if swap(text) == text:
+                continue
+            path.write_text(swap(text))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return {name: {**info, "home": str(home), "workspace": str(ws), "store": swap(info["store"])}
+            for name, info in made.items()}
 
 
 def samples(where: Path, agents: list[str]) -> None:

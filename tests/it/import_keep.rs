@@ -296,3 +296,40 @@ fn checkhealth_reads_claude_codes_cleanup_period() {
     assert_eq!(claude.deletes_after_days, Some(7.0));
     assert!(claude.retention.contains("cleanupPeriodDays = 7"), "{}", claude.retention);
 }
+
+#[test]
+fn checkhealth_reads_geminis_session_retention_as_gemini_merges_it() {
+    let s = Setup::new();
+    let gemini = s.home.path().join(".gemini");
+    fs::create_dir_all(gemini.join("tmp")).unwrap();
+    let homes = Homes { gemini: Some(gemini.clone()), ..Default::default() };
+    let store = |user: Option<&str>, workspace: Option<&str>| {
+        for (dir, text) in [(gemini.clone(), user), (s.ws.path().join(".gemini"), workspace)] {
+            fs::create_dir_all(&dir).unwrap();
+            let _ = fs::remove_file(dir.join("settings.json"));
+            if let Some(t) = text {
+                fs::write(dir.join("settings.json"), t).unwrap();
+            }
+        }
+        keep::stores(s.ws.path(), &homes).into_iter().find(|st| st.agent == "gemini").unwrap()
+    };
+    let unset = store(None, None);
+    assert_eq!((unset.found, unset.deletes_after_days), (true, Some(30.0)));
+    assert!(unset.retention.contains("unset"), "{}", unset.retention);
+    let r = |v: &str| format!(r#"{{"general": {{"sessionRetention": {v}}}}}"#);
+    let two_weeks = store(Some(&r(r#"{"maxAge": "2w"}"#)), None);
+    assert_eq!(two_weeks.deletes_after_days, Some(14.0));
+    assert!(two_weeks.deletes.unwrap().contains("older than 14 days"));
+    // the workspace's settings override the user's, key by key: the user's maxAge stays, the clean-up is off
+    let off = store(Some(&r(r#"{"maxAge": "2w"}"#)), Some(&r(r#"{"enabled": false}"#)));
+    assert_eq!((off.deletes, off.deletes_after_days), (None, None));
+    assert!(off.retention.contains("enabled = false"), "{}", off.retention);
+    // what Gemini refuses turns its clean-up off: a period it cannot read, one under minRetention
+    for refused in [r#"{"maxAge": "30 days"}"#, r#"{"maxAge": "12h"}"#, r#"{"maxAge": "", "maxCount": 0}"#] {
+        let st = store(Some(&r(refused)), None);
+        assert_eq!(st.deletes, None, "{refused}: {}", st.retention);
+    }
+    let count = store(Some(&r(r#"{"maxAge": null, "maxCount": 50}"#)), None);
+    assert_eq!(count.deletes_after_days, None);
+    assert!(count.deletes.unwrap().contains("all but the newest 50"));
+}
