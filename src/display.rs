@@ -27,6 +27,10 @@ pub struct Shown {
     /// Bytes cut from `content` (or from the tool result's content).
     #[serde(skip_serializing_if = "is_zero")]
     pub cut_bytes: usize,
+    /// A cut tool output's lines, counted on the whole of it (`  ✓ run: … (200000 lines)`): the screen gets the
+    /// count, not the megabyte it would count them in. 0 when nothing was cut.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lines: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -49,8 +53,12 @@ pub struct Slice {
 /// `m` with its text cut to `max` bytes (copying only what is kept).
 pub fn shown(m: &Message, max: usize) -> Shown {
     let (content, mut cut_bytes) = cut(&m.content, max);
+    let mut lines = 0;
     let tool_result = m.tool_result.as_ref().map(|t| {
         let (content, n) = cut(&t.content, max);
+        if n > 0 {
+            lines = line_count(&t.content);
+        }
         cut_bytes += n;
         crate::message::ToolResult { content, ..t.clone_without_content() }
     });
@@ -75,7 +83,25 @@ pub fn shown(m: &Message, max: usize) -> Shown {
         model: m.model.clone(),
         turn: m.turn,
     };
-    Shown { message, cut_bytes }
+    Shown { message, cut_bytes, lines }
+}
+
+/// A tool output as the screen gets it: its first `max` bytes, the bytes cut, and (when cut) its lines counted on
+/// the whole, as [`Shown`] has them.
+pub fn shown_output(content: &str, max: usize) -> (String, usize, usize) {
+    let (shown, cut_bytes) = cut(content, max);
+    let lines = if cut_bytes > 0 { line_count(content) } else { 0 };
+    (shown, cut_bytes, lines)
+}
+
+/// Lines of a tool output as the screen counts them (`transcript.lua`'s `count_lines`): a final newline ends the
+/// last line, it does not start another.
+pub fn line_count(s: &str) -> usize {
+    if s.is_empty() {
+        return 0;
+    }
+    let n = memchr::memchr_iter(b'\n', s.as_bytes()).count();
+    if s.ends_with('\n') { n } else { n + 1 }
 }
 
 /// The first `max` bytes of `s` (at a character boundary), and how many bytes were left out.
@@ -155,6 +181,17 @@ pub fn slice_back(history: &[&Message], to: usize, max_messages: usize, budget: 
 mod tests {
     use super::*;
     use crate::message::ToolCall;
+
+    #[test]
+    fn a_cut_tool_output_keeps_its_whole_line_count() {
+        let out: String = (1..=1000).map(|i| format!("{i}\n")).collect();
+        let r = shown(&Message::tool_result("c1", out.as_str(), false), 100);
+        assert_eq!((r.lines, r.cut_bytes), (1000, out.len() - 100));
+        assert_eq!(shown_output(&out, 100), (out[..100].to_string(), out.len() - 100, 1000));
+        // nothing cut: the screen counts the lines itself
+        assert_eq!(shown(&Message::tool_result("c1", "a\nb", false), 100).lines, 0);
+        assert_eq!((line_count(""), line_count("a"), line_count("a\n"), line_count("a\nb")), (0, 1, 1, 2));
+    }
 
     #[test]
     fn long_texts_are_cut_at_a_char_boundary_and_say_by_how_much() {

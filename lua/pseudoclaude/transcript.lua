@@ -83,8 +83,10 @@ function M.add_message(out, m, prev, names, opts)
     start_here()
     local name = names[tr.tool_call_id] or "tool"
     local content = tr.content or ""
-    add(M.result_line(name, content, tr.is_error, opts.width, m.cut_bytes), tr.is_error and "error" or "result")
-    local body = M.result_body(content, m.cut_bytes)
+    -- `lines`: the whole output's count, from the core when it cut the output (never counted here in a megabyte)
+    local lines = m.lines and m.lines > 0 and m.lines or M.count_lines(content)
+    add(M.result_line(name, content, tr.is_error, opts.width, m.cut_bytes, lines), tr.is_error and "error" or "result")
+    local body = lines > 1 and M.result_body(content, m.cut_bytes) or nil
     if body then
       local start = #out.lines
       for _, l in ipairs(body) do
@@ -356,10 +358,11 @@ end
 ---@param is_error boolean?
 ---@param width integer?
 ---@param cut_bytes integer? bytes of the output not shown (the count is then a lower bound)
+---@param lines integer? the whole output's lines, when known (an exact count: no `+`)
 ---@return string
-function M.result_line(name, content, is_error, width, cut_bytes)
-  local n = M.count_lines(content)
-  local more = n > 1 and (" (%d%s lines)"):format(n, (cut_bytes or 0) > 0 and "+" or "") or ""
+function M.result_line(name, content, is_error, width, cut_bytes, lines)
+  local n = lines or M.count_lines(content)
+  local more = n > 1 and (" (%d%s lines)"):format(n, not lines and (cut_bytes or 0) > 0 and "+" or "") or ""
   local head = ("  %s %s: "):format(is_error and "✗" or "✓", name)
   local first = vim.trim(content:match("^%s*([^\n]*)") or "")
   return head .. H.cut(first, math.max((width or 100) - #head - #more, 10)) .. more
@@ -370,10 +373,11 @@ end
 ---@param cut_bytes integer?
 ---@return string[]?
 function M.result_body(content, cut_bytes)
-  if M.count_lines(content) <= 1 then
+  -- the capped text decides: a megabyte is never counted here, and whatever was cut is said in a note
+  local shown, extra = H.cap(content, cut_bytes)
+  if extra == 0 and M.count_lines(shown) <= 1 then
     return nil
   end
-  local shown, extra = H.cap(content, cut_bytes)
   if shown:sub(-1) == "\n" then
     shown = shown:sub(1, -2)
   end

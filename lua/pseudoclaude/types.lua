@@ -40,7 +40,9 @@
 ---@field status string? tool_call_live: the agent's `pending` or `in_progress`
 ---@field output string? tool_call_live: its output so far
 ---@field tool_calls pseudoclaude.ToolCall[]? assistant_recorded
----@field content string? tool_result
+---@field content string? tool_result: the output, cut to `transcript.MAX_DISPLAY_BYTES` when larger
+---@field cut_bytes integer? tool_result: the bytes of the output not sent
+---@field lines integer? tool_result: the whole output's lines, when it was cut
 ---@field state "idle"|"running"|"waiting"|"failed"? state
 ---@field is_error boolean? tool_result
 ---@field attempt integer? retrying

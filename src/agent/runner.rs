@@ -69,11 +69,17 @@ pub enum Event {
         text: String,
         tool_calls: Vec<ToolCall>,
     },
+    /// `content` is what the screen shows ([`Event::tool_result`]): a large output's start, `cut_bytes` and `lines`
+    /// (counted on the whole) saying what it was.
     ToolResult {
         id: String,
         name: String,
         content: String,
         is_error: bool,
+        #[serde(skip_serializing_if = "is_zero")]
+        cut_bytes: usize,
+        #[serde(skip_serializing_if = "is_zero")]
+        lines: usize,
     },
     Retrying {
         attempt: u32,
@@ -109,6 +115,20 @@ pub enum Event {
     TurnDone {
         stop_reason: String,
     },
+}
+
+impl Event {
+    /// A tool's result as the screen gets it: a large output cut to [`crate::display::MAX_DISPLAY_BYTES`] here, on
+    /// the core's thread, so the editor never converts, counts or splits a megabyte on its main loop (an ACP
+    /// terminal's 1 MiB output took 60 ms there).
+    pub fn tool_result(id: String, name: String, content: &str, is_error: bool) -> Event {
+        let (content, cut_bytes, lines) = crate::display::shown_output(content, crate::display::MAX_DISPLAY_BYTES);
+        Event::ToolResult { id, name, content, is_error, cut_bytes, lines }
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A cancellation signal shared between the UI and a running turn.
@@ -422,8 +442,7 @@ impl Agent {
         };
         let shown = result.content.clone();
         self.conversation.add_tool_result(result)?;
-        let _ =
-            events.send(Event::ToolResult { id: call.id.clone(), name: call.name.clone(), content: shown, is_error });
+        let _ = events.send(Event::tool_result(call.id.clone(), call.name.clone(), &shown, is_error));
         Ok(())
     }
 

@@ -201,9 +201,12 @@ M.handlers = {
       -- the command may have changed files that buffers show: reload them, or warn, as Neovim does
       require("pseudoclaude.editor").checktime()
     end
+    -- a large output comes cut by the core, with its whole line count (`src/display.rs`), as a restore has it
     V.draw_message({
       role = "user",
       tool_result = { tool_call_id = m.id, content = m.content or "", is_error = m.is_error },
+      cut_bytes = m.cut_bytes,
+      lines = m.lines,
     })
     -- The answer after the tools is a block of its own, never glued to a (folded) result.
     S.streaming = false

@@ -218,7 +218,7 @@ impl Turn {
             self.files.settle_checkpoint(record, recorded.is_ok());
         }
         recorded?;
-        let _ = self.events.send(Event::ToolResult { id: id.to_string(), name, content, is_error });
+        let _ = self.events.send(Event::tool_result(id.to_string(), name, &content, is_error));
         Ok(())
     }
 
