@@ -350,6 +350,7 @@ end
 ---@field on_drawn fun(report: pseudoclaude.ResumeReport)? Called when every older message is drawn too.
 ---@field at integer? Put the cursor on this message (1-based, as in `sessions.load(id).messages`), in the transcript
 --- window, once it is drawn (older messages are drawn last: the cursor follows it while they are).
+---@field notice string? A line the chat shows under the history once it is in place (how a hand-over goes on).
 
 ---@class pseudoclaude.ResumeReport
 ---@field ok boolean Whether the session is now the current one.
@@ -377,24 +378,12 @@ function M.resume(id, opts)
       0
     )
   end
-  local sessions = require("pseudoclaude.sessions")
-  if sessions.is_external_id(id) then
-    -- another agent's session (`gemini:…`): imported on a worker thread, then its copy resumed as ours
-    local report = require("pseudoclaude.errors").report
-    sessions.import(id, {
-      on_done = function(err, imported)
-        if err then
-          return report(err)
-        end
-        local ok, rerr = pcall(M.resume, imported.id, opts)
-        if not ok then
-          report(rerr)
-        end
-      end,
-    })
-    return
+  -- the host knows the agents as configured now: a session of an ACP agent is resumed with that agent's entry
+  M.configure()
+  if require("pseudoclaude.sessions").is_external_id(id) then
+    -- another agent's session (`gemini:…`): continued with that agent (`:help pseudoclaude-continue`)
+    return H.hand_over(id, opts)
   end
-  H.ensure_host()
   if id ~= nil and id ~= "last" then
     local live = require("pseudoclaude.core").call("agent_chat_live", id)
     if live and S.chats[live] then
@@ -434,6 +423,42 @@ end
 ---@field done_at integer? all of the history drawn
 ---@field slices integer main-loop steps that drew it
 
+--- Hands another agent's session (`id`: that agent's id of it, as a `sessions.list({ external = true })` row gives it)
+--- back to its agent on a worker thread (imported, or our copy of it taken, and recorded as that agent's ACP session:
+--- src/acp/handover.rs), then resumes it; the chat shows how it goes on once the history is in place, and the
+--- report carries `handover`.
+---@param id string
+---@param opts pseudoclaude.ResumeOpts
+function H.hand_over(id, opts)
+  local restore = require("pseudoclaude.chat.restore")
+  local ws = require("pseudoclaude.sessions").workspace()
+  require("pseudoclaude.core").call_as(
+    "pseudoclaude.resume",
+    "sessions_hand_over_async",
+    ws,
+    { id = id },
+    function(ok, handed)
+      if not ok then
+        local err = require("pseudoclaude.errors").plain(handed)
+        return restore.resume_finished(id, opts, { ok = false, id = id, error = err })
+      end
+      local on_done = opts.on_done
+      M.resume(
+        handed.id,
+        vim.tbl_extend("force", opts, {
+          notice = handed.message,
+          on_done = function(report)
+            report.handover = handed
+            if on_done then
+              on_done(report)
+            end
+          end,
+        })
+      )
+    end
+  )
+end
+
 --- Timings of the last resume (nil before the first).
 ---@return pseudoclaude.ResumeStats?
 function M.last_resume_stats()
@@ -462,10 +487,15 @@ end
 --- error }`.
 ---@return table[]
 function M.acp_agents()
+  M.configure()
+  return require("pseudoclaude.core").call("agent_acp_agents")
+end
+
+--- Sets the core's host up with the current configuration, for what reads it outside a chat (a hand-over to an ACP
+--- agent resolves `setup({ agents })` there).
+function M.configure()
   H.ensure_host()
-  local core = require("pseudoclaude.core")
-  core.call("agent_configure", H.config())
-  return core.call("agent_acp_agents")
+  require("pseudoclaude.core").call("agent_configure", H.config())
 end
 
 ---@class pseudoclaude.AgentOffers What a chat's agent offers.

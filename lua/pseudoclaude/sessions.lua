@@ -251,6 +251,9 @@ end
 ---@field files_touched string[] Files the agent wrote or edited (`write_file`/`edit_file` calls that succeeded).
 ---@field pinned boolean
 ---@field forked_from pseudoclaude.ForkedFrom?
+---@field imported_from {source: string, id: string, path: string}? The other agent's session this one is a copy of.
+---@field original_exists boolean Whether that agent's file is still there.
+---@field agent {name: string, session_id: string}? The ACP agent whose own session this one goes on in.
 ---@field branch string? Git branch at the latest recorded turn (nil: not a repository, or detached HEAD).
 ---@field commit string? Short git commit at the latest recorded turn.
 ---@field git_start {branch: string?, commit: string?}? Where the session started, when that was elsewhere.

@@ -1,4 +1,4 @@
-//! Other agents' conversations in our log: Claude Code, Codex, Gemini CLI, opencode, goose... driven over the Agent
+//! Other agents' conversations in our log: Claude Code, Codex, Gemini CLI, Qwen Code, opencode, Pi, goose... driven over the Agent
 //! Client Protocol (JSON-RPC on the agent's standard streams), every word and every tool call written to the
 //! session's `conversation.jsonl` as it happens, in the same format as our own agent's (doc/log_format.md).
 //!
@@ -6,6 +6,7 @@
 //! - [`chat`]: an [`AcpChat`], the ACP counterpart of [`crate::agent::Agent`]: a session's log and conversation, the
 //!   agent's process, turns, resume (`session/load`, else `session/resume`, else a new session told the transcript).
 //!
+//! - [`handover`]: another agent's session handed back to it: imported, recorded as that agent's session, loaded.
 //! - `driver`: an [`AcpChat`] as the host's registry drives a chat (the [`crate::agent::chat::Driver`] seam).
 //! - [`terminal`]: the agent's terminals (`terminal/*`), run as our `run_command` runs a command.
 //!
@@ -16,6 +17,7 @@
 pub mod chat;
 pub mod client;
 mod driver;
+pub mod handover;
 pub mod terminal;
 
 use std::collections::BTreeMap;
@@ -32,8 +34,11 @@ pub use crate::agent::host::AgentSpec;
 const BUILTINS: &[(&str, &str, &[&str], &str)] = &[
     ("claude", "claude-agent-acp", &[], "npm install -g @zed-industries/claude-agent-acp"),
     ("codex", "codex-acp", &[], "npm install -g @zed-industries/codex-acp"),
-    ("gemini", "gemini", &["--experimental-acp"], "npm install -g @google/gemini-cli"),
+    ("gemini", "gemini", &["--acp"], "npm install -g @google/gemini-cli"),
+    ("qwen", "qwen", &["--acp"], "npm install -g @qwen-code/qwen-code"),
     ("opencode", "opencode", &["acp"], "npm install -g opencode-ai"),
+    // pi-acp drives Pi 1.6+ (`pi` on PATH, or `PI_ACP_PI_COMMAND`)
+    ("pi", "pi-acp", &[], "npm install -g pi-acp @earendil-works/pi-coding-agent"),
     ("goose", "goose", &["acp"], "see https://block.github.io/goose/docs/getting-started/installation"),
 ];
 
@@ -47,6 +52,12 @@ const BUILTIN_SANDBOX: &[(&str, &[&str], &[&str])] = &[
     ),
     ("codex", &["~/.codex"], &["OPENAI_API_KEY", "CODEX_API_KEY"]),
     ("gemini", &["~/.gemini"], &["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
+    ("qwen", &["~/.qwen"], &["OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "DASHSCOPE_API_KEY"]),
+    (
+        "pi",
+        &["~/.pi"],
+        &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY", "PI_ACP_PI_COMMAND"],
+    ),
     (
         "opencode",
         &["~/.local/share/opencode", "~/.local/state/opencode", "~/.config/opencode", "~/.cache/opencode"],
@@ -203,7 +214,9 @@ mod tests {
     #[test]
     fn a_users_entry_overrides_the_builtin_and_an_unknown_name_lists_the_known_ones() {
         let mut user = BTreeMap::new();
-        assert_eq!(resolve("gemini", &user).unwrap().args, vec!["--experimental-acp"]);
+        assert_eq!(resolve("gemini", &user).unwrap().args, vec!["--acp"]);
+        assert_eq!(resolve("qwen", &user).unwrap().args, vec!["--acp"]);
+        assert_eq!(resolve("pi", &user).unwrap().command, "pi-acp");
         user.insert("claude".into(), AgentSpec { command: "/opt/claude-acp".into(), ..Default::default() });
         let env = BTreeMap::from([("A".to_string(), "1".to_string())]);
         user.insert("codex".into(), AgentSpec { env: env.clone(), ..Default::default() });

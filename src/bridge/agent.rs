@@ -37,6 +37,11 @@ fn with_host<T>(f: impl FnOnce(&Host) -> BridgeResult<T>) -> BridgeResult<T> {
     })
 }
 
+/// The ACP agents of `setup({ agents })` (empty before the host is set up: the built-in ones then stand alone).
+pub(super) fn agents_config() -> std::collections::BTreeMap<String, crate::acp::AgentSpec> {
+    HOST.with(|h| h.borrow().as_ref().map(|i| i.host.config().agents.clone()).unwrap_or_default())
+}
+
 /// The agent of the live chat whose session is `id`, when the host is set up and one holds it (main thread only,
 /// like every export): a name or pin of that session goes through its writer.
 pub(super) fn live_agent(id: &str) -> Option<Arc<Agent>> {

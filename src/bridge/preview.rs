@@ -9,7 +9,7 @@ use super::{Args, BridgeResult, export, jobs, table_arg, workspace};
 use crate::display;
 use crate::git::GitHead;
 use crate::import;
-use crate::session::entry::ForkedFrom;
+use crate::session::entry::{AgentMeta, ForkedFrom, ImportedFrom};
 use crate::session::{self, Context};
 use crate::usage::{Pricing, Usage};
 
@@ -49,6 +49,12 @@ pub struct Preview {
     pub changes: Vec<crate::rewind::TurnChanges>,
     pub pinned: bool,
     pub forked_from: Option<ForkedFrom>,
+    /// The other agent's session this one is a copy of (an import, a kept copy), and whether its file is still there
+    /// (the preview shows both places).
+    pub imported_from: Option<ImportedFrom>,
+    pub original_exists: bool,
+    /// The ACP agent whose own session this one goes on in (`meta`), and its id of it.
+    pub agent: Option<AgentMeta>,
     /// The git branch and short commit at the latest recorded turn, as in the list (`None` outside a
     /// repository; no branch on a detached HEAD).
     pub branch: Option<String>,
@@ -81,6 +87,9 @@ impl Preview {
             messages: loaded.messages.len(),
             pinned: loaded.pinned,
             forked_from: loaded.forked_from,
+            original_exists: loaded.imported_from.as_ref().is_some_and(|f| Path::new(&f.path).exists()),
+            imported_from: loaded.imported_from,
+            agent: loaded.agent.filter(|a| !a.session_id.is_empty()),
             id: loaded.id,
             title: loaded.title,
             model: loaded.model,

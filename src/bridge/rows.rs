@@ -378,6 +378,7 @@ mod tests {
             forked_from: Some(ForkedFrom { id: "20250101-000000-ffff".into(), index: 9 }),
             agent: Some("claude".into()),
             agent_session: Some("0b1d".into()),
+            imported_from: None,
             workspace: Some("/w".into()),
         }
     }

@@ -25,6 +25,7 @@
 //! | `sessions_export_async` | workspace, id, `{format?, path?}`, `callback(ok, {text?, path?})` | a ticket, at once |
 //! | `sessions_import`  | workspace, path or another agent's id (`gemini:…`) | `Imported` (`{id, messages, existing, notes}`) |
 //! | `sessions_import_async` | workspace, path, `callback(ok, imported)` | a ticket, at once                  |
+//! | `sessions_hand_over_async` | workspace, `{path, agent?, source?}` or `{id}`, `callback(ok, handover)` | a ticket, at once: another agent's session imported and recorded as that agent's ([`crate::acp::handover`]) |
 //!
 //! The `_async` exports run on the bridge's worker threads ([`super::jobs`]), so that listing
 //! thousands of sessions (about 25 µs each, most of it the kernel's) or reading a 100 MiB one never
@@ -107,6 +108,7 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("sessions_export_async", export_async),
         export("sessions_import", |a| Ok(import_what(&workspace(a)?, &path_arg(a, 1)?)?)),
         export("sessions_import_async", import_async),
+        export("sessions_hand_over_async", hand_over_async),
     ]
 }
 
@@ -226,6 +228,49 @@ fn import_what(ws: &Path, what: &Path) -> crate::session::Result<import::Importe
         Some(s) => import::import_any(ws, &Homes::from_env(), s),
         None => import::import(ws, what),
     }
+}
+
+/// What `sessions_hand_over_async` hands over: a file (with the agent to hand it to, else the one of its `source`), or
+/// the other agent's own id of a session.
+#[derive(Debug, Default, Deserialize)]
+struct HandOverArgs {
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    agent: Option<String>,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// `sessions_hand_over_async(workspace, {path, agent?, source?} | {id}, callback)`: [`crate::acp::handover`] on a
+/// worker thread, with the agents of `setup({ agents })`.
+fn hand_over_async(a: &Args) -> BridgeResult<u64> {
+    use crate::acp::handover;
+    let ws = workspace(a)?;
+    let args: HandOverArgs = table_arg(a, 1)?;
+    let agents = super::agent::agents_config();
+    let callback: jobs::Callback = a.function(2)?;
+    if let Some(path) = args.path.filter(|p| !p.is_empty()) {
+        let agent = match (args.agent.filter(|n| !n.is_empty()), args.source.as_deref()) {
+            (Some(name), _) => name,
+            (None, Some(source)) => handover::agent_for(source).to_string(),
+            (None, None) => return Err(BridgeError::msg("bad argument #2: neither `agent` nor `source` is given")),
+        };
+        let path = PathBuf::from(path);
+        let what = format!("the hand-over of {} to {agent}", path.display());
+        return jobs::spawn_write("sessions_hand_over_async", what, callback, move || {
+            Ok(handover::hand_over(&ws, &path, &agent, &agents)?)
+        });
+    }
+    let Some(id) = args.id.filter(|i| !i.is_empty()) else {
+        return Err(BridgeError::msg("bad argument #2: give `path` or `id`"));
+    };
+    let what = format!("the hand-over of session {id}");
+    jobs::spawn_write("sessions_hand_over_async", what, callback, move || {
+        Ok(handover::hand_over_id(&ws, &id, &agents, &Homes::from_env())?)
+    })
 }
 
 /// A file path argument: a non-empty string.

@@ -128,9 +128,9 @@ pub fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem>
     out
 }
 
-/// `theirs` without the transcripts of sessions of ours: a session we ran with an ACP agent (Claude Code, Codex) is
-/// also in that agent's own store under the agent's id of it, which our log's `meta` keeps (`agent_session`); it is
-/// listed once, as ours.
+/// `theirs` without the transcripts of sessions of ours: one row per conversation (issue 46 item 5). A session we ran
+/// with an ACP agent, or handed back to its agent ([`crate::acp::handover`]), is also in that agent's own store under
+/// the agent's id of it, which our log's `meta` keeps (`agent_session`): it is listed once, as ours.
 pub fn without_ours(theirs: Vec<ExternalItem>, ours: &[SessionInfo]) -> Vec<ExternalItem> {
     let ran: std::collections::HashSet<&str> = ours.iter().filter_map(|i| i.agent_session.as_deref()).collect();
     if ran.is_empty() {

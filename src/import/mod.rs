@@ -425,6 +425,16 @@ pub struct Imported {
 /// Imports the transcript at `path` into `workspace` as a new session of ours, or returns the session it was
 /// imported into before when the file has not changed since (same size and modification time).
 pub fn import(workspace: &Path, path: &Path) -> Result<Imported> {
+    import_with(workspace, path, true)
+}
+
+/// [`import`] into a new session even when the unchanged file was imported before (that session went on without the
+/// original's agent: [`crate::acp::handover`]).
+pub fn import_anew(workspace: &Path, path: &Path) -> Result<Imported> {
+    import_with(workspace, path, false)
+}
+
+fn import_with(workspace: &Path, path: &Path, reuse: bool) -> Result<Imported> {
     let path = path.canonicalize().map_err(session::io_err("cannot read", path))?;
     let (source, c) = read_any(&path)?;
     let meta = std::fs::metadata(&path).map_err(session::io_err("cannot read", &path))?;
@@ -474,7 +484,7 @@ fn import_conversation(
         kept: false,
     };
     let restored = c.restored().len();
-    for id in imports_of(workspace, &from) {
+    for id in imports_of(workspace, &from).into_iter().filter(|_| reuse) {
         // An import writes one line per segment: one killed part way (its first line written, a later compaction's
         // not) has fewer, and is not offered again; the newest whole one is (continued here since or not), else the
         // file is imported anew.

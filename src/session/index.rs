@@ -36,14 +36,14 @@ use serde::{Deserialize, Serialize};
 
 use super::activity::ACTIVITY_FILE_NAME;
 use super::contain::{Access, Dir};
-use super::entry::ForkedFrom;
+use super::entry::{ForkedFrom, ImportedFrom};
 use super::{CONVERSATION_FILE_NAME, ROOT_DIR_NAME, SESSIONS_DIR_NAME, is_valid_id};
 use crate::usage::UsageByModel;
 
 pub const INDEX_FILE_NAME: &str = "sessions-index.jsonl";
 /// 1: the first. 2: rows end with the lock file's inode, and are written in list order. 3: rows end with the ACP
-/// agent's own session id.
-const INDEX_VERSION: u32 = 3;
+/// agent's own session id. 4: and where an imported session came from.
+const INDEX_VERSION: u32 = 4;
 /// Activity lines read past the index's offset above which the index is rewritten even when no
 /// row changed (so the next list does not read them again).
 const REWRITE_AFTER_ACTIVITY_BYTES: u64 = 64 * 1024;
@@ -88,6 +88,7 @@ pub(crate) struct Row(
     pub u64,                // the lock file's inode when the row was made (0: none), see [`super::list::lock_holders`]
     pub Option<String>,     // agent: the ACP agent's name
     pub Option<String>,     // agent_session: the ACP agent's own id of the session
+    pub Option<ImportedFrom>, // imported_from: the other agent's session it is a copy of
 );
 
 /// Every listable session of the workspace (unfiltered, unsorted), through the index: rows it can

@@ -17,7 +17,7 @@ use std::time::UNIX_EPOCH;
 use serde::{Deserialize, Serialize};
 
 use super::contain::{Access, Dir};
-use super::entry::ForkedFrom;
+use super::entry::{ForkedFrom, ImportedFrom};
 use super::index::Row;
 use super::loader::feed_lines;
 use super::replay::{Replay, State};
@@ -87,6 +87,10 @@ pub struct SessionInfo {
     /// is this session, not another one to list ([`crate::import::list::without_ours`]). Not serialized.
     #[serde(skip)]
     pub agent_session: Option<String>,
+    /// The other agent's session this one is a copy of (an import, a kept copy): that agent's own row is this one
+    /// ([`crate::import::list::without_ours`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<ImportedFrom>,
     /// The workspace the session belongs to, in a list of every workspace ([`list_every`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<PathBuf>,
@@ -302,6 +306,7 @@ fn row_of(s: &SessionInfo, lock_ino: u64) -> Row {
         lock_ino,
         s.agent.clone(),
         s.agent_session.clone(),
+        s.imported_from.clone(),
     )
 }
 
@@ -327,6 +332,7 @@ fn info_of(row: Row, pricing: &Pricing) -> SessionInfo {
         _lock_ino,
         agent,
         agent_session,
+        imported_from,
     ) = row;
     SessionInfo {
         id,
@@ -353,6 +359,7 @@ fn info_of(row: Row, pricing: &Pricing) -> SessionInfo {
         forked_from,
         agent,
         agent_session,
+        imported_from,
         workspace: None,
     }
 }
@@ -562,6 +569,7 @@ fn to_info(
         forked_from: s.forked_from,
         agent_session: s.agent.as_ref().map(|a| a.session_id.clone()).filter(|id| !id.is_empty()),
         agent: s.agent.map(|a| a.name),
+        imported_from: s.imported_from,
         messages: s.messages,
         entries: s.entries,
         bytes,
@@ -600,7 +608,8 @@ fn mtime_ns(m: &fs::Metadata) -> i64 {
 /// would hide a name written before it).
 /// 4: the state holds git (`meta`) and `usage` entries, which a version 3 fold skipped.
 /// 5: the state holds the ACP agent of a `meta` entry (`agent`), which a version 4 fold skipped.
-const SUMMARY_VERSION: u32 = 5;
+/// 6: the state holds where an imported session came from (`imported_from`), which a version 5 fold skipped.
+const SUMMARY_VERSION: u32 = 6;
 /// How many bytes before the cached offset must still be the same for the cache to count.
 const FINGERPRINT_BYTES: u64 = 64;
 

@@ -63,6 +63,8 @@ pub struct Loaded {
     pub pinned: bool,
     /// The session this one was forked from.
     pub forked_from: Option<super::entry::ForkedFrom>,
+    /// The other agent's session this one is a copy of (an import, a kept copy).
+    pub imported_from: Option<super::entry::ImportedFrom>,
     /// The ACP agent the session runs, and its own id of the session (`meta` entries).
     pub agent: Option<super::entry::AgentMeta>,
     /// The git worktree the session works in (`meta` entries).
@@ -162,6 +164,7 @@ pub fn load(ctx: &Context) -> Result<Loaded> {
         title: done.state.shown_title().to_string(),
         pinned: done.state.pinned,
         forked_from: done.state.forked_from.clone(),
+        imported_from: done.state.imported_from.clone(),
         agent: done.state.agent.clone(),
         worktree: done.state.worktree.clone(),
         model: done.state.shown_model().to_string(),

@@ -93,6 +93,9 @@ pub struct State {
     /// The session is a fork of this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// The session is a copy of another agent's (the `replace` of an import, or of a kept copy, names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<crate::session::entry::ImportedFrom>,
     /// The ACP agent the session runs (the last `meta` entry naming one; its session id may change when the
     /// agent had forgotten the session and a new one was started).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -339,6 +342,9 @@ impl Replay {
         }
         if let Some(from) = &entry.forked_from {
             self.state.forked_from = Some(from.clone());
+        }
+        if let Some(from) = &entry.imported_from {
+            self.state.imported_from = Some(from.clone());
         }
         // The answer's own final message supersedes its checkpoints; anything else means the
         // answer never got one.

@@ -291,7 +291,7 @@ def test_the_list_adds_both_tools_sessions_and_an_import_continues_against_anthr
     assert digest(list(sources.values())) == before
 
 
-def test_ctrl_o_lists_other_agents_and_enter_imports_and_resumes_against_openai(
+def test_ctrl_o_lists_other_agents_and_enter_hands_one_to_its_agent_or_says_it_is_not_installed(
     start_nvim, workspace: Path, sources: dict[str, Path], fake: FakeOpenAI
 ) -> None:
     before = digest(list(sources.values()))
@@ -320,13 +320,40 @@ def test_ctrl_o_lists_other_agents_and_enter_imports_and_resumes_against_openai(
     n.api.input("<C-x>")
     wait_for(lambda: any("cannot delete a Codex session" in x["msg"] for x in n.lua("return _G.notes")),
              what="the refusal")
-    fake.push_text("Both files are listed.")
+    # <CR> hands it to the agent that had it (issue 46 item 3): Codex's (codex-acp), not installed here: the chat says
+    # so and how to install it, and the session is that agent's (its next start loads it, or is told this copy)
+    n.lua("vim.env.PATH = table.concat(vim.tbl_filter(function(d) return vim.fn.executable(d .. '/codex-acp') == 0 "
+          "end, vim.split(vim.env.PATH, ':')), ':')")
     n.api.input("<CR>")
     report = wait_resumed(n)
     sid = report["id"]
     loaded = n.lua("return require('pseudoclaude').sessions.load(...)", sid)
     assert len(loaded["messages"]) == 9
     assert [c["id"] for c in loaded["messages"][1]["tool_calls"]] == ["call_1", "call_2"]
+    wait_for(lambda: "is not installed" in "\n".join(transcript(n)), what="the line saying how it goes on")
+    said = "\n".join(transcript(n))
+    assert '"codex-acp" is not installed' in said and "npm install -g @zed-industries/codex-acp" in said, said
+    assert [c["agent"] for c in n.lua("return require('pseudoclaude').chats()")] == ["codex"]
+
+    # One row per conversation: the Codex row is ours now; its id resumes that same session.
+    rows = n.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
+    assert "codex:" + CODEX_ID not in [r["id"] for r in rows if r.get("source")] and sid in [r["id"] for r in rows], rows
+    n.lua("require('pseudoclaude').chat.start_over()")
+    n.lua("vim.g.pc_resumed = vim.NIL")
+    n.lua("require('pseudoclaude').resume(...)", "codex:" + CODEX_ID)
+    assert wait_resumed(n)["id"] == sid
+    assert len([i for i in n.lua("return require('pseudoclaude').sessions.list({ include_current = true })")]) == 2
+
+    # Changed since: a new import, which our own agent continues against OpenAI (`sessions.import` and `resume`).
+    with open(sources["codex"], "a") as f:
+        f.write(json.dumps(codex_msg("user", "input_text", "one more")) + "\n")
+    copy = n.lua("return require('pseudoclaude').sessions.import(...)", str(sources["codex"]))
+    assert copy != sid
+    n.lua("require('pseudoclaude').chat.start_over()")
+    n.lua("vim.g.pc_resumed = vim.NIL")
+    n.lua("require('pseudoclaude').resume(...)", copy)
+    wait_resumed(n)
+    fake.push_text("Both files are listed.")
     turn(n, "what now?")
     (req,) = fake.requests
     assert req["messages"][-1]["role"] == "user" and "what now?" in json.dumps(req["messages"][-1])
@@ -334,25 +361,6 @@ def test_ctrl_o_lists_other_agents_and_enter_imports_and_resumes_against_openai(
     assert [c["id"] for c in calls[0]["tool_calls"]] == ["call_1", "call_2"]
     assert "environment_context" not in json.dumps(req["messages"])
     wait_for(lambda: any("Both files are listed." in line for line in transcript(n)), what="the answer drawn")
-
-    # Picked again (unchanged file, continued here since): the session imported before is resumed, not a new copy.
-    n.lua("require('pseudoclaude').chat.start_over()")
-    n.lua("vim.g.pc_resumed = vim.NIL")
-    n.api.command("PseudoResume")
-    wait_for(lambda: (n.lua(STATE) or {}).get("full"), what="the full list")
-    n.api.input("<C-o>")
-    wait_for(lambda: (lambda s: s if s and s["full"] and any("[codex]" in r for r in s["rows"]) else None)(
-        n.lua(STATE)), what="the other agents' rows")
-    codex_row = next(k for k, r in enumerate(n.lua(STATE)["rows"]) if "[codex]" in r)
-    n.api.input("<C-n>" * codex_row)  # the highlight starts on the first row
-    wait_for(lambda: n.lua(STATE)["selected"] == "codex:" + CODEX_ID, what="the Codex row highlighted")
-    n.api.input("<CR>")
-    assert wait_resumed(n)["id"] == sid
-    assert len([i for i in n.lua("return require('pseudoclaude').sessions.list({ include_current = true })")]) == 2
-    # Changed since: a new import.
-    with open(sources["codex"], "a") as f:
-        f.write(json.dumps(codex_msg("user", "input_text", "one more")) + "\n")
-    assert n.lua("return require('pseudoclaude').sessions.import(...)", str(sources["codex"])) != sid
     del before[str(sources["codex"])]
     assert digest([sources["claude"], sources["other"]]) == before
 

@@ -14,6 +14,7 @@ mod agent_checkpoint;
 mod agent_providers;
 mod agent_runner;
 mod cli;
+mod handover;
 mod import;
 mod import_keep;
 mod mcp;

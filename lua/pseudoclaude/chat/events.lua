@@ -332,6 +332,9 @@ M.handlers = {
           vim.log.levels.WARN
         )
       end
+      if pending.opts.notice then
+        V.append({ "", "⚠ " .. pending.opts.notice }, "PseudoClaudeNotice")
+      end
       require("pseudoclaude.chat.restore").resume_finished(report.id, pending.opts, report)
     end, function()
       stats.done_at = vim.uv.hrtime()

@@ -58,12 +58,11 @@ function M.resume_selected(s)
   end)
 end
 
---- Imports another agent's session (a row with `source`, or `{ id = "gemini:…" }` from `resume(id)`) and resumes the
---- copy: closes the picker, imports on a worker thread (`sessions.import(id)`: the same unchanged session gives the
---- session imported before), then resumes it as any session of ours. One that cannot be imported (a compressed
---- rollout, a format version not read) is refused with its reason and the picker stays open.
----@param item pseudoclaude.ExternalSession|{id: string}
----@param s pseudoclaude.float.State? The picker, closed before the import (nil: the `vim.ui.select()` backend).
+--- Continues another agent's session (a row with `source`) with the agent that had it: closes the picker, then hands
+--- it over on a worker thread (imported, or our copy of it taken, and recorded as that agent's ACP session) and resumes
+--- it (`chat.resume()` with the agent's id of it). A compressed rollout is refused with its reason and the picker stays open.
+---@param item pseudoclaude.ExternalSession
+---@param s pseudoclaude.float.State? The picker, closed first (nil: the `vim.ui.select()` backend).
 function M.import_and_resume(item, s)
   if item.unsupported then
     return notify(("pseudoclaude: %s cannot be imported: %s"):format(item.path or item.id, item.unsupported))
@@ -71,20 +70,9 @@ function M.import_and_resume(item, s)
   if s then
     s:close()
   end
-  local report = require("pseudoclaude.errors").report
-  local ok, err = pcall(require("pseudoclaude.sessions").import, item.id, {
-    on_done = function(ierr, imported)
-      if ierr then
-        return report(ierr)
-      end
-      local done, rerr = pcall(M.resume, imported.id)
-      if not done then
-        report(rerr)
-      end
-    end,
-  })
+  local ok, err = pcall(require("pseudoclaude.chat").resume, item.id)
   if not ok then
-    report(err)
+    require("pseudoclaude.errors").report(err)
   end
 end
 
@@ -109,7 +97,7 @@ end
 function M.not_ours(item, what)
   local tool = ("a %s session"):format(require("pseudoclaude.float.render").tool_name(item))
   notify(
-    ("pseudoclaude: cannot %s %s: it is only read (<CR> imports it as a session of ours)"):format(what, tool),
+    ("pseudoclaude: cannot %s %s: it is only read (<CR> continues it with its agent)"):format(what, tool),
     vim.log.levels.WARN
   )
 end

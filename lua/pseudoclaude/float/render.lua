@@ -431,7 +431,9 @@ function M.external(item, now, p, width)
     add("cannot be imported: " .. item.unsupported, "PseudoClaudePickerPreviewError")
     return { lines = lines, hls = hls, folds = {} }
   end
-  add("<CR> imports it as a session of ours and resumes it; the agent's own store is only read.")
+  add(("<CR> continues it with %s, which loads its own session; its messages are imported here first."):format(
+    M.source_name(item)
+  ))
   if not p then
     add("")
     add("loading…", "PseudoClaudePickerPreviewMeta")
@@ -658,6 +660,25 @@ function H.library_header(add, p, item)
   local from = value(p.forked_from) or value(item.forked_from)
   if from then
     add(("forked from %s at message %d"):format(from.id, from.index), "PseudoClaudePickerPreviewMeta")
+  end
+  -- a copy of another agent's session: both places (ours, and the original while it exists), and the agent's own
+  -- session it goes on in when it was continued with that agent
+  local copied = value(p.imported_from)
+  if copied then
+    local name = M.source_name({ source = copied.source })
+    add(
+      ("a copy of %s's session %s, here: .PseudoClaude/sessions/%s"):format(name, copied.id, p.id or item.id),
+      "PseudoClaudePickerPreviewMeta"
+    )
+    local where = vim.fn.fnamemodify(copied.path, ":~")
+    add(
+      p.original_exists and ("original: " .. where) or ("original: gone (was " .. where .. ")"),
+      "PseudoClaudePickerPreviewMeta"
+    )
+  end
+  local agent = value(p.agent)
+  if agent then
+    add(("goes on in %s's own session %s"):format(agent.name, agent.session_id), "PseudoClaudePickerPreviewMeta")
   end
   local src = p.id ~= nil and p or item
   local branch = value(src.branch)

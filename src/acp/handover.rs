@@ -1,0 +1,317 @@
+//! Another agent's session handed back to that agent (issue 46 item 3): its transcript imported as a session of ours
+//! (or the copy our store already holds), which is then recorded as an ACP session of the agent whose own id of it is
+//! the original's (a `meta` entry, as a session we ran with the agent has): resumed, the chat starts the agent and
+//! `session/load`s that very session ([`super::chat`]'s resume order), so the agent goes on in its own transcript with
+//! all its context, while our log holds the earlier messages as imported (the `replace` with `imported_from`) and
+//! every new one.
+//!
+//! Which way it goes on, decided here and said by the chat:
+//! - [`Way::Agent`]: the agent's command is found; it loads its session, else (deleted, no `loadSession`, a failed
+//!   load) it starts a new one told our transcript of it (the agent's own line at its start says which);
+//! - [`Way::NotInstalled`]: the agent is known (built in or `agents.NAME`) but its command is not found: the session is
+//!   the agent's all the same (its next start, once installed, loads it or is told the transcript), and the chat says
+//!   how to install it;
+//! - [`Way::Ours`]: no agent of that name at all: the copy is resumed by our own agent, as before this existed.
+//!
+//! A copy of ours is reused rather than imported again when it holds the original as it is and nothing else (a kept
+//! copy, an earlier import nobody continued), or when it was handed over already (its `meta` names the same agent
+//! session): one conversation, one session of ours.
+//!
+//! Gemini CLI's `session/load` makes its next start delete the session it loaded (a stray empty file sharing the
+//! session's short id, see `shared/AGENT_STORES.md`): before the first load, its files are copied byte for byte into
+//! the session's folder ([`BACKUP_DIR`]), beside our own copy of the conversation.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::AgentSpec;
+use crate::import::{self, Imported};
+use crate::message::now;
+use crate::session::contain::{Access, Dir};
+use crate::session::entry::{AgentMeta, Entry, Kind};
+use crate::session::{self, CONVERSATION_FILE_NAME, Context, Error, Result, meta};
+
+/// The folder, in the session's own, that holds byte copies of the agent's files taken before a load that may lose
+/// them.
+pub const BACKUP_DIR: &str = "agent-files";
+
+/// How the session goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Way {
+    /// With the agent that had it (a `session/load` of its own session, else a new session told our transcript).
+    Agent,
+    /// With that agent once its command is installed (the session is recorded as the agent's).
+    NotInstalled,
+    /// With our own agent: there is no agent of that name.
+    Ours,
+}
+
+/// What [`hand_over`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Handover {
+    /// Our session to resume.
+    pub id: String,
+    /// The ACP agent whose session it now is (`None`: our own agent's).
+    pub agent: Option<String>,
+    pub way: Way,
+    /// One line for the chat: which way it goes on, and why.
+    pub message: String,
+    /// Messages our copy restores.
+    pub messages: usize,
+    /// Our copy existed already (a kept copy, an earlier import or handover).
+    pub existing: bool,
+    /// What the import left out, one line each.
+    pub notes: Vec<String>,
+    /// The byte copies of the agent's files taken before the load, when any were.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backups: Vec<PathBuf>,
+}
+
+/// The built-in ACP agent that continues a session of `source` (a list row's `source`, an `imported_from.source`).
+pub fn agent_for(source: &str) -> &str {
+    match source {
+        "claude-code" => "claude",
+        "gemini-cli" => "gemini",
+        "qwen-code" => "qwen",
+        other => other,
+    }
+}
+
+/// Hands the other agent's session in file `path` to agent `agent` (`setup({ agents })`'s name or a built-in one,
+/// resolved through `agents`): imports it (or takes our copy of it), records it as that agent's session, and says
+/// which way it goes on. The original file is only read here (the agent writes it when it loads it).
+pub fn hand_over(workspace: &Path, path: &Path, agent: &str, agents: &BTreeMap<String, AgentSpec>) -> Result<Handover> {
+    let path = path.canonicalize().map_err(session::io_err("cannot read", path))?;
+    let (source, conv) = import::read_any(&path)?;
+    let what = format!("{} session {}", source_title(source.as_str()), short(&conv.id));
+    let spec = match super::resolve(agent, agents) {
+        Ok(spec) => spec,
+        Err(why) => {
+            let imported = import::import(workspace, &path)?;
+            let message = format!("{what}: continued by our own agent ({why}); its messages are imported here");
+            return Ok(handover(imported, None, Way::Ours, message, Vec::new()));
+        }
+    };
+    let agent_meta = AgentMeta { name: agent.to_string(), session_id: conv.id.clone(), ..Default::default() };
+    let imported = match handed_over_before(workspace, source.as_str(), &agent_meta) {
+        Some(id) => {
+            let loaded = session::load(&Context::open(workspace, &id)?)?;
+            Imported { id, messages: loaded.messages.len(), existing: true, notes: conv.notes.clone() }
+        }
+        None => {
+            let mut imported = import::import(workspace, &path)?;
+            if imported.existing && !untouched_copy(&Context::open(workspace, &imported.id)?)? {
+                // a copy our own agent went on with: the agent's session lacks that, so a new copy goes to the agent
+                imported = import::import_anew(workspace, &path)?;
+            }
+            meta::append(&Context::open(workspace, &imported.id)?, Entry::meta_agent(agent_meta, now()))?;
+            imported
+        }
+    };
+    let ctx = Context::open(workspace, &imported.id)?;
+    let backups = if loses_on_load(agent) { back_up(&ctx, &[path], &conv.id)? } else { Vec::new() };
+    let (way, message) = way_of(&what, agent, &spec);
+    Ok(handover(imported, Some(agent.to_string()), way, message, backups))
+}
+
+/// Hands over the other agent's session `id` (`AGENT:SESSION_ID`, as its row gives it): the session of ours already
+/// handed to it, else its row in the agent's store (as [`hand_over`]), else our untouched copy of it (a kept copy whose
+/// original is gone: the agent is then told our transcript).
+pub fn hand_over_id(
+    workspace: &Path,
+    id: &str,
+    agents: &BTreeMap<String, AgentSpec>,
+    homes: &import::Homes,
+) -> Result<Handover> {
+    let (agent, session_id) = id.split_once(':').filter(|_| import::is_external_id(id)).ok_or_else(|| {
+        Error::Invalid(format!("no session {id:?}: not another agent's session id (AGENT:ID, as its row gives it)"))
+    })?;
+    let ours = session::list(workspace, &session::ListOptions::default())?;
+    let what = |source: &str| format!("{} session {}", source_title(source), short(session_id));
+    let handed =
+        ours.iter().find(|s| s.agent.as_deref() == Some(agent) && s.agent_session.as_deref() == Some(session_id));
+    if let Some(s) = handed {
+        let source = s.imported_from.as_ref().map_or(agent, |f| f.source.as_str());
+        let (way, message) = match super::resolve(agent, agents) {
+            Ok(spec) => way_of(&what(source), agent, &spec),
+            Err(why) => (Way::Ours, format!("{}: {why}", what(source))),
+        };
+        let imported = Imported { id: s.id.clone(), messages: s.messages, existing: true, notes: Vec::new() };
+        return Ok(handover(imported, Some(agent.to_string()), way, message, Vec::new()));
+    }
+    let missing = match import::find(workspace, homes, id) {
+        Ok(item) => {
+            if let Some(why) = &item.unsupported {
+                return Err(Error::Invalid(format!("{} cannot be continued: {why}", item.path.display())));
+            }
+            if item.source == import::Source::Opencode {
+                return hand_over_imported(workspace, &item, agents);
+            }
+            return hand_over(workspace, &item.path, &item.agent, agents);
+        }
+        Err(e) => e,
+    };
+    let copy = ours.iter().find(|s| {
+        s.agent.is_none()
+            && s.imported_from.as_ref().is_some_and(|f| f.id == session_id && agent_for(&f.source) == agent)
+    });
+    let Some((s, from)) = copy.and_then(|s| s.imported_from.as_ref().map(|f| (s, f))) else { return Err(missing) };
+    if !untouched_copy(&Context::open(workspace, &s.id)?)? {
+        return Err(Error::Invalid(format!(
+            "{id} is gone from {agent}'s store and our copy of it was continued by our own agent: resume session {} \
+             instead",
+            s.id
+        )));
+    }
+    let imported = Imported { id: s.id.clone(), messages: s.messages, existing: true, notes: Vec::new() };
+    let spec = match super::resolve(agent, agents) {
+        Ok(spec) => spec,
+        Err(why) => {
+            let message = format!("{}: continued by our own agent ({why})", what(&from.source));
+            return Ok(handover(imported, None, Way::Ours, message, Vec::new()));
+        }
+    };
+    let agent_meta = AgentMeta { name: agent.to_string(), session_id: session_id.to_string(), ..Default::default() };
+    meta::append(&Context::open(workspace, &s.id)?, Entry::meta_agent(agent_meta, now()))?;
+    let (way, message) = way_of(&what(&from.source), agent, &spec);
+    Ok(handover(imported, Some(agent.to_string()), way, message, Vec::new()))
+}
+
+/// An opencode session (one of many in its database, so no file of its own to import again): imported as a row,
+/// reused as [`import::import_item`] does, and recorded as the agent's.
+fn hand_over_imported(
+    workspace: &Path,
+    item: &import::ExternalItem,
+    agents: &BTreeMap<String, AgentSpec>,
+) -> Result<Handover> {
+    let what = format!("{} session {}", source_title(item.source.as_str()), short(&item.session_id));
+    let imported = import::import_item(workspace, item)?;
+    let spec = match super::resolve(&item.agent, agents) {
+        Ok(spec) => spec,
+        Err(why) => {
+            let message = format!("{what}: continued by our own agent ({why}); its messages are imported here");
+            return Ok(handover(imported, None, Way::Ours, message, Vec::new()));
+        }
+    };
+    let ctx = Context::open(workspace, &imported.id)?;
+    if !untouched_copy(&ctx)? {
+        return Err(Error::Invalid(format!(
+            "{} was continued by our own agent as session {}: resume that one",
+            item.id, imported.id
+        )));
+    }
+    let agent_meta = AgentMeta { name: item.agent.clone(), session_id: item.session_id.clone(), ..Default::default() };
+    meta::append(&ctx, Entry::meta_agent(agent_meta, now()))?;
+    let (way, message) = way_of(&what, &item.agent, &spec);
+    Ok(handover(imported, Some(item.agent.clone()), way, message, Vec::new()))
+}
+
+/// Which way a session of agent `agent` (resolved to `spec`) goes on, and the chat's line saying it.
+fn way_of(what: &str, agent: &str, spec: &AgentSpec) -> (Way, String) {
+    if super::find_command(&spec.command).is_some() {
+        let message = format!(
+            "{what}: continued by {agent}, which loads the session itself (its earlier messages are imported here)"
+        );
+        return (Way::Agent, message);
+    }
+    let how = super::install_hint(&spec.command).map(|h| format!(" ({h})")).unwrap_or_default();
+    let message = format!(
+        "{what}: continued as a session of {agent}, whose command {:?} is not installed: install it{how} or set \
+         agents.{agent}.command, then send a message (it loads its session if it still has it, else it is told this \
+         conversation); its earlier messages are imported here",
+        spec.command
+    );
+    (Way::NotInstalled, message)
+}
+
+fn handover(imported: Imported, agent: Option<String>, way: Way, message: String, backups: Vec<PathBuf>) -> Handover {
+    Handover {
+        id: imported.id,
+        agent,
+        way,
+        message,
+        messages: imported.messages,
+        existing: imported.existing,
+        notes: imported.notes,
+        backups,
+    }
+}
+
+/// The session of ours already handed to `agent`'s session (its copy, recorded as that agent's): the newest.
+fn handed_over_before(workspace: &Path, source: &str, agent: &AgentMeta) -> Option<String> {
+    let ours = session::list(workspace, &session::ListOptions::default()).ok()?;
+    ours.into_iter()
+        .find(|s| {
+            s.agent.as_deref() == Some(agent.name.as_str())
+                && s.agent_session.as_deref() == Some(agent.session_id.as_str())
+                && s.imported_from.as_ref().is_some_and(|f| f.source == source && f.id == agent.session_id)
+        })
+        .map(|s| s.id)
+}
+
+/// The session holds its copy of the original and nothing of its own: after the import's lines (and a kept copy's
+/// syncs, `kept` lines) only names and pins follow.
+fn untouched_copy(ctx: &Context) -> Result<bool> {
+    let mut text = String::new();
+    Dir::session(ctx)?
+        .open(CONVERSATION_FILE_NAME, Access::Read)?
+        .read_to_string(&mut text)
+        .map_err(session::io_err("cannot read", &ctx.jsonl_path))?;
+    let entries: Vec<Entry> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let copied = |e: &Entry| {
+        e.kind.as_ref().is_some_and(|k| k.as_str() == "kept")
+            || (e.is(Kind::Replace) && matches!(e.reason.as_str(), import::REASON_IMPORT | "compact"))
+    };
+    let Some(last_copied) = entries.iter().rposition(copied) else { return Ok(false) };
+    Ok(entries[last_copied + 1..].iter().all(|e| e.is(Kind::Title) || e.is(Kind::Pin)))
+}
+
+/// The agents whose `session/load` may cost the original (Gemini CLI: its next start deletes what it loaded).
+fn loses_on_load(agent: &str) -> bool {
+    agent == "gemini"
+}
+
+/// Copies, byte for byte, the agent's file of the session and every file beside it that names the same session
+/// (Gemini's name ends with the first 8 characters of its id) into the session's [`BACKUP_DIR`]; a copy taken before
+/// is kept. Returns the copies.
+fn back_up(ctx: &Context, originals: &[PathBuf], agent_id: &str) -> Result<Vec<PathBuf>> {
+    let short_id: String = agent_id.chars().take(8).collect();
+    let original = originals[0].as_path();
+    let mut files = originals.to_vec();
+    if let (Some(dir), false) = (original.parent(), short_id.is_empty()) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let same = name.ends_with(&format!("-{short_id}.json")) || name.ends_with(&format!("-{short_id}.jsonl"));
+            if same && p != original {
+                files.push(p);
+            }
+        }
+    }
+    let to = ctx.dir.join(BACKUP_DIR);
+    std::fs::create_dir_all(&to).map_err(session::io_err("cannot create", &to))?;
+    let mut out = Vec::new();
+    for f in files {
+        let Some(name) = f.file_name() else { continue };
+        let copy = to.join(name);
+        if !copy.exists() {
+            std::fs::copy(&f, &copy).map_err(session::io_err("cannot copy the agent's file", &f))?;
+        }
+        out.push(copy);
+    }
+    Ok(out)
+}
+
+/// "Claude Code", "Codex"…: the tool a row's `source` names.
+fn source_title(source: &str) -> &str {
+    import::Source::ALL.into_iter().find(|s| s.as_str() == source).map_or(source, |s| s.name())
+}
+
+/// The first 8 characters of an id, as the agents show them.
+fn short(id: &str) -> &str {
+    id.char_indices().nth(8).map_or(id, |(i, _)| &id[..i])
+}

@@ -1,0 +1,201 @@
+"""Another agent's session continued with the agent that had it (issue 46 item 3), end to end, with the real agents:
+a Claude Code session made in a terminal by the real Claude Code CLI (`cli.js -p` of the Claude Agent SDK that
+claude-agent-acp bundles, installed by scripts/ensure-acp), against the fake Anthropic server on 127.0.0.1; then, in
+the editor, the picker's `<C-o>` and `<CR>` on its row (or `resume(id)` with its id) hand it to claude-agent-acp,
+which `session/load`s it and goes on in its own transcript. Fallbacks: the transcript gone (the agent is told our
+copy of the conversation), the agent not installed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_rig import claude_agent_command, claude_env, ensure_acp, fake_anthropic  # noqa: F401 - a fixture
+from conftest import Neovim, wait_for
+from fake_llm import FakeAnthropic
+from session_files import chat, session_id, write_session
+from test_acp import agent_pids, chat_text, log_lines, send, setup, wait_turns
+
+STATE = """
+local picker = require("pseudoclaude.float")
+local s = picker.get_state()
+if not s then return vim.NIL end
+return { full = s.full, external = s.external, selected = (picker.selected() or {}).id,
+  rows = vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false) }
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """Claude Code's HOME, the terminal's and the agent's: one store of sessions (`.claude/projects`)."""
+    h = tmp_path / "agent-home"
+    h.mkdir()
+    return h
+
+
+def terminal_session(fake: FakeAnthropic, home: Path, workspace: Path, prompt: str, answer: str) -> Path:
+    """A session made in a terminal by the real Claude Code (`cli.js -p PROMPT` in the workspace): its transcript."""
+    fake.push_text(answer)
+    cli = ensure_acp() / "node_modules" / "@anthropic-ai" / "claude-agent-sdk" / "cli.js"
+    out = subprocess.run(["node", str(cli), "-p", prompt], cwd=workspace, env=claude_env(fake.base_url, home),
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0 and answer in out.stdout, (out.stdout, out.stderr)
+    (transcript,) = (home / ".claude" / "projects").glob("*/*.jsonl")
+    wait_for(lambda: answer in transcript.read_text(), what="the answer in Claude Code's transcript")
+    return transcript
+
+
+def continue_in_picker(n: Neovim, agent_id: str) -> dict[str, Any]:
+    """`:PseudoResume`, `<C-o>`, the highlight moved to Claude Code's row of session `agent_id`, `<CR>`; the resume's
+    report. (A session of ours is there, older, so that the picker opens without `picker.external`.)"""
+    n.api.command("set columns=160 lines=48")
+    n.api.command("PseudoResume")
+    wait_for(lambda: (n.lua(STATE) or {}).get("full"), what="the picker's full list")
+    n.api.input("<C-o>")
+    wait_for(lambda: (lambda s: s if s and s["full"] and s["external"] and any("[claude]" in r for r in s["rows"])
+                      else None)(n.lua(STATE)), what="Claude Code's row")
+    for _ in range(5):
+        if n.lua(STATE)["selected"] == "claude:" + agent_id:
+            break
+        n.api.input("<C-p>")
+        wait_for(lambda: n.lua(STATE)["selected"] is not None, what="a row highlighted")
+    assert n.lua(STATE)["selected"] == "claude:" + agent_id, n.lua(STATE)
+    n.api.input("<CR>")
+    report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=60, what="the resume")
+    assert report["ok"] is True, report
+    return report
+
+
+def quit_editor(n: Neovim, home: Path) -> None:
+    try:
+        n.api.command("qa!")
+    except Exception:
+        pass
+    n.proc.wait(timeout=20)
+    wait_for(lambda: not agent_pids(home), timeout=10, what="the agent gone")
+
+
+def test_enter_on_a_terminal_claude_session_has_claude_load_it_and_go_on_in_its_own_transcript(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    write_session(workspace, session_id(1), chat("a session of ours", ts=1_764_300_000), mtime=1_764_300_000)
+    transcript = terminal_session(fake, home, workspace, "remember the word PLUMTREE", "I will remember PLUMTREE.")
+    agent_id = transcript.stem
+    size = transcript.stat().st_size
+    nvim.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
+    setup(nvim, fake, home)
+
+    report = continue_in_picker(nvim, agent_id)
+    wait_for(lambda: "session/load" in chat_text(nvim), timeout=90, what="the agent's load")
+    text = chat_text(nvim)
+    assert "continued by claude, which loads the session itself" in text, text
+    assert text.count("I will remember PLUMTREE.") == 1, text
+    assert [c["agent"] for c in nvim.lua("return require('pseudoclaude').chats()")] == ["claude"]
+
+    fake.push_text("You asked me to remember PLUMTREE.")
+    nvim.api.command("PseudoChat")
+    send(nvim, "which word?")
+    wait_turns(nvim, 1)
+    wait_for(lambda: "You asked me to remember PLUMTREE." in chat_text(nvim), what="the answer streamed")
+    # the agent went on with its own context: the earlier exchange reached the model from its own session
+    last = json.dumps(fake.requests[-1])
+    assert "remember the word PLUMTREE" in last and "which word?" in last
+    assert "[The conversation so far" not in last, "a load sends no transcript of ours"
+    # in its own transcript, which grew with the new exchange
+    wait_for(lambda: "You asked me to remember PLUMTREE." in transcript.read_text(), what="the transcript grown")
+    assert transcript.stat().st_size > size
+    assert list((home / ".claude" / "projects").glob("*/*.jsonl")) == [transcript]
+
+    # our log: the earlier messages imported (the import's replace, naming where they came from), the agent's
+    # session, then the new messages
+    lines = log_lines(Path(nvim.lua("return require('pseudoclaude').current()")["jsonl"]))
+    first = lines[0]
+    assert first["type"] == "replace" and first["reason"] == "import", first
+    assert first["imported_from"]["source"] == "claude-code" and first["imported_from"]["id"] == agent_id
+    assert [m["content"] for m in first["messages"]] == ["remember the word PLUMTREE", "I will remember PLUMTREE."]
+    assert any(e.get("agent", {}).get("session_id") == agent_id for e in lines if e["type"] == "meta")
+    msgs = nvim.lua("return require('pseudoclaude').messages()")
+    assert [m["content"] for m in msgs] == ["remember the word PLUMTREE", "I will remember PLUMTREE.", "which word?",
+                                            "You asked me to remember PLUMTREE."]
+
+    # one row for the conversation: ours; Claude Code's own is not listed again
+    rows = nvim.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
+    assert [r["id"] for r in rows if r.get("source")] == [], rows
+    assert sorted(r["id"] for r in rows) == sorted([report["id"], session_id(1)]), rows
+    # and its id names that same session
+    nvim.lua("require('pseudoclaude').chat.start_over() vim.g.pc_resumed = vim.NIL")
+    nvim.lua("require('pseudoclaude').resume(...)", "claude:" + agent_id)
+    again = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), timeout=60, what="the resume by its id")
+    assert again["ok"] is True and again["id"] == report["id"], again
+
+
+def test_a_continued_session_whose_transcript_was_deleted_tells_claude_our_copy(
+    start_nvim: Any, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    write_session(workspace, session_id(1), chat("a session of ours", ts=1_764_300_000), mtime=1_764_300_000)
+    transcript = terminal_session(fake, home, workspace, "the password is swordfish", "Noted: swordfish.")
+    first = start_nvim()
+    first.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
+    setup(first, fake, home)
+    report = continue_in_picker(first, transcript.stem)
+    wait_for(lambda: "session/load" in chat_text(first), timeout=90, what="the agent's load")
+    quit_editor(first, home)
+    # Claude Code's clean-up (or the user) deletes the transcript; the conversation is in our log
+    transcript.unlink()
+
+    second = start_nvim()
+    second.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
+    setup(second, fake, home)
+    second.lua("require('pseudoclaude').resume(...)", "claude:" + transcript.stem)
+    resumed = wait_for(lambda: second.lua("return vim.g.pc_resumed"), timeout=60, what="the resume by its id")
+    assert resumed["ok"] is True and resumed["id"] == report["id"], resumed
+    wait_for(lambda: "session/new" in chat_text(second), timeout=90, what="the agent's new session")
+    assert "no longer has this session" in chat_text(second)
+    fake.push_text("It was swordfish.")
+    second.api.command("PseudoChat")
+    send(second, "what was the password?")
+    wait_turns(second, 1)
+    last = json.dumps(fake.requests[-1])
+    assert "[The conversation so far" in last and "the password is swordfish" in last, "our copy reached the model"
+    msgs = second.lua("return require('pseudoclaude').messages()")
+    assert [m["content"] for m in msgs] == ["the password is swordfish", "Noted: swordfish.", "what was the password?",
+                                            "It was swordfish."]
+
+
+def test_an_agent_not_installed_is_said_and_the_session_is_its_own_once_it_is(
+    start_nvim: Any, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    fake = fake_anthropic
+    write_session(workspace, session_id(1), chat("a session of ours", ts=1_764_300_000), mtime=1_764_300_000)
+    transcript = terminal_session(fake, home, workspace, "remember the word QUINCE", "QUINCE, noted.")
+    n = start_nvim()
+    n.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
+    setup(n, fake, home, agents={"claude": {"command": "no-such-claude-acp"}})
+    report = continue_in_picker(n, transcript.stem)
+    wait_for(lambda: "not installed" in chat_text(n), what="the line saying so")
+    text = chat_text(n)
+    assert '"no-such-claude-acp" is not installed' in text and "QUINCE, noted." in text, text
+    # the chat is claude's: its log says whose session it goes on with
+    assert [c["agent"] for c in n.lua("return require('pseudoclaude').chats()")] == ["claude"]
+    lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
+    assert lines[0]["imported_from"]["id"] == transcript.stem
+    assert any(e.get("agent", {}).get("session_id") == transcript.stem for e in lines if e["type"] == "meta")
+    # installed (its command set), the next message starts it: it loads its own session and goes on
+    spec = {"command": claude_agent_command()[0], "env": claude_env(fake.base_url, home)}
+    n.lua("require('pseudoclaude').setup(...)", {"provider": {"name": "demo"}, "agents": {"claude": spec}})
+    n.lua("require('pseudoclaude').chat.start_over() vim.g.pc_turns = 0 vim.g.pc_resumed = vim.NIL")
+    n.lua("require('pseudoclaude').resume(...)", report["id"])
+    assert wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=60, what="the resume")["ok"] is True
+    wait_for(lambda: "session/load" in chat_text(n), timeout=90, what="the agent's load")
+    fake.push_text("QUINCE.")
+    n.api.command("PseudoChat")
+    send(n, "which word?")
+    wait_turns(n, 1)
+    assert "remember the word QUINCE" in json.dumps(fake.requests[-1])
+    wait_for(lambda: "QUINCE." in transcript.read_text().split("which word?")[-1], what="its own transcript grown")

@@ -1,0 +1,178 @@
+//! Another agent's session handed back to it (issue 46 item 3), through the core's API: which session of ours it
+//! becomes (a new import, the untouched copy already here, the one handed over before, never a copy our own agent went
+//! on with), what its log records (the import, then the agent's session as a `meta` entry), which way it goes on (the
+//! agent, not installed, our own agent), one row in the list, and the byte copies of an agent whose load loses files.
+//! The real agents loading them: tests/e2e/test_continue.py.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use pseudoclaude::acp::AgentSpec;
+use pseudoclaude::acp::handover::{self, BACKUP_DIR, Way};
+use pseudoclaude::import::{self, Homes};
+use pseudoclaude::message::Message;
+use pseudoclaude::session::{self, Context, ListOptions, Writer, WriterOptions};
+use serde_json::json;
+
+const ID: &str = "abcdef12-3456-7890-abcd-ef1234567890";
+
+/// A Claude Code transcript of session `ID` recorded in `ws`: one exchange.
+fn transcript(ws: &Path) -> String {
+    let cwd = ws.canonicalize().unwrap();
+    let rec = |kind: &str, uuid: &str, parent: Option<&str>, message: serde_json::Value| {
+        json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": ID, "cwd": cwd, "version": "2.0.0",
+               "isSidechain": false, "timestamp": "2026-11-30T10:00:00.000Z", "message": message})
+        .to_string()
+            + "\n"
+    };
+    rec("user", "u1", None, json!({"role": "user", "content": "remember PLUMTREE"}))
+        + &rec(
+            "assistant",
+            "a1",
+            Some("u1"),
+            json!({"id": "m1", "role": "assistant", "model": "claude-sonnet-4-5",
+                   "content": [{"type": "text", "text": "PLUMTREE, noted."}]}),
+        )
+}
+
+/// The transcript where Claude Code keeps it, under `home` (its `$CLAUDE_CONFIG_DIR`).
+fn claude_file(home: &Path, ws: &Path, name: &str) -> PathBuf {
+    let folder = import::claude_code::folder_name(&ws.canonicalize().unwrap());
+    let path = home.join("projects").join(folder).join(name);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(&path, transcript(ws)).unwrap();
+    path
+}
+
+/// `agents` with `name` run by `command`.
+fn agents(name: &str, command: &str) -> BTreeMap<String, AgentSpec> {
+    BTreeMap::from([(name.to_string(), AgentSpec { command: command.into(), ..Default::default() })])
+}
+
+fn homes(home: &Path) -> Homes {
+    Homes { claude: Some(home.to_path_buf()), ..Default::default() }
+}
+
+fn ours(ws: &Path) -> Vec<session::SessionInfo> {
+    session::list(ws, &ListOptions::default()).unwrap()
+}
+
+#[test]
+fn a_handed_over_session_is_the_agents_its_messages_imported_and_the_same_one_next_time() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = claude_file(home.path(), ws.path(), &format!("{ID}.jsonl"));
+    let before = fs::read(&path).unwrap();
+    let found = agents("claude", "/bin/true");
+    let h = handover::hand_over(ws.path(), &path, "claude", &found).unwrap();
+    assert_eq!((h.way, h.agent.as_deref(), h.messages, h.existing), (Way::Agent, Some("claude"), 2, false));
+    assert!(h.message.contains("Claude Code session abcdef12: continued by claude"), "{}", h.message);
+    let loaded = session::load(&Context::open(ws.path(), &h.id).unwrap()).unwrap();
+    let agent = loaded.agent.expect("the agent's session recorded");
+    assert_eq!((agent.name.as_str(), agent.session_id.as_str()), ("claude", ID));
+    let from = loaded.imported_from.expect("marked imported");
+    assert_eq!((from.source.as_str(), from.id.as_str()), ("claude-code", ID));
+    assert_eq!(
+        loaded.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["remember PLUMTREE", "PLUMTREE, noted."]
+    );
+    // the original is only read
+    assert_eq!(fs::read(&path).unwrap(), before);
+
+    // again, by its file or by the agent's id of it: the same session, nothing added
+    let entries = loaded.entries;
+    let again = handover::hand_over(ws.path(), &path, "claude", &found).unwrap();
+    assert_eq!((again.id.as_str(), again.existing), (h.id.as_str(), true));
+    let by_id = handover::hand_over_id(ws.path(), &format!("claude:{ID}"), &found, &homes(home.path())).unwrap();
+    assert_eq!((by_id.id.as_str(), by_id.way), (h.id.as_str(), Way::Agent));
+    assert_eq!(session::load(&Context::open(ws.path(), &h.id).unwrap()).unwrap().entries, entries);
+    assert_eq!(ours(ws.path()).len(), 1);
+
+    // one row: the agent's own transcript of it is not listed beside ours
+    let theirs = import::list(ws.path(), &homes(home.path()));
+    assert_eq!(theirs.iter().map(|t| t.session_id.as_str()).collect::<Vec<_>>(), [ID]);
+    assert!(import::list::without_ours(theirs, &ours(ws.path())).is_empty());
+}
+
+#[test]
+fn an_untouched_import_is_handed_over_itself_and_one_our_agent_went_on_with_is_left_alone() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = claude_file(home.path(), ws.path(), &format!("{ID}.jsonl"));
+    let found = agents("claude", "/bin/true");
+    // an import nobody continued: it is the copy handed over
+    let untouched = import::import(ws.path(), &path).unwrap();
+    let h = handover::hand_over(ws.path(), &path, "claude", &found).unwrap();
+    assert_eq!((h.id.as_str(), h.existing), (untouched.id.as_str(), true));
+
+    // an import our own agent went on with: the agent's session lacks that, so a new copy is handed over
+    let ws2 = tempfile::tempdir().unwrap();
+    let path2 = claude_file(home.path(), ws2.path(), &format!("{ID}.jsonl"));
+    let continued = import::import(ws2.path(), &path2).unwrap();
+    let ctx = Context::open(ws2.path(), &continued.id).unwrap();
+    let w = Writer::open(&ctx, WriterOptions::default()).unwrap();
+    w.append(&Message::user("and one more thing")).unwrap();
+    w.append(&Message::assistant("ours")).unwrap();
+    w.close().unwrap();
+    let h2 = handover::hand_over(ws2.path(), &path2, "claude", &found).unwrap();
+    assert_ne!(h2.id, continued.id);
+    assert_eq!(h2.messages, 2);
+    assert!(session::load(&ctx).unwrap().agent.is_none(), "the session our agent went on with is untouched");
+}
+
+#[test]
+fn an_agent_not_installed_is_said_with_how_and_no_agent_of_that_name_leaves_it_to_ours() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = claude_file(home.path(), ws.path(), &format!("{ID}.jsonl"));
+    let h = handover::hand_over(ws.path(), &path, "claude", &agents("claude", "no-such-claude-acp")).unwrap();
+    assert_eq!((h.way, h.agent.as_deref()), (Way::NotInstalled, Some("claude")));
+    assert!(h.message.contains("\"no-such-claude-acp\" is not installed"), "{}", h.message);
+    // still the agent's session: once installed, its start loads it
+    let loaded = session::load(&Context::open(ws.path(), &h.id).unwrap()).unwrap();
+    assert_eq!(loaded.agent.map(|a| a.session_id), Some(ID.to_string()));
+    // a built-in agent's command not on PATH says how to install it
+    let builtin = handover::hand_over(ws.path(), &path, "claude", &BTreeMap::new()).unwrap();
+    if builtin.way == Way::NotInstalled {
+        assert!(builtin.message.contains("npm install -g @zed-industries/claude-agent-acp"), "{}", builtin.message);
+    }
+
+    let ws2 = tempfile::tempdir().unwrap();
+    let path2 = claude_file(home.path(), ws2.path(), &format!("{ID}.jsonl"));
+    let h2 = handover::hand_over(ws2.path(), &path2, "nobody", &BTreeMap::new()).unwrap();
+    assert_eq!((h2.way, h2.agent.as_deref()), (Way::Ours, None));
+    assert!(h2.message.contains("our own agent") && h2.message.contains("no agent named \"nobody\""), "{}", h2.message);
+    let loaded = session::load(&Context::open(ws2.path(), &h2.id).unwrap()).unwrap();
+    assert!(loaded.agent.is_none() && loaded.imported_from.is_some());
+}
+
+#[test]
+fn an_agent_whose_load_loses_its_files_gets_them_copied_byte_for_byte_first() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Gemini CLI's names end with the session id's first 8 characters; a second file sharing them goes too
+    let path = claude_file(home.path(), ws.path(), "session-2026-11-30T10-00-abcdef12.jsonl");
+    let sibling = path.with_file_name("session-2026-11-30T11-00-abcdef12.jsonl");
+    fs::write(&sibling, "{}\n").unwrap();
+    let unrelated = path.with_file_name("session-2026-11-30T12-00-99999999.jsonl");
+    fs::write(&unrelated, "{}\n").unwrap();
+    let h = handover::hand_over(ws.path(), &path, "gemini", &agents("gemini", "/bin/true")).unwrap();
+    let dir = Context::open(ws.path(), &h.id).unwrap().dir.join(BACKUP_DIR);
+    let mut copied: Vec<String> =
+        fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    copied.sort();
+    assert_eq!(copied, ["session-2026-11-30T10-00-abcdef12.jsonl", "session-2026-11-30T11-00-abcdef12.jsonl"]);
+    assert_eq!(fs::read(dir.join(path.file_name().unwrap())).unwrap(), fs::read(&path).unwrap());
+    assert_eq!(h.backups.len(), 2);
+    // claude's load loses nothing: no copies
+    let c = handover::hand_over(ws.path(), &path, "claude", &agents("claude", "/bin/true")).unwrap();
+    assert!(c.backups.is_empty());
+}
+
+#[test]
+fn an_id_that_names_no_session_is_refused_naming_it_and_nothing_is_written() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    claude_file(home.path(), ws.path(), &format!("{ID}.jsonl"));
+    for id in ["11111111-0000-0000-0000-000000000000", "../../etc/passwd"] {
+        let err = handover::hand_over_id(ws.path(), id, &BTreeMap::new(), &homes(home.path())).unwrap_err();
+        assert!(err.to_string().contains(&format!("no session {id:?}")), "{err}");
+    }
+    assert!(ours(ws.path()).is_empty());
+}
