@@ -127,6 +127,12 @@ def test_enter_on_a_terminal_claude_session_has_claude_load_it_and_go_on_in_its_
     rows = nvim.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
     assert [r["id"] for r in rows if r.get("source")] == [], rows
     assert sorted(r["id"] for r in rows) == sorted([report["id"], session_id(1)]), rows
+    # the preview of our row shows both places: our copy and the agent's own file, and the agent session it goes on in
+    nvim.lua("vim.g.pc_preview = vim.NIL require('pseudoclaude').sessions.preview_async(..., function(err, p) "
+             "vim.g.pc_preview = p or err end)", report["id"])
+    p = wait_for(lambda: nvim.lua("return vim.g.pc_preview"), what="the preview")
+    assert p["imported_from"]["path"] == str(transcript.resolve()) and p["original_exists"] is True, p
+    assert p["agent"] == {"name": "claude", "session_id": agent_id} or p["agent"]["session_id"] == agent_id, p
     # and its id names that same session
     nvim.lua("require('pseudoclaude').chat.start_over() vim.g.pc_resumed = vim.NIL")
     nvim.lua("require('pseudoclaude').resume(...)", "claude:" + agent_id)
