@@ -438,7 +438,7 @@ fn import_with(workspace: &Path, path: &Path, reuse: bool) -> Result<Imported> {
     let path = path.canonicalize().map_err(session::io_err("cannot read", path))?;
     let (source, c) = read_any(&path)?;
     let meta = std::fs::metadata(&path).map_err(session::io_err("cannot read", &path))?;
-    import_conversation(workspace, source, &path, c, Some(meta.len()), mtime(&path))
+    import_conversation(workspace, source, &path, c, Some(meta.len()), mtime(&path), reuse)
 }
 
 /// Imports a listed row ([`find`]): a file as [`import`] does; an opencode session, whose database changes with every
@@ -449,7 +449,7 @@ pub fn import_item(workspace: &Path, item: &ExternalItem) -> Result<Imported> {
     }
     let c = read_item(item)?;
     let updated = c.modified_ms;
-    import_conversation(workspace, item.source, &item.path, c, None, updated)
+    import_conversation(workspace, item.source, &item.path, c, None, updated, true)
 }
 
 fn import_conversation(
@@ -459,6 +459,7 @@ fn import_conversation(
     c: Conversation,
     bytes: Option<u64>,
     mtime: i64,
+    reuse: bool,
 ) -> Result<Imported> {
     // a conversation kept in our store already is that session, brought up to date: one session per conversation
     if let Some(kept) = keep::update_copy(workspace, source, &c.id, path) {
