@@ -82,7 +82,7 @@ end
 --- over the configured ones.
 ---@field model string? Its model (as `provider.model`).
 ---@field agent string? The agent that drives it: "pseudoclaude" (ours), or an ACP agent's name (`setup({ agents })`'s
---- and the built-in claude, codex, gemini, opencode, goose); default: `setup({ agent })`, else ours.
+--- and the built-in claude, codex, gemini, qwen, opencode, pi, goose); default: `setup({ agent })`, else ours.
 ---@field worktree (boolean|string)? In a git worktree of its own (issue 47): `true` (a generated name) or its NAME;
 --- a new branch `pseudoclaude/NAME` from HEAD, the folder under `.PseudoClaude/worktrees/` (`:help
 --- pseudoclaude-worktree`). Made on a worker: the chat opens when it is there (`on_done`).

@@ -85,7 +85,7 @@
 ---@field mcp pseudoclaude.McpConfig The user's MCP servers.
 ---@field rewind pseudoclaude.RewindConfig
 ---@field install pseudoclaude.InstallConfig
----@field agents table<string, pseudoclaude.AgentSpec> ACP agents by name, over the built-in ones (claude, codex, gemini, opencode, goose).
+---@field agents table<string, pseudoclaude.AgentSpec> ACP agents by name, over the built-in ones (claude, codex, gemini, qwen, opencode, pi, goose).
 ---@field agent string? The ACP agent new chats use; nil = our own provider.
 ---@field external pseudoclaude.ExternalConfig
 
@@ -180,7 +180,7 @@ M.defaults = {
 }
 
 --- The ACP agents known without configuration, as the core's `acp::BUILTINS` names them (completion, health).
-M.builtin_agents = { "claude", "codex", "gemini", "opencode", "goose" }
+M.builtin_agents = { "claude", "codex", "gemini", "qwen", "opencode", "pi", "goose" }
 
 --- Known keys per table, to report misspelled options.
 local known = {

@@ -18,14 +18,17 @@
 //! session): one conversation, one session of ours.
 //!
 //! Gemini CLI's `session/load` makes its next start delete the session it loaded (a stray empty file sharing the
-//! session's short id, see `shared/AGENT_STORES.md`): before the first load, its files are copied byte for byte into
-//! the session's folder ([`BACKUP_DIR`]), beside our own copy of the conversation.
+//! session's short id, see `shared/AGENT_STORES.md`): the agent never loads the original. It is handed a copy of the
+//! original's file under a new session id, written beside it in the agent's store ([`Handover::agent_copy`]); the
+//! original stays as the terminal left it, listed and resumable there. The copy is this conversation's agent session
+//! from then on (our `meta` names it), so the list still shows one row: ours.
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use serde_json::Value;
 
 use super::AgentSpec;
 use crate::import::{self, Imported};
@@ -33,10 +36,6 @@ use crate::message::now;
 use crate::session::contain::{Access, Dir};
 use crate::session::entry::{AgentMeta, Entry, Kind};
 use crate::session::{self, CONVERSATION_FILE_NAME, Context, Error, Result, meta};
-
-/// The folder, in the session's own, that holds byte copies of the agent's files taken before a load that may lose
-/// them.
-pub const BACKUP_DIR: &str = "agent-files";
 
 /// How the session goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,9 +65,9 @@ pub struct Handover {
     pub existing: bool,
     /// What the import left out, one line each.
     pub notes: Vec<String>,
-    /// The byte copies of the agent's files taken before the load, when any were.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub backups: Vec<PathBuf>,
+    /// The copy of the agent's file written for it to load instead of its original (Gemini CLI), when one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_copy: Option<PathBuf>,
 }
 
 /// The built-in ACP agent that continues a session of `source` (a list row's `source`, an `imported_from.source`).
@@ -83,7 +82,8 @@ pub fn agent_for(source: &str) -> &str {
 
 /// Hands the other agent's session in file `path` to agent `agent` (`setup({ agents })`'s name or a built-in one,
 /// resolved through `agents`): imports it (or takes our copy of it), records it as that agent's session, and says
-/// which way it goes on. The original file is only read here (the agent writes it when it loads it).
+/// which way it goes on. The original file is only read here (the agent writes it when it loads it; Gemini CLI is
+/// handed a copy of it instead).
 pub fn hand_over(workspace: &Path, path: &Path, agent: &str, agents: &BTreeMap<String, AgentSpec>) -> Result<Handover> {
     let path = path.canonicalize().map_err(session::io_err("cannot read", path))?;
     let (source, conv) = import::read_any(&path)?;
@@ -93,14 +93,15 @@ pub fn hand_over(workspace: &Path, path: &Path, agent: &str, agents: &BTreeMap<S
         Err(why) => {
             let imported = import::import(workspace, &path)?;
             let message = format!("{what}: continued by our own agent ({why}); its messages are imported here");
-            return Ok(handover(imported, None, Way::Ours, message, Vec::new()));
+            return Ok(handover(imported, None, Way::Ours, message, None));
         }
     };
-    let agent_meta = AgentMeta { name: agent.to_string(), session_id: conv.id.clone(), ..Default::default() };
-    let imported = match handed_over_before(workspace, source.as_str(), &agent_meta) {
+    let imported = match handed_over_before(workspace, source.as_str(), agent, &conv.id) {
         Some(id) => {
             let loaded = session::load(&Context::open(workspace, &id)?)?;
-            Imported { id, messages: loaded.messages.len(), existing: true, notes: conv.notes.clone() }
+            let imported = Imported { id, messages: loaded.messages.len(), existing: true, notes: conv.notes.clone() };
+            let (way, message) = way_of(&what, agent, &spec);
+            return Ok(handover(imported, Some(agent.to_string()), way, message, None));
         }
         None => {
             let mut imported = import::import(workspace, &path)?;
@@ -108,14 +109,24 @@ pub fn hand_over(workspace: &Path, path: &Path, agent: &str, agents: &BTreeMap<S
                 // a copy our own agent went on with: the agent's session lacks that, so a new copy goes to the agent
                 imported = import::import_anew(workspace, &path)?;
             }
-            meta::append(&Context::open(workspace, &imported.id)?, Entry::meta_agent(agent_meta, now()))?;
             imported
         }
     };
-    let ctx = Context::open(workspace, &imported.id)?;
-    let backups = if loses_on_load(agent) { back_up(&ctx, &[path], &conv.id)? } else { Vec::new() };
-    let (way, message) = way_of(&what, agent, &spec);
-    Ok(handover(imported, Some(agent.to_string()), way, message, backups))
+    let (session_id, agent_copy) = match loses_on_load(agent) {
+        true => agent_copy(&path, &conv.id).map(|(id, p)| (id, Some(p)))?,
+        false => (conv.id.clone(), None),
+    };
+    let agent_meta = AgentMeta { name: agent.to_string(), session_id, ..Default::default() };
+    meta::append(&Context::open(workspace, &imported.id)?, Entry::meta_agent(agent_meta, now()))?;
+    let (way, mut message) = way_of(&what, agent, &spec);
+    if let Some(copy) = &agent_copy {
+        // said, as the agent's own store now holds two sessions of the conversation
+        message.push_str(&format!(
+            "; it is handed a copy of its file ({}), as its load would cost the original its next start",
+            copy.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        ));
+    }
+    Ok(handover(imported, Some(agent.to_string()), way, message, agent_copy))
 }
 
 /// Hands over the other agent's session `id` (`AGENT:SESSION_ID`, as its row gives it): the session of ours already
@@ -132,8 +143,11 @@ pub fn hand_over_id(
     })?;
     let ours = session::list(workspace, &session::ListOptions::default())?;
     let what = |source: &str| format!("{} session {}", source_title(source), short(session_id));
-    let handed =
-        ours.iter().find(|s| s.agent.as_deref() == Some(agent) && s.agent_session.as_deref() == Some(session_id));
+    let handed = ours.iter().find(|s| {
+        s.agent.as_deref() == Some(agent)
+            && (s.agent_session.as_deref() == Some(session_id)
+                || s.imported_from.as_ref().is_some_and(|f| f.id == session_id && agent_for(&f.source) == agent))
+    });
     if let Some(s) = handed {
         let source = s.imported_from.as_ref().map_or(agent, |f| f.source.as_str());
         let (way, message) = match super::resolve(agent, agents) {
@@ -141,7 +155,7 @@ pub fn hand_over_id(
             Err(why) => (Way::Ours, format!("{}: {why}", what(source))),
         };
         let imported = Imported { id: s.id.clone(), messages: s.messages, existing: true, notes: Vec::new() };
-        return Ok(handover(imported, Some(agent.to_string()), way, message, Vec::new()));
+        return Ok(handover(imported, Some(agent.to_string()), way, message, None));
     }
     let missing = match import::find(workspace, homes, id) {
         Ok(item) => {
@@ -172,13 +186,13 @@ pub fn hand_over_id(
         Ok(spec) => spec,
         Err(why) => {
             let message = format!("{}: continued by our own agent ({why})", what(&from.source));
-            return Ok(handover(imported, None, Way::Ours, message, Vec::new()));
+            return Ok(handover(imported, None, Way::Ours, message, None));
         }
     };
     let agent_meta = AgentMeta { name: agent.to_string(), session_id: session_id.to_string(), ..Default::default() };
     meta::append(&Context::open(workspace, &s.id)?, Entry::meta_agent(agent_meta, now()))?;
     let (way, message) = way_of(&what(&from.source), agent, &spec);
-    Ok(handover(imported, Some(agent.to_string()), way, message, Vec::new()))
+    Ok(handover(imported, Some(agent.to_string()), way, message, None))
 }
 
 /// An opencode session (one of many in its database, so no file of its own to import again): imported as a row,
@@ -194,7 +208,7 @@ fn hand_over_imported(
         Ok(spec) => spec,
         Err(why) => {
             let message = format!("{what}: continued by our own agent ({why}); its messages are imported here");
-            return Ok(handover(imported, None, Way::Ours, message, Vec::new()));
+            return Ok(handover(imported, None, Way::Ours, message, None));
         }
     };
     let ctx = Context::open(workspace, &imported.id)?;
@@ -207,7 +221,7 @@ fn hand_over_imported(
     let agent_meta = AgentMeta { name: item.agent.clone(), session_id: item.session_id.clone(), ..Default::default() };
     meta::append(&ctx, Entry::meta_agent(agent_meta, now()))?;
     let (way, message) = way_of(&what, &item.agent, &spec);
-    Ok(handover(imported, Some(item.agent.clone()), way, message, Vec::new()))
+    Ok(handover(imported, Some(item.agent.clone()), way, message, None))
 }
 
 /// Which way a session of agent `agent` (resolved to `spec`) goes on, and the chat's line saying it.
@@ -228,7 +242,13 @@ fn way_of(what: &str, agent: &str, spec: &AgentSpec) -> (Way, String) {
     (Way::NotInstalled, message)
 }
 
-fn handover(imported: Imported, agent: Option<String>, way: Way, message: String, backups: Vec<PathBuf>) -> Handover {
+fn handover(
+    imported: Imported,
+    agent: Option<String>,
+    way: Way,
+    message: String,
+    agent_copy: Option<PathBuf>,
+) -> Handover {
     Handover {
         id: imported.id,
         agent,
@@ -237,18 +257,17 @@ fn handover(imported: Imported, agent: Option<String>, way: Way, message: String
         messages: imported.messages,
         existing: imported.existing,
         notes: imported.notes,
-        backups,
+        agent_copy,
     }
 }
 
-/// The session of ours already handed to `agent`'s session (its copy, recorded as that agent's): the newest.
-fn handed_over_before(workspace: &Path, source: &str, agent: &AgentMeta) -> Option<String> {
+/// The session of ours already handed to `agent` as its session of the original `source`/`id` (the newest).
+fn handed_over_before(workspace: &Path, source: &str, agent: &str, id: &str) -> Option<String> {
     let ours = session::list(workspace, &session::ListOptions::default()).ok()?;
     ours.into_iter()
         .find(|s| {
-            s.agent.as_deref() == Some(agent.name.as_str())
-                && s.agent_session.as_deref() == Some(agent.session_id.as_str())
-                && s.imported_from.as_ref().is_some_and(|f| f.source == source && f.id == agent.session_id)
+            s.agent.as_deref() == Some(agent)
+                && s.imported_from.as_ref().is_some_and(|f| f.source == source && f.id == id)
         })
         .map(|s| s.id)
 }
@@ -270,40 +289,46 @@ fn untouched_copy(ctx: &Context) -> Result<bool> {
     Ok(entries[last_copied + 1..].iter().all(|e| e.is(Kind::Title) || e.is(Kind::Pin)))
 }
 
-/// The agents whose `session/load` may cost the original (Gemini CLI: its next start deletes what it loaded).
+/// The agents whose `session/load` may cost the session loaded (Gemini CLI: its next start deletes it).
 fn loses_on_load(agent: &str) -> bool {
     agent == "gemini"
 }
 
-/// Copies, byte for byte, the agent's file of the session and every file beside it that names the same session
-/// (Gemini's name ends with the first 8 characters of its id) into the session's [`BACKUP_DIR`]; a copy taken before
-/// is kept. Returns the copies.
-fn back_up(ctx: &Context, originals: &[PathBuf], agent_id: &str) -> Result<Vec<PathBuf>> {
-    let short_id: String = agent_id.chars().take(8).collect();
-    let original = originals[0].as_path();
-    let mut files = originals.to_vec();
-    if let (Some(dir), false) = (original.parent(), short_id.is_empty()) {
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            let same = name.ends_with(&format!("-{short_id}.json")) || name.ends_with(&format!("-{short_id}.jsonl"));
-            if same && p != original {
-                files.push(p);
-            }
-        }
-    }
-    let to = ctx.dir.join(BACKUP_DIR);
-    std::fs::create_dir_all(&to).map_err(session::io_err("cannot create", &to))?;
-    let mut out = Vec::new();
-    for f in files {
-        let Some(name) = f.file_name() else { continue };
-        let copy = to.join(name);
-        if !copy.exists() {
-            std::fs::copy(&f, &copy).map_err(session::io_err("cannot copy the agent's file", &f))?;
-        }
-        out.push(copy);
-    }
-    Ok(out)
+/// A copy of the agent's file `original` (a Gemini CLI chat of session `id`) under a new session id, written beside it
+/// with the name Gemini gives it (`session-<time>-<first 8 of the id>.jsonl`): every record naming the session names
+/// the copy's id instead, the rest byte for byte. Returns the new id and the copy.
+fn agent_copy(original: &Path, id: &str) -> Result<(String, PathBuf)> {
+    let text = std::fs::read_to_string(original).map_err(session::io_err("cannot read", original))?;
+    let new_id = uuid_v4();
+    let renamed = |line: &str| -> Option<String> {
+        let mut v: Value = serde_json::from_str(line).ok()?;
+        let named = v.get("sessionId").and_then(Value::as_str) == Some(id);
+        named.then(|| {
+            v["sessionId"] = Value::String(new_id.clone());
+            v.to_string()
+        })
+    };
+    let legacy = original.extension().is_some_and(|e| e == "json");
+    let copy = match (legacy, renamed(&text)) {
+        (true, Some(whole)) => whole,
+        _ => text.lines().map(|l| renamed(l).unwrap_or_else(|| l.to_string()) + "\n").collect(),
+    };
+    let name = original.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (stem, ext) = name.rsplit_once('.').unwrap_or((name.as_str(), "jsonl"));
+    let prefix = stem.strip_suffix(short(id)).unwrap_or(stem).trim_end_matches('-');
+    let to = original.with_file_name(format!("{prefix}-{}.{ext}", short(&new_id)));
+    crate::atomic::replace(&to, copy.as_bytes(), crate::atomic::Durable::Data, crate::atomic::Mode::Keep)
+        .map_err(session::io_err("cannot write the agent's copy", &to))?;
+    Ok((new_id, to))
+}
+
+/// A random (version 4) UUID, as the agents name their sessions.
+fn uuid_v4() -> String {
+    let b: [u8; 16] = rand::random();
+    let hex = |r: std::ops::Range<usize>| r.map(|i| format!("{:02x}", b[i])).collect::<String>();
+    let (v, var) =
+        (format!("4{:x}{:02x}", b[6] & 0x0f, b[7]), format!("{:x}{:x}{:02x}", 8 | (b[8] >> 6), b[8] & 0x0f, b[9]));
+    format!("{}-{}-{v}-{var}-{}", hex(0..4), hex(4..6), hex(10..16))
 }
 
 /// "Claude Code", "Codex"…: the tool a row's `source` names.

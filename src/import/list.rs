@@ -19,7 +19,7 @@
 //! Architecture invariant: listing opens the other tools' files for reading only, and an exact item's `messages`
 //! is computed by the import's own conversion ([`Conversation::restored`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
@@ -130,13 +130,24 @@ pub fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem>
 
 /// `theirs` without the transcripts of sessions of ours: one row per conversation (issue 46 item 5). A session we ran
 /// with an ACP agent, or handed back to its agent ([`crate::acp::handover`]), is also in that agent's own store under
-/// the agent's id of it, which our log's `meta` keeps (`agent_session`): it is listed once, as ours.
+/// the agent's id of it, which our log's `meta` keeps (`agent_session`); one handed back is also the original it was
+/// imported from (`imported_from`; Gemini CLI's is a copy under another id). Each is listed once, as ours.
 pub fn without_ours(theirs: Vec<ExternalItem>, ours: &[SessionInfo]) -> Vec<ExternalItem> {
-    let ran: std::collections::HashSet<&str> = ours.iter().filter_map(|i| i.agent_session.as_deref()).collect();
-    if ran.is_empty() {
+    let mut same: HashSet<(&str, &str)> = HashSet::new();
+    let mut ran: HashSet<&str> = HashSet::new();
+    for i in ours {
+        ran.extend(i.agent_session.as_deref());
+        if let (Some(from), Some(_)) = (&i.imported_from, &i.agent) {
+            same.insert((from.source.as_str(), from.id.as_str()));
+        }
+    }
+    if ran.is_empty() && same.is_empty() {
         return theirs;
     }
-    theirs.into_iter().filter(|t| !ran.contains(t.session_id.as_str())).collect()
+    theirs
+        .into_iter()
+        .filter(|t| !ran.contains(t.session_id.as_str()) && !same.contains(&(t.source.as_str(), t.session_id.as_str())))
+        .collect()
 }
 
 /// When a session of ours last spoke, as the picker sorts it.

@@ -69,25 +69,25 @@ struct Header {
 /// One session: its list entry as of the log's `bytes` and `modified_ns`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Row(
-    pub String,             // id
-    pub u64,                // bytes
-    pub i64,                // modified_ns
-    pub String,             // title (the shown one)
-    pub String,             // model
-    pub usize,              // messages
-    pub usize,              // entries
-    pub i64,                // last_message
-    pub usize,              // bad_lines
-    pub usize,              // repaired
-    pub u64,                // torn_tail_bytes
-    pub Option<String>,     // branch
-    pub Option<String>,     // commit
-    pub UsageByModel,       // usage per model
-    pub bool,               // pinned
-    pub Option<ForkedFrom>, // forked_from
-    pub u64,                // the lock file's inode when the row was made (0: none), see [`super::list::lock_holders`]
-    pub Option<String>,     // agent: the ACP agent's name
-    pub Option<String>,     // agent_session: the ACP agent's own id of the session
+    pub String,               // id
+    pub u64,                  // bytes
+    pub i64,                  // modified_ns
+    pub String,               // title (the shown one)
+    pub String,               // model
+    pub usize,                // messages
+    pub usize,                // entries
+    pub i64,                  // last_message
+    pub usize,                // bad_lines
+    pub usize,                // repaired
+    pub u64,                  // torn_tail_bytes
+    pub Option<String>,       // branch
+    pub Option<String>,       // commit
+    pub UsageByModel,         // usage per model
+    pub bool,                 // pinned
+    pub Option<ForkedFrom>,   // forked_from
+    pub u64, // the lock file's inode when the row was made (0: none), see [`super::list::lock_holders`]
+    pub Option<String>, // agent: the ACP agent's name
+    pub Option<String>, // agent_session: the ACP agent's own id of the session
     pub Option<ImportedFrom>, // imported_from: the other agent's session it is a copy of
 );
 

@@ -446,6 +446,65 @@ def can_isolate() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
 
 
+class Offline:
+    """A network namespace with only loopback, for an agent that is not started here but by the editor under test
+    (its ACP server): `ns.make(FakeGemini, responder=...)` makes a fake model server that listens inside it (its
+    socket made on a thread that entered the namespace), and `ns.wrap(command)` is the agent's command run inside it
+    (`nsenter --net`), so the agent reaches the fake and nothing else. Where the machine allows no namespace
+    (`can_isolate()`), both are the plain ones. Held by a sleeping process of its own; `close()` ends it."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(["unshare", "-n", "sleep", "infinity"]) if can_isolate() else None
+        self.path = f"/proc/{self.proc.pid}/ns/net" if self.proc else ""
+        if self.proc:
+            mine = os.stat("/proc/self/ns/net").st_ino
+            deadline = time.monotonic() + 10
+            while os.stat(self.path).st_ino == mine:  # unshare has not entered its namespace yet
+                if time.monotonic() > deadline:
+                    raise AgentRunError("unshare -n made no network namespace")
+                time.sleep(0.02)
+            self.inside(loopback_up)
+
+    def inside(self, make: Any, *args: Any, **kwargs: Any) -> Any:
+        """`make(*args, **kwargs)` on a thread that entered the namespace (a network namespace is a thread's own: the
+        sockets and threads it makes stay in it)."""
+        if not self.proc:
+            return make(*args, **kwargs)
+        import ctypes
+        import threading
+
+        out: dict[str, Any] = {}
+
+        def run() -> None:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                    raise OSError(ctypes.get_errno(), "setns")
+                out["value"] = make(*args, **kwargs)
+            except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
+                out["error"] = e
+            finally:
+                os.close(fd)
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        if "error" in out:
+            raise out["error"]
+        return out["value"]
+
+    make = inside
+
+    def wrap(self, command: list[str]) -> list[str]:
+        return ["nsenter", f"--net={self.path}", "--", *command] if self.proc else command
+
+    def close(self) -> None:
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+
+
 class Running:
     """An agent's run under way (`start_session`); `wait()` returns its info as `make_session` does, or raises."""
 

@@ -3,22 +3,31 @@ a Claude Code session made in a terminal by the real Claude Code CLI (`cli.js -p
 claude-agent-acp bundles, installed by scripts/ensure-acp), against the fake Anthropic server on 127.0.0.1; then, in
 the editor, the picker's `<C-o>` and `<CR>` on its row (or `resume(id)` with its id) hand it to claude-agent-acp,
 which `session/load`s it and goes on in its own transcript. Fallbacks: the transcript gone (the agent is told our
-copy of the conversation), the agent not installed."""
+copy of the conversation), the agent not installed. Then each other agent (Gemini CLI, Qwen Code, opencode, Pi, Codex):
+a session its real CLI made in a terminal, continued by its real ACP server (`gemini --acp`, `qwen --acp`, `opencode
+acp`, pi-acp, codex-acp), which the editor starts inside a network namespace where only the agent's fake model server
+answers (agent_stores.Offline)."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from acp_rig import claude_agent_command, claude_env, ensure_acp, fake_anthropic  # noqa: F401 - a fixture
+from agent_stores import (Offline, acp_command, agent_env, answer, gemini_view, git_workspace, make_session,
+                          openai_view, opencode_db, responses_view, store_files)
 from conftest import Neovim, wait_for
-from fake_llm import FakeAnthropic
+from fake_llm import FakeAnthropic, FakeGemini, FakeOpenAI, FakeResponses
 from session_files import chat, session_id, write_session
 from test_acp import agent_pids, chat_text, log_lines, send, setup, wait_turns
+from test_chat import setup as chat_setup
+from test_import import AGENT_HOMES
 
 STATE = """
 local picker = require("pseudoclaude.float")
@@ -70,6 +79,14 @@ def continue_in_picker(n: Neovim, agent_id: str) -> dict[str, Any]:
     return report
 
 
+def claude_editor(n: Neovim, fake: FakeAnthropic, home: Path, **extra: Any) -> Neovim:
+    """The editor `n` set up with claude pointed at `fake` (`extra`: more of setup()), listing Claude Code's store in
+    `home`."""
+    n.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
+    setup(n, fake, home, **extra)
+    return n
+
+
 def quit_editor(n: Neovim, home: Path) -> None:
     try:
         n.api.command("qa!")
@@ -87,8 +104,7 @@ def test_enter_on_a_terminal_claude_session_has_claude_load_it_and_go_on_in_its_
     transcript = terminal_session(fake, home, workspace, "remember the word PLUMTREE", "I will remember PLUMTREE.")
     agent_id = transcript.stem
     size = transcript.stat().st_size
-    nvim.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
-    setup(nvim, fake, home)
+    claude_editor(nvim, fake, home)
 
     report = continue_in_picker(nvim, agent_id)
     wait_for(lambda: "session/load" in chat_text(nvim), timeout=90, what="the agent's load")
@@ -146,18 +162,14 @@ def test_a_continued_session_whose_transcript_was_deleted_tells_claude_our_copy(
     fake = fake_anthropic
     write_session(workspace, session_id(1), chat("a session of ours", ts=1_764_300_000), mtime=1_764_300_000)
     transcript = terminal_session(fake, home, workspace, "the password is swordfish", "Noted: swordfish.")
-    first = start_nvim()
-    first.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
-    setup(first, fake, home)
+    first = claude_editor(start_nvim(), fake, home)
     report = continue_in_picker(first, transcript.stem)
     wait_for(lambda: "session/load" in chat_text(first), timeout=90, what="the agent's load")
     quit_editor(first, home)
     # Claude Code's clean-up (or the user) deletes the transcript; the conversation is in our log
     transcript.unlink()
 
-    second = start_nvim()
-    second.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
-    setup(second, fake, home)
+    second = claude_editor(start_nvim(), fake, home)
     second.lua("require('pseudoclaude').resume(...)", "claude:" + transcript.stem)
     resumed = wait_for(lambda: second.lua("return vim.g.pc_resumed"), timeout=60, what="the resume by its id")
     assert resumed["ok"] is True and resumed["id"] == report["id"], resumed
@@ -180,9 +192,7 @@ def test_an_agent_not_installed_is_said_and_the_session_is_its_own_once_it_is(
     fake = fake_anthropic
     write_session(workspace, session_id(1), chat("a session of ours", ts=1_764_300_000), mtime=1_764_300_000)
     transcript = terminal_session(fake, home, workspace, "remember the word QUINCE", "QUINCE, noted.")
-    n = start_nvim()
-    n.lua("vim.env.CLAUDE_CONFIG_DIR = ...", str(home / ".claude"))
-    setup(n, fake, home, agents={"claude": {"command": "no-such-claude-acp"}})
+    n = claude_editor(start_nvim(), fake, home, agents={"claude": {"command": "no-such-claude-acp"}})
     report = continue_in_picker(n, transcript.stem)
     wait_for(lambda: "not installed" in chat_text(n), what="the line saying so")
     text = chat_text(n)
@@ -205,3 +215,101 @@ def test_an_agent_not_installed_is_said_and_the_session_is_its_own_once_it_is(
     wait_turns(n, 1)
     assert "remember the word QUINCE" in json.dumps(fake.requests[-1])
     wait_for(lambda: "QUINCE." in transcript.read_text().split("which word?")[-1], what="its own transcript grown")
+
+
+# -- the other agents: their own terminal session continued by their ACP agent (issue 46 item 3) --------------------
+
+# Where each agent keeps its sessions under a home, for the editor's list (test_import's, and Codex's).
+HOMES = {**AGENT_HOMES, "codex": lambda h: {"CODEX_HOME": str(h / ".codex")}}
+FAKES = {"gemini": (FakeGemini, gemini_view), "codex": (FakeResponses, responses_view),
+         "qwen": (partial(FakeOpenAI, unstreamed=True), openai_view),
+         "opencode": (partial(FakeOpenAI, unstreamed=True), openai_view),
+         "pi": (partial(FakeOpenAI, unstreamed=True), openai_view)}
+# How each one's ACP agent takes a session its terminal made (shared/AGENT_STORES.md): its own line in the chat.
+RESTORED = {"gemini": "session/load: the agent restored its own session",
+            "qwen": "session/load: the agent restored its own session",
+            "opencode": "session/load: the agent restored its own session",
+            "pi": "session/load: the agent restored its own session",
+            "codex": "session/load: the agent restored its own session"}
+
+
+def store_text(agent: str, home: Path) -> str:
+    """Everything the agent's own store holds, as text (opencode: its database's message parts)."""
+    if agent == "opencode":
+        con = sqlite3.connect(f"file:{opencode_db(home)}?mode=ro", uri=True)
+        try:
+            return "\n".join(r[0] for r in con.execute("SELECT data FROM part"))
+        finally:
+            con.close()
+    return "\n".join(p.read_text(errors="replace") for p in store_files(agent, home))
+
+
+@pytest.mark.parametrize("agent", list(RESTORED))
+def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
+    start_nvim: Any, workspace: Path, tmp_path: Path, agent: str
+) -> None:
+    # A session the real agent made in a terminal (headless, offline against its fake model server), then, in the
+    # editor, `resume(id)` with its row's id: the agent's ACP server, started by the editor inside a network namespace
+    # where only its fake answers, takes it over.
+    home = tmp_path / "agent-home"
+    git_workspace(workspace)
+    made = make_session(agent, home, workspace, "Remember the word PLUMTREE.")
+    sid = made["session_id"]
+    original = Path(made["store"])
+    before = original.read_bytes() if agent == "gemini" else b""
+    ns = Offline()
+    make_fake, view = FAKES[agent]
+    fake = ns.make(make_fake, responder=lambda body: answer(agent, view(body)[0], workspace, False, *view(body)))
+    n = None
+    try:
+        n = start_nvim()
+        for var, value in HOMES[agent](home).items():
+            n.lua("vim.env[select(1, ...)] = select(2, ...)", var, value)
+        command = ns.wrap(acp_command(agent))
+        spec = {"command": command[0], "args": command[1:], "env": agent_env(agent, home, fake.base_url)}
+        chat_setup(n, None, agents={agent: spec})
+        rows = n.lua("return require('pseudoclaude').sessions.list({ external = true })")
+        assert [r["id"] for r in rows] == [f"{agent}:{sid}"], rows
+
+        n.lua("require('pseudoclaude').resume(...)", f"{agent}:{sid}")
+        report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
+        assert report["ok"] is True and report["handover"]["way"] == "agent", report
+        text = wait_for(lambda: (lambda t: t if f"{agent}: session/" in t else None)(chat_text(n)), timeout=180,
+                        what=f"{agent}'s own line saying how it took the session")
+        assert f"continued by {agent}, which loads the session itself" in text, text
+        assert RESTORED[agent] in text, text
+        assert text.count("Noted: PLUMTREE.") == 1, text
+        assert [c["agent"] for c in n.lua("return require('pseudoclaude').chats()")] == [agent]
+
+        n.api.command("PseudoChat")
+        send(n, "And the word QUINCE?")
+        wait_turns(n, 1, timeout=180)
+        wait_for(lambda: "Noted: QUINCE." in chat_text(n), what="the answer drawn")
+        # the agent went on with its own context: the earlier exchange reached the model from its own session
+        last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
+        assert "Remember the word PLUMTREE." in last, last
+        assert "[The conversation so far" not in last, "a load sends no transcript of ours"
+        # in its own store, which holds the new exchange
+        wait_for(lambda: "QUINCE" in store_text(agent, home), timeout=30, what=f"{agent}'s store holding the new turn")
+
+        lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
+        assert lines[0]["type"] == "replace" and lines[0]["imported_from"]["id"] == sid, lines[0]
+        metas = [e["agent"]["session_id"] for e in lines if e["type"] == "meta" and e.get("agent", {}).get("session_id")]
+        msgs = [m["content"] for m in n.lua("return require('pseudoclaude').messages()")]
+        assert msgs == ["Remember the word PLUMTREE.", "Noted: PLUMTREE.", "And the word QUINCE?", "Noted: QUINCE."], msgs
+        if agent == "gemini":
+            # Gemini was handed a copy under a new id (its load costs what it loads); the original is as it was
+            assert metas[-1] != sid and original.read_bytes() == before, metas
+            assert "handed a copy of its file" in text, text
+            assert any(metas[-1] in p.read_text() and "QUINCE" in p.read_text() for p in store_files(agent, home))
+        else:
+            assert metas[-1] == sid, metas
+        # one row for the conversation: ours
+        rows = n.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
+        assert [r["id"] for r in rows] == [report["id"]], rows
+    finally:
+        if n is not None:
+            quit_editor(n, home)
+        fake.close()
+        ns.close()
+    assert fake.errors == [], fake.errors

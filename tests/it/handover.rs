@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use pseudoclaude::acp::AgentSpec;
-use pseudoclaude::acp::handover::{self, BACKUP_DIR, Way};
+use pseudoclaude::acp::handover::{self, Way};
 use pseudoclaude::import::{self, Homes};
 use pseudoclaude::message::Message;
 use pseudoclaude::session::{self, Context, ListOptions, Writer, WriterOptions};
@@ -144,26 +144,72 @@ fn an_agent_not_installed_is_said_with_how_and_no_agent_of_that_name_leaves_it_t
     assert!(loaded.agent.is_none() && loaded.imported_from.is_some());
 }
 
+/// A Gemini CLI chat of session `ID` recorded in `ws`, where Gemini keeps it under `home` (its `.gemini`): a header
+/// and one exchange (the format of `shared/AGENT_STORES.md`; the real Gemini CLI's: tests/e2e/test_continue.py).
+fn gemini_file(home: &Path, ws: &Path) -> PathBuf {
+    let project = home.join("tmp").join("work");
+    fs::create_dir_all(project.join("chats")).unwrap();
+    fs::write(project.join(".project_root"), ws.canonicalize().unwrap().to_string_lossy().as_bytes()).unwrap();
+    let at = "2026-11-30T10:00:00.000Z";
+    let lines = [
+        json!({"sessionId": ID, "projectHash": "0", "startTime": at, "lastUpdated": at, "kind": "main"}),
+        json!({"id": "u1", "timestamp": at, "type": "user", "content": [{"text": "remember PLUMTREE"}]}),
+        json!({"id": "g1", "timestamp": at, "type": "gemini", "content": "PLUMTREE, noted.", "model": "gemini-2.5"}),
+        json!({"$set": {"lastUpdated": at}}),
+    ];
+    let path = project.join("chats").join("session-2026-11-30T10-00-abcdef12.jsonl");
+    fs::write(&path, lines.iter().map(|l| l.to_string() + "\n").collect::<String>()).unwrap();
+    path
+}
+
 #[test]
-fn an_agent_whose_load_loses_its_files_gets_them_copied_byte_for_byte_first() {
+fn gemini_is_handed_a_copy_under_a_new_id_and_its_original_stays_as_it_was() {
     let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    // Gemini CLI's names end with the session id's first 8 characters; a second file sharing them goes too
-    let path = claude_file(home.path(), ws.path(), "session-2026-11-30T10-00-abcdef12.jsonl");
-    let sibling = path.with_file_name("session-2026-11-30T11-00-abcdef12.jsonl");
-    fs::write(&sibling, "{}\n").unwrap();
-    let unrelated = path.with_file_name("session-2026-11-30T12-00-99999999.jsonl");
-    fs::write(&unrelated, "{}\n").unwrap();
-    let h = handover::hand_over(ws.path(), &path, "gemini", &agents("gemini", "/bin/true")).unwrap();
-    let dir = Context::open(ws.path(), &h.id).unwrap().dir.join(BACKUP_DIR);
-    let mut copied: Vec<String> =
-        fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    copied.sort();
-    assert_eq!(copied, ["session-2026-11-30T10-00-abcdef12.jsonl", "session-2026-11-30T11-00-abcdef12.jsonl"]);
-    assert_eq!(fs::read(dir.join(path.file_name().unwrap())).unwrap(), fs::read(&path).unwrap());
-    assert_eq!(h.backups.len(), 2);
-    // claude's load loses nothing: no copies
-    let c = handover::hand_over(ws.path(), &path, "claude", &agents("claude", "/bin/true")).unwrap();
-    assert!(c.backups.is_empty());
+    let path = gemini_file(home.path(), ws.path());
+    let before = fs::read(&path).unwrap();
+    let found = agents("gemini", "/bin/true");
+    let h = handover::hand_over(ws.path(), &path, "gemini", &found).unwrap();
+    assert_eq!((h.way, h.messages), (Way::Agent, 2));
+    // the copy: beside the original, named as Gemini names a chat, the same records under its own id
+    let copy = h.agent_copy.clone().expect("a copy for the agent");
+    assert_eq!(copy.parent(), path.parent());
+    let agent = session::load(&Context::open(ws.path(), &h.id).unwrap()).unwrap().agent.unwrap();
+    assert_ne!(agent.session_id, ID);
+    assert_eq!(
+        copy.file_name().unwrap().to_string_lossy(),
+        format!("session-2026-11-30T10-00-{}.jsonl", &agent.session_id[..8])
+    );
+    let text = fs::read_to_string(&copy).unwrap();
+    assert_eq!(text, String::from_utf8(before.clone()).unwrap().replace(ID, &agent.session_id));
+    assert!(h.message.contains("handed a copy of its file"), "{}", h.message);
+    assert_eq!(fs::read(&path).unwrap(), before, "the original is only read");
+
+    // Gemini's store lists both; our list shows the conversation once, as ours
+    let theirs = import::list(ws.path(), &Homes { gemini: Some(home.path().to_path_buf()), ..Default::default() });
+    let mut ids: Vec<&str> = theirs.iter().map(|t| t.session_id.as_str()).collect();
+    ids.sort();
+    let mut both = vec![ID, agent.session_id.as_str()];
+    both.sort();
+    assert_eq!(ids, both, "{theirs:#?}");
+    assert!(import::list::without_ours(theirs, &ours(ws.path())).is_empty());
+
+    // again, by its file or by the original's id: the same session and copy, nothing more written
+    let again = handover::hand_over(ws.path(), &path, "gemini", &found).unwrap();
+    assert_eq!((again.id.as_str(), again.agent_copy.as_ref()), (h.id.as_str(), None));
+    let homes = Homes { gemini: Some(home.path().to_path_buf()), ..Default::default() };
+    let by_id = handover::hand_over_id(ws.path(), &format!("gemini:{ID}"), &found, &homes).unwrap();
+    assert_eq!(by_id.id, h.id);
+    assert_eq!(fs::read_dir(path.parent().unwrap()).unwrap().count(), 2);
+    assert_eq!(ours(ws.path()).len(), 1);
+    // claude's load costs nothing: no copy
+    let c = handover::hand_over(
+        ws.path(),
+        &claude_file(home.path(), ws.path(), &format!("{ID}.jsonl")),
+        "claude",
+        &agents("claude", "/bin/true"),
+    )
+    .unwrap();
+    assert!(c.agent_copy.is_none());
 }
 
 #[test]
