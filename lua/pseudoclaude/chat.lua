@@ -362,6 +362,9 @@ end
 ---@field error string? Why the resume failed (the current session is as it was).
 ---@field drawn boolean? Whether all of the history was drawn when the report was made (else older slices follow).
 ---@field at integer? The message the cursor was asked to go to (`opts.at`).
+---@field handover table? Another agent's session handed to that agent (`resume(id)` with its id): `{id, agent, way,
+--- message, messages, existing, notes, agent_copy}` (src/acp/handover.rs).
+---@field handed_over string? A kept copy of another agent's session handed to that agent by this resume: how it goes on.
 
 --- Restores session `id` ("last" or nil: the most recent other session) into the agent buffer. Returns at once: the
 --- session is read on the core's threads and drawn from its end in slices, so the editor never waits. When the

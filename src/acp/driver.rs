@@ -45,11 +45,21 @@ impl Drivers for AcpDrivers {
     ) -> Option<Result<(Arc<dyn Driver>, Resumed), String>> {
         // the list's summary (cached) names the agent; a log it cannot read is left to our resume to report
         let ctx = Context::open(&config.workspace, id).ok()?;
-        let name = crate::session::list::info(&ctx).ok()?.agent?;
+        let info = crate::session::list::info(&ctx).ok()?;
+        // a kept copy of another agent's session goes on with that agent (issue 46 item 3), the line saying so
+        let (name, said) = match info.agent.clone() {
+            Some(name) => (name, None),
+            None => {
+                let homes = crate::import::Homes::from_env();
+                let h = super::handover::hand_over_kept(&config.workspace, &info, &config.agents, &homes)?;
+                (h.agent?, Some(h.message))
+            }
+        };
         Some((|| {
             let chat_config =
                 chat_config(config, &name).map_err(|e| format!("session {id} ran the agent {name}: {e}"))?;
-            let (chat, resumed) = AcpChat::resume(chat_config, approver, id).map_err(|e| e.to_string())?;
+            let (chat, mut resumed) = AcpChat::resume(chat_config, approver, id).map_err(|e| e.to_string())?;
+            resumed.handed_over = said;
             Ok((chat as Arc<dyn Driver>, resumed))
         })())
     }

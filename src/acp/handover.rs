@@ -120,11 +120,7 @@ pub fn hand_over(workspace: &Path, path: &Path, agent: &str, agents: &BTreeMap<S
     meta::append(&Context::open(workspace, &imported.id)?, Entry::meta_agent(agent_meta, now()))?;
     let (way, mut message) = way_of(&what, agent, &spec);
     if let Some(copy) = &agent_copy {
-        // said, as the agent's own store now holds two sessions of the conversation
-        message.push_str(&format!(
-            "; it is handed a copy of its file ({}), as its load would cost the original its next start",
-            copy.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
-        ));
+        message.push_str(&copy_said(copy));
     }
     Ok(handover(imported, Some(agent.to_string()), way, message, agent_copy))
 }
@@ -193,6 +189,47 @@ pub fn hand_over_id(
     meta::append(&Context::open(workspace, &s.id)?, Entry::meta_agent(agent_meta, now()))?;
     let (way, message) = way_of(&what(&from.source), agent, &spec);
     Ok(handover(imported, Some(agent.to_string()), way, message, None))
+}
+
+/// A kept copy (`external.keep`, [`crate::import::keep`]) resumed by our own id (the list's one row for it): handed to
+/// the agent that had the original, as [`hand_over_id`] hands the original: brought up to date from the original
+/// first when it still exists (Gemini CLI is handed a copy of it), recorded as that agent's session, and resumed by
+/// the agent ([`super::AcpDrivers`]). `None` (resumed by our own agent, as any session of ours): not a kept copy, one
+/// continued already, or no agent of that name.
+pub fn hand_over_kept(
+    workspace: &Path,
+    info: &session::SessionInfo,
+    agents: &BTreeMap<String, AgentSpec>,
+    homes: &import::Homes,
+) -> Option<Handover> {
+    let from = info.imported_from.as_ref().filter(|f| f.kept && info.agent.is_none())?;
+    let agent = agent_for(&from.source);
+    let spec = super::resolve(agent, agents).ok()?;
+    let ctx = Context::open(workspace, &info.id).ok()?;
+    // the original, when it is still there: the copy brought up to date from it first
+    let original = import::find(workspace, homes, &format!("{agent}:{}", from.id)).ok();
+    if let Some(item) = original.as_ref().filter(|i| i.unsupported.is_none()) {
+        let _ = import::keep::update_copy(workspace, item.source, &item.session_id, &item.path);
+    }
+    if !untouched_copy(&ctx).ok()? {
+        return None;
+    }
+    let what = format!("{} session {}", source_title(&from.source), short(&from.id));
+    let copy = match original.filter(|_| loses_on_load(agent)) {
+        Some(item) => agent_copy(&item.path, &from.id).ok(),
+        None => None,
+    };
+    let session_id = copy.as_ref().map_or_else(|| from.id.clone(), |(id, _)| id.clone());
+    let agent_meta = AgentMeta { name: agent.to_string(), session_id, ..Default::default() };
+    meta::append(&ctx, Entry::meta_agent(agent_meta, now())).ok()?;
+    let (way, mut message) = way_of(&what, agent, &spec);
+    message = format!("{message} (our kept copy of it)");
+    let agent_copy = copy.map(|(_, p)| p);
+    if let Some(p) = &agent_copy {
+        message.push_str(&copy_said(p));
+    }
+    let imported = Imported { id: info.id.clone(), messages: info.messages, existing: true, notes: Vec::new() };
+    Some(handover(imported, Some(agent.to_string()), way, message, agent_copy))
 }
 
 /// An opencode session (one of many in its database, so no file of its own to import again): imported as a row,
@@ -282,8 +319,12 @@ fn untouched_copy(ctx: &Context) -> Result<bool> {
         .map_err(session::io_err("cannot read", &ctx.jsonl_path))?;
     let entries: Vec<Entry> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let copied = |e: &Entry| {
-        e.kind.as_ref().is_some_and(|k| k.as_str() == "kept")
-            || (e.is(Kind::Replace) && matches!(e.reason.as_str(), import::REASON_IMPORT | "compact"))
+        e.is(Kind::Kept)
+            || (e.is(Kind::Replace)
+                && matches!(
+                    e.reason.as_str(),
+                    import::REASON_IMPORT | import::keep::REASON_KEPT | import::REASON_COMPACT
+                ))
     };
     let Some(last_copied) = entries.iter().rposition(copied) else { return Ok(false) };
     Ok(entries[last_copied + 1..].iter().all(|e| e.is(Kind::Title) || e.is(Kind::Pin)))
@@ -295,8 +336,8 @@ fn loses_on_load(agent: &str) -> bool {
 }
 
 /// A copy of the agent's file `original` (a Gemini CLI chat of session `id`) under a new session id, written beside it
-/// with the name Gemini gives it (`session-<time>-<first 8 of the id>.jsonl`): every record naming the session names
-/// the copy's id instead, the rest byte for byte. Returns the new id and the copy.
+/// with a name as Gemini gives one (`session-<minute>-<first 8 of the id>.jsonl`): every record naming the session
+/// names the copy's id instead, the rest byte for byte. Returns the new id and the copy.
 fn agent_copy(original: &Path, id: &str) -> Result<(String, PathBuf)> {
     let text = std::fs::read_to_string(original).map_err(session::io_err("cannot read", original))?;
     let new_id = uuid_v4();
@@ -313,13 +354,24 @@ fn agent_copy(original: &Path, id: &str) -> Result<(String, PathBuf)> {
         (true, Some(whole)) => whole,
         _ => text.lines().map(|l| renamed(l).unwrap_or_else(|| l.to_string()) + "\n").collect(),
     };
-    let name = original.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let (stem, ext) = name.rsplit_once('.').unwrap_or((name.as_str(), "jsonl"));
-    let prefix = stem.strip_suffix(short(id)).unwrap_or(stem).trim_end_matches('-');
-    let to = original.with_file_name(format!("{prefix}-{}.{ext}", short(&new_id)));
+    // Named for the minute before this one: a load names the file it records into by the current minute and the id's
+    // first 8 characters, and writes over a file of that name (the copy, had it been named for now, as a load in
+    // the same minute as a terminal's start writes over the original). Gemini sorts by the header's times.
+    let minute = (chrono::Utc::now() - chrono::Duration::minutes(1)).format("%Y-%m-%dT%H-%M");
+    let ext = if legacy { "json" } else { "jsonl" };
+    let to = original.with_file_name(format!("session-{minute}-{}.{ext}", short(&new_id)));
     crate::atomic::replace(&to, copy.as_bytes(), crate::atomic::Durable::Data, crate::atomic::Mode::Keep)
         .map_err(session::io_err("cannot write the agent's copy", &to))?;
     Ok((new_id, to))
+}
+
+/// The words the chat's line gains when the agent was handed a copy of its file (its store now holds two sessions of
+/// the conversation).
+fn copy_said(copy: &Path) -> String {
+    format!(
+        "; it is handed a copy of its file ({}), as its load would cost the original its next start",
+        copy.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+    )
 }
 
 /// A random (version 4) UUID, as the agents name their sessions.

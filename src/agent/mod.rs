@@ -211,6 +211,9 @@ pub struct Resumed {
     pub recovered_rewind: Option<crate::rewind::Report>,
     /// What became of a worktree chat's worktree ([`back_into_worktree`]); `None` for another chat.
     pub worktree: Option<WorktreeResumed>,
+    /// A kept copy of another agent's session handed to that agent by this resume: the line saying how it goes on
+    /// (`crate::acp::handover`).
+    pub handed_over: Option<String>,
 }
 
 /// A worktree chat resumed: `present` (back into it), `recreated` (made again from its branch), `gone` (neither

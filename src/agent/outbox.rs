@@ -250,4 +250,7 @@ pub struct ResumeReport {
     /// workspace, the notice says why).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<crate::agent::WorktreeResumed>,
+    /// A kept copy of another agent's session handed to that agent by this resume: how it goes on, one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handed_over: Option<String>,
 }

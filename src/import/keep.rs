@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::list::{ListOptions, list_with};
+use super::list::{ListOptions, list_with, ours_already};
 use super::{Conversation, ExternalItem, Homes, Source, fold};
 use crate::message::{Message, Role, now};
 use crate::session::contain::{Access, Dir};
@@ -89,7 +89,11 @@ pub enum Outcome {
 /// its copy up to date. Never fails as a whole: what failed is named in the report.
 pub fn keep(workspace: &Path, homes: &Homes) -> Report {
     let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
-    let items = list_with(&ws, homes, &ListOptions::default());
+    // a conversation of ours already (a session we ran with the agent, or handed back to it) is not kept twice
+    let ours = session::list(&ws, &session::ListOptions::default()).unwrap_or_default();
+    let is_ours = ours_already(&ours, false);
+    let items: Vec<ExternalItem> =
+        list_with(&ws, homes, &ListOptions::default()).into_iter().filter(|i| !is_ours(i)).collect();
     let mut report = Report::default();
     let mut map = take_map(&ws);
     let before = map.clone();

@@ -128,26 +128,28 @@ pub fn merge(ours: Vec<SessionInfo>, theirs: Vec<ExternalItem>) -> Vec<ListItem>
     out
 }
 
-/// `theirs` without the transcripts of sessions of ours: one row per conversation (issue 46 item 5). A session we ran
-/// with an ACP agent, or handed back to its agent ([`crate::acp::handover`]), is also in that agent's own store under
-/// the agent's id of it, which our log's `meta` keeps (`agent_session`); one handed back is also the original it was
-/// imported from (`imported_from`; Gemini CLI's is a copy under another id). Each is listed once, as ours.
+/// `theirs` without the sessions that are conversations of ours already ([`ours_already`], a kept copy counting):
+/// one row per conversation (issue 46 item 5), ours.
 pub fn without_ours(theirs: Vec<ExternalItem>, ours: &[SessionInfo]) -> Vec<ExternalItem> {
-    let mut same: HashSet<(&str, &str)> = HashSet::new();
+    let is_ours = ours_already(ours, true);
+    theirs.into_iter().filter(|t| !is_ours(t)).collect()
+}
+
+/// Whether another agent's session is a conversation a session of ours holds: one we ran with an ACP agent, or handed
+/// back to its agent ([`crate::acp::handover`]), is also in that agent's own store under the agent's id of it, which
+/// our log's `meta` keeps (`agent_session`); one handed back is also the original it was imported from
+/// (`imported_from`; Gemini CLI's is a copy under another id); with `kept`, an original whose kept copy is ours
+/// ([`super::keep`]), which the keeper itself does not count (it brings those copies up to date).
+pub fn ours_already(ours: &[SessionInfo], kept: bool) -> impl Fn(&ExternalItem) -> bool + '_ {
     let mut ran: HashSet<&str> = HashSet::new();
+    let mut same: HashSet<(&str, &str)> = HashSet::new();
     for i in ours {
         ran.extend(i.agent_session.as_deref());
-        if let (Some(from), Some(_)) = (&i.imported_from, &i.agent) {
+        if let Some(from) = i.imported_from.as_ref().filter(|f| i.agent.is_some() || (kept && f.kept)) {
             same.insert((from.source.as_str(), from.id.as_str()));
         }
     }
-    if ran.is_empty() && same.is_empty() {
-        return theirs;
-    }
-    theirs
-        .into_iter()
-        .filter(|t| !ran.contains(t.session_id.as_str()) && !same.contains(&(t.source.as_str(), t.session_id.as_str())))
-        .collect()
+    move |t| ran.contains(t.session_id.as_str()) || same.contains(&(t.source.as_str(), t.session_id.as_str()))
 }
 
 /// When a session of ours last spoke, as the picker sorts it.

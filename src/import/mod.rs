@@ -305,7 +305,7 @@ fn fold(seg: &[Message]) -> Vec<Message> {
 }
 
 pub const REASON_IMPORT: &str = "import";
-const REASON_COMPACT: &str = "compact";
+pub const REASON_COMPACT: &str = "compact";
 
 /// The workspace's transcripts of both tools, newest first, each read whole (or taken from the cache, see
 /// [`list::list_with`]): `messages` is the count an import restores.
@@ -428,8 +428,8 @@ pub fn import(workspace: &Path, path: &Path) -> Result<Imported> {
     import_with(workspace, path, true)
 }
 
-/// [`import`] into a new session even when the unchanged file was imported before (that session went on without the
-/// original's agent: [`crate::acp::handover`]).
+/// [`import`] into a new session even when the unchanged file was imported or kept before (that session went on
+/// without the original's agent: [`crate::acp::handover`]).
 pub fn import_anew(workspace: &Path, path: &Path) -> Result<Imported> {
     import_with(workspace, path, false)
 }
@@ -462,7 +462,8 @@ fn import_conversation(
     reuse: bool,
 ) -> Result<Imported> {
     // a conversation kept in our store already is that session, brought up to date: one session per conversation
-    if let Some(kept) = keep::update_copy(workspace, source, &c.id, path) {
+    // (unless a new session is asked for: the copy went on without the original's agent)
+    if reuse && let Some(kept) = keep::update_copy(workspace, source, &c.id, path) {
         let id = kept?;
         let messages = session::load(&Context::open(workspace, &id)?)?.messages.len();
         return Ok(Imported { id, messages, existing: true, notes: c.notes });

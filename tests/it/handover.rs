@@ -175,10 +175,8 @@ fn gemini_is_handed_a_copy_under_a_new_id_and_its_original_stays_as_it_was() {
     assert_eq!(copy.parent(), path.parent());
     let agent = session::load(&Context::open(ws.path(), &h.id).unwrap()).unwrap().agent.unwrap();
     assert_ne!(agent.session_id, ID);
-    assert_eq!(
-        copy.file_name().unwrap().to_string_lossy(),
-        format!("session-2026-11-30T10-00-{}.jsonl", &agent.session_id[..8])
-    );
+    let name = copy.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("session-") && name.ends_with(&format!("-{}.jsonl", &agent.session_id[..8])), "{name}");
     let text = fs::read_to_string(&copy).unwrap();
     assert_eq!(text, String::from_utf8(before.clone()).unwrap().replace(ID, &agent.session_id));
     assert!(h.message.contains("handed a copy of its file"), "{}", h.message);
@@ -221,4 +219,49 @@ fn an_id_that_names_no_session_is_refused_naming_it_and_nothing_is_written() {
         assert!(err.to_string().contains(&format!("no session {id:?}")), "{err}");
     }
     assert!(ours(ws.path()).is_empty());
+}
+
+#[test]
+fn a_kept_copy_is_the_conversations_one_row_and_resumed_by_our_id_goes_on_with_the_agent() {
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = claude_file(home.path(), ws.path(), &format!("{ID}.jsonl"));
+    let homes = homes(home.path());
+    let found = agents("claude", "/bin/true");
+    assert_eq!(import::keep::keep(ws.path(), &homes).copied, 1);
+    let kept = ours(ws.path()).remove(0);
+    assert!(kept.imported_from.as_ref().is_some_and(|f| f.kept && f.id == ID), "{kept:?}");
+    // one row: the copy; its original is left out of the other agents' rows
+    assert!(import::list::without_ours(import::list(ws.path(), &homes), &ours(ws.path())).is_empty());
+
+    // resumed by our id (what the host's resume asks first): handed to claude, the copy itself, its line saying so
+    let h = handover::hand_over_kept(ws.path(), &kept, &found, &homes).expect("handed over");
+    assert_eq!((h.id.as_str(), h.agent.as_deref(), h.way), (kept.id.as_str(), Some("claude"), Way::Agent));
+    assert!(h.message.contains("continued by claude") && h.message.contains("our kept copy"), "{}", h.message);
+    let loaded = session::load(&Context::open(ws.path(), &kept.id).unwrap()).unwrap();
+    assert_eq!(loaded.agent.map(|a| a.session_id), Some(ID.to_string()));
+    // the agent's session now: not handed over again, the original's id names it, the keeper leaves it alone
+    assert!(handover::hand_over_kept(ws.path(), &ours(ws.path())[0], &found, &homes).is_none());
+    let by_id = handover::hand_over_id(ws.path(), &format!("claude:{ID}"), &found, &homes).unwrap();
+    assert_eq!(by_id.id, kept.id);
+    let again = import::keep::keep(ws.path(), &homes);
+    assert_eq!((again.copied, again.updated), (0, 0), "{again:?}");
+    assert_eq!(ours(ws.path()).len(), 1);
+    assert!(import::list::without_ours(import::list(ws.path(), &homes), &ours(ws.path())).is_empty());
+
+    // a kept copy our own agent went on with stays ours; the agent is handed a new import of its original
+    let ws2 = tempfile::tempdir().unwrap();
+    let path2 = claude_file(home.path(), ws2.path(), &format!("{ID}.jsonl"));
+    assert_eq!(import::keep::keep(ws2.path(), &homes).copied, 1);
+    let kept2 = ours(ws2.path()).remove(0);
+    let ctx = Context::open(ws2.path(), &kept2.id).unwrap();
+    let w = Writer::open(&ctx, WriterOptions::default()).unwrap();
+    w.append(&Message::user("and one more thing")).unwrap();
+    w.close().unwrap();
+    let info = ours(ws2.path()).into_iter().find(|s| s.id == kept2.id).unwrap();
+    assert!(handover::hand_over_kept(ws2.path(), &info, &found, &homes).is_none());
+    let h2 = handover::hand_over(ws2.path(), &path2, "claude", &found).unwrap();
+    assert_ne!(h2.id, kept2.id);
+    assert_eq!(h2.messages, 2);
+    assert!(session::load(&ctx).unwrap().agent.is_none());
+    let _ = path;
 }

@@ -332,8 +332,10 @@ M.handlers = {
           vim.log.levels.WARN
         )
       end
-      if pending.opts.notice then
-        V.append({ "", "⚠ " .. pending.opts.notice }, "PseudoClaudeNotice")
+      -- how another agent's session goes on: handed over by id (`opts.notice`) or, a kept copy, by this resume
+      local handed = pending.opts.notice or report.handed_over
+      if handed then
+        V.append({ "", "⚠ " .. handed }, "PseudoClaudeNotice")
       end
       require("pseudoclaude.chat.restore").resume_finished(report.id, pending.opts, report)
     end, function()

@@ -171,6 +171,7 @@ impl AcpChat {
             recovered_rewind,
             loaded,
             worktree: None,
+            handed_over: None,
         };
         Ok((chat, resumed))
     }

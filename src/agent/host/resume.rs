@@ -162,5 +162,6 @@ fn report(id: &str, messages: usize, resumed: &Resumed) -> ResumeReport {
         stale_seconds: resumed.stale_seconds,
         notice,
         worktree: resumed.worktree.clone(),
+        handed_over: resumed.handed_over.clone(),
     }
 }
