@@ -296,7 +296,9 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
         assert lines[0]["type"] == "replace" and lines[0]["imported_from"]["id"] == sid, lines[0]
         metas = [e["agent"]["session_id"] for e in lines if e["type"] == "meta" and e.get("agent", {}).get("session_id")]
         msgs = [m["content"] for m in n.lua("return require('pseudoclaude').messages()")]
-        assert msgs == ["Remember the word PLUMTREE.", "Noted: PLUMTREE.", "And the word QUINCE?", "Noted: QUINCE."], msgs
+        # (the answer as the agent streamed it: Codex puts its own warning about the fake model before it)
+        assert msgs[:3] == ["Remember the word PLUMTREE.", "Noted: PLUMTREE.", "And the word QUINCE?"], msgs
+        assert msgs[3].strip().endswith("Noted: QUINCE."), msgs
         if agent == "gemini":
             # Gemini was handed a copy under a new id (its load costs what it loads); the original is as it was
             assert metas[-1] != sid and original.read_bytes() == before, metas
