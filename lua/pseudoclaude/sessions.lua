@@ -251,7 +251,7 @@ end
 ---@field files_touched string[] Files the agent wrote or edited (`write_file`/`edit_file` calls that succeeded).
 ---@field pinned boolean
 ---@field forked_from pseudoclaude.ForkedFrom?
----@field imported_from {source: string, id: string, path: string}? The other agent's session this one is a copy of.
+---@field imported_from {source: string, id: string, path: string, kept: boolean?}? The other agent's session this one is a copy of (`kept`: a kept copy, `external.keep`).
 ---@field original_exists boolean Whether that agent's file is still there.
 ---@field agent {name: string, session_id: string}? The ACP agent whose own session this one goes on in.
 ---@field branch string? Git branch at the latest recorded turn (nil: not a repository, or detached HEAD).

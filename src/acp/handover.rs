@@ -195,7 +195,7 @@ pub fn hand_over_id(
 /// the agent that had the original, as [`hand_over_id`] hands the original: brought up to date from the original
 /// first when it still exists (Gemini CLI is handed a copy of it), recorded as that agent's session, and resumed by
 /// the agent ([`super::AcpDrivers`]). `None` (resumed by our own agent, as any session of ours): not a kept copy, one
-/// continued already, or no agent of that name.
+/// continued already, no agent of that name or its command not installed.
 pub fn hand_over_kept(
     workspace: &Path,
     info: &session::SessionInfo,
@@ -205,6 +205,8 @@ pub fn hand_over_kept(
     let from = info.imported_from.as_ref().filter(|f| f.kept && info.agent.is_none())?;
     let agent = agent_for(&from.source);
     let spec = super::resolve(agent, agents).ok()?;
+    // an agent that is not installed leaves the copy ours (bound to it, the copy could not go on until it is)
+    super::find_command(&spec.command)?;
     let ctx = Context::open(workspace, &info.id).ok()?;
     // the original, when it is still there: the copy brought up to date from it first
     let original = import::find(workspace, homes, &format!("{agent}:{}", from.id)).ok();
@@ -222,8 +224,7 @@ pub fn hand_over_kept(
     let session_id = copy.as_ref().map_or_else(|| from.id.clone(), |(id, _)| id.clone());
     let agent_meta = AgentMeta { name: agent.to_string(), session_id, ..Default::default() };
     meta::append(&ctx, Entry::meta_agent(agent_meta, now())).ok()?;
-    let (way, mut message) = way_of(&what, agent, &spec);
-    message = format!("{message} (our kept copy of it)");
+    let (way, mut message) = way_said(&what, agent, &spec, "its earlier messages are our kept copy's");
     let agent_copy = copy.map(|(_, p)| p);
     if let Some(p) = &agent_copy {
         message.push_str(&copy_said(p));
@@ -263,17 +264,23 @@ fn hand_over_imported(
 
 /// Which way a session of agent `agent` (resolved to `spec`) goes on, and the chat's line saying it.
 fn way_of(what: &str, agent: &str, spec: &AgentSpec) -> (Way, String) {
+    way_said(what, agent, spec, IMPORTED_HERE)
+}
+
+/// Where the chat's earlier messages come from, as the line says it.
+const IMPORTED_HERE: &str = "its earlier messages are imported here";
+
+/// [`way_of`], the line saying where the earlier messages come from with `whence`.
+fn way_said(what: &str, agent: &str, spec: &AgentSpec, whence: &str) -> (Way, String) {
     if super::find_command(&spec.command).is_some() {
-        let message = format!(
-            "{what}: continued by {agent}, which loads the session itself (its earlier messages are imported here)"
-        );
+        let message = format!("{what}: continued by {agent}, which loads the session itself ({whence})");
         return (Way::Agent, message);
     }
     let how = super::install_hint(&spec.command).map(|h| format!(" ({h})")).unwrap_or_default();
     let message = format!(
         "{what}: continued as a session of {agent}, whose command {:?} is not installed: install it{how} or set \
          agents.{agent}.command, then send a message (it loads its session if it still has it, else it is told this \
-         conversation); its earlier messages are imported here",
+         conversation); {whence}",
         spec.command
     );
     (Way::NotInstalled, message)

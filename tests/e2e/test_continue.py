@@ -217,6 +217,47 @@ def test_an_agent_not_installed_is_said_and_the_session_is_its_own_once_it_is(
     wait_for(lambda: "QUINCE." in transcript.read_text().split("which word?")[-1], what="its own transcript grown")
 
 
+def test_a_kept_copy_resumed_by_its_row_goes_on_with_claude_which_loads_the_original(
+    nvim: Neovim, workspace: Path, fake_anthropic: FakeAnthropic, home: Path
+) -> None:
+    # `external.keep` made the conversation's one row a copy of ours; resuming that row hands it to Claude Code,
+    # which loads its own transcript (the original), not a transcript of ours
+    fake = fake_anthropic
+    write_session(workspace, session_id(1), chat("a session of ours", ts=1_764_300_000), mtime=1_764_300_000)
+    transcript = terminal_session(fake, home, workspace, "remember the word MEDLAR", "MEDLAR, noted.")
+    claude_editor(nvim, fake, home)
+    nvim.lua("require('pseudoclaude.keep').now(function(err, report) vim.g.pc_kept = report or err end)")
+    assert wait_for(lambda: nvim.lua("return vim.g.pc_kept"), what=":PseudoKeep's sync")["copied"] == 1
+    rows = nvim.lua("return require('pseudoclaude').sessions.list({ external = true })")
+    (kept,) = [r for r in rows if r["id"] != session_id(1)]
+    assert "source" not in kept, rows  # ours: the original is not a row
+    log = workspace / ".PseudoClaude" / "sessions" / kept["id"] / "conversation.jsonl"
+    assert log_lines(log)[0]["imported_from"]["kept"] is True
+
+    nvim.lua("require('pseudoclaude').resume(...)", kept["id"])
+    report = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), timeout=60, what="the resume")
+    assert report["ok"] is True and report["id"] == kept["id"], report
+    text = wait_for(lambda: (lambda t: t if "claude: session/" in t else None)(chat_text(nvim)), timeout=90,
+                    what="the agent's own line")
+    assert "continued by claude, which loads the session itself (its earlier messages are our kept copy's)" in text, text
+    assert "session/load: the agent restored its own session" in text, text
+    fake.push_text("MEDLAR it was.")
+    nvim.api.command("PseudoChat")
+    send(nvim, "which word?")
+    wait_turns(nvim, 1)
+    last = json.dumps(fake.requests[-1])
+    assert "remember the word MEDLAR" in last and "[The conversation so far" not in last
+    wait_for(lambda: "MEDLAR it was." in transcript.read_text(), what="Claude Code's own transcript grown")
+    msgs = [m["content"] for m in nvim.lua("return require('pseudoclaude').messages()")]
+    assert msgs == ["remember the word MEDLAR", "MEDLAR, noted.", "which word?", "MEDLAR it was."], msgs
+    # still one row, and the keeper leaves it alone now: no second copy
+    nvim.lua("vim.g.pc_kept = vim.NIL require('pseudoclaude.keep').now(function(err, r) vim.g.pc_kept = r or err end)")
+    again = wait_for(lambda: nvim.lua("return vim.g.pc_kept"), what="the next sync")
+    assert again["copied"] == 0, again
+    rows = nvim.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
+    assert sorted(r["id"] for r in rows) == sorted([kept["id"], session_id(1)]), rows
+
+
 # -- the other agents: their own terminal session continued by their ACP agent (issue 46 item 3) --------------------
 
 # Where each agent keeps its sessions under a home, for the editor's list (test_import's, and Codex's).

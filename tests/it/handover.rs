@@ -236,7 +236,7 @@ fn a_kept_copy_is_the_conversations_one_row_and_resumed_by_our_id_goes_on_with_t
     // resumed by our id (what the host's resume asks first): handed to claude, the copy itself, its line saying so
     let h = handover::hand_over_kept(ws.path(), &kept, &found, &homes).expect("handed over");
     assert_eq!((h.id.as_str(), h.agent.as_deref(), h.way), (kept.id.as_str(), Some("claude"), Way::Agent));
-    assert!(h.message.contains("continued by claude") && h.message.contains("our kept copy"), "{}", h.message);
+    assert!(h.message.contains("continued by claude") && h.message.contains("our kept copy's"), "{}", h.message);
     let loaded = session::load(&Context::open(ws.path(), &kept.id).unwrap()).unwrap();
     assert_eq!(loaded.agent.map(|a| a.session_id), Some(ID.to_string()));
     // the agent's session now: not handed over again, the original's id names it, the keeper leaves it alone

@@ -431,9 +431,11 @@ function M.external(item, now, p, width)
     add("cannot be imported: " .. item.unsupported, "PseudoClaudePickerPreviewError")
     return { lines = lines, hls = hls, folds = {} }
   end
-  add(("<CR> continues it with %s, which loads its own session; its messages are imported here first."):format(
-    M.source_name(item)
-  ))
+  add(
+    ("<CR> continues it with %s, which loads its own session; its messages are imported here first."):format(
+      M.source_name(item)
+    )
+  )
   if not p then
     add("")
     add("loading…", "PseudoClaudePickerPreviewMeta")
@@ -667,7 +669,12 @@ function H.library_header(add, p, item)
   if copied then
     local name = M.source_name({ source = copied.source })
     add(
-      ("a copy of %s's session %s, here: .PseudoClaude/sessions/%s"):format(name, copied.id, p.id or item.id),
+      ("%s of %s's session %s, here: .PseudoClaude/sessions/%s"):format(
+        copied.kept and "a kept copy" or "a copy",
+        name,
+        copied.id,
+        p.id or item.id
+      ),
       "PseudoClaudePickerPreviewMeta"
     )
     local where = vim.fn.fnamemodify(copied.path, ":~")
