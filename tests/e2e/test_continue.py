@@ -233,6 +233,12 @@ def test_a_kept_copy_resumed_by_its_row_goes_on_with_claude_which_loads_the_orig
     assert "source" not in kept, rows  # ours: the original is not a row
     log = workspace / ".PseudoClaude" / "sessions" / kept["id"] / "conversation.jsonl"
     assert log_lines(log)[0]["imported_from"]["kept"] is True
+    # its preview shows both places: the copy here, and the original while it exists
+    nvim.lua("vim.g.pc_preview = vim.NIL require('pseudoclaude').sessions.preview_async(..., function(err, p) "
+             "vim.g.pc_preview = p or err end)", kept["id"])
+    p = wait_for(lambda: nvim.lua("return vim.g.pc_preview"), what="the preview")
+    assert p["imported_from"]["kept"] is True and p["original_exists"] is True, p
+    assert p["imported_from"]["path"] == str(transcript.resolve()), p
 
     nvim.lua("require('pseudoclaude').resume(...)", kept["id"])
     report = wait_for(lambda: nvim.lua("return vim.g.pc_resumed"), timeout=60, what="the resume")
@@ -353,6 +359,66 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
     finally:
         if n is not None:
             quit_editor(n, home)
+        fake.close()
+        ns.close()
+    assert fake.errors == [], fake.errors
+
+
+def test_a_gemini_copy_its_next_start_deleted_goes_on_told_our_transcript_and_the_original_stays(
+    start_nvim: Any, workspace: Path, tmp_path: Path
+) -> None:
+    # Gemini's load leaves a file of the loaded id that makes its next start delete that session: the copy handed to
+    # it, never the original. The conversation then goes on in a new Gemini session told our transcript.
+    home = tmp_path / "agent-home"
+    git_workspace(workspace)
+    made = make_session("gemini", home, workspace, "Remember the word PLUMTREE.")
+    original = Path(made["store"])
+    before = original.read_bytes()
+    ns = Offline()
+    fake = ns.make(FakeGemini, responder=lambda body: answer("gemini", gemini_view(body)[0], workspace, False,
+                                                              *gemini_view(body)))
+    editors: list[Neovim] = []
+
+    def editor() -> Neovim:
+        n = start_nvim()
+        editors.append(n)
+        n.lua("vim.env.GEMINI_CLI_HOME = ...", str(home))
+        command = ns.wrap(acp_command("gemini"))
+        chat_setup(n, None, agents={"gemini": {"command": command[0], "args": command[1:],
+                                               "env": agent_env("gemini", home, fake.base_url)}})
+        return n
+
+    try:
+        first = editor()
+        first.lua("require('pseudoclaude').resume(...)", f"gemini:{made['session_id']}")
+        report = wait_for(lambda: first.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
+        copy = Path(report["handover"]["agent_copy"])
+        wait_for(lambda: "gemini: session/load: the agent restored its own session" in chat_text(first), timeout=180,
+                 what="Gemini's load of the copy")
+        quit_editor(first, home)
+        # Gemini's next start (a terminal session of its own) cleans its store up: the copy goes, the original stays
+        # (as the terminal left it; that start may append a summary of it, Gemini's own)
+        make_session("gemini", home, workspace, "Remember the word RAISIN.")
+        names = sorted(p.name for p in original.parent.iterdir())
+        assert not copy.exists() and original.read_bytes().startswith(before), names
+
+        second = editor()
+        second.lua("require('pseudoclaude').resume(...)", report["id"])
+        assert wait_for(lambda: second.lua("return vim.g.pc_resumed"), timeout=90, what="the resume")["ok"] is True
+        text = wait_for(lambda: (lambda t: t if "gemini: session/" in t else None)(chat_text(second)), timeout=180,
+                        what="Gemini's own line")
+        assert "gemini: session/new: the agent no longer has this session" in text, text
+        second.api.command("PseudoChat")
+        send(second, "And the word QUINCE?")
+        wait_turns(second, 1, timeout=180)
+        last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
+        assert "[The conversation so far" in last and "Remember the word PLUMTREE." in last, last
+        msgs = [m["content"] for m in second.lua("return require('pseudoclaude').messages()")]
+        assert msgs[:3] == ["Remember the word PLUMTREE.", "Noted: PLUMTREE.", "And the word QUINCE?"], msgs
+    finally:
+        for n in editors:
+            if n.proc.poll() is None:
+                quit_editor(n, home)
         fake.close()
         ns.close()
     assert fake.errors == [], fake.errors
