@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from acp_rig import claude_agent_command, claude_env, ensure_acp, fake_anthropic  # noqa: F401 - a fixture
-from agent_stores import (Offline, acp_command, agent_env, answer, gemini_view, git_workspace, make_session,
+from agent_stores import (NOTES, Offline, acp_command, agent_env, answer, gemini_view, git_workspace, make_session,
                           openai_view, opencode_db, responses_view, store_files)
 from conftest import Neovim, wait_for
 from fake_llm import FakeAnthropic, FakeGemini, FakeOpenAI, FakeResponses
@@ -291,16 +291,29 @@ def store_text(agent: str, home: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in store_files(agent, home))
 
 
-@pytest.mark.parametrize("agent", list(RESTORED))
+# A terminal session of each kind: its prompt, and the answer that ends it (a tool session: after its write tool's call).
+SESSIONS = {"text": ("Remember the word PLUMTREE.", "Noted: PLUMTREE."),
+            "tools": (f"Write the word FIGTREE into {NOTES}.", f"Done: {NOTES} holds FIGTREE.")}
+
+
+# Gemini CLI 0.61 loads a terminal session with a tool call, but the history it then sends has a function call turn
+# answered by another number of function responses, which the API refuses (the fake says it as the real API does):
+# the next message fails, and the chat shows the API's error. Strict: it fails once Gemini sends a valid history.
+GEMINI_TOOLS = pytest.mark.xfail(strict=True, reason="gemini 0.61: the history of a loaded tool session is refused")
+
+
+@pytest.mark.parametrize("agent,kind", [pytest.param(a, k, marks=[GEMINI_TOOLS] if (a, k) == ("gemini", "tools") else [])
+                                        for a in RESTORED for k in SESSIONS])
 def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
-    start_nvim: Any, workspace: Path, tmp_path: Path, agent: str
+    start_nvim: Any, workspace: Path, tmp_path: Path, agent: str, kind: str
 ) -> None:
-    # A session the real agent made in a terminal (headless, offline against its fake model server), then, in the
-    # editor, `resume(id)` with its row's id: the agent's ACP server, started by the editor inside a network namespace
-    # where only its fake answers, takes it over.
+    # A session the real agent made in a terminal (headless, offline against its fake model server; a text one, or
+    # one where it called its write tool), then, in the editor, `resume(id)` with its row's id: the agent's ACP server,
+    # started by the editor inside a network namespace where only its fake answers, takes it over.
     home = tmp_path / "agent-home"
     git_workspace(workspace)
-    made = make_session(agent, home, workspace, "Remember the word PLUMTREE.")
+    prompt, said = SESSIONS[kind]
+    made = make_session(agent, home, workspace, prompt, tools=kind == "tools")
     sid = made["session_id"]
     original = Path(made["store"])
     before = original.read_bytes() if agent == "gemini" else b""
@@ -325,16 +338,16 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
                         what=f"{agent}'s own line saying how it took the session")
         assert f"continued by {agent}, which loads the session itself" in text, text
         assert RESTORED[agent] in text, text
-        assert text.count("Noted: PLUMTREE.") == 1, text
+        assert text.count(said) == 1, text
         assert [c["agent"] for c in n.lua("return require('pseudoclaude').chats()")] == [agent]
 
         n.api.command("PseudoChat")
         send(n, "And the word QUINCE?")
         wait_turns(n, 1, timeout=180)
-        wait_for(lambda: "Noted: QUINCE." in chat_text(n), what="the answer drawn")
+        wait_for(lambda: "Noted: QUINCE." in chat_text(n), what="the answer drawn: " + chat_text(n))
         # the agent went on with its own context: the earlier exchange reached the model from its own session
         last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
-        assert "Remember the word PLUMTREE." in last, last
+        assert prompt in last and said in last, last
         assert "[The conversation so far" not in last, "a load sends no transcript of ours"
         # in its own store, which holds the new exchange
         wait_for(lambda: "QUINCE" in store_text(agent, home), timeout=30, what=f"{agent}'s store holding the new turn")
@@ -342,10 +355,13 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
         lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
         assert lines[0]["type"] == "replace" and lines[0]["imported_from"]["id"] == sid, lines[0]
         metas = [e["agent"]["session_id"] for e in lines if e["type"] == "meta" and e.get("agent", {}).get("session_id")]
-        msgs = [m["content"] for m in n.lua("return require('pseudoclaude').messages()")]
+        msgs = [m.get("content", "") for m in n.lua("return require('pseudoclaude').messages()")]
         # (the answer as the agent streamed it: Codex puts its own warning about the fake model before it)
-        assert msgs[:3] == ["Remember the word PLUMTREE.", "Noted: PLUMTREE.", "And the word QUINCE?"], msgs
-        assert msgs[3].strip().endswith("Noted: QUINCE."), msgs
+        assert msgs[0] == prompt and said in msgs[-3] and msgs[-2] == "And the word QUINCE?", msgs
+        assert msgs[-1].strip().endswith("Noted: QUINCE.") and len(msgs) == (4 if kind == "text" else 6), msgs
+        if kind == "tools":
+            calls = [m for m in n.lua("return require('pseudoclaude').messages()") if m.get("tool_calls")]
+            assert len(calls) == 1 and "FIGTREE" in json.dumps(calls[0]["tool_calls"]), calls
         if agent == "gemini":
             # Gemini was handed a copy under a new id (its load costs what it loads); the original is as it was
             assert metas[-1] != sid and original.read_bytes() == before, metas
