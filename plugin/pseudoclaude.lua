@@ -174,11 +174,16 @@ end, {
 })
 
 vim.api.nvim_create_user_command("PseudoSearch", function(opts)
-  local ok, err = pcall(require("pseudoclaude.float").open, { search = opts.args })
+  -- `!`: the other agents' sessions too, as `<C-o>` in the picker (without it, as `picker.external` says)
+  local ok, err = pcall(require("pseudoclaude.float").open, { search = opts.args, external = opts.bang or nil })
   if not ok then
     require("pseudoclaude.errors").report(err)
   end
-end, { nargs = "*", desc = "pseudoclaude: search inside every message of every session (the picker's <C-g> mode)" })
+end, {
+  nargs = "*",
+  bang = true,
+  desc = "pseudoclaude: search inside every message of every session (the picker's <C-g> mode); ! the other agents' too",
+})
 
 vim.api.nvim_create_user_command("PseudoCleanup", function()
   local ok, removed = pcall(require("pseudoclaude").sessions.cleanup)

@@ -127,6 +127,12 @@ function Picker:default_matches()
   H.default_matches(self)
 end
 
+--- Sets `matches` to the rows `query` keeps (its `agent:` terms included).
+---@param query string
+function Picker:match(query)
+  H.match(self, query)
+end
+
 ---@param fallback integer?
 function Picker:reselect(fallback)
   H.reselect(self, fallback)
@@ -369,10 +375,12 @@ function M.fork_selected()
   return require("pseudoclaude.float.actions").fork_selected(state)
 end
 
---- Lists the other agents' (Claude Code, Codex) sessions of the workspace too, or no more (`<C-o>`).
+--- Lists the other agents' sessions of the workspace too, or no more (`<C-o>`); in search mode, searches them too.
 function M.toggle_external()
   local s = state
-  if s and not s.search then
+  if s and s.search then
+    require("pseudoclaude.float.search").toggle_external(s)
+  elseif s then
     require("pseudoclaude.float.finder").toggle_external(s)
   end
 end
@@ -669,6 +677,29 @@ function H.default_matches(s)
   s.matches = m
 end
 
+--- Sets `s.matches` to the rows `query` keeps: its text fuzzy-matched (none: the `max_items` newest), its `agent:`
+--- terms applied (float/agents.lua). `narrowing`: `query` extends the query `s.matches` was made for.
+---@param s pseudoclaude.float.State
+---@param query string
+---@param narrowing boolean?
+function H.match(s, query, narrowing)
+  local text, filter = query, nil
+  if query:find("agent:", 1, true) then
+    text, filter = require("pseudoclaude.float.agents").parse(query)
+    -- the terms' text is not matched: the previous matches are not the previous text's
+    narrowing = false
+  end
+  if not filter then
+    if text == "" then
+      return H.default_matches(s)
+    end
+    s.matches = s.matcher:filter(text, narrowing and s.matches or nil)
+    return
+  end
+  local all = s.matcher:filter(text)
+  s.matches = require("pseudoclaude.float.agents").keep_rows(s, filter, all, text == "" and s.max_items or nil)
+end
+
 --- The prompt's text changed: filter and redraw.
 ---@param s pseudoclaude.float.State
 function H.on_change(s)
@@ -688,13 +719,8 @@ function H.on_change(s)
   if s.listing then
     return -- the first rows, when they come, are filtered with it
   end
-  if query == "" then
-    H.default_matches(s)
-  else
-    -- typing forward narrows: only the previous matches can still match
-    local narrowing = previous ~= "" and vim.startswith(query, previous)
-    s.matches = s.matcher:filter(query, narrowing and s.matches or nil)
-  end
+  -- typing forward narrows: only the previous matches can still match
+  H.match(s, query, previous ~= "" and vim.startswith(query, previous))
   H.reselect(s)
   H.draw_rows(s)
   local stats = s.stats.filters
@@ -771,11 +797,7 @@ function H.refresh(s, fallback)
   if s.listing then
     return -- nothing to filter yet: the first rows, when they come, are
   end
-  if s.query == "" then
-    H.default_matches(s)
-  else
-    s.matches = s.matcher:filter(s.query)
-  end
+  H.match(s, s.query)
   H.reselect(s, fallback)
   H.draw_rows(s)
   require("pseudoclaude.float.preview").request_preview(s)

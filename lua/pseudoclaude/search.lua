@@ -18,6 +18,8 @@ local H = {}
 ---@field matches integer Matches in the whole message.
 ---@field title string The session's title.
 ---@field last_message integer The session's newest message time, unix seconds.
+---@field agent string? Another agent's session (`opts.external`): the agent that had it ("claude", "codex", "gemini",
+--- "qwen", "opencode", "pi"); `id` is then its `AGENT:ID`, as `sessions.list({ external = true })` gives it.
 
 ---@class pseudoclaude.SearchSummary
 ---@field sessions integer Sessions searched.
@@ -34,6 +36,8 @@ local H = {}
 ---@field limit integer? Stop after this many hits.
 ---@field per_session integer? At most this many hits per session.
 ---@field include_current boolean? Search the current session too (left out by default, as in `list()`).
+---@field external boolean? The workspace's sessions of the other agents too (Claude Code, Codex, Gemini CLI, Qwen
+--- Code, opencode, Pi; those `list({ external = true })` gives): their hits come after ours, each naming its `agent`.
 ---@field on_hits fun(hits: pseudoclaude.SearchHit[])? Streaming form: each batch, in order, on the main loop.
 ---@field on_done fun(err: string?, summary: pseudoclaude.SearchSummary?)? Streaming form: the end (`err` is
 --- "cancelled" when a newer search took its place).
@@ -77,6 +81,9 @@ function M.search(query, opts, current)
       H.fail(("opts.%s: expected an integer >= 0, got %s"):format(key, vim.inspect(v)))
     end
   end
+  if opts.external ~= nil and type(opts.external) ~= "boolean" then
+    H.fail(("opts.external: expected a boolean, got %s"):format(type(opts.external)))
+  end
   for _, key in ipairs({ "on_hits", "on_done" }) do
     if opts[key] ~= nil and type(opts[key]) ~= "function" then
       H.fail(("opts.%s: expected a function, got %s"):format(key, type(opts[key])))
@@ -86,6 +93,7 @@ function M.search(query, opts, current)
     case = opts.case,
     limit = opts.limit,
     per_session = opts.per_session,
+    external = opts.external == true or nil,
     exclude = not opts.include_current and current or nil,
   }
   if opts.on_hits or opts.on_done then

@@ -224,6 +224,21 @@ function M.id(list, i)
   return ffi.string(list.texts + r.s[0], r.s[1])
 end
 
+--- The `agent` of row `i` of ours without building the row (nil: our own agent's session); `external` true for
+--- another agent's row, whose agent is in its row (`row(list, i).agent`).
+---@param list pseudoclaude.PackedList
+---@param i integer
+---@return string? agent
+---@return boolean external
+function M.agent(list, i)
+  local r = list.recs[i - 1]
+  if band(r.flags, EXTERNAL) ~= 0 then
+    return nil, true
+  end
+  local s = r.s
+  return s[16] ~= NONE and ffi.string(list.texts + s[16], s[17]) or nil, false
+end
+
 --- The index of the row whose id is `id` (the first one), or nil; compares bytes, builds no string.
 ---@param list pseudoclaude.PackedList
 ---@param id string

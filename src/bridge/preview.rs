@@ -9,6 +9,7 @@ use super::{Args, BridgeResult, export, jobs, table_arg, workspace};
 use crate::display;
 use crate::git::GitHead;
 use crate::import;
+use crate::message::Message;
 use crate::session::entry::{AgentMeta, ForkedFrom, ImportedFrom};
 use crate::session::{self, Context};
 use crate::usage::{Pricing, Usage};
@@ -103,7 +104,7 @@ impl Preview {
 /// it): the history an import would restore, read from its store.
 pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult<Preview> {
     if import::is_external_id(id) {
-        return external(workspace, id, limits);
+        return external(workspace, id, |m| Ok(display::tail(m, limits.max_messages, limits.budget, limits.max_bytes)));
     }
     let ctx = Context::open(workspace, id)?;
     let loaded = session::load(&ctx)?;
@@ -111,11 +112,16 @@ pub fn preview(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult
     Ok(Preview::new(loaded, tail, &limits.pricing))
 }
 
-fn external(workspace: &Path, id: &str, limits: &PreviewArgs) -> BridgeResult<Preview> {
+/// Another agent's session's preview, the part of its history `slice` cuts (the tail, or the messages around a hit).
+pub fn external(
+    workspace: &Path,
+    id: &str,
+    slice: impl FnOnce(&[Message]) -> BridgeResult<display::Slice>,
+) -> BridgeResult<Preview> {
     let item = import::find(workspace, &import::Homes::from_env(), id)?;
     let c = import::read_item(&item)?;
     let messages = c.restored();
-    let tail = display::tail(&messages, limits.max_messages, limits.budget, limits.max_bytes);
+    let tail = slice(&messages)?;
     Ok(Preview {
         id: item.id.clone(),
         title: c.shown_title(),

@@ -7,7 +7,9 @@
 //! | `sessions_search_cancel`    | ticket                                           | whether the search was still running |
 //! | `sessions_preview_at_async` | workspace, id, index, `callback(ok, preview)`    | a ticket, at once           |
 //!
-//! `opts`: `{case?: "smart"|"sensitive"|"insensitive", exclude?, limit?, per_session?}`. The async
+//! `opts`: `{case?: "smart"|"sensitive"|"insensitive", exclude?, limit?, per_session?, external?}`; with `external`,
+//! the other agents' sessions of the workspace are searched after ours ([`import::search::search_with_ours`]), each
+//! of their hits naming its `agent`, and `sessions_preview_at_async` takes their ids (`claude:…`). The async
 //! search runs on the worker threads ([`super::jobs`], lane `search`: a new search cancels the
 //! running one) and hands back batches of hits as JSON arrays (`callback(true, json, true)`), newest
 //! sessions first, the first as soon as a session with a hit is done and then at most every
@@ -23,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::preview::{Preview, PreviewArgs};
 use super::{Args, BridgeError, BridgeResult, export, jobs, table_arg, workspace};
 use crate::display;
+use crate::import::{self, Homes};
 use crate::message::Message;
 use crate::session::search::{self, Case, Hit, Options, Query, Summary};
 use crate::session::{self, Context};
@@ -44,6 +47,8 @@ pub struct SearchArgs {
     pub exclude: Option<String>,
     pub limit: Option<usize>,
     pub per_session: Option<usize>,
+    /// The other agents' sessions too.
+    pub external: bool,
 }
 
 impl SearchArgs {
@@ -78,7 +83,17 @@ fn query_args(a: &Args) -> BridgeResult<(PathBuf, Query, SearchArgs)> {
 /// `sessions_search(workspace, query, opts)`: every hit, on the calling thread.
 fn search_sync(a: &Args) -> BridgeResult<String> {
     let (ws, query, args) = query_args(a)?;
-    let (hits, summary) = search::search_all(&ws, &query, &args.options())?;
+    let (hits, summary) = if args.external {
+        let mut hits = Vec::new();
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let summary =
+            import::search::search_with_ours(&ws, &Homes::from_env(), &query, &args.options(), &never, |s| {
+                hits.extend(s.hits)
+            })?;
+        (hits, summary)
+    } else {
+        search::search_all(&ws, &query, &args.options())?
+    };
     super::bulk(&Everything { hits, summary })
 }
 
@@ -97,7 +112,7 @@ fn search_async(a: &Args) -> BridgeResult<u64> {
             Ok(())
         };
         let mut failed = None;
-        let summary = search::search(&ws, &query, &args.options(), stream.flag(), |found| {
+        let sink = |found: search::SessionHits| {
             pending.extend(found.hits);
             if last.is_none_or(|t| t.elapsed() >= BATCH_EVERY) {
                 if let Err(e) = flush(&mut pending) {
@@ -105,7 +120,13 @@ fn search_async(a: &Args) -> BridgeResult<u64> {
                 }
                 last = Some(Instant::now());
             }
-        })?;
+        };
+        let summary = match args.external {
+            true => {
+                import::search::search_with_ours(&ws, &Homes::from_env(), &query, &args.options(), stream.flag(), sink)?
+            }
+            false => search::search(&ws, &query, &args.options(), stream.flag(), sink)?,
+        };
         if let Some(e) = failed {
             return Err(e);
         }
@@ -127,13 +148,23 @@ pub struct PreviewAt {
 }
 
 pub fn preview_at(workspace: &std::path::Path, id: &str, at: usize, limits: &PreviewArgs) -> BridgeResult<PreviewAt> {
+    if import::is_external_id(id) {
+        let preview = super::preview::external(workspace, id, |messages| around(id, messages, at, limits))?;
+        return Ok(PreviewAt { preview, at });
+    }
     let ctx = Context::open(workspace, id)?;
     let loaded = session::load(&ctx)?;
-    let total = loaded.messages.len();
+    let tail = around(id, &loaded.messages, at, limits)?;
+    Ok(PreviewAt { preview: Preview::new(loaded, tail, &limits.pricing), at })
+}
+
+/// The slice of `messages` a preview at message `at` (1-based) shows.
+fn around(id: &str, messages: &[Message], at: usize, limits: &PreviewArgs) -> BridgeResult<display::Slice> {
+    let total = messages.len();
     if at == 0 || at > total {
         return Err(BridgeError::msg(format!("session {id} has no message {at} (it has {total})")));
     }
-    let refs: Vec<&Message> = loaded.messages.iter().collect();
+    let refs: Vec<&Message> = messages.iter().collect();
     let from = (at - 1).saturating_sub(CONTEXT_BEFORE);
     let mut to = at;
     let mut used = 0;
@@ -149,7 +180,7 @@ pub fn preview_at(workspace: &std::path::Path, id: &str, at: usize, limits: &Pre
     let mut tail = display::slice(&refs, from, to, limits.max_bytes);
     // The hit's own message as the agent buffer shows it, so the match is in what is drawn.
     tail.messages[at - 1 - from] = display::shown(refs[at - 1], display::MAX_DISPLAY_BYTES);
-    Ok(PreviewAt { preview: Preview::new(loaded, tail, &limits.pricing), at })
+    Ok(tail)
 }
 
 /// `sessions_preview_at_async(workspace, id, at, callback)`: [`preview_at`] on a worker thread, in

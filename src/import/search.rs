@@ -19,6 +19,7 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 
 use super::{ExternalItem, Homes, Source, list, words};
+use crate::session::ListOptions;
 use crate::session::search::{self, Options, Query, SessionHits, Summary};
 
 /// Searches the workspace's sessions of the other agents (as [`list::list_with`] finds them), newest first, and hands
@@ -33,10 +34,14 @@ pub fn search(
     sink: impl FnMut(SessionHits) + Send,
 ) -> Summary {
     let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
-    let listed: Vec<ExternalItem> = list::list_with(&ws, homes, &list::ListOptions::default())
-        .into_iter()
-        .filter(|i| i.unsupported.is_none())
-        .collect();
+    // as `list --external`: a session we ran with an ACP agent is ours to search, not the agent's transcript of it
+    let ours =
+        crate::session::list(workspace, &ListOptions { include_empty: true, ..Default::default() }).unwrap_or_default();
+    let listed: Vec<ExternalItem> =
+        list::without_ours(list::list_with(&ws, homes, &list::ListOptions::default()), &ours)
+            .into_iter()
+            .filter(|i| i.unsupported.is_none())
+            .collect();
     let mut index = words::take(&ws);
     let keys: HashSet<String> = listed.iter().map(key).collect();
     let mut changed = index.retain(|k| keys.contains(k));
@@ -75,6 +80,36 @@ pub fn search(
     }
     words::put(&ws, index, changed);
     summary
+}
+
+/// Our own sessions' search ([`search::search`]) and then the other agents' ([`search`]), as one: the hits of ours
+/// (newest first), then theirs (newest first), `opts.limit` counted over both, one summary. What
+/// `sessions.search(query, { external = true })` and the picker's search with `<C-o>` on run.
+pub fn search_with_ours(
+    workspace: &Path,
+    homes: &Homes,
+    query: &Query,
+    opts: &Options,
+    cancel: &AtomicBool,
+    mut sink: impl FnMut(SessionHits) + Send,
+) -> crate::session::Result<Summary> {
+    let mut summary = search::search(workspace, query, opts, cancel, &mut sink)?;
+    if summary.truncated || summary.cancelled {
+        return Ok(summary);
+    }
+    let left = opts.limit.map(|l| l.saturating_sub(summary.hits));
+    if left == Some(0) {
+        return Ok(summary);
+    }
+    let theirs = search(workspace, homes, query, &Options { limit: left, ..opts.clone() }, cancel, sink);
+    summary.sessions += theirs.sessions;
+    summary.matched += theirs.matched;
+    summary.hits += theirs.hits;
+    summary.replayed += theirs.replayed;
+    summary.truncated = theirs.truncated;
+    summary.cancelled = theirs.cancelled;
+    summary.skipped.extend(theirs.skipped);
+    Ok(summary)
 }
 
 /// [`search`], gathering every hit.

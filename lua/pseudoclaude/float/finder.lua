@@ -59,11 +59,7 @@ function M.read_first_rows(s, opts)
     if not s.full then
       s:set_items(M.with_marks(s, top))
       s.sel_id = s.sel_id or (top[1] and top[1].id)
-      if s.query == "" then
-        s:default_matches()
-      else
-        s.matches = s.matcher:filter(s.query)
-      end
+      s:match(s.query)
       s:reselect()
       s:draw_rows()
     end

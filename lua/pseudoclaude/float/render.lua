@@ -484,7 +484,13 @@ function H.header(p, item, now)
   add(M.title(p.title and p or item), "PseudoClaudePickerPreviewTitle")
   local meta = { p.id or item.id }
   local model = (p.model or "") ~= "" and p.model or item.model
-  if item.agent then
+  if item.source then
+    -- another agent's session (a search hit of theirs): whose, then its model
+    meta[#meta + 1] = M.tool_name(item) .. " session"
+    if (model or "") ~= "" then
+      meta[#meta + 1] = model
+    end
+  elseif item.agent then
     -- an ACP agent's session: its log names the agent as the model
     meta[#meta + 1] = item.agent .. " (ACP agent)"
   elseif (model or "") ~= "" then

@@ -8,6 +8,10 @@
 --- its rows, moves, preview and `<CR>` to this module while `state.search` is set; this module asks the controller
 --- through the state's methods (`s:on_change()`, `s:close()`…) and never requires float.lua. Its previews are drawn
 --- by the picker's one renderer (`render.preview` with the hit) and shown by the previewer (`preview.show`).
+---
+--- With the other agents' sessions on (`<C-o>`, `picker.external`, `:PseudoSearch!`), their hits come after ours, each
+--- row marked with its agent; `<CR>` on one resumes it as `<CR>` on their row does. `agent:NAME` in the prompt keeps
+--- one agent's hits (float/agents.lua), the rest of the prompt being the text searched.
 
 local M = {}
 local H = {}
@@ -39,6 +43,8 @@ M.LABEL_WIDTH = 6
 ---@field preview_key string? The hit shown in the preview (`id:index`).
 ---@field loading string?
 ---@field stats pseudoclaude.float.SearchStats
+---@field external boolean Whether the running search covers the other agents' sessions.
+---@field filter pseudoclaude.float.AgentFilter? The prompt's `agent:` terms.
 
 --- Enters search mode in picker state `s`; with `query`, the prompt is set to it first.
 ---@param s pseudoclaude.float.State
@@ -58,7 +64,7 @@ function M.enter(s, query)
     stats = { hits = 0 },
   }
   s.preview_id = nil
-  H.titles(s, " Search messages ", " Hits ")
+  H.titles(s, H.title(s), " Hits ")
   if query then
     api.nvim_buf_set_lines(s.bufs.prompt, 0, -1, false, { query })
     if api.nvim_get_current_win() == s.wins.prompt then
@@ -116,12 +122,15 @@ function M.on_query(s, query)
   st.gen = st.gen + 1
   st.hits, st.sel, st.top, st.error, st.summary = {}, 1, 1, nil, nil
   st.stats = { query_at = vim.uv.hrtime(), hits = 0 }
-  st.running = query ~= ""
-  if query ~= "" then
+  local text, filter = require("pseudoclaude.float.agents").parse(query)
+  st.filter, st.external = filter, s.external == true
+  st.running = text ~= ""
+  if text ~= "" then
     local gen = st.gen
-    local ok, handle = pcall(require("pseudoclaude.sessions").search, query, {
+    local ok, handle = pcall(require("pseudoclaude.sessions").search, text, {
       per_session = M.PER_SESSION,
       limit = M.LIMIT,
+      external = st.external,
       on_hits = function(hits)
         H.arrived(s, gen, hits)
       end,
@@ -154,11 +163,33 @@ function M.selected_item(s)
   if not hit then
     return nil
   end
+  if hit.agent then
+    -- another agent's session: enough of its row for the keys that act on one (its row is not looked for: the
+    -- list finds another agent's row by decoding each of theirs)
+    local source = M.SOURCES[hit.agent] or hit.agent
+    return { id = hit.id, title = hit.title, modified = hit.last_message, agent = hit.agent, source = source }
+  end
   local at = require("pseudoclaude.float.finder").index_of(s, hit.id)
   if at then
     return s.items[at]
   end
   return { id = hit.id, title = hit.title, last_message = hit.last_message, model = "", messages = 0 }
+end
+
+--- The `source` of another agent's row, by its `agent`.
+M.SOURCES = { claude = "claude-code", gemini = "gemini-cli", qwen = "qwen-code" }
+
+--- `<C-o>` in search mode: the other agents' sessions in the search (and the list under it) or no more.
+---@param s pseudoclaude.float.State
+function M.toggle_external(s)
+  local st = s.search
+  if not st then
+    return
+  end
+  require("pseudoclaude.float.finder").toggle_external(s)
+  H.titles(s, H.title(s), " Hits ")
+  st.query = nil -- the same text, searched again
+  M.on_query(s, api.nvim_buf_get_lines(s.bufs.prompt, 0, 1, false)[1] or "")
 end
 
 ---@param s pseudoclaude.float.State
@@ -204,23 +235,27 @@ function M.resume_selected(s)
   if not hit then
     return
   end
-  local ok, holder = pcall(require("pseudoclaude.sessions").holder, hit.id)
-  if not ok then
-    return require("pseudoclaude.errors").report(holder)
-  end
-  -- a chat of this editor holds it: resuming shows that chat
-  if holder and require("pseudoclaude.float.render").live()[hit.id] then
-    holder = nil
-  end
-  if holder then
-    return vim.notify(
-      ("pseudoclaude: session %s (%s) is open in another editor (%s); close it there first"):format(
-        hit.title ~= "" and hit.title or "(untitled)",
-        hit.id,
-        holder
-      ),
-      vim.log.levels.ERROR
-    )
+  -- another agent's session is no log of ours to be held: imported (or continued by its agent), then resumed on
+  -- that message, as `<CR>` on its row would
+  if not hit.agent then
+    local ok, holder = pcall(require("pseudoclaude.sessions").holder, hit.id)
+    if not ok then
+      return require("pseudoclaude.errors").report(holder)
+    end
+    -- a chat of this editor holds it: resuming shows that chat
+    if holder and require("pseudoclaude.float.render").live()[hit.id] then
+      holder = nil
+    end
+    if holder then
+      return vim.notify(
+        ("pseudoclaude: session %s (%s) is open in another editor (%s); close it there first"):format(
+          hit.title ~= "" and hit.title or "(untitled)",
+          hit.id,
+          holder
+        ),
+        vim.log.levels.ERROR
+      )
+    end
   end
   s:close()
   vim.schedule(function()
@@ -271,7 +306,11 @@ function M.rows(hits, width, now)
   local title_w = math.max(8, math.min(40, math.floor(width * 0.28)))
   local lines, hls = {}, {}
   for k, hit in ipairs(hits) do
-    local title = fit(hit.title ~= "" and hit.title or "(untitled)", title_w)
+    local title = hit.title ~= "" and hit.title or "(untitled)"
+    if hit.agent then
+      title = "[" .. hit.agent .. "] " .. title
+    end
+    title = fit(title, title_w)
     local age = render.age(now - (hit.last_message or 0))
     local label = H.label(hit)
     local head = "  "
@@ -372,6 +411,9 @@ function H.arrived(s, gen, hits)
     return
   end
   local before = #st.hits
+  if st.filter then
+    hits = require("pseudoclaude.float.agents").keep_hits(s, st.filter, hits)
+  end
   vim.list_extend(st.hits, hits)
   st.stats.hits = #st.hits
   M.draw_rows(s)
@@ -399,8 +441,9 @@ end
 function H.empty_text(st)
   if st.error then
     return st.error
-  elseif st.query == "" then
-    return "type to search inside every message"
+  elseif not st.running and require("pseudoclaude.float.agents").parse(st.query) == "" then
+    return st.external and "type to search inside every message, the other agents' too"
+      or "type to search inside every message"
   elseif st.running then
     return "searching…"
   end
@@ -432,6 +475,12 @@ function H.show(s, p, key)
   if s.search then
     s.search.preview_key = key
   end
+end
+
+---@param s pseudoclaude.float.State
+---@return string
+function H.title(s)
+  return s.external and " Search messages (other agents too) " or " Search messages "
 end
 
 --- The prompt's and the results' window titles.
