@@ -13,7 +13,6 @@
 //! Architecture invariant: as listing, searching opens the other agents' files for reading only.
 
 use std::collections::HashSet;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
@@ -34,23 +33,25 @@ pub fn search(
     sink: impl FnMut(SessionHits) + Send,
 ) -> Summary {
     let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
-    // as `list --external`: a session we ran with an ACP agent is ours to search, not the agent's transcript of it
+    // as `list --external`: a conversation a session of ours holds (one we ran with an ACP agent or handed over, a
+    // kept copy's original) is ours to search, not the agent's transcript of it: one hit per message
     let ours =
         crate::session::list(workspace, &ListOptions { include_empty: true, ..Default::default() }).unwrap_or_default();
-    let listed: Vec<ExternalItem> =
-        list::without_ours(list::list_with(&ws, homes, &list::ListOptions::default()), &ours)
-            .into_iter()
-            .filter(|i| i.unsupported.is_none())
-            .collect();
+    let is_ours = list::ours_already(&ours, true);
+    let listed: Vec<(ExternalItem, words::Stamp)> = list::list_stamped(&ws, homes, &list::ListOptions::default())
+        .into_iter()
+        .filter(|(i, _)| i.unsupported.is_none() && !is_ours(i))
+        .collect();
     let mut index = words::take(&ws);
-    let keys: HashSet<String> = listed.iter().map(key).collect();
+    let keys: HashSet<String> = listed.iter().map(|(i, _)| key(i)).collect();
     let mut changed = index.retain(|k| keys.contains(k));
     let candidates = index.candidates(&query.text);
     // (item, its stamp now, whether the index holds that state of it)
     let items: Vec<(&ExternalItem, words::Stamp, bool)> = listed
         .iter()
-        .filter_map(|i| {
-            let (k, stamp) = (key(i), stamp(i));
+        .filter_map(|(i, stamp)| {
+            // the stamp of the `stat` the list made: the files are not asked again
+            let (k, stamp) = (key(i), *stamp);
             let fresh = index.stamp(&k) == Some(stamp);
             let wanted = !fresh || candidates.as_ref().is_none_or(|c| c.contains(&k));
             wanted.then_some((i, stamp, fresh))
@@ -127,15 +128,6 @@ fn key(item: &ExternalItem) -> String {
 /// Whether the session is a file of its own (a JSONL transcript), as every store but opencode's database keeps them.
 fn own_file(item: &ExternalItem) -> bool {
     item.source != Source::Opencode
-}
-
-/// The state of a session the index compares: its file's size and modification time, or, for a session in
-/// opencode's database, the time of its last change (`time_updated`) and its message count.
-fn stamp(item: &ExternalItem) -> words::Stamp {
-    match std::fs::metadata(&item.path) {
-        Ok(m) if own_file(item) => (m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec()),
-        _ => (item.messages as u64, item.modified),
-    }
 }
 
 type Searched = (Option<SessionHits>, Option<Vec<String>>);
