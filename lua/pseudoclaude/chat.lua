@@ -153,19 +153,15 @@ function H.new_in_worktree(opts, own, acp)
         require("pseudoclaude.errors").report(err)
       end
     end
-  if acp then
-    return on_done("pseudoclaude.chat.new: a worktree chat runs our own agent for now, not " .. acp)
-  end
   require("pseudoclaude.worktree").create(name, nil, function(err, wt)
     if err then
       return on_done(err)
     end
     local config = own or H.config()
     config.agent = nil
-    -- the core joins an empty sub-folder as a trailing "/"
-    config.worktree = { name = wt.id, branch = wt.branch, path = (wt.root:gsub("(.)/$", "%1")) }
-    require("pseudoclaude.worktree").ignore_state(config.worktree.path)
-    local ok, n = pcall(require("pseudoclaude.core").call, "agent_chat_open", config, nil)
+    config.worktree = { name = wt.id, branch = wt.branch, path = wt.root }
+    -- an ACP agent works there too: its `cwd`, our fs and terminal tools for it, its checkpoints
+    local ok, n = pcall(require("pseudoclaude.core").call, "agent_chat_open", config, acp)
     if not ok then
       return on_done(tostring(n))
     end
@@ -925,7 +921,7 @@ function H.ensure_host()
     return row and row.worktree
   end, function(root)
     for _, r in ipairs(M.chats()) do
-      if r.worktree and r.worktree:gsub("(.)/$", "%1") == root then
+      if r.worktree == root then
         return r.session
       end
     end

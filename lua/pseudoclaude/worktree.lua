@@ -147,7 +147,12 @@ function M.command(args, bang)
         end
         local lines = {}
         for _, w in ipairs(list) do
-          lines[#lines + 1] = ("%s  %s  %d changed%s"):format(w.id, w.branch, w.changed, w.missing and "  (missing)" or "")
+          lines[#lines + 1] = ("%s  %s  %d changed%s"):format(
+            w.id,
+            w.branch,
+            w.changed,
+            w.missing and "  (missing)" or ""
+          )
         end
         vim.notify(#lines > 0 and table.concat(lines, "\n") or "pseudoclaude: no worktree chat")
       end,
@@ -186,18 +191,6 @@ function M.closed(id, session)
       end
     end,
   })
-end
-
---- Keeps what the chat's checkpoints store in the worktree (`<root>/.PseudoClaude/objects`) out of its git status
---- and of a merge's commit: a `.gitignore` of `*` there, as the workspace's own `.PseudoClaude/` has.
----@param root string
-function M.ignore_state(root)
-  local dir = root .. "/.PseudoClaude"
-  if vim.uv.fs_stat(dir .. "/.gitignore") then
-    return
-  end
-  vim.fn.mkdir(dir, "p")
-  vim.fn.writefile({ "# Written by pseudoclaude.nvim: a worktree chat's checkpoints stay out of git.", "*" }, dir .. "/.gitignore")
 end
 
 -- Helpers ==============================================================================================================
@@ -248,16 +241,12 @@ function H.session_of(id, given, k)
     on_done = function(_, list)
       for _, w in ipairs(list or {}) do
         if w.id == id then
-          return k(H.live_session and H.live_session(H.trim(w.root)) or w.session)
+          return k(H.live_session and H.live_session(w.root) or w.session)
         end
       end
       k(nil)
     end,
   })
-end
-
-function H.trim(path)
-  return (path:gsub("(.)/$", "%1"))
 end
 
 function H.report_merge(id)
@@ -297,7 +286,7 @@ function H.pick(id, prompt, k)
       end
       local mine = H.current_worktree and H.current_worktree()
       for _, w in ipairs(list) do
-        if mine and H.trim(w.root) == H.trim(mine) then
+        if mine and w.root == mine then
           return k(w)
         end
       end
@@ -346,16 +335,17 @@ function H.show(wt, files, k)
     hunks = {},
   }, title)
   vim.wo[r.old_win].winbar = (" base %s: %s"):format(wt.base:sub(1, 7), f.path):gsub("%%", "%%%%")
-  vim.wo[r.new_win].winbar = (" %s (%d/%d): %s [%s] · ]f next · [f previous · q close"):format(
-    wt.branch,
-    k,
-    #files,
-    f.path,
-    f.status
-  ):gsub("%%", "%%%%")
+  vim.wo[r.new_win].winbar = (" %s (%d/%d): %s [%s] · ]f next · [f previous · q close")
+    :format(wt.branch, k, #files, f.path, f.status)
+    :gsub("%%", "%%%%")
   for _, b in ipairs({ r.old_buf, r.new_buf }) do
     local function map(lhs, fn, desc)
-      vim.keymap.set("n", lhs, fn, { buffer = b, nowait = true, silent = true, desc = "pseudoclaude worktree: " .. desc })
+      vim.keymap.set(
+        "n",
+        lhs,
+        fn,
+        { buffer = b, nowait = true, silent = true, desc = "pseudoclaude worktree: " .. desc }
+      )
     end
     map("]f", function()
       H.show(wt, files, k % #files + 1)

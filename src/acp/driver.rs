@@ -80,12 +80,17 @@ fn chat_config(config: &HostConfig, name: &str) -> Result<ChatConfig, String> {
         rewind: config.rewind.enabled,
         rewind_max_file_bytes: config.rewind.max_file_bytes,
         sandbox: config.sandbox.clone(),
+        worktree: config.worktree.clone(),
     })
 }
 
 impl Driver for AcpChat {
     fn agent_name(&self) -> String {
         self.config.name.clone()
+    }
+
+    fn worktree(&self) -> Option<crate::session::entry::WorktreeMeta> {
+        self.config.worktree.clone()
     }
 
     fn session(&self) -> Option<Context> {

@@ -233,23 +233,24 @@ pub struct WorktreeResumed {
 /// Puts a resumed worktree chat back into its worktree (`config.worktree`), re-created from its branch when its
 /// folder is gone; in the workspace when neither is there. Runs git: on the resume's thread, never the editor's.
 pub fn back_into_worktree(
-    config: &mut AgentConfig,
+    workspace: &Path,
+    worktree: &mut Option<session::entry::WorktreeMeta>,
     logged: Option<&session::entry::WorktreeMeta>,
 ) -> Option<WorktreeResumed> {
     let Some(logged) = logged else {
         // a session of the workspace resumed in a chat that was a worktree chat works in the workspace
-        config.worktree = None;
+        *worktree = None;
         return None;
     };
     let mut report = WorktreeResumed {
         state: "gone",
         name: logged.name.clone(),
         branch: logged.branch.clone(),
-        path: config.workspace.clone(),
+        path: workspace.to_path_buf(),
         error: None,
     };
     use crate::worktree::Resumed as R;
-    let found = match crate::worktree::resume(&config.workspace, &logged.name) {
+    let found = match crate::worktree::resume(workspace, &logged.name) {
         Ok(R::Present(w)) => Some(("present", w)),
         Ok(R::Recreated(w)) => Some(("recreated", w)),
         Ok(R::Gone) => None,
@@ -259,7 +260,7 @@ pub fn back_into_worktree(
             None
         }
     };
-    config.worktree = found.map(|(state, w)| {
+    *worktree = found.map(|(state, w)| {
         report.state = state;
         report.path = w.root.clone();
         session::entry::WorktreeMeta { name: w.id, branch: w.branch, path: w.root }
@@ -315,7 +316,7 @@ impl Agent {
         // moves a torn tail aside, so the load below sees exactly what the writer will append to.
         let (writer, repair) = Writer::open_with_repair(&ctx, opts.clone())?;
         let mut loaded = session::load(&ctx)?;
-        let worktree = back_into_worktree(&mut config, loaded.worktree.as_ref());
+        let worktree = back_into_worktree(&config.workspace, &mut config.worktree, loaded.worktree.as_ref());
         let log = SessionLog::opened(&config.workspace, opts, writer);
         // Moved, not copied: a 100 MiB history is held once.
         let conversation = Conversation::from_messages(std::mem::take(&mut loaded.messages), log.hooks());

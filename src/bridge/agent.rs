@@ -343,16 +343,16 @@ pub(super) fn exports() -> Vec<(&'static str, Object)> {
         }),
         // The registry of chats: open one (its own configuration, or nil: the host's), make one current, close one,
         // list them, find the one a session is live in.
-        // `agent_chat_open(config?, agent?)`: with `agent`, a chat with that ACP agent (the host's configuration)
+        // `agent_chat_open(config?, agent?)`: with `agent`, a chat with that ACP agent (`config`, else the host's)
         export("agent_chat_open", |a| {
             let agent: Option<String> = a.get(1)?;
-            if let Some(name) = agent {
-                return with_host(|h| Ok(h.open_acp_chat(&name)?));
-            }
             let config = match a.get::<Option<Object>>(0)? {
                 Some(_) => Some(config_from(a, 0)?),
                 None => None,
             };
+            if let Some(name) = agent {
+                return with_host(|h| Ok(h.open_acp_chat(&name, config)?));
+            }
             with_host(|h| Ok(h.open_chat(config)))
         }),
         export("agent_chat_focus", |a| {

@@ -157,7 +157,8 @@ pub fn create(workspace: &Path, name: Option<&str>, session: Option<&str>) -> Re
         if let Some(s) = session {
             set_config(&repo, &name, "pseudoclaudesession", s)?;
         }
-        include::copy(&repo, &path)
+        include::copy(&repo, &path)?;
+        keep_state_out(&root_of(&repo, &path))
     })();
     if let Err(e) = made {
         // Nothing half made stays behind.
@@ -167,7 +168,7 @@ pub fn create(workspace: &Path, name: Option<&str>, session: Option<&str>) -> Re
     }
     Ok(Worktree {
         id: name.clone(),
-        root: path.join(repo.prefix()),
+        root: root_of(&repo, &path),
         path,
         branch,
         base,
@@ -322,7 +323,7 @@ fn describe(repo: &Repo, r: Record) -> Result<Worktree> {
         if r.live { changed_files(&path, &r.base)?.len() } else { committed_files(repo, &branch, &r.base)?.len() };
     Ok(Worktree {
         id: r.name.clone(),
-        root: path.join(repo.prefix()),
+        root: root_of(&repo, &path),
         path,
         branch,
         base: r.base,
@@ -424,6 +425,23 @@ pub enum Resumed {
     Gone,
 }
 
+/// The worktree's counterpart of the workspace (the workspace may be a sub-folder of its repository): where the
+/// chat works. Never with a trailing `/` (`path.join("")` would add one).
+fn root_of(repo: &Repo, path: &Path) -> PathBuf {
+    let prefix = repo.prefix();
+    if prefix.as_os_str().is_empty() { path.to_path_buf() } else { path.join(prefix) }
+}
+
+/// `<root>/.PseudoClaude/` with its `.gitignore` of `*`, as the workspace's: the chat's checkpoints stored there
+/// stay out of the worktree's `git status` and of a merge's commit (a worktree made again from its branch too: the
+/// branch never holds the ignored file).
+fn keep_state_out(root: &Path) -> Result<()> {
+    crate::session::ensure_root(root).map(|_| ()).map_err(|e| Error::Io {
+        what: "cannot make the worktree's .PseudoClaude".into(),
+        source: std::io::Error::other(e),
+    })
+}
+
 /// Back into worktree `name` for a resume: as it is, made again from its branch, or [`Resumed::Gone`].
 pub fn resume(workspace: &Path, name: &str) -> Result<Resumed> {
     let repo = Repo::open(workspace)?;
@@ -446,6 +464,7 @@ pub fn resume(workspace: &Path, name: &str) -> Result<Resumed> {
     // `--force`: git may still hold the deleted folder as a worktree of the branch.
     git::run(git::git(&repo.top).args(["worktree", "add", "--quiet", "--force"]).arg(&path).arg(branch_of(name)))?;
     include::copy(&repo, &path)?;
+    keep_state_out(&root_of(&repo, &path))?;
     let r = Record { live: true, ..r };
     describe(&repo, r).map(Resumed::Recreated)
 }

@@ -14,6 +14,7 @@ from typing import Any
 
 from conftest import Neovim, main_loop_watch, wait_for
 from fake_llm import FakeOpenAI
+from acp_rig import fake_anthropic  # noqa: F401 - a fixture
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -304,3 +305,54 @@ def test_a_resume_goes_back_into_the_worktree_makes_it_again_or_goes_on_in_the_w
                 assert "made again" in report.get("notice", ""), report
         n.close()
     assert git(workspace, "status", "--porcelain") == "?? gone.txt"
+
+
+def test_the_real_claude_code_writes_and_runs_a_command_in_its_worktree_while_the_checkout_stays_untouched(
+    nvim: Neovim, workspace: Path, fake_anthropic: Any, tmp_path: Path
+) -> None:
+    """An ACP agent in a worktree chat (claude-agent-acp and the Claude Code it bundles, against the fake Anthropic
+    server): its `cwd` is the worktree, so its own Write and Bash land there, and its own store keeps the session
+    under the worktree's folder; the session is the workspace's and names the worktree."""
+    from acp_rig import claude_agent_command, claude_env
+    from test_acp import chat_text, wait_turns
+    from test_chat import setup as chat_setup
+
+    make_repo(workspace)
+    home = tmp_path / "agent-home"
+    home.mkdir()
+    wt = workspace.resolve() / ".PseudoClaude" / "worktrees" / "cc"
+    fake_anthropic.push_tools("", [("toolu_w1", "Write", {"file_path": str(wt / "new.txt"),
+                                                          "content": "from claude\n"})])
+    fake_anthropic.push_tools("", [("toolu_b1", "Bash", {"command": "echo ran > ran.txt; pwd > where.txt",
+                                                         "description": "write two files"})])
+    fake_anthropic.push_text("Both done.")
+    spec = {"command": claude_agent_command()[0], "env": claude_env(fake_anthropic.base_url, home)}
+    chat_setup(nvim, None, agents={"claude": spec}, approve={"agents": {"claude": True}})
+    with main_loop_watch(nvim, "an ACP worktree chat opened and a turn", bound_ms=250.0):
+        row = open_worktree_chat(nvim, "PseudoChat -w cc claude")
+        assert Path(row["worktree"]) == wt and row["agent"] == "claude", row
+        nvim.api.input("<Esc>iedit it and run the shell<C-s>")
+        wait_turns(nvim, 1)
+    assert "Both done." in chat_text(nvim), chat_text(nvim)
+    # the agent's own tools worked in the worktree; the checkout is untouched and git status shows nothing
+    assert (wt / "new.txt").read_text() == "from claude\n", chat_text(nvim)
+    assert (wt / "ran.txt").read_text() == "ran\n"
+    assert Path((wt / "where.txt").read_text().strip()).resolve() == wt
+    assert (workspace / "shared.txt").read_text() == "one\ntwo\nthree\n"
+    assert not (workspace / "ran.txt").exists() and not (workspace / "new.txt").exists()
+    assert git(workspace, "status", "--porcelain") == ""
+    # the agent keeps the session by its cwd: the worktree's folder
+    stores = [p.parent.name for p in (home / ".claude" / "projects").glob("*/*.jsonl")]
+    assert stores and all(s.endswith("worktrees-cc") for s in stores), stores
+    # our log: the workspace's session, naming the agent and the worktree
+    cur = nvim.lua("local c = require('pseudoclaude').current() return { id = c.id, worktree = c.worktree }")
+    assert Path(cur["worktree"]) == wt, cur
+    metas = [e for e in log_entries(workspace, cur["id"]) if e.get("type") == "meta"]
+    assert {"name": "cc", "branch": "pseudoclaude/cc", "path": str(wt)} in [m.get("worktree") for m in metas]
+    assert any((m.get("agent") or {}).get("name") == "claude" for m in metas), metas
+    assert [(w["id"], w["changed"]) for w in worktrees(nvim)] == [("cc", 3)], worktrees(nvim)
+    # merged back: the checkout gets the agent's change
+    report = merge(nvim, "cc")
+    assert report["ok"], report
+    assert (workspace / "new.txt").read_text() == "from claude\n"
+    assert git(workspace, "status", "--porcelain") == ""

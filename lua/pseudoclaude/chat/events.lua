@@ -310,10 +310,6 @@ M.handlers = {
     end
     local report = m.report
     report.ok = true
-    if report.worktree and report.worktree.state ~= "gone" and report.worktree.state ~= "failed" then
-      -- a worktree made again from its branch: its checkpoints kept out of git as at its creation
-      require("pseudoclaude.worktree").ignore_state(report.worktree.path)
-    end
     local stats = S.last_stats and S.last_stats.id == pending.id and S.last_stats or {}
     stats.read_at = vim.uv.hrtime()
     S.state.saved, S.state.save_error, S.state.busy = true, nil, false

@@ -40,7 +40,7 @@ impl AcpChat {
         let (conn, rx) = Connection::start(
             name,
             &self.config.spec,
-            &self.config.workspace,
+            self.config.root(),
             self.config.log_file.as_deref(),
             &self.tools,
         )
@@ -52,7 +52,8 @@ impl AcpChat {
         let version = conn.init["agentInfo"]["version"].as_str().unwrap_or_default().to_string();
         let known = self.agent_session();
         let fork_of = lock(&self.agent).as_ref().map(|a| a.fork_of.clone()).filter(|s| !s.is_empty());
-        let ws = &self.config.workspace;
+        // the agent's `cwd`: a worktree chat's folder (the agent keeps its sessions by it)
+        let ws = self.config.root();
         let mut restored = None;
         if let Some(id) = &known {
             if caps["loadSession"].as_bool() == Some(true) {

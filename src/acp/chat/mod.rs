@@ -50,7 +50,7 @@ use crate::conversation::Conversation;
 use crate::message::{Message, now};
 use crate::rewind::Tracker;
 use crate::session::entry::AgentMeta;
-use crate::session::{self, Context, Writer, WriterOptions};
+use crate::session::{self, Context, Entry, Writer, WriterOptions};
 use crate::tools::{Approver, AutoApprove, Tools};
 use crate::usage::{Pricing, UsageByModel};
 use record::Turn;
@@ -80,6 +80,16 @@ pub struct ChatConfig {
     /// The `sandbox` settings: the agent's terminals run confined by them (as our `run_command`), and with
     /// `agents.NAME.sandbox` ([`AgentSpec::sandbox`]) the agent itself.
     pub sandbox: crate::sandbox::Settings,
+    /// A worktree chat's git worktree (issue 47): the agent works there (its `cwd`, our fs and terminal tools,
+    /// the checkpoints); the session stays the workspace's.
+    pub worktree: Option<crate::session::entry::WorktreeMeta>,
+}
+
+impl ChatConfig {
+    /// Where the agent works: its worktree's folder in a worktree chat, else the workspace.
+    pub fn root(&self) -> &std::path::Path {
+        self.worktree.as_ref().map_or(&self.workspace, |w| &w.path)
+    }
 }
 
 /// The agent's process and its session, once started.
@@ -131,14 +141,18 @@ impl AcpChat {
     /// A new chat with agent `config.name`; its session appears with its first message, the agent starts then.
     pub fn new(config: ChatConfig, approver: Arc<dyn Approver>) -> Arc<AcpChat> {
         let log = SessionLog::lazy(&config.workspace, writer_options(&config));
-        let tracker = config.rewind.then(|| Tracker::new(&config.workspace, config.rewind_max_file_bytes));
+        if let Some(w) = &config.worktree {
+            // written with the first message: a resume goes back into the worktree
+            log.stage(Entry::meta_worktree(w.clone(), now()), true);
+        }
+        let tracker = config.rewind.then(|| Tracker::new(config.root(), config.rewind_max_file_bytes));
         AcpChat::assemble(config, approver, log, Vec::new(), None, UsageByModel::default(), tracker)
     }
 
     /// Reopens session `id` (the lock, a torn tail moved aside, the history loaded), on the caller's thread; the
     /// agent is started again by [`AcpChat::connect`].
     pub fn resume(
-        config: ChatConfig,
+        mut config: ChatConfig,
         approver: Arc<dyn Approver>,
         id: &str,
     ) -> session::Result<(Arc<AcpChat>, crate::agent::Resumed)> {
@@ -146,14 +160,20 @@ impl AcpChat {
         let opts = writer_options(&config);
         let (writer, repair) = Writer::open_with_repair(&ctx, opts.clone())?;
         let mut loaded = session::load(&ctx)?;
+        let worktree =
+            crate::agent::back_into_worktree(&config.workspace, &mut config.worktree, loaded.worktree.as_ref());
         let log = SessionLog::opened(&config.workspace, opts, writer);
+        if let Some(w) = config.worktree.as_ref().filter(|w| loaded.worktree.as_ref() != Some(*w)) {
+            // made again in another folder: the log learns it with the next message
+            log.stage(Entry::meta_worktree(w.clone(), now()), true);
+        }
         let messages = std::mem::take(&mut loaded.messages);
         let usage = loaded.usage_by_model.clone();
         let stale = crate::agent::stale_seconds(loaded.last_message, now(), config.stale_after);
         let tracker = config.rewind.then(|| {
             let last_turn = messages.iter().map(|m| m.turn).max().unwrap_or(0);
             let files = std::mem::take(&mut loaded.files);
-            Tracker::resume(&config.workspace, config.rewind_max_file_bytes, files, last_turn)
+            Tracker::resume(config.root(), config.rewind_max_file_bytes, files, last_turn)
         });
         let unfinished = crate::rewind::unfinished(&loaded.rewinds).cloned();
         let chat = AcpChat::assemble(config, approver, log, messages, loaded.agent.clone(), usage, tracker);
@@ -170,7 +190,7 @@ impl AcpChat {
             changed_since,
             recovered_rewind,
             loaded,
-            worktree: None,
+            worktree,
             handed_over: None,
         };
         Ok((chat, resumed))
@@ -186,11 +206,11 @@ impl AcpChat {
         tracker: Option<Tracker>,
     ) -> Arc<AcpChat> {
         let conversation = Conversation::from_messages(messages, log.hooks());
-        let files = Arc::new(FileCheckpoints::new(&config.workspace, log.clone(), conversation.clone(), tracker));
+        let files = Arc::new(FileCheckpoints::new(config.root(), log.clone(), conversation.clone(), tracker));
         // the agent asked its own permission for a write or a command: ours would be a second question (a command
         // that cannot be sandboxed is still asked, as ours is)
         let auto = AutoApprove { write_file: true, run_command: true, ..Default::default() };
-        let mut tools = Tools::new(&config.workspace, approver.clone(), auto);
+        let mut tools = Tools::new(config.root(), approver.clone(), auto);
         tools.set_sandbox(config.sandbox.clone());
         // a sandboxed agent's $TMPDIR is the session's private folder, as our commands' is
         let session = log.clone();

@@ -256,12 +256,13 @@ impl Host {
     }
 
     /// Opens a chat with ACP agent `name` (`setup({ agents })`'s or a built-in one); the agent starts with its first
-    /// message, on the host's threads. An unknown name is refused before anything opens.
-    pub fn open_acp_chat(&self, name: &str) -> HostResult<ChatId> {
+    /// message, on the host's threads. An unknown name is refused before anything opens. `config`: the chat's own
+    /// (a worktree chat's names its worktree), else the host's.
+    pub fn open_acp_chat(&self, name: &str, config: Option<HostConfig>) -> HostResult<ChatId> {
         let drivers = self.drivers()?;
         let mut st = lock(&self.state);
         drivers.check(name, &st.config).map_err(HostError::Refused)?;
-        let id = st.open(None);
+        let id = st.open(config);
         st.chat_mut(Some(id))?.acp = Some(name.to_string());
         Ok(id)
     }
