@@ -65,6 +65,7 @@ impl Setup {
             rewind: true,
             rewind_max_file_bytes: pseudoclaude::rewind::DEFAULT_MAX_FILE_BYTES,
             sandbox: Default::default(),
+            worktree: None,
         }
     }
 
