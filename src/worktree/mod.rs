@@ -323,7 +323,7 @@ fn describe(repo: &Repo, r: Record) -> Result<Worktree> {
         if r.live { changed_files(&path, &r.base)?.len() } else { committed_files(repo, &branch, &r.base)?.len() };
     Ok(Worktree {
         id: r.name.clone(),
-        root: root_of(&repo, &path),
+        root: root_of(repo, &path),
         path,
         branch,
         base: r.base,
