@@ -201,14 +201,26 @@ pub fn ensure_root(workspace: &Path) -> Result<PathBuf> {
     ensure_sessions_dir(&OsDisk, workspace).map(|_| workspace.join(ROOT_DIR_NAME))
 }
 
+/// Creates `.PseudoClaude/` with its `.gitignore` only (no `sessions/`): a worktree chat's worktree, whose
+/// checkpoints are stored there and whose sessions are the workspace's.
+pub fn ensure_ignored_root(dir: &Path) -> Result<PathBuf> {
+    ensure_ignored(&OsDisk, dir)
+}
+
 /// Creates `.PseudoClaude/sessions` (0700) and `.PseudoClaude/.gitignore` when missing. A linked
 /// `.PseudoClaude` or `sessions` is refused before anything is created through it ([`OsDisk`] reaches
 /// them with `O_NOFOLLOW`).
 fn ensure_sessions_dir(disk: &dyn Disk, workspace: &Path) -> Result<PathBuf> {
-    let root = workspace.join(ROOT_DIR_NAME);
+    let root = ensure_ignored(disk, workspace)?;
     let sessions = root.join(SESSIONS_DIR_NAME);
-    disk::ensure_dir(disk, &root)?;
     disk::ensure_dir(disk, &sessions)?;
+    Ok(sessions)
+}
+
+/// `.PseudoClaude/` and its `.gitignore` of `*`, created when missing; returns the folder.
+fn ensure_ignored(disk: &dyn Disk, workspace: &Path) -> Result<PathBuf> {
+    let root = workspace.join(ROOT_DIR_NAME);
+    disk::ensure_dir(disk, &root)?;
     let gitignore = root.join(".gitignore");
     if disk.file_len(&gitignore).is_none() {
         // Synced: an empty `.gitignore` left by a power cut would never be rewritten, and would
@@ -225,7 +237,7 @@ fn ensure_sessions_dir(disk: &dyn Disk, workspace: &Path) -> Result<PathBuf> {
             other => other?,
         }
     }
-    Ok(sessions)
+    Ok(root)
 }
 
 pub(crate) fn private_dir_builder() -> DirBuilder {

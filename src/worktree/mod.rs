@@ -436,7 +436,7 @@ fn root_of(repo: &Repo, path: &Path) -> PathBuf {
 /// stay out of the worktree's `git status` and of a merge's commit (a worktree made again from its branch too: the
 /// branch never holds the ignored file).
 fn keep_state_out(root: &Path) -> Result<()> {
-    crate::session::ensure_root(root).map(|_| ()).map_err(|e| Error::Io {
+    crate::session::ensure_ignored_root(root).map(|_| ()).map_err(|e| Error::Io {
         what: "cannot make the worktree's .PseudoClaude".into(),
         source: std::io::Error::other(e),
     })

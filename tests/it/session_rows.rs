@@ -131,7 +131,7 @@ async fn usage_and_cost_add_up_across_turns_and_resumes_and_survive_a_cache_rebu
     fs::remove_file(&index).unwrap();
     assert_eq!(list(ws.path(), &both)[0].usage, u(1037, 88, 8050, 4025));
     let rebuilt: Value = serde_json::from_slice(&fs::read(&summary).unwrap()).unwrap();
-    assert_eq!(rebuilt["version"], 5);
+    assert_eq!(rebuilt["version"], 6, "the current summary version (src/session/list.rs)");
 }
 
 // --- git ---------------------------------------------------------------------------------------------

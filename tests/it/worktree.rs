@@ -87,7 +87,10 @@ fn worktreeinclude_copies_the_ignored_files_it_names_and_nothing_else() {
     assert_eq!(fs::read_to_string(wt.path.join("local/deep/settings.json")).unwrap(), "{}");
     assert!(!wt.path.join("build").exists(), "ignored but not named");
     assert!(!wt.path.join("notes.txt").exists(), "named but not ignored: the user's work in progress");
-    assert!(!wt.path.join(".PseudoClaude").exists(), "never the session logs");
+    // never the session logs: the worktree's `.PseudoClaude/` holds only the `.gitignore` that keeps the chat's
+    // checkpoints out of git
+    let state: Vec<_> = fs::read_dir(wt.path.join(".PseudoClaude")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(state, [".gitignore"], "never the session logs");
     assert_eq!(worktree::list(ws).unwrap()[0].changed, 0, "the copies are ignored there too");
 }
 

@@ -316,15 +316,14 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     let prices = files.path().join("prices.json");
     fs::write(&prices, r#"{"fake-model": {"input": 2, "output": 8}, "m1": {"input": 1, "output": 1}}"#).unwrap();
 
-    let verb = "sessions list --json";
-    let mut seen = Vec::new();
+    let list = "sessions list --json";
+    let mut list_seen = Vec::new();
     let (code, out, _) = cli(ws.path(), &["sessions", "list", "--json", "--pricing", prices.to_str().unwrap()]);
     assert_eq!(code, 0);
-    let v = parse_checked(verb, &out, &mut seen);
+    let v = parse_checked(list, &out, &mut list_seen);
     assert_eq!(v.as_array().map(Vec::len), Some(5), "{v}");
     let (_, out, _) = cli(ws.path(), &["sessions", "list", "--json", "--all", "--limit", "2"]);
-    parse_checked(verb, &out, &mut seen);
-    all_seen(verb, &seen, &["[].partial"]);
+    parse_checked(list, &out, &mut list_seen);
 
     let verb = "sessions show ID --json";
     let mut seen = Vec::new();
@@ -410,6 +409,22 @@ fn every_json_output_has_the_shape_doc_cli_md_gives_it() {
     let v = parse_checked(search, &String::from_utf8_lossy(&out.stdout), &mut search_seen);
     assert_eq!(v[0]["agent"], "claude", "{v}");
     all_seen(search, &search_seen, &[]);
+
+    // Imported, it is one of ours that names where it came from (`imported_from`).
+    let out = Command::new(BIN)
+        .arg("-C")
+        .arg(ws.path())
+        .args(["sessions", "import", "claude:s1"])
+        .env("CLAUDE_CONFIG_DIR", &home)
+        .env("CODEX_HOME", files.path().join("no-codex"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, out, _) = cli(ws.path(), &["sessions", "list", "--json"]);
+    let v = parse_checked(list, &out, &mut list_seen);
+    assert!(v.as_array().unwrap().iter().any(|r| r["imported_from"]["id"] == "s1"), "{v}");
+    // A kept copy (`external.keep`) is made by the editor, never by the CLI.
+    all_seen(list, &list_seen, &["[].partial", "[].imported_from.kept"]);
 }
 
 // --- Completion ---------------------------------------------------------------------------------
