@@ -508,8 +508,6 @@ def test_a_real_agents_sessions_are_listed_previewed_and_resumed(
     # The picker with <C-o>: the rows marked with the agent; the tool session's preview is its history as a resume
     # restores it (the prompt, the call of the agent's write tool, the answer), read from the agent's store.
     n.api.command("PseudoResume")
-    # <C-o> once the picker is there (typed before, it would reach the window below and the picker stay ours only)
-    wait_for(lambda: (lambda s: s and s["full"])(n.lua(STATE)), what="the picker's rows")
     n.api.input("<C-o>")
     st = wait_for(lambda: (lambda s: s if s and s["full"] and s["external"] and
                            sum(f"[{agent}]" in r for r in s["rows"]) == 2 else None)(n.lua(STATE)),
