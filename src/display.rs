@@ -55,10 +55,8 @@ pub fn shown(m: &Message, max: usize) -> Shown {
     let (content, mut cut_bytes) = cut(&m.content, max);
     let mut lines = 0;
     let tool_result = m.tool_result.as_ref().map(|t| {
-        let (content, n) = cut(&t.content, max);
-        if n > 0 {
-            lines = line_count(&t.content);
-        }
+        let (content, n, whole) = shown_output(&t.content, max);
+        lines = whole;
         cut_bytes += n;
         crate::message::ToolResult { content, ..t.clone_without_content() }
     });
