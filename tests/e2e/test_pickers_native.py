@@ -2,7 +2,9 @@
 typed keys in a real headless Neovim with the real plugins at their pinned revisions, read at run time from
 `/work/shared/peers/` (put on 'runtimepath' by each test, never copied into the project). Each: open, filter, the
 preview drawn by our renderer, resume into the real chat (the highlighted session is the one resumed), delete, and
-the search mode's jump to the message; a workspace of 3,000 sessions with a copied folder; `picker.backend = "auto"`."""
+the search mode's jump to the message; a workspace of 3,000 sessions with a copied folder; `picker.backend = "auto"`; the
+search with the other agents' sessions over a session the real Claude Code CLI made, `<CR>` handing it over to
+claude-agent-acp."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ import pytest
 
 from conftest import TRACK, main_loop_watch, question_asked, transcript, wait_for, watch_questions
 from session_files import chat, entry, session_dir, session_id, write_session
+from acp_rig import fake_anthropic  # noqa: F401 (a fixture)
+from test_acp import chat_text
+from test_continue import claude_editor, quit_editor, terminal_session
 from test_import import CODEX_ID, homes, sources  # noqa: F401 (fixtures: the tools' homes and their files)
 
 PEERS = Path(os.environ.get("PSEUDOCLAUDE_PEERS", Path(__file__).resolve().parents[3] / "shared" / "peers"))
@@ -296,7 +301,8 @@ local e = st.get_selected_entry()
 local v = e and e.value or {}
 local pw = picker.preview_win
 return { count = picker.manager and picker.manager:num_results() or 0, title = v.title or vim.NIL,
-  snippet = v.snippet or vim.NIL, rows = vim.api.nvim_buf_get_lines(picker.results_bufnr, 0, -1, false),
+  snippet = v.snippet or vim.NIL, agent = v.agent or vim.NIL, prompt_title = picker.prompt_title,
+  rows = vim.api.nvim_buf_get_lines(picker.results_bufnr, 0, -1, false),
   preview = pw and vim.api.nvim_win_is_valid(pw) and vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(pw), 0, -1, false) or {} }
 """,
     "snacks": """
@@ -307,6 +313,7 @@ if not picker or picker.closed then return vim.NIL end
 local cur = picker:current() or {}
 local v = cur.session or cur.hit or {}
 return { count = picker.list:count(), title = v.title or vim.NIL, snippet = v.snippet or vim.NIL, busy = picker:is_active(),
+  agent = v.agent or vim.NIL, prompt_title = picker.title,
   rows = vim.api.nvim_buf_get_lines(picker.list.win.buf, 0, -1, false),
   preview = picker.preview.win:valid() and vim.api.nvim_buf_get_lines(picker.preview.win.buf, 0, -1, false) or {} }
 """,
@@ -317,7 +324,8 @@ local cur = m.current or {}
 local v = cur.item or cur.hit or {}
 local st = MiniPick.get_picker_state()
 local view = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(st.windows.main), 0, -1, false)
-return { count = #(m.all or {}), title = v.title or vim.NIL, snippet = v.snippet or vim.NIL, rows = view, preview = view }
+return { count = #(m.all or {}), title = v.title or vim.NIL, snippet = v.snippet or vim.NIL, rows = view, preview = view,
+  agent = v.agent or vim.NIL, prompt_title = MiniPick.get_picker_opts().source.name }
 """,
     "fzf-lua": FZF_STATE,
 }
@@ -335,8 +343,11 @@ def read(n, backend: str) -> dict[str, Any] | None:
     # fzf's screen: the counter ("5/6"), the row under its pointer
     counts = [l.strip().split("/")[0] for l in s["term"] if "/" in l and l.strip().split("/")[0].isdigit()]
     pointed = fzf_pointed(s)
+    agent = pointed[1:].split("]")[0] if pointed and pointed.startswith("[") else None
+    prompt = [l for l in s["term"] if l.lstrip("> ").startswith(("Sessions", "Search"))]
     return {"count": int(counts[0]) if counts else 0, "title": pointed.split("  ")[0] if pointed else None,
-            "snippet": pointed, "rows": s["term"], "preview": s["preview"]}
+            "snippet": pointed, "rows": s["term"], "preview": s["preview"], "agent": agent,
+            "prompt_title": prompt[0] if prompt else None}
 
 
 def opened(n, backend: str, count: int) -> dict[str, Any]:
@@ -558,6 +569,7 @@ def test_fork_resumes_a_copy_and_leaves_the_session(nvim, workspace, ws6, backen
 
 
 OTHER = {"telescope": "<M-o>", "fzf-lua": "<M-o>", "snacks": "<M-o>", "mini": "<M-o>"}
+MODE = {"telescope": "<M-s>", "fzf-lua": "<M-s>", "snacks": "<C-g>", "mini": "<M-s>"}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -580,3 +592,73 @@ def test_other_agents_sessions_are_listed_and_imported_on_enter(start_nvim, work
     assert report["id"] != CODEX_ID
     loaded = n.lua("return require('pseudoclaude').sessions.load(...)", report["id"])
     assert len(loaded["messages"]) == 9
+
+
+# -- other agents' sessions in the search ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_search_with_other_agents_finds_claude_codes_session_and_enter_hands_it_over(
+    nvim, workspace, tmp_path, fake_anthropic, backend
+):
+    # A Claude Code session made in a terminal by the real Claude Code CLI in this workspace, and one of ours
+    # holding the same word.
+    fake, home = fake_anthropic, tmp_path / "agent-home"
+    home.mkdir()
+    ours = session_id(1)
+    write_session(workspace, ours, chat("our PLUMTREE notes", ts=1_764_300_000), mtime=1_764_300_000)
+    theirs = terminal_session(fake, home, workspace, "remember the word PLUMTREE", "I will remember PLUMTREE.")
+    row_id = "claude:" + theirs.stem
+    n = nvim
+    n.api.command("set columns=240 lines=48")  # fzf-lua's list is 40% of 80%: room for the snippets
+    add_peers(n, backend)
+    if SETUP[backend]:
+        n.lua(SETUP[backend])
+    claude_editor(n, fake, home, picker={"backend": backend})
+    other = lambda x: "other agents" in (x.get("prompt_title") or "")  # noqa: E731
+
+    # :PseudoSearch! searches theirs after ours: their hits marked with the agent, the title saying so
+    with main_loop_watch(n, f"{backend}'s search over our sessions and Claude Code's"):
+        n.api.input(":PseudoSearch! PLUMTREE<CR>")
+        s = wait_for(lambda: (x := read(n, backend)) and x["count"] == 4 and other(x) and not x.get("busy") and x,
+                     what="our two hits and Claude Code's two")
+    assert sum("[claude]" in r for r in s["rows"]) == 2, s["rows"]
+    # <M-o>: ours only, on the same query; kept through the list mode and back; then theirs again
+    n.api.input(OTHER[backend])
+    s = wait_for(lambda: (x := read(n, backend)) and x["count"] == 2 and not other(x) and x, what="our hits only")
+    assert not any("[claude]" in r for r in s["rows"]), s["rows"]
+    n.api.input(MODE[backend])
+    s = wait_for(lambda: (x := read(n, backend)) and x["count"] == 1 and x, what="the list filtered by the query")
+    assert not any("[claude]" in r for r in s["rows"]), s["rows"]
+    n.api.input(MODE[backend])
+    wait_for(lambda: (x := read(n, backend)) and x["count"] == 2 and not other(x) and x, what="our hits again")
+    n.api.input(OTHER[backend])
+    wait_for(lambda: (x := read(n, backend)) and x["count"] == 4 and other(x) and x, what="Claude Code's hits again")
+
+    # the highlight on Claude Code's hit of the prompt: its preview is Claude Code's session around the message
+    for _ in range(4):
+        s = read(n, backend)
+        if s["agent"] == "claude" and "remember the word PLUMTREE" in (s["snippet"] or ""):
+            break
+        n.api.input(NEXT[backend])
+        wait_for(lambda: (x := read(n, backend)) and x["snippet"] != s["snippet"] and x, what="the next hit")
+    assert s["agent"] == "claude" and "remember the word PLUMTREE" in s["snippet"], s
+    if backend == "mini":
+        n.api.input("<Tab>")  # mini.pick shows the preview in place of the list
+    p = wait_for(lambda: (x := read(n, backend)["preview"]) and any("Claude Code session" in line for line in x) and x,
+                 what="Claude Code's session in the preview")
+    assert any("remember the word PLUMTREE" in line for line in p), p
+
+    # <CR>: handed over to claude-agent-acp, which loads that very session (as <CR> on its hit in the float)
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert report["ok"] is True and report["id"] != ours, report
+    wait_for(lambda: "session/load" in chat_text(n), timeout=90, what="the agent's load")
+    text = chat_text(n)
+    assert "continued by claude, which loads the session itself" in text, text
+    assert text.count("I will remember PLUMTREE.") == 1, text
+    assert [c["agent"] for c in n.lua("return require('pseudoclaude').chats()")] == ["claude"]
+    loaded = n.lua("return require('pseudoclaude').sessions.load(...)", report["id"])
+    assert [m["content"] for m in loaded["messages"]] == ["remember the word PLUMTREE", "I will remember PLUMTREE."]
+    assert read(n, backend) is None  # the picker closed
+    quit_editor(n, home)

@@ -163,15 +163,24 @@ function M.selected_item(s)
   if not hit then
     return nil
   end
+  if not hit.agent then
+    local at = require("pseudoclaude.float.finder").index_of(s, hit.id)
+    if at then
+      return s.items[at]
+    end
+  end
+  return M.hit_item(hit)
+end
+
+--- The session of a hit as much as the hit tells of it (the native pickers' too). Another agent's is enough of its
+--- row for the keys that act on one (its row is not looked for: the list finds another agent's row by decoding each
+--- of theirs); its `source` makes the keys that change a session refuse it.
+---@param hit pseudoclaude.SearchHit
+---@return pseudoclaude.SessionInfo
+function M.hit_item(hit)
   if hit.agent then
-    -- another agent's session: enough of its row for the keys that act on one (its row is not looked for: the
-    -- list finds another agent's row by decoding each of theirs)
     local source = M.SOURCES[hit.agent] or hit.agent
     return { id = hit.id, title = hit.title, modified = hit.last_message, agent = hit.agent, source = source }
-  end
-  local at = require("pseudoclaude.float.finder").index_of(s, hit.id)
-  if at then
-    return s.items[at]
   end
   return { id = hit.id, title = hit.title, last_message = hit.last_message, model = "", messages = 0 }
 end

@@ -6,8 +6,8 @@
 --- (fzf-lua's builtin previewer, a subclass of ours) finding the session by `<n>`.
 ---
 --- Keys, in fzf-lua's fashion (`ctrl-x` deletes, as in its buffers picker): `enter` resume (a hit: at its message),
---- `ctrl-x` delete, `alt-r` rename, `alt-p` pin, `alt-f` fork, `alt-o` other agents' sessions, `alt-s` the search mode
---- (and back). The keys that ask or change the list close fzf, act, and open it again on the same query.
+--- `ctrl-x` delete, `alt-r` rename, `alt-p` pin, `alt-f` fork, `alt-o` other agents' sessions (in the search too: their
+--- hits after ours), `alt-s` the search mode (and back). The keys that ask or change the list close fzf, act, and open it again on the same query.
 
 local M = {}
 local H = {}
@@ -131,7 +131,7 @@ function M.search(opts)
     previewer.query = query
     return function(fzf_cb)
       local width = H.list_width()
-      handle = source.search(query, function(batch)
+      handle = source.search(query, opts.external, function(batch)
         for _, hit in ipairs(batch) do
           hits[#hits + 1] = hit
           fzf_cb(#hits .. "\t" .. source.hit_row(hit, width, previewer.now))
@@ -141,7 +141,7 @@ function M.search(opts)
       end)
     end
   end, {
-    prompt = "Search messages> ",
+    prompt = opts.external and "Search messages (other agents too)> " or "Search messages> ",
     query = opts.search or opts.query,
     exec_empty_query = true,
     previewer = H.previewer_class(function(_, entry_str, buf, win)
@@ -178,6 +178,12 @@ function M.search(opts)
         local query = o and o.last_query or fzf.get_last_query()
         vim.schedule(function()
           M.sessions(vim.tbl_extend("force", opts, { query = query, search = false }))
+        end)
+      end,
+      ["alt-o"] = function(_, o)
+        local query = o and o.last_query or fzf.get_last_query()
+        vim.schedule(function()
+          M.search(vim.tbl_extend("force", opts, { search = query or "", external = not opts.external }))
         end)
       end,
     },

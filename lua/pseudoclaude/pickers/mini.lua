@@ -5,7 +5,8 @@
 --- Rows are drawn by our renderer for the visible items (`source.show`), the preview (`<Tab>`) by our previewer.
 ---
 --- Keys (mini.pick's own use the Ctrl keys): `<CR>` resume (a hit: at its message), `<M-d>` delete, `<M-r>` rename,
---- `<M-p>` pin, `<M-f>` fork, `<M-o>` other agents' sessions, `<M-s>` the search mode (and back).
+--- `<M-p>` pin, `<M-f>` fork, `<M-o>` other agents' sessions (in the search too: their hits after ours), `<M-s>` the
+--- search mode (and back).
 
 local M = {}
 local H = {}
@@ -14,13 +15,16 @@ local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.pickers.mini")
 
 --- Adds `pseudoclaude` to mini.pick's registry (`local_opts.mode = "search"` or `local_opts.search = "text"`: the
---- search).
+--- search; `local_opts.external`: the other agents' sessions too).
 ---@param pick table The `mini.pick` module.
 function M.register(pick)
   pick.registry.pseudoclaude = function(local_opts)
     local_opts = local_opts or {}
     if local_opts.mode == "search" or type(local_opts.search) == "string" then
-      return M.search({ search = type(local_opts.search) == "string" and local_opts.search or "" })
+      return M.search({
+        search = type(local_opts.search) == "string" and local_opts.search or "",
+        external = local_opts.external,
+      })
     end
     return M.sessions({ all = local_opts.all == true, external = local_opts.external })
   end
@@ -172,7 +176,7 @@ function M.search(opts)
     local tick = pick.get_querytick()
     local hits = st.hits
     pick.set_picker_items({}, { do_match = false, querytick = tick })
-    st.handle = source.search(text, function(batch)
+    st.handle = source.search(text, opts.external, function(batch)
       if st.hits ~= hits or not pick.is_picker_active() then
         return
       end
@@ -189,7 +193,7 @@ function M.search(opts)
   end
   H.start(pick, {
     source = {
-      name = "Search messages",
+      name = opts.external and "Search messages (other agents too)" or "Search messages",
       items = {},
       match = match,
       show = function(buf, shown)
@@ -217,6 +221,16 @@ function M.search(opts)
           local query = table.concat(pick.get_picker_query() or {})
           vim.schedule(function()
             M.sessions(vim.tbl_extend("force", opts, { query = query, search = false }))
+          end)
+          return true
+        end,
+      },
+      pseudoclaude_other_agents = {
+        char = "<M-o>",
+        func = function()
+          local query = table.concat(pick.get_picker_query() or {})
+          vim.schedule(function()
+            M.search(vim.tbl_extend("force", opts, { search = query, external = not opts.external }))
           end)
           return true
         end,

@@ -8,7 +8,7 @@
 ---
 --- Keys, in snacks' fashion (`<c-x>` / `dd` delete as its buffers source, `<c-g>` its live toggle): `<CR>` resume
 --- (a hit: at its message), `<c-x>` delete, `<a-r>` rename, `<a-t>` pin, `<a-f>` fork, `<a-o>` other agents'
---- sessions, `<c-g>` the search mode (and back).
+--- sessions (in the search too: their hits after ours), `<c-g>` the search mode (and back).
 
 local M = {}
 local H = {}
@@ -102,19 +102,10 @@ function M.sessions_source()
         end)
       end,
       pseudoclaude_other_agents = function(picker)
-        local opts = picker.opts
-        local query = picker.input and picker.input.filter.pattern or ""
-        picker:close()
-        vim.schedule(function()
-          M.sessions({ all = opts.all, external = not opts.external, pattern = query })
-        end)
+        H.reopen(picker, "sessions", "sessions", { external = not picker.opts.external })
       end,
       pseudoclaude_search_mode = function(picker)
-        local query = picker.input and picker.input.filter.pattern or ""
-        picker:close()
-        vim.schedule(function()
-          M.search({ search = query })
-        end)
+        H.reopen(picker, "sessions", "search")
       end,
     },
   })
@@ -126,9 +117,10 @@ function M.search_source()
   return H.source({
     title = "Search messages",
     live = true,
-    finder = function(_, ctx)
+    finder = function(opts, ctx)
       local source = require("pseudoclaude.pickers.source")
       local query = ctx.filter.search or ""
+      local external = source.opts({ external = opts.external }).external
       H.previewer(ctx.picker).query = query
       return function(cb)
         local queue, done, handle, aborted = {}, false, nil, false
@@ -136,7 +128,7 @@ function M.search_source()
           if aborted then
             return
           end
-          handle = source.search(query, function(hits)
+          handle = source.search(query, external, function(hits)
             vim.list_extend(queue, hits)
             ctx.async:resume()
           end, function()
@@ -172,6 +164,7 @@ function M.search_source()
       require("pseudoclaude.pickers.source").resume_hit(entry.hit)
     end,
     mode = "pseudoclaude_sessions_mode",
+    keys = { ["<a-o>"] = "pseudoclaude_other_agents" },
     actions = {
       pseudoclaude_delete = function(picker, entry)
         local source = require("pseudoclaude.pickers.source")
@@ -180,11 +173,10 @@ function M.search_source()
         end
       end,
       pseudoclaude_sessions_mode = function(picker)
-        local query = picker.input and picker.input.filter.search or ""
-        picker:close()
-        vim.schedule(function()
-          M.sessions({ pattern = query })
-        end)
+        H.reopen(picker, "search", "sessions")
+      end,
+      pseudoclaude_other_agents = function(picker)
+        H.reopen(picker, "search", "search", { external = not picker.opts.external })
       end,
     },
   })
@@ -240,6 +232,24 @@ function H.key(lhs)
   return vim.fn.keytrans(api.nvim_replace_termcodes(lhs, true, true, true))
 end
 
+--- Closes `picker` (of our source `from`: "sessions" or "search") and opens `to` with what was typed (the list's
+--- pattern, the search's query), its `all` and `external`, and `changes`.
+---@param picker table
+---@param from "sessions"|"search"
+---@param to "sessions"|"search"
+---@param changes table?
+function H.reopen(picker, from, to, changes)
+  local opts = picker.opts
+  local filter = picker.input and picker.input.filter
+  local query = filter and filter[from == "search" and "search" or "pattern"] or ""
+  local o = vim.tbl_extend("force", { all = opts.all, external = opts.external }, changes or {})
+  o[to == "search" and "search" or "pattern"] = query
+  picker:close()
+  vim.schedule(function()
+    M[to](o)
+  end)
+end
+
 --- Opens source `name` (registered first if it is not yet).
 ---@param name string
 ---@param opts table?
@@ -252,6 +262,9 @@ function H.pick(name, opts)
     M.register(sources)
   end
   local pick_opts = { source = name, all = o.all, external = o.external, pattern = opts.pattern or opts.query }
+  if o.external then
+    pick_opts.title = sources[name].title .. " (other agents too)"
+  end
   if o.search then
     pick_opts.search = o.search
     pick_opts.pattern = nil

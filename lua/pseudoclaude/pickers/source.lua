@@ -12,7 +12,8 @@ local api = vim.api
 
 ---@class pseudoclaude.pickers.Opts
 ---@field all boolean? The sessions of every workspace this editor has used (`:PseudoResume all`).
----@field external boolean? The other agents' (Claude Code, Codex) sessions too (default: config `picker.external`).
+---@field external boolean? The other agents' sessions too, in the list and the search (default: config
+--- `picker.external`).
 ---@field query string? The prompt's text at open (a mode switch keeps what was typed).
 ---@field search string? Open the search mode with this query (`:PseudoSearch`).
 
@@ -108,13 +109,15 @@ function M.hit_row(hit, width, now)
 end
 
 --- Searches every message for `query` (`sessions.search`, on the core's threads, as the float's search mode):
---- `on_hits(hits)` per batch as they come, newest sessions first, then `on_done()`. Returns the handle (`:cancel()`),
---- nil for an empty query (then `on_done` is called at once).
+--- `on_hits(hits)` per batch as they come, newest sessions first, then `on_done()`. With `external`, the other
+--- agents' sessions too: their hits after ours, each naming its `agent` (as the float's search with `<C-o>` on).
+--- Returns the handle (`:cancel()`), nil for an empty query (then `on_done` is called at once).
 ---@param query string
+---@param external boolean?
 ---@param on_hits fun(hits: pseudoclaude.SearchHit[])
 ---@param on_done fun(err: string?)
 ---@return pseudoclaude.SearchHandle|{cancel: fun()}?
-function M.search(query, on_hits, on_done)
+function M.search(query, external, on_hits, on_done)
   if query == "" then
     on_done(nil)
     return nil
@@ -130,7 +133,7 @@ function M.search(query, on_hits, on_done)
     end
     vim.schedule(function()
       if not proxy.cancelled then
-        proxy.real = M.search(query, on_hits, on_done)
+        proxy.real = M.search(query, external, on_hits, on_done)
       end
     end)
     return proxy
@@ -139,6 +142,7 @@ function M.search(query, on_hits, on_done)
   local ok, handle = pcall(require("pseudoclaude.sessions").search, query, {
     per_session = mode.PER_SESSION,
     limit = mode.LIMIT,
+    external = external == true,
     on_hits = on_hits,
     on_done = function(err)
       if err and err ~= "cancelled" then
@@ -257,11 +261,12 @@ function Previewer:forget(id)
   self.cache[id] = nil
 end
 
---- The session a hit belongs to, as much as the hit tells of it (for the preview's header and the actions).
+--- The session a hit belongs to, as much as the hit tells of it (for the preview's header and the actions: another
+--- agent's is only read).
 ---@param hit pseudoclaude.SearchHit
 ---@return pseudoclaude.SessionInfo
 function M.hit_item(hit)
-  return { id = hit.id, title = hit.title, last_message = hit.last_message, model = "", messages = 0 }
+  return require("pseudoclaude.float.search").hit_item(hit)
 end
 
 -- Actions ------------------------------------------------------------------------------------------------------
@@ -274,11 +279,13 @@ function M.resume(item)
 end
 
 --- Resumes a search hit's session with the cursor on its message; refused with a message when another editor holds
---- the session.
+--- the session. Another agent's hit goes through the hand-over (`chat.resume` with its `AGENT:ID`).
 ---@param hit pseudoclaude.SearchHit
 function M.resume_hit(hit)
   local ok, err = pcall(function()
-    local holder = require("pseudoclaude.sessions").holder(hit.id)
+    -- another agent's session is no log of ours to be held: imported or handed over to its agent, then resumed on
+    -- that message (as the float's `<CR>` on its hit)
+    local holder = not hit.agent and require("pseudoclaude.sessions").holder(hit.id)
     if holder then
       error(require("pseudoclaude.float.actions").held_message(M.hit_item(hit), holder), 0)
     end

@@ -6,8 +6,8 @@
 --- and the preview.
 ---
 --- Keys, in telescope's fashion (`<M-d>` / `dd` delete as its buffers picker does): `<CR>` resume (a hit: at its
---- message), `<M-d>` delete, `<M-r>` rename, `<M-p>` pin, `<M-f>` fork, `<M-o>` other agents' sessions, `<M-s>`
---- the search mode (and back), keeping what was typed.
+--- message), `<M-d>` delete, `<M-r>` rename, `<M-p>` pin, `<M-f>` fork, `<M-o>` other agents' sessions (in the search
+--- too: their hits after ours), `<M-s>` the search mode (and back), keeping what was typed.
 
 local M = {}
 local H = {}
@@ -54,10 +54,10 @@ function M.search(opts)
   local previewer = source.previewer()
   local state = { handle = nil, picker = nil } ---@type table
   local picker = pickers.new(opts, {
-    prompt_title = "Search messages",
-    results_title = "Hits",
+    prompt_title = opts.external and "Search messages (other agents too)" or "Search messages",
+    results_title = opts.external and "Hits + other agents" or "Hits",
     default_text = opts.search or opts.query,
-    finder = H.search_finder(state, previewer),
+    finder = H.search_finder(state, previewer, opts.external),
     sorter = sorters.empty(), -- the hits are the search's: no second filter
     previewer = H.previewer(previewer, function(entry, buf, win)
       previewer:show_hit(buf, win, entry.value)
@@ -150,11 +150,13 @@ function H.highlights(hls)
   return out
 end
 
---- A telescope finder that searches every message for the prompt's text: each call cancels the running search and
---- starts another, whose hits are handed to telescope batch by batch as they arrive.
+--- A telescope finder that searches every message for the prompt's text (with `external`, the other agents' sessions
+--- too): each call cancels the running search and starts another, whose hits are handed to telescope batch by batch
+--- as they arrive.
 ---@param state table
 ---@param previewer pseudoclaude.pickers.Previewer
-function H.search_finder(state, previewer)
+---@param external boolean?
+function H.search_finder(state, previewer, external)
   local source = require("pseudoclaude.pickers.source")
   local now = os.time()
   local results = {}
@@ -179,7 +181,7 @@ function H.search_finder(state, previewer)
       end
       previewer.query = prompt
       local handle
-      handle = source.search(prompt, function(hits)
+      handle = source.search(prompt, external, function(hits)
         for _, hit in ipairs(hits) do
           local entry = { value = hit, ordinal = prompt, display = display, index = #results + 1 }
           results[#results + 1] = entry
@@ -300,12 +302,18 @@ function H.search_keys(prompt_bufnr, map, opts)
       end)
     end
   end)
-  local function back()
+  local function reopen(what, changes)
     local query = action_state.get_current_line()
     actions.close(prompt_bufnr)
     vim.schedule(function()
-      M.sessions(vim.tbl_extend("force", opts, { query = query, search = false }))
+      M[what](vim.tbl_extend("force", opts, { query = query, search = what == "search" and query or false }, changes))
     end)
+  end
+  local function back()
+    reopen("sessions", {})
+  end
+  local function other_agents()
+    reopen("search", { external = not opts.external })
   end
   local function delete()
     local entry = action_state.get_selected_entry()
@@ -318,6 +326,8 @@ function H.search_keys(prompt_bufnr, map, opts)
   end
   map("i", "<M-s>", back)
   map("n", "<M-s>", back)
+  map("i", "<M-o>", other_agents)
+  map("n", "<M-o>", other_agents)
   map("i", "<M-d>", delete)
   map("n", "<M-d>", delete)
   map("n", "dd", delete)
