@@ -170,6 +170,25 @@ function Picker:on_change()
   H.on_change(self)
 end
 
+--- The windows' titles for the mode and "other agents" as they are now.
+function Picker:retitle()
+  local layout, a = require("pseudoclaude.float.layout"), vim.api
+  for name, title in pairs(layout.titles(self.search ~= nil, self.external)) do
+    local win = self.wins[name]
+    if win and a.nvim_win_is_valid(win) and a.nvim_win_get_config(win).border then
+      pcall(a.nvim_win_set_config, win, { title = layout.title(title), title_pos = "center" })
+    end
+  end
+end
+
+--- "Other agents" (`s.external`) was turned on or off: the titles say so; in search mode the search runs again.
+function Picker:external_changed()
+  if self.search then
+    return require("pseudoclaude.float.search").external_changed(self)
+  end
+  self:retitle()
+end
+
 local api = vim.api
 local ns = api.nvim_create_namespace("pseudoclaude.picker")
 --- The prompt's "> " extmark (float/rows.lua owns the counter's, id 1).
@@ -180,8 +199,9 @@ local CHANGED = "<Plug>(pseudoclaude-picker-changed)"
 --- Opens the picker (or, with `backend = "select"`, `vim.ui.select()`; with a picker plugin's name or "auto", that
 --- picker: pickers/init.lua) over the workspace's sessions, the current
 --- one left out. The windows open at once, with the prompt ready for keys; the first rows are listed on the core's
---- threads and drawn when they arrive (about a millisecond later), then the preview and the full list follow. When
---- there is no session, or the sessions cannot be listed, the picker closes again with a message.
+--- threads and drawn when they arrive (about a millisecond later), then the preview and the full list follow. With no
+--- session of ours, the other agents' are listed ("other agents" on: float/finder.lua); when there is none of theirs
+--- either, or the sessions cannot be listed, the picker closes again with a message.
 ---@param opts pseudoclaude.float.Opts?
 function M.open(opts)
   opts = opts or {}
@@ -441,7 +461,7 @@ end
 --- Creates the buffers and windows.
 ---@param s pseudoclaude.float.State
 function H.open_windows(s)
-  local layout = H.layout()
+  local layout = H.layout(s)
   local winhighlight = H.winhighlight(layout)
   for _, name in ipairs({ "results", "preview", "prompt" }) do
     local cfg = layout[name]
@@ -509,9 +529,13 @@ function H.winhighlight(layout)
   return table.concat(parts, ",")
 end
 
+--- The windows' geometry; with `s`, their titles for its mode.
+---@param s pseudoclaude.float.State?
 ---@return pseudoclaude.float.Layout
-function H.layout()
-  return require("pseudoclaude.float.layout").compute(vim.o.columns, vim.o.lines, { cmdheight = vim.o.cmdheight })
+function H.layout(s)
+  local layout = require("pseudoclaude.float.layout")
+  local titles = s and layout.titles(s.search ~= nil, s.external)
+  return layout.compute(vim.o.columns, vim.o.lines, { cmdheight = vim.o.cmdheight, titles = titles })
 end
 
 --- Mappings and autocommands.
@@ -643,7 +667,7 @@ end
 
 ---@param s pseudoclaude.float.State
 function H.relayout(s)
-  local layout = H.layout()
+  local layout = H.layout(s)
   for name, win in pairs(s.wins) do
     if layout[name] and api.nvim_win_is_valid(win) then
       api.nvim_win_set_config(win, layout[name])

@@ -25,7 +25,9 @@ STATE = """
 local picker = require("pseudoclaude.float")
 local s = picker.get_state()
 if not s then return vim.NIL end
+local title = vim.api.nvim_win_get_config(s.wins.results).title
 return { full = s.full, external = s.external, selected = (picker.selected() or {}).id,
+  title = type(title) == "table" and title[1][1] or title,
   rows = vim.api.nvim_buf_get_lines(s.bufs.results, 0, -1, false),
   preview = vim.api.nvim_buf_get_lines(s.bufs.preview, 0, -1, false) }
 """
@@ -377,10 +379,28 @@ def test_picker_external_in_the_config_lists_them_without_ctrl_o_and_is_validate
     st = wait_for(lambda: (lambda s: s if s and s["full"] and len(s["rows"]) == 2 else None)(n.lua(STATE)),
                   what="the rows")
     assert st["external"] is True and "[claude]" in st["rows"][0] and "[codex]" in st["rows"][1], st
+    assert st["title"] == " Sessions + other agents ", st
     n.api.input("<C-o>")
     st = wait_for(lambda: (lambda s: s if s and s["full"] and not s["external"] else None)(n.lua(STATE)),
                   what="the rows without them")
-    assert st["rows"] == ["  no sessions"], st
+    assert st["rows"] == ["  no sessions"] and st["title"] == " Sessions ", st
+
+
+def test_with_no_session_of_ours_the_search_mode_searches_theirs(
+    start_nvim, workspace: Path, sources: dict[str, Path]
+) -> None:
+    n = start_nvim()
+    setup(n, {"name": "demo"})
+    n.api.command("PseudoSearch parser")
+    st = wait_for(lambda: (lambda s: s if s and s["external"] and not s["running"] and s["agents"] else None)(
+        n.lua("""
+    local s = require("pseudoclaude.float").get_state()
+    if not (s and s.search) then return vim.NIL end
+    local agents = vim.tbl_map(function(h) return h.agent or "ours" end, s.search.hits)
+    return { external = s.external, running = s.search.running, agents = agents,
+      title = vim.api.nvim_win_get_config(s.wins.prompt).title[1][1] }
+    """)), what="Claude Code's hits")
+    assert set(st["agents"]) == {"claude"} and st["title"] == " Search messages (other agents too) ", st
 
 
 def test_bad_input_is_reported_never_a_crash_nor_a_silent_empty_session(
@@ -434,12 +454,14 @@ def test_bad_input_is_reported_never_a_crash_nor_a_silent_empty_session(
     assert digest(files) == before
 
 
+@pytest.mark.parametrize("external", [True, False], ids=["picker.external", "none-of-ours"])
 def test_the_select_backend_marks_them_and_imports_the_one_chosen(
-    start_nvim, workspace: Path, sources: dict[str, Path]
+    start_nvim, workspace: Path, sources: dict[str, Path], external: bool
 ) -> None:
+    # picker.external, or without it a workspace with no session of ours: the other agents' sessions are listed
     before = digest(list(sources.values()))
     n = start_nvim()
-    setup(n, {"name": "demo"}, picker={"backend": "select", "external": True})
+    setup(n, {"name": "demo"}, picker={"backend": "select", "external": external})
     n.lua("""
     vim.g.pc_lines = vim.NIL
     vim.ui.select = function(items, opts, on_choice)
@@ -505,13 +527,22 @@ def test_a_real_agents_sessions_are_listed_previewed_and_resumed(
         assert row["messages"] == count and "notes" not in row and "unsupported" not in row, row
     tool = TOOLS[rows[tools["session_id"]]["source"]]
 
-    # The picker with <C-o>: the rows marked with the agent; the tool session's preview is its history as a resume
-    # restores it (the prompt, the call of the agent's write tool, the answer), read from the agent's store.
+    # No session of ours: :PseudoResume opens the picker on the other agents' (as if <C-o> was typed), the rows marked
+    # with the agent, the results' title saying so; <C-o> hides them (the picker stays, empty) and shows them again.
+    # The tool session's preview is its history as a resume restores it (the prompt, the call of the agent's write
+    # tool, the answer), read from the agent's store.
+    def theirs(s: dict[str, Any] | None) -> dict[str, Any] | None:
+        return s if s and s["full"] and s["external"] and sum(f"[{agent}]" in r for r in s["rows"]) == 2 else None
+
     n.api.command("PseudoResume")
+    st = wait_for(lambda: theirs(n.lua(STATE)), what="the agent's rows")
+    assert st["title"] == " Sessions + other agents ", st
     n.api.input("<C-o>")
-    st = wait_for(lambda: (lambda s: s if s and s["full"] and s["external"] and
-                           sum(f"[{agent}]" in r for r in s["rows"]) == 2 else None)(n.lua(STATE)),
-                  what="the agent's rows")
+    st = wait_for(lambda: (lambda s: s if s and s["full"] and not s["external"] else None)(n.lua(STATE)),
+                  what="the rows without theirs")
+    assert st["rows"] == ["  no sessions"] and st["title"] == " Sessions ", st
+    n.api.input("<C-o>")
+    st = wait_for(lambda: theirs(n.lua(STATE)), what="the agent's rows again")
     wanted = rows[tools["session_id"]]["id"]
     for _ in range(len(st["rows"])):
         if n.lua(STATE)["selected"] == wanted:

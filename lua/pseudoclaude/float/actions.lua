@@ -367,7 +367,7 @@ function M.resume(id)
 end
 
 --- The `vim.ui.select()` backend: every session, newest first, one line each (read in the background); with
---- `external`, the other agents' sessions too, marked by their tool.
+--- `external`, the other agents' sessions too, marked by their tool (and theirs when there is none of ours).
 ---@param all boolean?
 ---@param external boolean?
 function M.select(all, external)
@@ -375,9 +375,16 @@ function M.select(all, external)
     if err then
       return require("pseudoclaude.errors").report(err)
     end
+    if #(items or {}) == 0 and not external then
+      -- none of ours: the other agents' sessions are what there is to resume (as the float picker does)
+      return M.select(all, true)
+    end
     if #(items or {}) == 0 then
       local where = all and "any workspace" or require("pseudoclaude.sessions").workspace()
-      return notify(("pseudoclaude: no session to resume in %s"):format(where), vim.log.levels.INFO)
+      return notify(
+        ("pseudoclaude: no session to resume in %s, ours or another agent's"):format(where),
+        vim.log.levels.INFO
+      )
     end
     M.select_from(items)
   end)

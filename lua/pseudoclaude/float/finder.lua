@@ -46,13 +46,19 @@ function M.read_first_rows(s, opts)
     if lerr then
       return fail(lerr, vim.log.levels.ERROR)
     end
-    if #top == 0 and s.external and not (opts.reload or opts.with_external) then
+    if #top == 0 and not (opts.reload or opts.with_external) then
+      -- none of ours: the other agents' sessions of the workspace are what there is to resume, "other agents" on
+      -- (as if `<C-o>` was typed: it hides them again), whatever `picker.external` says
+      M.others_on(s)
       return M.read_first_rows(s, vim.tbl_extend("force", opts, { with_external = true }))
     end
     if #top == 0 and not opts.reload then
       local what = opts.search and "search" or "resume"
       local where = opts.all and "any workspace" or sessions.workspace()
-      return fail(("pseudoclaude: no session to %s in %s"):format(what, where), vim.log.levels.INFO)
+      return fail(
+        ("pseudoclaude: no session to %s in %s, ours or another agent's"):format(what, where),
+        vim.log.levels.INFO
+      )
     end
     s.listing = false
     s.top_items = top
@@ -289,7 +295,17 @@ end
 function M.toggle_external(s)
   s.external = not s.external
   s.full = false
+  s:external_changed()
   M.read_first_rows(s, { all = s.all, reload = true })
+end
+
+--- "Other agents" on, as `<C-o>` would turn it (a workspace with no session of ours).
+---@param s pseudoclaude.float.State
+function M.others_on(s)
+  if not s.external then
+    s.external = true
+    s:external_changed()
+  end
 end
 
 ---@param s pseudoclaude.float.State

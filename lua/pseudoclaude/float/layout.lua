@@ -11,6 +11,7 @@ local H = {}
 ---@field cmdheight integer? Lines of the command line (`'cmdheight'`), left free below the picker. Default 1.
 ---@field border string|string[]? Border of each window (`:help nvim_open_win()`). Default "rounded".
 ---@field title string? Title of the prompt window.
+---@field titles {prompt: string, results: string, preview: string}? The windows' titles (default: `M.titles()`).
 
 ---@class pseudoclaude.float.Layout
 ---@field orientation "horizontal"|"vertical"
@@ -82,7 +83,8 @@ function M.compute(columns, lines, opts)
     end
   end
 
-  local titles = { prompt = opts.title or " Resume session ", results = " Sessions ", preview = " Preview " }
+  local given = opts.titles or M.titles(false, false)
+  local titles = { prompt = opts.title or given.prompt, results = given.results, preview = given.preview }
   local chars = M.border(border)
   for name, cfg in pairs(out) do
     if type(cfg) == "table" then
@@ -113,6 +115,20 @@ function M.border(border)
     out[i] = type(c) == "string" and { c, "PseudoClaudePickerBorder" } or c
   end
   return out
+end
+
+--- The windows' titles in a mode (the list or the search inside messages), saying whether the other agents'
+--- sessions are in (`<C-o>`).
+---@param search boolean
+---@param external boolean
+---@return {prompt: string, results: string, preview: string}
+function M.titles(search, external)
+  if search then
+    local prompt = external and " Search messages (other agents too) " or " Search messages "
+    return { prompt = prompt, results = " Hits ", preview = " Preview " }
+  end
+  local results = external and " Sessions + other agents " or " Sessions "
+  return { prompt = " Resume session ", results = results, preview = " Preview " }
 end
 
 --- A window title drawn in PseudoClaudePickerTitle.

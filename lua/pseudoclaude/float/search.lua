@@ -64,7 +64,7 @@ function M.enter(s, query)
     stats = { hits = 0 },
   }
   s.preview_id = nil
-  H.titles(s, H.title(s), " Hits ")
+  s:retitle()
   if query then
     api.nvim_buf_set_lines(s.bufs.prompt, 0, -1, false, { query })
     if api.nvim_get_current_win() == s.wins.prompt then
@@ -87,7 +87,7 @@ function M.leave(s)
     st.handle:cancel()
   end
   s.search = nil
-  H.titles(s, " Resume session ", " Sessions ")
+  s:retitle()
   s.preview_id = nil
   s.query = "\0" -- refilter whatever the prompt holds
   s:on_change()
@@ -196,8 +196,18 @@ function M.toggle_external(s)
     return
   end
   require("pseudoclaude.float.finder").toggle_external(s)
-  H.titles(s, H.title(s), " Hits ")
-  st.query = nil -- the same text, searched again
+end
+
+--- "Other agents" turned on or off (`<C-o>`, or a workspace with no session of ours): the titles say so, and the same
+--- text is searched again with it.
+---@param s pseudoclaude.float.State
+function M.external_changed(s)
+  local st = s.search
+  if not st then
+    return
+  end
+  s:retitle()
+  st.query = nil
   M.on_query(s, api.nvim_buf_get_lines(s.bufs.prompt, 0, 1, false)[1] or "")
 end
 
@@ -483,26 +493,6 @@ function H.show(s, p, key)
   require("pseudoclaude.float.preview").show(s, p)
   if s.search then
     s.search.preview_key = key
-  end
-end
-
----@param s pseudoclaude.float.State
----@return string
-function H.title(s)
-  return s.external and " Search messages (other agents too) " or " Search messages "
-end
-
---- The prompt's and the results' window titles.
-function H.titles(s, prompt, results)
-  for name, title in pairs({ prompt = prompt, results = results }) do
-    local win = s.wins[name]
-    if win and api.nvim_win_is_valid(win) and api.nvim_win_get_config(win).border then
-      pcall(
-        api.nvim_win_set_config,
-        win,
-        { title = require("pseudoclaude.float.layout").title(title), title_pos = "center" }
-      )
-    end
   end
 end
 
