@@ -17,6 +17,10 @@
 //! copy, an earlier import nobody continued), or when it was handed over already (its `meta` names the same agent
 //! session): one conversation, one session of ours.
 //!
+//! A session whose load would leave the agent a history its model's API refuses (Gemini CLI 0.61's tool-call
+//! sessions: [`crate::import::gemini::refused_on_load`], read from the file) is not loaded: the agent goes on as a new
+//! session of its own, told our transcript with the next message, and the chat's line says why.
+//!
 //! Gemini CLI's `session/load` makes its next start delete the session it loaded (a stray empty file sharing the
 //! session's short id, see `shared/AGENT_STORES.md`): the agent never loads the original. It is handed a copy of the
 //! original's file under a new session id, written beside it in the agent's store ([`Handover::agent_copy`]); the
@@ -112,13 +116,18 @@ pub fn hand_over(workspace: &Path, path: &Path, agent: &str, agents: &BTreeMap<S
             imported
         }
     };
-    let (session_id, agent_copy) = match loses_on_load(agent) {
-        true => agent_copy(&path, &conv.id).map(|(id, p)| (id, Some(p)))?,
-        false => (conv.id.clone(), None),
+    let refused = refused_on_load(source, &path);
+    let (session_id, agent_copy) = match (&refused, loses_on_load(agent)) {
+        (Some(_), _) => (String::new(), None),
+        (None, true) => agent_copy(&path, &conv.id).map(|(id, p)| (id, Some(p)))?,
+        (None, false) => (conv.id.clone(), None),
     };
     let agent_meta = AgentMeta { name: agent.to_string(), session_id, ..Default::default() };
     meta::append(&Context::open(workspace, &imported.id)?, Entry::meta_agent(agent_meta, now()))?;
-    let (way, mut message) = way_of(&what, agent, &spec);
+    let (way, mut message) = match &refused {
+        Some(why) => way_told(&what, agent, &spec, IMPORTED_HERE, why),
+        None => way_of(&what, agent, &spec),
+    };
     if let Some(copy) = &agent_copy {
         message.push_str(&copy_said(copy));
     }
@@ -217,14 +226,23 @@ pub fn hand_over_kept(
         return None;
     }
     let what = format!("{} session {}", source_title(&from.source), short(&from.id));
-    let copy = match original.filter(|_| loses_on_load(agent)) {
+    let refused = original.as_ref().and_then(|item| refused_on_load(item.source, &item.path));
+    let copy = match original.filter(|_| loses_on_load(agent) && refused.is_none()) {
         Some(item) => agent_copy(&item.path, &from.id).ok(),
         None => None,
     };
-    let session_id = copy.as_ref().map_or_else(|| from.id.clone(), |(id, _)| id.clone());
+    let session_id = match (&refused, &copy) {
+        (Some(_), _) => String::new(),
+        (None, Some((id, _))) => id.clone(),
+        (None, None) => from.id.clone(),
+    };
     let agent_meta = AgentMeta { name: agent.to_string(), session_id, ..Default::default() };
     meta::append(&ctx, Entry::meta_agent(agent_meta, now())).ok()?;
-    let (way, mut message) = way_said(&what, agent, &spec, "its earlier messages are our kept copy's");
+    let whence = "its earlier messages are our kept copy's";
+    let (way, mut message) = match &refused {
+        Some(why) => way_told(&what, agent, &spec, whence, why),
+        None => way_said(&what, agent, &spec, whence),
+    };
     let agent_copy = copy.map(|(_, p)| p);
     if let Some(p) = &agent_copy {
         message.push_str(&copy_said(p));
@@ -284,6 +302,30 @@ fn way_said(what: &str, agent: &str, spec: &AgentSpec, whence: &str) -> (Way, St
         spec.command
     );
     (Way::NotInstalled, message)
+}
+
+/// [`way_said`] for a session the agent is not to load, as its load would fail (`why`): the agent goes on as a new
+/// session of its own, told our transcript with the next message (the log's `meta` names the agent and no session of
+/// it, as a rewound conversation's does).
+fn way_told(what: &str, agent: &str, spec: &AgentSpec, whence: &str, why: &str) -> (Way, String) {
+    if super::find_command(&spec.command).is_none() {
+        return way_said(what, agent, spec, whence);
+    }
+    let message = format!(
+        "{what}: continued by {agent} in a new session of its own, told the conversation so far with your next \
+         message, not loaded: {why} ({whence})"
+    );
+    (Way::Agent, message)
+}
+
+/// Why the agent's own load of the session in `path` (of `source`) would leave it a history its model's API refuses,
+/// when it would: Gemini CLI's tool-call sessions ([`import::gemini::refused_on_load`]). Read from the file, before
+/// any agent starts: the chat then never sends a message the API refuses, and no prompt has to be sent again.
+fn refused_on_load(source: import::Source, path: &Path) -> Option<String> {
+    match source {
+        import::Source::GeminiCli => import::gemini::refused_on_load(path).ok().flatten(),
+        _ => None,
+    }
 }
 
 fn handover(

@@ -98,50 +98,10 @@ const KINDS: [&str; 2] = ["main", "subagent"];
 /// only the hash of it).
 pub fn parse(text: &str, path: &Path, root: Option<&Path>) -> Conversation {
     let mut c = Conversation { cwd: root.map(Path::to_path_buf), ..Default::default() };
-    let records = if path.extension().is_some_and(|e| e == "json") && is_legacy(text) {
-        let v: Value = serde_json::from_str(text).unwrap_or_default();
-        vec![v.clone(), serde_json::json!({ "$set": { "messages": v["messages"] } })]
-    } else {
-        super::json_records(text, &mut c.notes)
-    };
-    // the messages in their first place, each as its last record wrote it
-    let mut order: Vec<String> = Vec::new();
-    let mut by_id: HashMap<String, Value> = HashMap::new();
-    let mut kind: Option<String> = None;
-    let mut hash: Option<String> = None;
-    let mut unknown = 0;
-    for v in records {
-        if let Some(to) = v.get("$rewindTo").and_then(Value::as_str) {
-            match order.iter().position(|id| id == to) {
-                Some(at) => {
-                    for id in order.drain(at..) {
-                        by_id.remove(&id);
-                    }
-                }
-                None => {
-                    // Gemini drops everything then: the message it rewound to was in a line lost since
-                    c.notes
-                        .push(format!("a rewind to a message that is not in the file ({to}): nothing before it kept"));
-                    order.clear();
-                    by_id.clear();
-                }
-            }
-        } else if let Some(Value::Object(set)) = v.get("$set") {
-            if let Some(Value::Array(messages)) = set.get("messages") {
-                order.clear();
-                by_id.clear();
-                for m in messages {
-                    put(&mut order, &mut by_id, m.clone());
-                }
-            }
-            header(&mut c, &mut kind, &mut hash, &Value::Object(set.clone()));
-        } else if v.get("id").is_some_and(Value::is_string) {
-            put(&mut order, &mut by_id, v);
-        } else if v.get("sessionId").is_some() {
-            header(&mut c, &mut kind, &mut hash, &v);
-        } else {
-            unknown += 1;
-        }
+    let (messages, headers, unknown) = replay(text, path, &mut c.notes);
+    let (mut kind, mut hash) = (None, None);
+    for h in &headers {
+        header(&mut c, &mut kind, &mut hash, h);
     }
     if unknown > 0 {
         c.notes.push(format!("{unknown} record(s) of an unknown shape: left out"));
@@ -165,8 +125,7 @@ pub fn parse(text: &str, path: &Path, root: Option<&Path>) -> Conversation {
     // A call's result is in its `toolCalls` entry once the answer's record is written again; the `user` record that
     // sent it to the model (`functionResponse` parts) has it too, and is the only place while that rewrite is lost.
     let mut sent: HashMap<String, Value> = HashMap::new();
-    for id in &order {
-        let v = &by_id[id];
+    for v in &messages {
         if v.get("type").and_then(Value::as_str) != Some("user") {
             continue;
         }
@@ -176,14 +135,165 @@ pub fn parse(text: &str, path: &Path, root: Option<&Path>) -> Conversation {
             }
         }
     }
-    let mut messages = Vec::new();
-    for id in &order {
-        let v = &by_id[id];
+    let mut ours = Vec::new();
+    for v in &messages {
         c.modified = c.modified.max(unix_time(v.get("timestamp")));
-        convert(v, &sent, &mut c, &mut messages);
+        convert(v, &sent, &mut c, &mut ours);
     }
-    c.segments = vec![messages];
+    c.segments = vec![ours];
     c
+}
+
+/// The chat `text`'s records replayed as Gemini replays them: its messages in their first place, each as its last
+/// record wrote it; the header records (the header, then each `$set`, in order: the last one wins); how many
+/// records were of no known shape.
+fn replay(text: &str, path: &Path, notes: &mut Vec<String>) -> (Vec<Value>, Vec<Value>, usize) {
+    let records = if path.extension().is_some_and(|e| e == "json") && is_legacy(text) {
+        let v: Value = serde_json::from_str(text).unwrap_or_default();
+        vec![v.clone(), serde_json::json!({ "$set": { "messages": v["messages"] } })]
+    } else {
+        super::json_records(text, notes)
+    };
+    let mut order: Vec<String> = Vec::new();
+    let mut by_id: HashMap<String, Value> = HashMap::new();
+    let mut headers = Vec::new();
+    let mut unknown = 0;
+    for v in records {
+        if let Some(to) = v.get("$rewindTo").and_then(Value::as_str) {
+            match order.iter().position(|id| id == to) {
+                Some(at) => {
+                    for id in order.drain(at..) {
+                        by_id.remove(&id);
+                    }
+                }
+                None => {
+                    // Gemini drops everything then: the message it rewound to was in a line lost since
+                    notes.push(format!("a rewind to a message that is not in the file ({to}): nothing before it kept"));
+                    order.clear();
+                    by_id.clear();
+                }
+            }
+        } else if let Some(Value::Object(set)) = v.get("$set") {
+            if let Some(Value::Array(messages)) = set.get("messages") {
+                order.clear();
+                by_id.clear();
+                for m in messages {
+                    put(&mut order, &mut by_id, m.clone());
+                }
+            }
+            headers.push(Value::Object(set.clone()));
+        } else if v.get("id").is_some_and(Value::is_string) {
+            put(&mut order, &mut by_id, v);
+        } else if v.get("sessionId").is_some() {
+            headers.push(v);
+        } else {
+            unknown += 1;
+        }
+    }
+    let messages = order.into_iter().filter_map(|id| by_id.remove(&id)).collect();
+    (messages, headers, unknown)
+}
+
+/// Why the history Gemini CLI rebuilds from the chat at `path` when it loads it (`session/load`, `--resume`) makes
+/// the API refuse the next message, when it does (`None`: it does not, as far as the file shows). Gemini 0.61 rebuilds
+/// an answer with tool calls as the model's turn of calls followed by a turn of their `result`s, and keeps the `user`
+/// record that sent those results to the model (`functionResponse` parts) as a turn of its own: every call answered
+/// twice. The API takes a history only when each turn of calls is answered by as many responses of the same names in
+/// the turn right after it, and no response stands elsewhere: checked here over the turns as Gemini rebuilds them
+/// (`convertSessionToClientHistory`), the next prompt last.
+pub fn refused_on_load(path: &Path) -> Result<Option<String>> {
+    let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
+    let (messages, _, _) = replay(&String::from_utf8_lossy(&bytes), path, &mut Vec::new());
+    let mut turns = rebuilt(&messages);
+    turns.push((false, Vec::new()));
+    Ok(refused(&turns))
+}
+
+/// The turns of the history Gemini CLI rebuilds from its messages: whether the model's, and the names of the function
+/// calls (the model's) or responses (the user's) in it.
+fn rebuilt(messages: &[Value]) -> Vec<(bool, Vec<String>)> {
+    let named = |parts: &[Value], kind: &str| -> Vec<String> {
+        let name = |p: &Value| p.get(kind)?.get("name")?.as_str().map(str::to_string);
+        parts.iter().filter_map(name).collect()
+    };
+    let parts = |v: Option<&Value>| match v {
+        Some(Value::Array(a)) => a.clone(),
+        Some(p @ Value::Object(_)) => vec![p.clone()],
+        _ => Vec::new(),
+    };
+    let mut turns = Vec::new();
+    for m in messages {
+        match m.get("type").and_then(Value::as_str) {
+            Some("user") => {
+                let responses = named(&parts(m.get("content")), "functionResponse");
+                // left out: a prompt Gemini does not send again (empty, a command, its own context)
+                let text = parts_text(m.get("content"), false);
+                let ignored = ["/", "?", "<session_context>", "<hook_context>"].iter().any(|p| text.starts_with(p));
+                if responses.is_empty() && (text.is_empty() || ignored) {
+                    continue;
+                }
+                turns.push((false, responses));
+            }
+            Some("gemini") => {
+                let calls = m.get("toolCalls").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let in_content = named(&parts(m.get("content")), "functionCall");
+                let tool_name = |t: &Value| t.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                let called = match in_content.is_empty() {
+                    true => calls.iter().map(tool_name).collect(),
+                    false => in_content,
+                };
+                turns.push((true, called));
+                let mut answered = Vec::new();
+                for t in calls {
+                    match t.get("result") {
+                        Some(Value::String(s)) if !s.is_empty() => answered.push(tool_name(t)),
+                        Some(Value::Array(a)) => answered.extend(named(a, "functionResponse")),
+                        Some(r @ Value::Object(_)) => {
+                            answered.extend(named(std::slice::from_ref(r), "functionResponse"))
+                        }
+                        _ => {}
+                    }
+                }
+                if !answered.is_empty() {
+                    turns.push((false, answered));
+                }
+            }
+            _ => {}
+        }
+    }
+    turns
+}
+
+/// Why the API refuses `turns`, when it does: a turn of calls not answered one to one by the turn after it, or
+/// responses where no call asks for them.
+fn refused(turns: &[(bool, Vec<String>)]) -> Option<String> {
+    let sorted = |n: &[String]| {
+        let mut n = n.to_vec();
+        n.sort();
+        n
+    };
+    let mut asked: &[String] = &[];
+    for (model, names) in turns {
+        if !asked.is_empty() {
+            if *model || sorted(names) != sorted(asked) {
+                return Some(format!(
+                    "the history Gemini CLI rebuilds from it answers the call(s) of {} with {} response(s), which the API refuses",
+                    asked.join(", "),
+                    if *model { 0 } else { names.len() }
+                ));
+            }
+            asked = &[];
+        } else if *model {
+            asked = names;
+        } else if !names.is_empty() {
+            return Some(format!(
+                "the history Gemini CLI rebuilds from it holds responses of {} that answer no call (a call answered \
+                 twice: from its result and from the record that sent it), which the API refuses",
+                names.join(", ")
+            ));
+        }
+    }
+    None
 }
 
 fn put(order: &mut Vec<String>, by_id: &mut HashMap<String, Value>, v: Value) {

@@ -147,16 +147,26 @@ fn an_agent_not_installed_is_said_with_how_and_no_agent_of_that_name_leaves_it_t
 /// A Gemini CLI chat of session `ID` recorded in `ws`, where Gemini keeps it under `home` (its `.gemini`): a header
 /// and one exchange (the format of `shared/AGENT_STORES.md`; the real Gemini CLI's: tests/e2e/test_continue.py).
 fn gemini_file(home: &Path, ws: &Path) -> PathBuf {
+    gemini_chat(
+        home,
+        ws,
+        &[
+            json!({"id": "u1", "timestamp": AT, "type": "user", "content": [{"text": "remember PLUMTREE"}]}),
+            json!({"id": "g1", "timestamp": AT, "type": "gemini", "content": "PLUMTREE, noted.", "model": "gemini-2.5"}),
+        ],
+    )
+}
+
+const AT: &str = "2026-11-30T10:00:00.000Z";
+
+/// A Gemini CLI chat of session `ID` with the message records `messages`, as [`gemini_file`].
+fn gemini_chat(home: &Path, ws: &Path, messages: &[serde_json::Value]) -> PathBuf {
     let project = home.join("tmp").join("work");
     fs::create_dir_all(project.join("chats")).unwrap();
     fs::write(project.join(".project_root"), ws.canonicalize().unwrap().to_string_lossy().as_bytes()).unwrap();
-    let at = "2026-11-30T10:00:00.000Z";
-    let lines = [
-        json!({"sessionId": ID, "projectHash": "0", "startTime": at, "lastUpdated": at, "kind": "main"}),
-        json!({"id": "u1", "timestamp": at, "type": "user", "content": [{"text": "remember PLUMTREE"}]}),
-        json!({"id": "g1", "timestamp": at, "type": "gemini", "content": "PLUMTREE, noted.", "model": "gemini-2.5"}),
-        json!({"$set": {"lastUpdated": at}}),
-    ];
+    let header = json!({"sessionId": ID, "projectHash": "0", "startTime": AT, "lastUpdated": AT, "kind": "main"});
+    let lines: Vec<_> =
+        [header].into_iter().chain(messages.iter().cloned()).chain([json!({"$set": {"lastUpdated": AT}})]).collect();
     let path = project.join("chats").join("session-2026-11-30T10-00-abcdef12.jsonl");
     fs::write(&path, lines.iter().map(|l| l.to_string() + "\n").collect::<String>()).unwrap();
     path
@@ -208,6 +218,61 @@ fn gemini_is_handed_a_copy_under_a_new_id_and_its_original_stays_as_it_was() {
     )
     .unwrap();
     assert!(c.agent_copy.is_none());
+}
+
+/// A Gemini CLI tool-call exchange: the answer's record with its call and the call's `result` (Gemini writes the
+/// record again once the call ran), then, when `sent` (as Gemini 0.61 records it), the `user` record that sent the
+/// result to the model, then the final answer.
+fn gemini_tool_records(sent: bool) -> Vec<serde_json::Value> {
+    let response = json!({"functionResponse": {"id": "c1", "name": "write_file", "response": {"output": "written"}}});
+    let mut records = vec![
+        json!({"id": "u1", "timestamp": AT, "type": "user", "content": [{"text": "write FIGTREE"}]}),
+        json!({"id": "g1", "timestamp": AT, "type": "gemini", "content": "Writing it.", "toolCalls": [
+            {"id": "c1", "name": "write_file", "args": {"content": "FIGTREE"}, "result": [response],
+             "status": "success"}]}),
+    ];
+    if sent {
+        records.push(json!({"id": "u2", "timestamp": AT, "type": "user", "content": [response]}));
+    }
+    records.push(json!({"id": "g2", "timestamp": AT, "type": "gemini", "content": "Done: FIGTREE."}));
+    records
+}
+
+#[test]
+fn a_gemini_session_whose_load_the_api_would_refuse_goes_on_in_a_new_session_told_our_transcript() {
+    // Gemini 0.61 rebuilds this file's call as answered twice (its result, then the record that sent it): the API
+    // refuses the history, so the agent is not handed the session to load but told our transcript in a new one
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = gemini_chat(home.path(), ws.path(), &gemini_tool_records(true));
+    let why = import::gemini::refused_on_load(&path).unwrap().expect("refused");
+    assert!(why.contains("write_file") && why.contains("API refuses"), "{why}");
+    let before = fs::read(&path).unwrap();
+    let h = handover::hand_over(ws.path(), &path, "gemini", &agents("gemini", "/bin/true")).unwrap();
+    assert_eq!((h.way, h.messages, h.agent_copy.as_ref()), (Way::Agent, 4, None));
+    assert!(h.message.contains("in a new session of its own, told the conversation so far"), "{}", h.message);
+    assert!(h.message.contains(&why), "{}", h.message);
+    // the log names the agent and no session of it (the chat starts a new one); nothing written in Gemini's store
+    let agent = session::load(&Context::open(ws.path(), &h.id).unwrap()).unwrap().agent.unwrap();
+    assert_eq!((agent.name.as_str(), agent.session_id.as_str()), ("gemini", ""));
+    assert_eq!(fs::read(&path).unwrap(), before);
+    assert_eq!(fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
+    // one row: ours
+    let theirs = import::list(ws.path(), &Homes { gemini: Some(home.path().to_path_buf()), ..Default::default() });
+    assert!(import::list::without_ours(theirs, &ours(ws.path())).is_empty());
+
+    // the same call answered once (its result only): loaded (a copy, as any Gemini session)
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = gemini_chat(home.path(), ws.path(), &gemini_tool_records(false));
+    assert_eq!(import::gemini::refused_on_load(&path).unwrap(), None);
+    let h = handover::hand_over(ws.path(), &path, "gemini", &agents("gemini", "/bin/true")).unwrap();
+    assert!(h.agent_copy.is_some() && h.message.contains("loads the session itself"), "{}", h.message);
+    // a call with no result, nor a record that sent one: the next prompt would leave it unanswered
+    let mut unanswered = gemini_tool_records(false);
+    unanswered[1]["toolCalls"][0]["result"] = serde_json::Value::Null;
+    unanswered.pop();
+    let path = gemini_chat(home.path(), ws.path(), &unanswered);
+    let why = import::gemini::refused_on_load(&path).unwrap().expect("refused");
+    assert!(why.contains("answers the call(s) of write_file with 0 response(s)"), "{why}");
 }
 
 #[test]
