@@ -223,6 +223,12 @@ function M.open(opts)
       H.notify(why, vim.log.levels.WARN)
     end
     if resolved ~= "float" and resolved ~= "select" then
+      if opts.external == nil and not external then
+        -- none of ours: theirs are what there is (as this picker does once its first list is empty); the check reads
+        -- folder names only, so that the picker opens with "other agents" on and its title saying so
+        local ok, newest = pcall(H.newest, opts.all)
+        external = ok and newest == nil
+      end
       return pickers.open(resolved, { all = opts.all, external = external, search = opts.search })
     end
     backend = resolved
@@ -419,12 +425,11 @@ function M.command(args)
     end
     local id = args
     if args == "last" then
-      local sessions = require("pseudoclaude.sessions")
-      local newest = sessions.list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
-      if #newest == 0 then
-        error(("pseudoclaude: no session to resume in %s"):format(sessions.workspace()), 0)
+      local newest = H.newest()
+      if not newest then
+        error(("pseudoclaude: no session to resume in %s"):format(require("pseudoclaude.sessions").workspace()), 0)
       end
-      id = newest[1].id
+      id = newest.id
     end
     require("pseudoclaude.float.actions").resume(id)
   end)
@@ -441,6 +446,14 @@ function M.complete(arglead)
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
+
+--- The most recent session of ours (of every workspace: `all`), the current one left out, or nil: its id only, from
+--- the folder names (no log is read).
+---@param all boolean?
+---@return pseudoclaude.SessionInfo?
+function H.newest(all)
+  return require("pseudoclaude.sessions").list({ all = all, limit = 1, check_locks = false, max_read = 0 })[1]
+end
 
 ---@param msg any
 ---@param level integer?

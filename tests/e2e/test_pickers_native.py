@@ -594,6 +594,15 @@ def test_other_agents_sessions_are_listed_and_imported_on_enter(start_nvim, work
     assert len(loaded["messages"]) == 9
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_with_no_session_of_ours_the_picker_opens_on_the_other_agents(start_nvim, workspace, sources, backend):
+    n = start(start_nvim(), backend)
+    n.api.command("set columns=240")
+    n.api.input(":PseudoResume<CR>")
+    s = opened(n, backend, 2)
+    assert any("[claude] Parser" in r for r in s["rows"]) and any("[codex] File" in r for r in s["rows"]), s["rows"]
+
+
 # -- other agents' sessions in the search ---------------------------------------------------------------------------
 
 

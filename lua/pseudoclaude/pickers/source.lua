@@ -46,7 +46,8 @@ function M.list(opts, on_items)
     end
     if #items == 0 then
       local where = opts.all and "any workspace" or sessions.workspace()
-      vim.notify(("pseudoclaude: no session to resume in %s"):format(where), vim.log.levels.INFO)
+      local whose = opts.external and ", ours or another agent's" or ""
+      vim.notify(("pseudoclaude: no session to resume in %s%s"):format(where, whose), vim.log.levels.INFO)
     end
     on_items(items)
   end)
