@@ -313,6 +313,43 @@ pub fn list(workspace: &Path, homes: &Homes) -> Vec<ExternalItem> {
     list::list_with(workspace, homes, &list::ListOptions::default())
 }
 
+/// The chain of `items` from the first to `items[last]` along their parent links, in order (Qwen Code's records, Pi's
+/// entries): `parent` names an item's parent (`None`: the root), `find` the index of the item with an id. A loop, or a
+/// parent missing from the file (a damaged line), ends it there with a note; `(one, all)` name an item's and the
+/// items' in it (`("a record's", "the records'")`).
+pub(crate) fn parent_chain<'a, T>(
+    items: &'a [T],
+    last: Option<usize>,
+    parent: impl Fn(&'a T) -> Option<&'a str>,
+    find: impl Fn(&str) -> Option<usize>,
+    (one, all): (&str, &str),
+    notes: &mut Vec<String>,
+) -> Vec<&'a T> {
+    let mut out = Vec::new();
+    let Some(mut at) = last else { return out };
+    let mut seen = vec![false; items.len()];
+    loop {
+        if std::mem::replace(&mut seen[at], true) {
+            notes.push(format!("{all} parent links loop: the history before the loop is left out"));
+            break;
+        }
+        out.push(&items[at]);
+        let Some(p) = parent(&items[at]) else { break };
+        match find(p) {
+            Some(i) => at = i,
+            None => {
+                notes.push(format!(
+                    "{one} parent ({p}) is missing from the file (a damaged line?): the history before it is \
+                     left out"
+                ));
+                break;
+            }
+        }
+    }
+    out.reverse();
+    out
+}
+
 /// The records of another tool's JSONL text, each line that parses, in order. What is left out is said in `notes`:
 /// a last line cut short (the tool was still writing it, or the list read only the file's head) and the count of
 /// lines that are not JSON. Both readers go through it.

@@ -106,22 +106,10 @@ impl Db {
                 )),
                 e => self.schema_err(e),
             })?;
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created, id")
-            .map_err(|e| self.schema_err(e))?;
-        let messages = stmt
-            .query_map([id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .and_then(|rows| rows.collect::<std::result::Result<Vec<_>, _>>())
-            .map_err(|e| sql_err(&self.path, e))?;
-        let mut stmt = self
-            .conn
-            .prepare("SELECT message_id, data FROM part WHERE session_id = ?1 ORDER BY message_id, id")
-            .map_err(|e| self.schema_err(e))?;
-        let parts = stmt
-            .query_map([id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .and_then(|rows| rows.collect::<std::result::Result<Vec<_>, _>>())
-            .map_err(|e| sql_err(&self.path, e))?;
+        let messages =
+            self.pairs("SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created, id", id)?;
+        let parts =
+            self.pairs("SELECT message_id, data FROM part WHERE session_id = ?1 ORDER BY message_id, id", id)?;
         let mut c = Conversation {
             id: id.to_string(),
             cwd: Some(PathBuf::from(row.0)),
@@ -132,6 +120,14 @@ impl Db {
         };
         convert(&mut c, messages, parts);
         Ok(c)
+    }
+
+    /// The rows of `sql` (two text columns: an id and its JSON) for session `id`.
+    fn pairs(&self, sql: &str, id: &str) -> Result<Vec<(String, String)>> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.schema_err(e))?;
+        stmt.query_map([id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .and_then(|rows| rows.collect::<std::result::Result<Vec<_>, _>>())
+            .map_err(|e| sql_err(&self.path, e))
     }
 
     fn schema_err(&self, e: rusqlite::Error) -> Error {

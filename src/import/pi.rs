@@ -175,28 +175,15 @@ fn id_from_name(path: &Path) -> String {
 fn branch<'a>(entries: &[&'a Value], notes: &mut Vec<String>) -> Vec<&'a Value> {
     let index: HashMap<&str, usize> =
         entries.iter().enumerate().filter_map(|(i, e)| Some((e.get("id")?.as_str()?, i))).collect();
-    let mut out = Vec::new();
-    let Some(mut at) = entries.len().checked_sub(1) else { return out };
-    let mut seen = vec![false; entries.len()];
-    loop {
-        if std::mem::replace(&mut seen[at], true) {
-            notes.push("the entries' parent links loop: the history before the loop is left out".into());
-            break;
-        }
-        out.push(entries[at]);
-        let Some(parent) = entries[at].get("parentId").and_then(Value::as_str) else { break };
-        match index.get(parent) {
-            Some(&p) => at = p,
-            None => {
-                notes.push(format!(
-                    "an entry's parent ({parent}) is missing from the file (a damaged line?): the history before it is left out"
-                ));
-                break;
-            }
-        }
-    }
-    out.reverse();
-    out
+    let chain = super::parent_chain(
+        entries,
+        entries.len().checked_sub(1),
+        |e| e.get("parentId").and_then(Value::as_str),
+        |p| index.get(p).copied(),
+        ("an entry's", "the entries'"),
+        notes,
+    );
+    chain.into_iter().copied().collect()
 }
 
 /// One entry of the path as our messages.

@@ -97,7 +97,15 @@ pub fn parse(text: &str, path: &Path) -> Conversation {
     if c.cwd.is_none() {
         c.notes.push("no record names its folder (cwd): the chat belongs to no workspace".into());
     }
-    let chain = chain(&records, last, &index, &mut c.notes);
+    // the chain from the last record back to the first, as Qwen resumes it
+    let chain = super::parent_chain(
+        &records,
+        last,
+        |v| v.get("parentUuid").and_then(Value::as_str),
+        |p| index.get(p).copied(),
+        ("a record's", "the records'"),
+        &mut c.notes,
+    );
     let mut segments: Vec<Vec<Message>> = vec![Vec::new()];
     let mut unknown: HashMap<String, usize> = HashMap::new();
     for v in chain {
@@ -154,37 +162,6 @@ fn merge(base: &mut Value, v: Value) {
     if v.get("timestamp").and_then(Value::as_str) > base.get("timestamp").and_then(Value::as_str) {
         base["timestamp"] = v["timestamp"].clone();
     }
-}
-
-/// The records on the chain from the last one written back to the first, in order.
-fn chain<'a>(
-    records: &'a [Value],
-    last: Option<usize>,
-    index: &HashMap<String, usize>,
-    notes: &mut Vec<String>,
-) -> Vec<&'a Value> {
-    let mut out = Vec::new();
-    let Some(mut at) = last else { return out };
-    let mut seen = vec![false; records.len()];
-    loop {
-        if std::mem::replace(&mut seen[at], true) {
-            notes.push("the records' parent links loop: the history before the loop is left out".into());
-            break;
-        }
-        out.push(&records[at]);
-        let Some(parent) = records[at].get("parentUuid").and_then(Value::as_str) else { break };
-        match index.get(parent) {
-            Some(&p) => at = p,
-            None => {
-                notes.push(format!(
-                    "a record's parent ({parent}) is missing from the file (a damaged line?): the history before it is left out"
-                ));
-                break;
-            }
-        }
-    }
-    out.reverse();
-    out
 }
 
 /// One `Content` (`{role, parts}`) as our messages: text and calls of the model, a prompt, or call results.

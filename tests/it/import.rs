@@ -858,3 +858,29 @@ fn opencodes_database_is_read_while_a_writer_holds_it_and_a_schema_not_read_says
     assert!(why.contains("opencode.db") && why.contains("directory"), "{why}");
     // the database was only read: opened read-only, it was never written by us (the writer above is the test's)
 }
+
+#[test]
+fn a_parent_chain_that_lost_a_parent_or_loops_keeps_what_it_reaches_and_says_so() {
+    // Qwen Code and Pi walk their parent links back from the last record (one helper): a parent missing from the file
+    // (a damaged line lost it) ends the chain there, and so does a loop; each says so, and nothing is misread
+    let texts = |c: &import::Conversation| c.restored().iter().map(|m| m.content.clone()).collect::<Vec<_>>();
+    let qwen = |uuid: &str, parent: Option<&str>, text: &str| {
+        json!({"uuid": uuid, "parentUuid": parent, "sessionId": "q1", "timestamp": "2026-11-30T10:00:00.000Z",
+               "type": "user", "cwd": "/w", "message": {"role": "user", "parts": [{"text": text}]}})
+    };
+    let lost = jsonl(&[qwen("u1", None, "ALPHA"), qwen("u3", Some("u2"), "CHARLIE"), qwen("u4", Some("u3"), "DELTA")]);
+    let c = import::qwen::parse(&lost, Path::new("q1.jsonl"));
+    assert_eq!(texts(&c), ["CHARLIE", "DELTA"]);
+    assert!(c.notes.iter().any(|n| n.starts_with("a record's parent (u2) is missing from the file")), "{:?}", c.notes);
+
+    let pi = |id: &str, parent: &str, text: &str| {
+        json!({"type": "message", "id": id, "parentId": parent, "timestamp": "2026-11-30T10:00:00.000Z",
+               "message": {"role": "user", "content": text}})
+    };
+    let header =
+        json!({"type": "session", "version": 3, "id": "p1", "cwd": "/w", "timestamp": "2026-11-30T10:00:00.000Z"});
+    let looped = jsonl(&[header, pi("e1", "e2", "ALPHA"), pi("e2", "e1", "BRAVO")]);
+    let c = import::pi::parse(&looped, Path::new("p1.jsonl"));
+    assert_eq!(texts(&c), ["ALPHA", "BRAVO"]);
+    assert!(c.notes.iter().any(|n| n.starts_with("the entries' parent links loop")), "{:?}", c.notes);
+}
