@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -72,10 +72,14 @@ struct CacheFile {
     entries: HashMap<PathBuf, Cached>,
 }
 
-/// Per workspace: what was summarised of each transcript, and whether the disk copy was read already.
+/// Per workspace: what was summarised of each transcript, and whether the disk copy was read already. The entries
+/// are shared with the lists running (each reads the version it started with and hands back only what it changed):
+/// lists running at once (the picker's full list, a preview's [`super::find`], a search, the keeper) all use the
+/// cache; a list that took the entries out would leave the others an empty cache, and one of them would read every
+/// transcript again (10,000: 2 GB, half a minute).
 #[derive(Default)]
 struct Memory {
-    entries: HashMap<PathBuf, Cached>,
+    entries: Arc<HashMap<PathBuf, Cached>>,
     loaded: bool,
 }
 
@@ -215,7 +219,9 @@ pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<
     // ties by the paths' bytes: a `Path` compares component by component, a tenth of a warm list of 10,000
     found.sort_by(|a, b| b.mtime_ns.cmp(&a.mtime_ns).then_with(|| a.path.as_os_str().cmp(b.path.as_os_str())));
 
-    let mut known = take_cache(&ws);
+    let known = cache_of(&ws);
+    // what this list summarised anew, handed to the cache at the end
+    let mut fresh: HashMap<PathBuf, Cached> = HashMap::new();
     let mut changed = false;
     let mut items = Vec::new();
     let db = db.and_then(|d| d.ok());
@@ -245,7 +251,7 @@ pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<
                     None => read_ahead.remove(&at).unwrap_or_else(|| summarise(c, &ws, opts.quick)),
                 };
                 changed |= item.as_ref().is_none_or(|i| !i.partial);
-                known.insert(c.path.clone(), Cached { size: c.size, mtime_ns: c.mtime_ns, item: item.clone() });
+                fresh.insert(c.path.clone(), Cached { size: c.size, mtime_ns: c.mtime_ns, item: item.clone() });
                 item
             }
         };
@@ -278,18 +284,19 @@ pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<
         }
     }
     // A full list sees every file: what it did not see is gone (opencode's rows stay while its database is unread).
+    let mut gone = Vec::new();
     if opts.limit.is_none() && opts.only.is_none() {
-        let before = known.len();
         let seen: std::collections::HashSet<&Path> = found.iter().map(|c| c.path.as_path()).collect();
         let kept = |p: &Path| {
             seen.contains(p)
                 || db_failed.as_deref().is_some_and(opencode::is_busy)
                     && db_path.as_ref().is_some_and(|d| p.to_string_lossy().starts_with(&format!("{}#", d.display())))
         };
-        known.retain(|p, _| kept(p));
-        changed |= known.len() != before;
+        gone = known.keys().filter(|p| !kept(p)).cloned().collect();
+        changed |= !gone.is_empty();
     }
-    put_cache(&ws, known, changed);
+    drop(known);
+    put_cache(&ws, fresh, &gone, changed);
     items
         .sort_by(|(a, _), (b, _)| b.modified.cmp(&a.modified).then_with(|| a.path.as_os_str().cmp(b.path.as_os_str())));
     items
@@ -493,29 +500,45 @@ fn head_and_tail(path: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&head).into_owned())
 }
 
-/// The workspace's cache, taken out of memory (read from disk the first time).
-fn take_cache(ws: &Path) -> HashMap<PathBuf, Cached> {
+/// The workspace's cache as it is now, shared (read from disk the first time): a list reads it without copying it.
+fn cache_of(ws: &Path) -> Arc<HashMap<PathBuf, Cached>> {
     let mut all = cache();
     let mem = all.entry(ws.to_path_buf()).or_default();
     if !mem.loaded {
         mem.loaded = true;
         if let Some(disk) = read_cache_file(ws) {
+            let entries = Arc::make_mut(&mut mem.entries);
             for (p, c) in disk.entries {
-                mem.entries.entry(p).or_insert(c);
+                entries.entry(p).or_insert(c);
             }
         }
     }
-    std::mem::take(&mut mem.entries)
+    Arc::clone(&mem.entries)
 }
 
-/// Puts the cache back (merged with what a list running meanwhile added); writes the disk copy when exact items
-/// were added or removed.
-fn put_cache(ws: &Path, entries: HashMap<PathBuf, Cached>, changed: bool) {
+/// Hands a list's changes to the cache (what lists running meanwhile changed stays): the transcripts it summarised
+/// anew (`fresh`), those it found gone; writes the disk copy when exact items were added or removed.
+fn put_cache(ws: &Path, fresh: HashMap<PathBuf, Cached>, gone: &[PathBuf], changed: bool) {
     let snapshot = {
         let mut all = cache();
         let mem = all.entry(ws.to_path_buf()).or_default();
-        for (p, c) in entries {
-            mem.entries.insert(p, c);
+        if !fresh.is_empty() || !gone.is_empty() {
+            // copied only when a list running meanwhile still reads this version
+            let entries = Arc::make_mut(&mut mem.entries);
+            for p in gone {
+                entries.remove(p);
+            }
+            for (p, c) in fresh {
+                // a quick list's head-and-tail summary never replaces an exact one of the same file version
+                let exact_kept = entries.get(&p).is_some_and(|old| {
+                    (old.size, old.mtime_ns) == (c.size, c.mtime_ns)
+                        && old.item.as_ref().is_none_or(|i| !i.partial)
+                        && c.item.as_ref().is_some_and(|i| i.partial)
+                });
+                if !exact_kept {
+                    entries.insert(p, c);
+                }
+            }
         }
         changed.then(|| {
             let exact = mem.entries.iter().filter(|(_, c)| c.item.as_ref().is_none_or(|i| !i.partial));
@@ -550,6 +573,47 @@ pub fn forget_cache() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A list run while another reads the cache (the picker's full list and a preview's `find` start in the same
+    /// step) is served from it: it neither finds it empty nor reads the transcripts again.
+    #[test]
+    fn a_list_run_while_another_reads_the_cache_is_served_from_it() {
+        let (ws, home) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+        let wsc = ws.path().canonicalize().expect("canonical");
+        let dir = home.path().join("projects").join(claude_code::folder_name(&wsc));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let record = |kind: &str, uuid: &str, parent: Option<&str>, message: serde_json::Value| {
+            serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "cwd": wsc, "sessionId": "s1",
+                "timestamp": "2026-12-01T09:00:00.000Z", "message": message})
+            .to_string()
+        };
+        let text = [
+            record("user", "u1", None, serde_json::json!({"role": "user", "content": "hello there"})),
+            record(
+                "assistant",
+                "a1",
+                Some("u1"),
+                serde_json::json!({"role": "assistant", "model": "m",
+                "content": [{"type": "text", "text": "hi"}]}),
+            ),
+        ]
+        .join("\n")
+            + "\n";
+        let path = dir.join("s1.jsonl");
+        std::fs::write(&path, &text).expect("write");
+        let homes = Homes { claude: Some(home.path().to_path_buf()), ..Homes::default() };
+        let first = list_with(ws.path(), &homes, &ListOptions::default());
+        assert_eq!(first.len(), 1, "{first:?}");
+        let running = cache_of(&wsc);
+        // the same size and modification time, other words: a list that read the file again would show them
+        let mtime = std::fs::metadata(&path).expect("stat").modified().expect("mtime");
+        std::fs::write(&path, text.replace("hello there", "howdy there")).expect("rewrite");
+        std::fs::File::options().write(true).open(&path).expect("open").set_modified(mtime).expect("set mtime");
+        let second = list_with(ws.path(), &homes, &ListOptions::default());
+        assert_eq!(second.len(), 1, "{second:?}");
+        assert_eq!(second[0].title, first[0].title, "served from the cache the other list reads");
+        assert_eq!(running.len(), 1, "the other list's version is whole");
+    }
 
     #[test]
     fn other_agents_sessions_are_merged_by_time_after_the_pinned_ones() {
