@@ -214,14 +214,14 @@ end)
 # A redraw without a change of rows is not counted: its first `show` (no items yet, empty), and the redraw after a
 # keystroke whose matching has yielded (it matches in a coroutine, 10 ms slices) while the old rows stay.
 MINI_SETUP = """
-local dir = ...
+local dir, external = ...
 vim.opt.rtp:prepend(dir)
 vim.o.ignorecase, vim.o.smartcase = true, true
 require("mini.pick").setup()
 local mp = { on = false, keys = {} }
 _G.bench_mp = mp
 mp.items = {}
-for i, item in ipairs(require("pseudoclaude").sessions.list({ check_locks = false })) do
+for i, item in ipairs(require("pseudoclaude").sessions.list({ check_locks = false, external = external == true })) do
   mp.items[i] = (item.title or "") .. " " .. (item.model or "") .. " " .. item.id
 end
 local ns = vim.api.nvim_create_namespace("pseudoclaude_bench_minipick")
@@ -341,7 +341,8 @@ table.sort(per_key) table.sort(first_key)
 return { key = per_key[math.ceil(#per_key / 2)], first = first_key[math.ceil(#first_key / 2)], counts = counts }
 """
 
-PEERS = ROOT.parent / "shared" / "peers"  # ../shared/peers: read at run time, never part of the project
+# ../shared/peers ($PSEUDOCLAUDE_PEERS, as the e2e tests): read at run time, never part of the project
+PEERS = Path(os.environ.get("PSEUDOCLAUDE_PEERS") or ROOT.parent / "shared" / "peers")
 MINI_DEPS = ROOT / ".deps" / "mini.nvim"  # git-ignored
 
 
