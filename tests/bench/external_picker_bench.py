@@ -312,11 +312,14 @@ def main() -> None:
             what ours do. `<C-o>` reads the first rows again with theirs: a `stat` of every transcript to find the
             newest (10,000 files, on a worker thread) before their cached summaries, hence its
             {fmt(m['toggle_rows'])}. The main loop's longest steps come when the full list arrives: its hand-over
-            and its install over {int(m['count']):,} rows in one step. A probe (the picker's functions wrapped,
-            2026-12-07) put the longest gap of a `<C-o>` at that arrival, 13-31 ms, of which the picker's own
-            callback (`finder.install_packed`: the matcher's first answer and the rows drawn) took 4-5 ms; the rest
-            (the packed list's hand-over from the core, Lua's collector) is not attributed yet. The idle row is the
-            same Neovim's floor on this shared machine."""),
+            and its install over {int(m['count']):,} rows in one step. A probe (the picker's functions and the
+            core's calls wrapped, 2026-12-07, load 3-5) put the longest gap of a `<C-o>` at that arrival, 12-13 ms
+            in three runs: `sessions_list_take` 8.6-9.1 ms (the packed list with theirs' paths and titles copied into a Lua string, the callback growing Lua's heap by 4.4 MB: `bridge/parts.rs` copies it into an nvim String, which is copied again into
+            Lua) and `finder.install_packed` 3.3-4.3 ms (the matcher's first answer, the rows drawn). Queuing the
+            jobs costs steps too: the call `sessions_list_async` 2.8-4.7 ms, `sessions_preview_async` of their row
+            4.8-5.9 ms. Next: hand the packed list over lent (in the core's memory, freed with the picker's matcher,
+            as `sessions_list_lend` does for the blocking list) instead of copied. The idle row is the same Neovim's
+            floor on this shared machine."""),
             "",
         ])
         doc = ROOT / "doc" / "benchmarks.md"
