@@ -376,9 +376,10 @@ def test_the_packaged_library_needs_no_glibc_after_2_28_and_is_small(packaged):
     versions = {tuple(int(x) for x in v.split(".")) for v in re.findall(r"GLIBC_([0-9]+(?:\.[0-9]+)+)", symbols)}
     assert versions, "objdump -T names no glibc symbol: not a dynamically linked library?"
     assert max(versions) <= (2, 28), sorted(versions)
-    # 14.6 MiB before the readers of other agents' stores (opencode's SQLite, bundled by rusqlite), 17.0 MiB now:
+    # 14.6 MiB before the readers of other agents' stores; opencode's SQLite (bundled by rusqlite) made it 17.0 MiB,
+    # 16.1 MiB with SQLite compiled for size and without the extensions we never call (Cargo.toml, .cargo/config.toml):
     # doc/benchmarks.md's goal of 15 MiB is not met; this bound catches a debug build or a doubled dependency
-    assert packaged.stat().st_size < 20 * 1024 * 1024
+    assert packaged.stat().st_size < 17 * 1024 * 1024
     assert "SYMBOL TABLE:\nno symbols" in subprocess.run(["objdump", "-t", str(packaged)], capture_output=True, text=True).stdout
 
 
