@@ -40,6 +40,19 @@ def send(n: Neovim, text: str) -> None:
     n.api.input("<Esc>i" + text.replace("<", "<lt>") + "<C-s>")
 
 
+def press_cancel(n: Neovim, index: int) -> None:
+    """<C-c> in the current chat's input window, then waits for chat `index` (0-based) to be idle. Vim takes a CTRL-C
+    that reaches it while it is busy for an interrupt of what it is doing (os/input.c `process_ctrl_c`), and no
+    mapping sees it: a user presses it again, and so does this, once, if the first went that way (CI lost one in
+    ~20 runs under load, never reproduced here)."""
+    n.api.input("<C-c>")
+    try:
+        wait_for(lambda: chats(n)[index]["state"] == "idle", timeout=5, what="the chat cancelled")
+    except AssertionError:
+        n.api.input("<C-c>")
+        wait_for(lambda: chats(n)[index]["state"] == "idle", what="the chat cancelled (<C-c> pressed twice)")
+
+
 def new_chat_without_server(n: Neovim, model: str) -> None:
     """Opens another chat with a provider of its own (`model`) whose server is not there: its turns fail."""
     import socket
@@ -379,8 +392,8 @@ def test_cancel_stops_only_its_chat_and_a_chat_with_its_own_provider_fails_alone
     assert user_texts(workspace, sessions[1]) == ["second"]
     assert user_texts(workspace, sessions[2]) == ["third"]
     nvim.lua("require('pseudoclaude').chat.show(1)")
-    nvim.api.input("<C-c>")
-    wait_for(lambda: chats(nvim)[0]["state"] == "idle", what="the first chat cancelled")
+    assert nvim.lua("return vim.b.pseudoclaude_chat") == 1
+    press_cancel(nvim, 0)
     assert "alpha beta gamma" in log_of(workspace, sessions[0])
 
 
