@@ -209,10 +209,16 @@ function M.list_packed(opts, on_done)
     if not ok then
       return on_done(("pseudoclaude.sessions.list_async: %s"):format(core.plain(ready)))
     end
-    local took, data = pcall(H.call, "list_async", "sessions_list_take", ready.id)
+    -- packed, the list stays in the core, lent (`rows.kept`): no copy of it in this step
+    local took, data = pcall(H.call, "list_async", args.json and "sessions_list_take" or "sessions_list_keep", ready.id)
     local read, list = false, nil
     if took then
-      read, list = pcall(args.json and core.decode or rows.open, data)
+      read, list = pcall(function()
+        if args.json then
+          return core.decode(data)
+        end
+        return rows.kept(data or error("the list was taken already", 0), ready.id)
+      end)
     end
     if not read then
       if ready.matcher then

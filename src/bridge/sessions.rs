@@ -11,6 +11,9 @@
 //! | `sessions_list_json` | the same                                  | the same list as JSON text (`bulk`): Lua without the FFI, and the tests' oracle |
 //! | `sessions_list_async` | workspace, options as above (and `matcher?`, `json?`, `parts?`), `callback(ok, {id, count, matcher?})` | a ticket number, at once |
 //! | `sessions_list_take` | the list's id                             | the list, packed (JSON with `json`), once, or its next part of `parts` rows; nil after |
+//! | `sessions_list_keep` | the list's id                             | `{addr, len}`: the packed list (whole) lent in the core's memory, not copied, until released; nil after |
+//! | `sessions_list_release` | the list's id                          | true when a kept list was forgotten |
+//! | `sessions_list_kept` | (none)                                    | how many lists are kept (tests)  |
 //! | `sessions_ids`     | workspace                                   | ids, most recently active first  |
 //! | `sessions_holder`  | workspace, id                               | who holds its lock, or nil (no read of the log) |
 //! | `sessions_preview_async` | workspace, id, `{max_messages?, budget?, max_bytes?, pricing?}`?, `callback(ok, preview)` | a ticket number, at once |
@@ -60,6 +63,9 @@ pub fn exports() -> Vec<(&'static str, Object)> {
         export("sessions_list_json", |a| super::bulk(&list_items(&workspace(a)?, &table_arg::<ListArgs>(a, 1)?)?)),
         export("sessions_list_async", list_async),
         export_object("sessions_list_take", super::parts::take),
+        export("sessions_list_keep", super::parts::keep),
+        export("sessions_list_release", super::parts::release),
+        export("sessions_list_kept", |_| Ok(super::parts::kept_count())),
         export("sessions_holder", |a| Ok(lock::holder(&Context::open(&workspace(a)?, &a.get::<String>(1)?)?))),
         export("sessions_ids", |a| Ok(session::list::ids(&workspace(a)?)?)),
         export("sessions_info", |a| info_priced(&workspace(a)?, &a.get::<String>(1)?, &table_arg::<Pricing>(a, 2)?)),
