@@ -212,18 +212,19 @@ function M.lent(lent)
   return out
 end
 
+--- The ids of kept lists Lua collected, for `release_collected()`: a finalizer only notes the id, it never calls into
+--- the core (finalizers also run as Lua closes, when the core's library may be gone).
+---@type integer[]
+H.collected = {}
+
 --- The packed list the core keeps for Lua (`sessions_list_keep`: `{addr, len}`, in the core's memory until
 --- `sessions_list_release(id)`), read in place: no copy into a Lua string (the picker's 10,000 other agents' sessions:
---- 4.4 MB, ~9 ms of a main-loop step). The list holds the core's copy while it is reachable; when Lua collects it,
---- the core forgets it.
+--- 4.4 MB, ~9 ms of a main-loop step). The core keeps it while the list is reachable; once Lua collected it, the
+--- next `release_collected()` (before each list read so) lets the core forget it.
 ---@param kept {addr: number, len: integer}
 ---@param id integer the list's id, to release it by
 ---@return pseudoclaude.PackedList
 function M.kept(kept, id)
-  local core = require("pseudoclaude.core")
-  local release = function()
-    pcall(core.call, "sessions_list_release", id)
-  end
   local base = ffi.cast("const uint8_t *", kept.addr)
   local ok, list = pcall(function()
     if kept.len < HEADER or ffi.string(base, 4) ~= MAGIC then
@@ -232,11 +233,23 @@ function M.kept(kept, id)
     return H.open(base, kept.len)
   end)
   if not ok then
-    release()
+    pcall(require("pseudoclaude.core").call, "sessions_list_release", id)
     error(list, 0)
   end
-  list.data = ffi.gc(ffi.new("uint8_t[1]"), release)
+  list.data = ffi.gc(ffi.new("uint8_t[1]"), function()
+    H.collected[#H.collected + 1] = id
+  end)
   return list
+end
+
+--- Lets the core forget the kept lists Lua collected (`kept()`).
+function M.release_collected()
+  local ids = H.collected
+  H.collected = {}
+  local core = require("pseudoclaude.core")
+  for _, id in ipairs(ids) do
+    pcall(core.call, "sessions_list_release", id)
+  end
 end
 
 --- The id of row `i`, without building the row.

@@ -204,6 +204,9 @@ function M.list_packed(opts, on_done)
   local args = H.list_args(opts)
   args.matcher = opts.matcher == true
   args.json = not rows.available
+  if rows.available then
+    rows.release_collected()
+  end
   H.call("list_async", "sessions_list_async", M.workspace(), args, function(ok, ready)
     local core = require("pseudoclaude.core")
     if not ok then

@@ -311,14 +311,15 @@ def main() -> None:
             on the core's threads, their summaries cached by size and modification time), so its first rows cost
             what ours do. `<C-o>` reads the first rows again with theirs: a `stat` of every transcript to find the
             newest (10,000 files, on a worker thread) before their cached summaries, hence its
-            {fmt(m['toggle_rows'])}. The main loop's longest steps come when the full list arrives: its hand-over
-            and its install over {int(m['count']):,} rows in one step. A probe (the picker's functions and the
-            core's calls wrapped, 2026-12-07, load 3-5) put the longest gap of a `<C-o>` at that arrival, 12-13 ms
-            in three runs: `sessions_list_take` 8.6-9.1 ms (the packed list with theirs' paths and titles copied into a Lua string, the callback growing Lua's heap by 4.4 MB: `bridge/parts.rs` copies it into an nvim String, which is copied again into
-            Lua) and `finder.install_packed` 3.3-4.3 ms (the matcher's first answer, the rows drawn). Queuing the
-            jobs costs steps too: the call `sessions_list_async` 2.8-4.7 ms, `sessions_preview_async` of their row
-            4.8-5.9 ms. Next: hand the packed list over lent (in the core's memory, freed with the picker's matcher,
-            as `sessions_list_lend` does for the blocking list) instead of copied. The idle row is the same Neovim's
+            {fmt(m['toggle_rows'])}. The main loop's longest steps used to come when the full list arrived: the run
+            of 18:14 (HEAD 01dcc77, load 4.4-5.3) measured 12.7 / 16.9 ms opening with theirs on and 13.6 / 72.5 ms
+            for `<C-o>`. A probe (the picker's functions and the core's calls wrapped, load 3-5) put the longest gap
+            of a `<C-o>` at that arrival at 12-13 ms: `sessions_list_take` 8.6-9.1 ms (the packed list with theirs'
+            paths and titles, 4.4 MB, copied into an nvim String and again into Lua), `finder.install_packed`
+            3.3-4.3 ms (the matcher's first answer, the rows drawn). Now the picker's full list is lent, not copied
+            (`sessions_list_keep`: read in place through the FFI, released when Lua collects the list). Left in
+            those steps: the install (3-4 ms), and queuing the jobs (the call `sessions_list_async` 2.8-4.7 ms,
+            `sessions_preview_async` of their row 4.8-5.9 ms in the probe). The idle row is the same Neovim's
             floor on this shared machine."""),
             "",
         ])
