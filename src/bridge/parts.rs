@@ -49,16 +49,21 @@ pub fn hold_chunks(chunks: Vec<String>) -> Held {
     Held { id: hold(chunks.into_iter().map(|c| Arc::new(c.into_bytes())).collect()), count }
 }
 
-/// `bulk_take(id)` (and `sessions_list_take(id)`): the next part of result `id` as a Lua string, each once (the
-/// result is forgotten with its last part); nil when all was taken.
-pub fn take(a: &Args) -> BridgeResult<Object> {
-    let id: u64 = a.get(0)?;
+/// The next part of result `id`, taken from the held ones (the result is forgotten with its last part).
+fn pop(id: u64) -> Option<Arc<Vec<u8>>> {
     let mut held = held();
     let part = held.get_mut(&id).and_then(VecDeque::pop_front);
     if held.get(&id).is_some_and(VecDeque::is_empty) {
         held.remove(&id);
     }
-    drop(held);
+    part
+}
+
+/// `bulk_take(id)` (and `sessions_list_take(id)`): the next part of result `id` as a Lua string, each once (the
+/// result is forgotten with its last part); nil when all was taken.
+pub fn take(a: &Args) -> BridgeResult<Object> {
+    let id: u64 = a.get(0)?;
+    let part = pop(id);
     Ok(part.map_or(Object::nil(), |d| Object::from(nvim_oxi::String::from_bytes(&d))))
 }
 
@@ -74,12 +79,7 @@ pub struct Kept {
 /// full list of 10,000 other agents' sessions is 4.4 MB, whose two copies into Lua took ~9 ms of one main-loop step.
 pub fn keep(a: &Args) -> BridgeResult<Option<Kept>> {
     let id: u64 = a.get(0)?;
-    let mut held = held();
-    let part = held.get_mut(&id).and_then(VecDeque::pop_front);
-    if held.get(&id).is_some_and(VecDeque::is_empty) {
-        held.remove(&id);
-    }
-    drop(held);
+    let part = pop(id);
     Ok(part.map(|data| {
         let kept = Kept { addr: data.as_ptr() as u64, len: data.len() };
         KEPT.lock().unwrap_or_else(PoisonError::into_inner).insert(id, data);
