@@ -328,6 +328,21 @@ fn refused_on_load(source: import::Source, path: &Path) -> Option<String> {
     }
 }
 
+/// [`refused_on_load`] for the session `id` of our chat's agent `agent` (run by `spec`, in `root`), found in the
+/// agent's own store by its id (Gemini CLI's chats folder, under the `HOME` or `GEMINI_CLI_HOME` its entry sets, else
+/// ours): a resume of the chat then starts a new session of the agent told our transcript instead of its load.
+pub fn refused_by_agent(agent: &str, spec: &AgentSpec, root: &Path, id: &str) -> Option<String> {
+    if agent != "gemini" {
+        return None;
+    }
+    let var = |v: &str| {
+        let set = spec.env.get(v).map(PathBuf::from).or_else(|| std::env::var_os(v).map(PathBuf::from));
+        set.filter(|p| !p.as_os_str().is_empty())
+    };
+    let file = import::gemini::session_file(&import::Homes::from_vars(var).gemini?, root, id)?;
+    refused_on_load(import::Source::GeminiCli, &file)
+}
+
 fn handover(
     imported: Imported,
     agent: Option<String>,

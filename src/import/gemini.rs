@@ -66,6 +66,14 @@ fn project_root_of(dir: &Path, names: &HashMap<String, PathBuf>) -> Option<PathB
     names.get(&slug).cloned()
 }
 
+/// The chat of session `id` among the chats of the projects that are `workspace` or below it ([`chats`]): its file
+/// is named by the id's first 8 characters, its header names the whole id.
+pub fn session_file(gemini: &Path, workspace: &Path, id: &str) -> Option<PathBuf> {
+    let short = id.get(..8)?;
+    let named = |p: &PathBuf| p.file_stem().is_some_and(|s| s.to_string_lossy().ends_with(&format!("-{short}")));
+    chats(gemini, workspace).into_iter().filter(named).find(|p| read(p).is_ok_and(|c| c.id == id))
+}
+
 /// The project folder a chat file belongs to (`<.gemini>/tmp/<project>/chats/<file>`), when its files say.
 pub fn project_root(chat: &Path) -> Option<PathBuf> {
     let dir = chat.parent()?.parent()?;

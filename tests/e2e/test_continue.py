@@ -394,6 +394,28 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
     assert fake.errors == [], fake.errors
 
 
+def gemini_editor(start_nvim: Any, editors: list[Neovim], ns: Offline, home: Path, fake: FakeGemini,
+                  listed: bool = True, **extra: Any) -> Neovim:
+    """An editor whose agent `gemini` is the real `gemini --acp` in `ns`, its HOME `home`, its model `fake`; `listed`:
+    the editor lists Gemini's sessions of that HOME too (`GEMINI_CLI_HOME`)."""
+    n = start_nvim()
+    editors.append(n)
+    if listed:
+        n.lua("vim.env.GEMINI_CLI_HOME = ...", str(home))
+    command = ns.wrap(acp_command("gemini"))
+    chat_setup(n, None, agents={"gemini": {"command": command[0], "args": command[1:],
+                                           "env": agent_env("gemini", home, fake.base_url)}}, **extra)
+    return n
+
+
+def close_all(editors: list[Neovim], home: Path, fake: FakeGemini, ns: Offline) -> None:
+    for n in editors:
+        if n.proc.poll() is None:
+            quit_editor(n, home)
+    fake.close()
+    ns.close()
+
+
 def test_a_gemini_copy_its_next_start_deleted_goes_on_told_our_transcript_and_the_original_stays(
     start_nvim: Any, workspace: Path, tmp_path: Path
 ) -> None:
@@ -408,18 +430,8 @@ def test_a_gemini_copy_its_next_start_deleted_goes_on_told_our_transcript_and_th
     fake = ns.make(FakeGemini, responder=lambda body: answer("gemini", gemini_view(body)[0], workspace, False,
                                                               *gemini_view(body)))
     editors: list[Neovim] = []
-
-    def editor() -> Neovim:
-        n = start_nvim()
-        editors.append(n)
-        n.lua("vim.env.GEMINI_CLI_HOME = ...", str(home))
-        command = ns.wrap(acp_command("gemini"))
-        chat_setup(n, None, agents={"gemini": {"command": command[0], "args": command[1:],
-                                               "env": agent_env("gemini", home, fake.base_url)}})
-        return n
-
     try:
-        first = editor()
+        first = gemini_editor(start_nvim, editors, ns, home, fake)
         first.lua("require('pseudoclaude').resume(...)", f"gemini:{made['session_id']}")
         report = wait_for(lambda: first.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
         copy = Path(report["handover"]["agent_copy"])
@@ -432,7 +444,7 @@ def test_a_gemini_copy_its_next_start_deleted_goes_on_told_our_transcript_and_th
         names = sorted(p.name for p in original.parent.iterdir())
         assert not copy.exists() and original.read_bytes().startswith(before), names
 
-        second = editor()
+        second = gemini_editor(start_nvim, editors, ns, home, fake)
         second.lua("require('pseudoclaude').resume(...)", report["id"])
         assert wait_for(lambda: second.lua("return vim.g.pc_resumed"), timeout=90, what="the resume")["ok"] is True
         text = wait_for(lambda: (lambda t: t if "gemini: session/" in t else None)(chat_text(second)), timeout=180,
@@ -446,9 +458,62 @@ def test_a_gemini_copy_its_next_start_deleted_goes_on_told_our_transcript_and_th
         msgs = [m["content"] for m in second.lua("return require('pseudoclaude').messages()")]
         assert msgs[:3] == ["Remember the word PLUMTREE.", "Noted: PLUMTREE.", "And the word QUINCE?"], msgs
     finally:
-        for n in editors:
-            if n.proc.poll() is None:
-                quit_editor(n, home)
-        fake.close()
-        ns.close()
+        close_all(editors, home, fake, ns)
+    assert fake.errors == [], fake.errors
+
+
+def test_a_gemini_chat_of_ours_that_ran_a_tool_resumed_later_goes_on_and_is_answered(
+    start_nvim: Any, workspace: Path, tmp_path: Path
+) -> None:
+    # A chat of ours with `gemini --acp` in which Gemini ran its write tool; the editor quits; a new one resumes the
+    # chat (`:PseudoResume`). Gemini CLI 0.61's load of that session answers the call twice (the API refuses the next
+    # message; in this chat its load even failed, said as "the agent no longer has this session", and left Gemini's
+    # file reset to an empty chat): read from Gemini's own file first, the session is not loaded, the chat goes on in a
+    # new Gemini session told our transcript, and its line says why.
+    home = tmp_path / "agent-home"
+    git_workspace(workspace)
+    # (there already: Gemini's write checks the file's text first, and a missing one is an error through ACP's fs)
+    (workspace / NOTES).write_text("nothing yet\n")
+    prompt = f"Write the word FIGTREE into {NOTES}."
+    ns = Offline()
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        last, offered = gemini_view(body)
+        last = last.rpartition("The new message follows.]")[2]
+        return answer("gemini", prompt, workspace, True, last, offered)
+
+    fake = ns.make(FakeGemini, responder=respond)
+    editors: list[Neovim] = []
+
+    def editor() -> Neovim:
+        # (the agent's own HOME only: Gemini's file is found under the HOME its entry sets)
+        return gemini_editor(start_nvim, editors, ns, home, fake, listed=False, approve={"agents": {"gemini": True}})
+
+    try:
+        first = editor()
+        first.api.command("PseudoChat gemini")
+        send(first, prompt)
+        wait_turns(first, 1, timeout=180)
+        wait_for(lambda: "holds FIGTREE" in chat_text(first), what="the answer after the call: " + chat_text(first))
+        assert (workspace / NOTES).read_text().strip() == "FIGTREE"
+        cur = first.lua("return require('pseudoclaude').current()")
+        quit_editor(first, home)
+
+        second = editor()
+        second.api.command(f"PseudoResume {cur['id']}")
+        assert wait_for(lambda: second.lua("return vim.g.pc_resumed"), timeout=90, what="the resume")["ok"] is True
+        second.api.command("PseudoChat")
+        send(second, "And the word QUINCE?")
+        wait_turns(second, 1, timeout=180)
+        text = chat_text(second)
+        assert "Noted: QUINCE." in text, text
+        assert "gemini: session/new: a new session of the agent, told the conversation so far" in text, text
+        assert "which the API refuses" in text and "write_file" in text, text
+        assert "no longer has this session" not in text, text
+        last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
+        assert "[The conversation so far" in last and prompt in last, last
+        msgs = [m.get("content", "") for m in second.lua("return require('pseudoclaude').messages()")]
+        assert msgs[0] == prompt and msgs[-2] == "And the word QUINCE?" and msgs[-1].strip() == "Noted: QUINCE.", msgs
+    finally:
+        close_all(editors, home, fake, ns)
     assert fake.errors == [], fake.errors

@@ -276,6 +276,26 @@ fn a_gemini_session_whose_load_the_api_would_refuse_goes_on_in_a_new_session_tol
 }
 
 #[test]
+fn a_chat_of_ours_whose_gemini_session_the_api_would_refuse_is_found_by_its_id_under_the_agents_home() {
+    // our chat's resume asks first (src/acp/chat/connect.rs): Gemini's file found by the id, under the HOME the
+    // agent's entry sets (its `.gemini`), and read as the hand-over reads it
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let path = gemini_chat(&home.path().join(".gemini"), ws.path(), &gemini_tool_records(true));
+    let why = import::gemini::refused_on_load(&path).unwrap().expect("refused");
+    let spec = AgentSpec {
+        env: BTreeMap::from([("HOME".into(), home.path().to_string_lossy().into_owned())]),
+        ..Default::default()
+    };
+    assert_eq!(handover::refused_by_agent("gemini", &spec, ws.path(), ID), Some(why));
+    // another id, another agent: nothing to refuse (the agent loads it, or says it has no such session)
+    assert_eq!(handover::refused_by_agent("gemini", &spec, ws.path(), "abcdef12-0000-0000-0000-000000000000"), None);
+    assert_eq!(handover::refused_by_agent("qwen", &spec, ws.path(), ID), None);
+    // the call answered once: loaded
+    gemini_chat(&home.path().join(".gemini"), ws.path(), &gemini_tool_records(false));
+    assert_eq!(handover::refused_by_agent("gemini", &spec, ws.path(), ID), None);
+}
+
+#[test]
 fn an_id_that_names_no_session_is_refused_naming_it_and_nothing_is_written() {
     let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     claude_file(home.path(), ws.path(), &format!("{ID}.jsonl"));

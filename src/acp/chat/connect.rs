@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use super::pump::spawn_pump;
 use super::{AcpChat, Live, STOP_GRACE};
 use crate::acp::client::{Connection, is_closed_error};
+use crate::acp::handover::refused_by_agent;
 use crate::agent::{Event, lock};
 use crate::message::{Role, now};
 use crate::session::Entry;
@@ -55,7 +56,9 @@ impl AcpChat {
         // the agent's `cwd`: a worktree chat's folder (the agent keeps its sessions by it)
         let ws = self.config.root();
         let mut restored = None;
-        if let Some(id) = &known {
+        // a session whose load the agent's model would refuse the next message of (Gemini CLI's with a tool call)
+        let refused = known.as_deref().and_then(|id| refused_by_agent(name, &self.config.spec, ws, id));
+        if let Some(id) = known.as_ref().filter(|_| refused.is_none()) {
             if caps["loadSession"].as_bool() == Some(true) {
                 self.replaying.store(true, Ordering::SeqCst);
                 let r = conn.load_session(id, ws).await;
@@ -111,7 +114,14 @@ impl AcpChat {
                     // a session that lacks the conversation: the history goes with the next message
                     self.tell_history.store(true, Ordering::SeqCst);
                 }
-                if known.is_some() {
+                if let Some(why) = &refused {
+                    let _ = events.send(Event::Notice {
+                        text: format!(
+                            "{name}: session/new: a new session of the agent, told the conversation so far with your \
+                             next message; its own session not loaded: {why}"
+                        ),
+                    });
+                } else if known.is_some() {
                     let _ = events.send(Event::Notice {
                         text: format!(
                             "{name}: session/new: the agent no longer has this session; a new one started, and the \
