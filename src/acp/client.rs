@@ -177,7 +177,7 @@ impl Connection {
         };
         let init = serde_json::json!({
             "protocolVersion": 1,
-            "clientCapabilities": { "fs": { "readTextFile": true, "writeTextFile": true }, "terminal": true },
+            "clientCapabilities": { "fs": { "readTextFile": reads_through_us(spec), "writeTextFile": true }, "terminal": true },
             "clientInfo": { "name": "pseudoclaude.nvim", "version": env!("CARGO_PKG_VERSION") },
         });
         match conn.request::<acp::InitializeRequest>(init).await {
@@ -503,7 +503,24 @@ async fn answer_of<T: serde::de::DeserializeOwned>(
         Ok(Err(e)) => Err(e),
         Err(_) => Err("the chat was closed before it answered".to_string()),
     };
-    result.map_err(|e| agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INTERNAL_ERROR, e))
+    result.map_err(|e| match e.strip_prefix(super::NOT_FOUND) {
+        Some(path) => {
+            agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND, e.clone())
+                .data(serde_json::json!({ "uri": path }))
+        }
+        None => agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INTERNAL_ERROR, e),
+    })
+}
+
+/// Whether the agent is offered `fs/read_text_file` (the editor's buffer text, unsaved changes included). Not to
+/// Gemini CLI (0.61): its connection rejects a request with the bare error object, in which its check for a missing
+/// file (`normalizeFileSystemError`: an `Error`'s message) never finds one, so its write_file of a new file fails
+/// ("Error checking existing file"). It reads the disk itself then; its writes still come to us. Known by its command
+/// line: `gemini`, or a word naming it (`npx @google/gemini-cli`, a wrapper such as `nsenter … gemini --acp`).
+fn reads_through_us(spec: &AgentSpec) -> bool {
+    let gemini =
+        |w: &String| Path::new(w).file_name().is_some_and(|n| n == "gemini") || w.contains("@google/gemini-cli");
+    !(gemini(&spec.command) || spec.args.iter().any(gemini))
 }
 
 fn with_stderr(message: String, lines: &Mutex<Vec<String>>) -> String {

@@ -472,8 +472,9 @@ def test_a_gemini_chat_of_ours_that_ran_a_tool_resumed_later_goes_on_and_is_answ
     # new Gemini session told our transcript, and its line says why.
     home = tmp_path / "agent-home"
     git_workspace(workspace)
-    # (there already: Gemini's write checks the file's text first, and a missing one is an error through ACP's fs)
-    (workspace / NOTES).write_text("nothing yet\n")
+    # (no such file yet: Gemini's write reads the file first, and a missing one must read as a new file: the client
+    # does not offer Gemini `fs/read_text_file`, whose refusal it cannot read, src/acp/client.rs `reads_through_us`)
+    assert not (workspace / NOTES).exists()
     prompt = f"Write the word FIGTREE into {NOTES}."
     ns = Offline()
 
@@ -495,6 +496,7 @@ def test_a_gemini_chat_of_ours_that_ran_a_tool_resumed_later_goes_on_and_is_answ
         send(first, prompt)
         wait_turns(first, 1, timeout=180)
         wait_for(lambda: "holds FIGTREE" in chat_text(first), what="the answer after the call: " + chat_text(first))
+        assert (workspace / NOTES).exists(), chat_text(first)
         assert (workspace / NOTES).read_text().strip() == "FIGTREE"
         cur = first.lua("return require('pseudoclaude').current()")
         quit_editor(first, home)
@@ -516,4 +518,49 @@ def test_a_gemini_chat_of_ours_that_ran_a_tool_resumed_later_goes_on_and_is_answ
         assert msgs[0] == prompt and msgs[-2] == "And the word QUINCE?" and msgs[-1].strip() == "Noted: QUINCE.", msgs
     finally:
         close_all(editors, home, fake, ns)
+    assert fake.errors == [], fake.errors
+
+
+def test_qwen_continued_in_the_editor_writes_a_file_that_did_not_exist(
+    start_nvim: Any, workspace: Path, tmp_path: Path
+) -> None:
+    # Qwen Code's write tool reads the file through the editor first (`fs/read_text_file`) and takes a missing one for
+    # a new file only when the answer is ACP's "Resource not found" (-32002; any other error fails the write)
+    agent = "qwen"
+    home = tmp_path / "agent-home"
+    git_workspace(workspace)
+    prompt, said = SESSIONS["text"]
+    sid = make_session(agent, home, workspace, prompt, tools=False)["session_id"]
+    ns = Offline()
+    make_fake, view = FAKES[agent]
+    ask = f"Write the word FIGTREE into {NOTES}."
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        last, offered = view(body)
+        return answer(agent, ask, workspace, True, last.rpartition("The new message follows.]")[2], offered)
+
+    fake = ns.make(make_fake, responder=respond)
+    n = None
+    try:
+        n = start_nvim()
+        for var, value in HOMES[agent](home).items():
+            n.lua("vim.env[select(1, ...)] = select(2, ...)", var, value)
+        command = ns.wrap(acp_command(agent))
+        spec = {"command": command[0], "args": command[1:], "env": agent_env(agent, home, fake.base_url)}
+        chat_setup(n, None, agents={agent: spec}, approve={"agents": {agent: True}})
+        n.lua("require('pseudoclaude').resume(...)", f"{agent}:{sid}")
+        wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
+        wait_for(lambda: f"{agent}: session/" in chat_text(n), timeout=180, what="qwen's own line")
+        n.api.command("PseudoChat")
+        assert not (workspace / NOTES).exists()
+        send(n, ask)
+        wait_turns(n, 1, timeout=180)
+        wait_for(lambda: "holds FIGTREE" in chat_text(n), what="the answer after the call: " + chat_text(n))
+        assert (workspace / NOTES).read_text().strip() == "FIGTREE", chat_text(n)
+        assert "(created)" in chat_text(n), chat_text(n)
+    finally:
+        if n is not None:
+            quit_editor(n, home)
+        fake.close()
+        ns.close()
     assert fake.errors == [], fake.errors

@@ -487,6 +487,7 @@ fn the_clients_fs_methods_read_the_buffer_or_the_disk_and_write_the_way_write_fi
         write(ws.join("shown.txt"), "new\n"),
         write(ws.join("dirty.txt"), "agent\n"),
         read(PathBuf::from("/etc/hostname"), json!({})),
+        read(ws.join("missing.txt"), json!({})),
     ]);
     let events = s.turn(&chat, &script.to_string());
     assert!(errors_in(&events).is_empty(), "{events:#?}");
@@ -504,6 +505,10 @@ fn the_clients_fs_methods_read_the_buffer_or_the_disk_and_write_the_way_write_fi
     assert!(refused.contains("unsaved changes"), "a modified buffer is never written: {r}");
     assert_eq!(std::fs::read_to_string(ws.join("dirty.txt")).unwrap(), "on disk\n");
     assert!(!r[5]["error"].as_str().unwrap_or_default().is_empty(), "outside the workspace: refused: {r}");
+    assert_ne!(r[5]["code"], -32002, "refused, not missing: {r}");
+    // a missing file is ACP's "Resource not found" (-32002), which the agents take for a new file to write
+    assert_eq!(r[6]["code"], -32002, "{r}");
+    assert_eq!(r[6]["error"], "Resource not found: missing.txt", "{r}");
 }
 
 /// `agents.NAME.sandbox = true`: the real agent's whole process in the command sandbox, its network through the

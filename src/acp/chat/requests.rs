@@ -30,7 +30,12 @@ impl AcpChat {
                         tokio::task::spawn_blocking(move || std::fs::read(&path))
                             .await
                             .map_err(|e| e.to_string())?
-                            .map_err(|e| format!("cannot read {rel}: {e}"))
+                            .map_err(|e| match e.kind() {
+                                // answered as ACP's "Resource not found" (-32002), which the agents take for a
+                                // new file (Qwen Code's write_file checks that code)
+                                std::io::ErrorKind::NotFound => format!("{}{rel}", crate::acp::NOT_FOUND),
+                                _ => format!("cannot read {rel}: {e}"),
+                            })
                             .and_then(|b| String::from_utf8(b).map_err(|_| format!("{rel} is not UTF-8 text")))?
                     }
                 };

@@ -77,7 +77,7 @@ def call(method: str, params: dict) -> dict:
         msg = read()
         if msg.get("id") == rid and "method" not in msg:
             if "error" in msg:
-                return {"error": msg["error"].get("message", "")}
+                return {"error": msg["error"].get("message", ""), "code": msg["error"].get("code")}
             return msg.get("result", {})
 
 
