@@ -362,7 +362,8 @@ end
 --- message, messages, existing, notes, agent_copy}` (src/acp/handover.rs).
 ---@field handed_over string? A kept copy of another agent's session handed to that agent by this resume: how it goes on.
 
---- Restores session `id` ("last" or nil: the most recent other session) into the agent buffer. Returns at once: the
+--- Restores session `id` ("last" or nil: the most recent other session of ours; with none, the newest of the other
+--- agents', handed to its agent) into the agent buffer. Returns at once: the
 --- session is read on the core's threads and drawn from its end in slices, so the editor never waits. When the
 --- history is in place (or the resume failed, leaving the current session as it was) `opts.on_done(report)` is
 --- called and the `User PseudoClaudeResumed` autocmd fires with the report as its data.
@@ -379,24 +380,22 @@ function M.resume(id, opts)
   end
   -- the host knows the agents as configured now: a session of an ACP agent is resumed with that agent's entry
   M.configure()
+  if id == nil or id == "last" then
+    -- none of ours: the newest of the other agents' is looked for on a worker, then resumed (chat/resume.lua)
+    id = require("pseudoclaude.chat.resume").last(opts, M.resume)
+    if not id then
+      return
+    end
+  end
   if require("pseudoclaude.sessions").is_external_id(id) then
     -- another agent's session (`gemini:…`): continued with that agent (`:help pseudoclaude-continue`)
     return H.hand_over(id, opts)
   end
-  if id ~= nil and id ~= "last" then
-    local live = require("pseudoclaude.core").call("agent_chat_live", id)
-    if live and S.chats[live] then
-      -- live in this editor: its chat is shown, not opened twice
-      M.show(live)
-      return require("pseudoclaude.chat.restore").resume_finished(id, opts, { ok = true, id = id, live = true })
-    end
-  end
-  if id == nil or id == "last" then
-    local list = require("pseudoclaude.sessions").list({ limit = 1, check_locks = false, max_read = 0 }) -- the id only: reads no log
-    if #list == 0 then
-      error("pseudoclaude: there is no other session to resume in " .. S.workspace(), 0)
-    end
-    id = list[1].id
+  local live = require("pseudoclaude.core").call("agent_chat_live", id)
+  if live and S.chats[live] then
+    -- live in this editor: its chat is shown, not opened twice
+    M.show(live)
+    return require("pseudoclaude.chat.restore").resume_finished(id, opts, { ok = true, id = id, live = true })
   end
   local ok, ticket = pcall(require("pseudoclaude.core").call, "agent_resume_async", id, S.chat)
   if not ok then

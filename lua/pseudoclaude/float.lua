@@ -226,7 +226,7 @@ function M.open(opts)
       if opts.external == nil and not external then
         -- none of ours: theirs are what there is (as this picker does once its first list is empty); the check reads
         -- folder names only, so that the picker opens with "other agents" on and its title saying so
-        local ok, newest = pcall(H.newest, opts.all)
+        local ok, newest = pcall(require("pseudoclaude.sessions").newest, opts.all)
         external = ok and newest == nil
       end
       return pickers.open(resolved, { all = opts.all, external = external, search = opts.search })
@@ -411,7 +411,8 @@ function M.toggle_external()
   end
 end
 
---- `:PseudoResume [last|all|{id}]`: no argument opens the picker; `last` resumes the most recent session; `all` opens
+--- `:PseudoResume [last|all|{id}]`: no argument opens the picker; `last` resumes the most recent session of ours (with
+--- none, the newest of the other agents', with its agent: `chat.resume("last")`); `all` opens
 --- the picker over the sessions of every workspace this editor has used; an id resumes that session. Errors are reported with `vim.notify`.
 ---@param args string?
 function M.command(args)
@@ -425,9 +426,10 @@ function M.command(args)
     end
     local id = args
     if args == "last" then
-      local newest = H.newest()
+      local newest = require("pseudoclaude.sessions").newest()
       if not newest then
-        error(("pseudoclaude: no session to resume in %s"):format(require("pseudoclaude.sessions").workspace()), 0)
+        -- none of ours: resume("last") hands the newest of the other agents' to its agent, or says there is none
+        return require("pseudoclaude.chat").resume("last")
       end
       id = newest.id
     end
@@ -446,14 +448,6 @@ function M.complete(arglead)
 end
 
 -- Helpers ------------------------------------------------------------------------------------------------------
-
---- The most recent session of ours (of every workspace: `all`), the current one left out, or nil: its id only, from
---- the folder names (no log is read).
----@param all boolean?
----@return pseudoclaude.SessionInfo?
-function H.newest(all)
-  return require("pseudoclaude.sessions").list({ all = all, limit = 1, check_locks = false, max_read = 0 })[1]
-end
 
 ---@param msg any
 ---@param level integer?

@@ -168,7 +168,8 @@ M.sessions = setmetatable({}, {
   end,
 })
 
---- Restores a session into the agent buffer: an id, "last" or nil (the most recent other session). Returns at once;
+--- Restores a session into the agent buffer: an id, "last" or nil (the most recent other session of ours; with none,
+--- the newest of the other agents', continued by its agent). Returns at once;
 --- `opts.on_done(report)` and the `User PseudoClaudeResumed` autocmd tell when the history is in place (or why not);
 --- `opts.at` puts the cursor on that message (an index of `sessions.load(id).messages`, as search hits give).
 ---@param id string?

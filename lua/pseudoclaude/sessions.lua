@@ -144,6 +144,15 @@ function M.list(opts)
   return rows.lent(H.call("list", "sessions_list_lend", M.workspace(), H.list_args(opts)))
 end
 
+--- The most recent session of ours (every workspace's: `all`), the current one left out, or nil: its id from the
+--- folder names (no log is read). What `resume("last")` resumes, and what tells the pickers that there is none of
+--- ours (they then open on the other agents').
+---@param all boolean?
+---@return pseudoclaude.SessionInfo?
+function M.newest(all)
+  return M.list({ all = all, limit = 1, check_locks = false, max_read = 0 })[1]
+end
+
 --- Rows handed over and built per main-loop step by `list_async()`: about 2 ms of a step.
 M.LIST_STEP = 2000
 

@@ -394,6 +394,90 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
     assert fake.errors == [], fake.errors
 
 
+def agent_editor(start_nvim: Any, agent: str, home: Path, ns: Offline, fake: Any, **extra: Any) -> Neovim:
+    """An editor listing `agent`'s sessions under `home`, whose entry `agent` is the real ACP agent in `ns` (its HOME
+    `home`, its model `fake`); `extra`: more of setup()."""
+    n = start_nvim()
+    for var, value in HOMES[agent](home).items():
+        n.lua("vim.env[select(1, ...)] = select(2, ...)", var, value)
+    command = ns.wrap(acp_command(agent))
+    spec = {"command": command[0], "args": command[1:], "env": agent_env(agent, home, fake.base_url)}
+    chat_setup(n, None, agents={agent: spec}, **extra)
+    return n
+
+
+def test_resume_last_with_no_session_of_ours_continues_the_newest_of_theirs_with_its_agent(
+    start_nvim: Any, workspace: Path, tmp_path: Path
+) -> None:
+    # `:PseudoResume last` where the workspace's conversations are all Qwen Code's, made in a terminal: the newest is
+    # continued by the real `qwen --acp`, as <CR> on its row does, and the message says whose; none of either: one
+    # message. Once a session of ours exists, `last` is the newest of ours, though one of theirs is newer.
+    agent = "qwen"
+    home = tmp_path / "agent-home"
+    git_workspace(workspace)
+    ns = Offline()
+    make_fake, view = FAKES[agent]
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        last, offered = view(body)
+        return answer(agent, last, workspace, False, last, offered)
+
+    fake = ns.make(make_fake, responder=respond)
+    n = None
+    try:
+        n = agent_editor(start_nvim, agent, home, ns, fake)
+        n.lua("_G.notes = {} vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end")
+        n.api.command("PseudoResume last")
+        report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), what="the resume's end")
+        assert report["ok"] is False, report
+        notes = [x["msg"] for x in n.lua("return _G.notes")]
+        assert notes == ["pseudoclaude: cannot resume the last session: there is no session to resume in "
+                         f"{workspace.resolve()}, ours or another agent's"], notes
+
+        older = make_session(agent, home, workspace, "Remember the word PLUMTREE.")
+        newer = make_session(agent, home, workspace, "Remember the word CHERRY.")
+        assert older["session_id"] != newer["session_id"]
+        n.lua("vim.g.pc_resumed = vim.NIL _G.notes = {}")
+        n.api.command("PseudoResume last")
+        report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
+        assert report["ok"] is True and report["handover"]["way"] == "agent", report
+        notes = [x["msg"] for x in n.lua("return _G.notes")]
+        assert len(notes) == 1 and "no session of ours in" in notes[0], notes
+        assert "Qwen Code's \"Remember the word CHERRY.\", with qwen" in notes[0], notes
+        text = wait_for(lambda: (lambda t: t if f"{agent}: session/" in t else None)(chat_text(n)), timeout=180,
+                        what="qwen's own line saying how it took the session")
+        assert f"continued by {agent}, which loads the session itself" in text and RESTORED[agent] in text, text
+        assert "Noted: CHERRY." in text and "PLUMTREE" not in text, text
+
+        n.api.command("PseudoChat")
+        send(n, "And the word QUINCE?")
+        wait_turns(n, 1, timeout=180)
+        wait_for(lambda: "Noted: QUINCE." in chat_text(n), what="the answer drawn: " + chat_text(n))
+        # qwen went on in its own session: the newer one's exchange reached the model from it, the older's did not
+        last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
+        assert "Remember the word CHERRY." in last and "PLUMTREE" not in last, last
+        assert "[The conversation so far" not in last, "a load sends no transcript of ours"
+        lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
+        metas = [e["agent"]["session_id"] for e in lines if e["type"] == "meta" and e.get("agent", {}).get("session_id")]
+        assert metas[-1] == newer["session_id"], metas
+
+        # a session of ours now exists (that one); a newer one of theirs does not make `last` theirs
+        newest = make_session(agent, home, workspace, "Remember the word DAMSON.")
+        n.lua("require('pseudoclaude').chat.start_over() vim.g.pc_resumed = vim.NIL _G.notes = {}")
+        rows = n.lua("return require('pseudoclaude').sessions.list({ external = true })")
+        assert [r["id"] for r in rows][:2] == [f"{agent}:{newest['session_id']}", report["id"]], rows
+        n.api.command("PseudoResume last")
+        again = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the resume of ours")
+        assert again["ok"] is True and again["id"] == report["id"] and "handover" not in again, again
+        assert not any("other agents" in x["msg"] for x in n.lua("return _G.notes"))
+    finally:
+        if n is not None:
+            quit_editor(n, home)
+        fake.close()
+        ns.close()
+    assert fake.errors == [], fake.errors
+
+
 def gemini_editor(start_nvim: Any, editors: list[Neovim], ns: Offline, home: Path, fake: FakeGemini,
                   listed: bool = True, **extra: Any) -> Neovim:
     """An editor whose agent `gemini` is the real `gemini --acp` in `ns`, its HOME `home`, its model `fake`; `listed`:

@@ -137,7 +137,8 @@ end
 function M.resume_finished(id, opts, report)
   report.chat = report.chat or S.chat
   if not report.ok then
-    require("pseudoclaude.errors").report(("cannot resume session %s: %s"):format(id, report.error))
+    local what = id == "last" and "the last session" or ("session " .. id)
+    require("pseudoclaude.errors").report(("cannot resume %s: %s"):format(what, report.error))
   end
   V.redraw_winbar()
   if opts.on_done then
