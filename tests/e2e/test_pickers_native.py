@@ -594,6 +594,46 @@ def test_other_agents_sessions_are_listed_and_imported_on_enter(start_nvim, work
     assert len(loaded["messages"]) == 9
 
 
+# fzf matches in its own process, on the query as typed: `agent:` terms are not read there (doc: pickers)
+AGENT_TERMS = ["telescope", "snacks", "mini"]
+
+
+@pytest.mark.parametrize("backend", AGENT_TERMS)
+def test_agent_terms_keep_and_drop_rows_as_in_the_float_picker(start_nvim, workspace, sources, backend):
+    # the float picker's rule (float/agents.lua): `agent:A,B` keeps those agents' rows, `-agent:A` leaves them out, a
+    # NAME matches the agents it starts, `pseudoclaude` is our own agent; the rest of the prompt is the picker's match
+    write_session(workspace, session_id(1), chat("a session of ours", ts=1_764_300_000), mtime=1_764_300_000)
+    n = start(start_nvim(), backend)
+    n.api.command("set columns=240")
+    n.api.input(":PseudoResume<CR>")
+    opened(n, backend, 1)
+    n.api.input(OTHER[backend])
+    wait_for(lambda: (x := read(n, backend)) and x["count"] == 3 and x["title"] and x, what="the other agents' rows")
+    typed = ""
+
+    def query(text: str, wanted: list[str]) -> None:
+        # the rows drawn are those `wanted` names, one each (a picker may count its matches before it draws them)
+        nonlocal typed
+        n.api.input("<BS>" * len(typed) + text)
+        typed = text
+        shown = lambda x: sorted(w for r in x["rows"] for w in wanted if w in r)  # noqa: E731
+        wait_for(lambda: (x := read(n, backend)) and x["count"] == len(wanted) and not x.get("busy") and
+                 shown(x) == sorted(wanted) and x, what=f"the rows of {text!r}: {wanted}")
+
+    ours, claude, codex = "a session of ours", "[claude] Parser", "[codex] File"
+    query("agent:claude", [claude])
+    query("agent:claude,codex", [claude, codex])
+    query("-agent:claude", [ours, codex])
+    query("agent:pseudoclaude", [ours])
+    query("agent:c listing", [codex])  # Claude Code's and Codex's kept, "listing" matched: Codex's
+    query("agent:", [ours, claude, codex])  # a term being typed filters nothing
+    n.api.input("<BS>" * len(typed) + "agent:codex")
+    wait_for(lambda: (x := read(n, backend)) and x["count"] == 1 and x["agent"] == "codex" and x, what="Codex's row")
+    n.api.input("<CR>")
+    report = resumed(n)
+    assert len(n.lua("return require('pseudoclaude').sessions.load(...)", report["id"])["messages"]) == 9
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_with_no_session_of_ours_the_picker_opens_on_the_other_agents(start_nvim, workspace, sources, backend):
     n = start(start_nvim(), backend)

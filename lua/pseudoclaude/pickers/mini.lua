@@ -120,6 +120,9 @@ function M.sessions(opts)
   H.start(pick, {
     source = {
       name = opts.all and "Resume session (all workspaces)" or "Resume session",
+      match = function(stritems, inds, query)
+        return H.match_agents(pick, stritems, inds, query)
+      end,
       items = function()
         source.list(opts, function(items)
           state.items = items
@@ -265,6 +268,34 @@ function H.start(pick, opts, query)
     end)
   end
   pick.start(opts)
+end
+
+--- mini.pick's own match after the query's `agent:` terms (pickers/source.lua `agent_terms`) left out the rows of the
+--- agents they name; the rest of the query is what is matched.
+---@param pick table
+---@param stritems string[]
+---@param inds integer[] The matches of the query before (mini narrows as the query grows).
+---@param query string[] Its characters.
+---@return integer[]?
+function H.match_agents(pick, stritems, inds, query)
+  local source = require("pseudoclaude.pickers.source")
+  local prompt = table.concat(query)
+  if not prompt:find("agent:", 1, true) then
+    return pick.default_match(stritems, inds, query)
+  end
+  local text, filter = source.agent_terms(prompt)
+  local items = (pick.get_picker_items() or {})
+  -- from every row: the text left may be shorter than the one `inds` matched (`agent` -> `agent:`)
+  local kept = {}
+  for i = 1, #stritems do
+    if items[i] and source.passes(filter, items[i].item) then
+      kept[#kept + 1] = i
+    end
+  end
+  if text == "" then
+    return kept
+  end
+  return pick.default_match(stritems, kept, vim.fn.split(text, "\\zs"))
 end
 
 ---@param pick table

@@ -56,14 +56,30 @@ function M.sessions_source()
         while not list do
           ctx.async:suspend()
         end
+        local filter = ctx.filter.pseudoclaude_agents
         for k, item in ipairs(list) do
-          cb({ text = source.haystack(item), session = item, columns = columns, idx = k })
+          if source.passes(filter, item) then
+            cb({ text = source.haystack(item), session = item, columns = columns, idx = k })
+          end
         end
       end
     end,
     row = function(entry, width, now)
       return require("pseudoclaude.pickers.source").row(entry.session, width, entry.columns, now)
     end,
+    -- the prompt's `agent:` terms (pickers/source.lua `agent_terms`) are not matched: they choose the rows the finder
+    -- gives, found again when they change
+    filter = {
+      transform = function(picker, filter)
+        local text, agents = require("pseudoclaude.pickers.source").agent_terms(filter.pattern)
+        filter.pattern, filter.pseudoclaude_agents = text, agents
+        local key = vim.inspect(agents)
+        if key ~= (picker.pseudoclaude_agents or vim.inspect(nil)) then
+          picker.pseudoclaude_agents = key
+          return true
+        end
+      end,
+    },
     show = function(previewer, buf, win, entry)
       previewer:show(buf, win, entry.session)
     end,
@@ -204,6 +220,7 @@ function H.source(spec)
     live = spec.live,
     supports_live = spec.live,
     finder = spec.finder,
+    filter = spec.filter,
     format = function(entry, picker)
       local line, hls = spec.row(entry, H.list_width(picker), H.now(picker))
       return H.segments(line, hls)

@@ -57,6 +57,24 @@ function M.list(opts, on_items)
   end
 end
 
+--- The prompt's `agent:` terms (`agent:claude,gemini`, `-agent:pi`), read by the float picker's rule
+--- (float/agents.lua): the text left for the picker's own matcher, and the filter (nil without a term).
+---@param prompt string?
+---@return string text
+---@return pseudoclaude.float.AgentFilter? filter
+function M.agent_terms(prompt)
+  return require("pseudoclaude.float.agents").parse(prompt or "")
+end
+
+--- Whether session `item` passes `filter` (nil: no filter): another agent's by its `agent`, one of ours by the ACP
+--- agent that ran it (`pseudoclaude`: our own agent).
+---@param filter pseudoclaude.float.AgentFilter?
+---@param item pseudoclaude.SessionInfo|pseudoclaude.ExternalSession
+---@return boolean
+function M.passes(filter, item)
+  return filter == nil or require("pseudoclaude.float.agents").passes(filter, item.agent)
+end
+
 --- The text a picker matches a session against: title, model, id, branch (as the float's filter).
 ---@param item pseudoclaude.SessionInfo
 ---@return string

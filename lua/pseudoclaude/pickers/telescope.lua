@@ -31,7 +31,7 @@ function M.sessions(opts)
     results_title = opts.external and "Sessions + other agents" or "Sessions",
     default_text = opts.query,
     finder = finder,
-    sorter = conf.generic_sorter(opts),
+    sorter = H.agent_sorter(conf.generic_sorter(opts)),
     selection_strategy = "follow",
     previewer = H.previewer(previewer, function(entry, buf, win)
       previewer:show(buf, win, entry.value)
@@ -126,6 +126,35 @@ function H.session_finder(state, opts)
       end
     end,
   })
+end
+
+--- `sorter` reading the prompt's `agent:` terms first (pickers/source.lua `agent_terms`): a row of an agent they leave
+--- out is filtered, the rest of the prompt is what `sorter` scores and highlights (telescope's prefilter hook).
+---@param sorter table A telescope Sorter.
+---@return table
+function H.agent_sorter(sorter)
+  local source = require("pseudoclaude.pickers.source")
+  local filter_function, highlighter, was_discarded = sorter.filter_function, sorter.highlighter, sorter._was_discarded
+  sorter.filter_function = function(self, prompt, entry, cb_add, cb_filter)
+    local text, filter = source.agent_terms(prompt)
+    if not source.passes(filter, entry.value) then
+      return -1, text
+    end
+    if filter_function then
+      return filter_function(self, text, entry, cb_add, cb_filter)
+    end
+    return 0, text
+  end
+  if highlighter then
+    sorter.highlighter = function(self, prompt, display)
+      return highlighter(self, (source.agent_terms(prompt)), display)
+    end
+  end
+  -- a row discarded for a shorter prompt may pass a longer one with a term (`agent` -> `agent:`: no text left)
+  sorter._was_discarded = function(self, prompt, ordinal)
+    return not prompt:find("agent:", 1, true) and was_discarded(self, prompt, ordinal)
+  end
+  return sorter
 end
 
 --- The columns a row may fill in the picker's results window (its width less the selection caret; 80 before the
