@@ -22,7 +22,8 @@ A run that fails (the agent's exit code, a request the fake refused, no session 
 The `agent_sessions` fixture makes one set per agent once (`SETS`: a text session, a tool-call session, a
 two-turn session; Gemini's also a rewound one) in `.deps/agents/stores/<agent>-<version>-<SETS_VERSION>/`, kept
 across runs until the agent's version or `SETS_VERSION` changes, so the suite pays each agent's start-up once. The set is shared: tests
-read it, and copy `home` (never the workspace, whose path the stores hold) before changing anything.
+read it, and copy `home` (never the workspace, whose path the stores hold) before changing anything. A process that
+reads a set holds it (a shared lock on its `.readers` file, `hold`) so that no other removes it meanwhile.
 """
 
 from __future__ import annotations
@@ -631,26 +632,73 @@ def git_workspace(workspace: Path) -> None:
 SETS_VERSION = 1
 
 
+# The sets this process reads (`cached_set`), each held by a shared lock on its READERS file until the process ends:
+# a set is removed or made again only by a process that can lock it alone, so never under a reader's feet.
+READERS = ".readers"
+_held: dict[Path, Any] = {}
+
+
 def cached_set(agent: str) -> dict[str, dict[str, Any]]:
     """`make_set(agent)`'s sessions, made once in `.deps/agents/stores/<agent>-<version>-<SETS_VERSION>/` (HOME in
     `home/`, the workspace in `work/`) and read back while that folder is whole and where it was made (the stores
-    hold the workspace's absolute path); an older set of the agent is removed."""
-    root = ensure_agents() / "stores"
+    hold the workspace's absolute path, the real one: a `.deps/agents` reached through a symlink is one place).
+    Shared by every process that reads it: this one holds the set (`hold`) until it ends. A set no longer right is
+    replaced beside it (`<name>.2`, …) while a process holds it, and removed, with the agent's older sets, by the
+    first `cached_set` no process holds it against. All under the folder's lock: two runs at once make a set once."""
+    root = (ensure_agents() / "stores").resolve()
     root.mkdir(parents=True, exist_ok=True)
-    base = root / f"{agent}-{version(agent)}-{SETS_VERSION}"
+    name = f"{agent}-{version(agent)}-{SETS_VERSION}"
     with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs at once make it once
-        try:
-            made = json.loads((base / "sessions.json").read_text())
-            if all(Path(i["store"]).exists() and i["workspace"] == str(base / "work") for i in made.values()):
-                return made
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        chosen, made = None, None
+        for base in sorted((p for p in root.glob(f"{name}*") if p.name == name or p.name.startswith(name + ".")),
+                           key=lambda p: (len(p.name), p.name)):
+            made = whole_set(base)
+            if made is not None:
+                chosen = base
+                break
         for old in root.glob(f"{agent}-*"):
-            shutil.rmtree(old)
-        made = make_set(agent, base / "home", base / "work")
-        (base / "sessions.json").write_text(json.dumps(made, indent=2))
+            if old != chosen and old.is_dir() and not held_elsewhere(old):
+                shutil.rmtree(old)
+        if chosen is None:
+            chosen = next(b for b in (root / name, *(root / f"{name}.{n}" for n in range(2, 1000))) if not b.exists())
+            made = make_set(agent, chosen / "home", chosen / "work")
+            (chosen / READERS).touch()
+            (chosen / "sessions.json").write_text(json.dumps(made, indent=2))
+        hold(chosen)
         return made
+
+
+def whole_set(base: Path) -> dict[str, dict[str, Any]] | None:
+    """The set in `base` when it is whole and where it was made, else None."""
+    try:
+        made = json.loads((base / "sessions.json").read_text())
+        if all(Path(i["store"]).exists() and i["workspace"] == str(base / "work") for i in made.values()):
+            return made
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def hold(base: Path) -> None:
+    """This process reads the set in `base`: a shared lock on its READERS file, kept until the process ends."""
+    if base not in _held:
+        readers = open(base / READERS, "a")  # not inherited by the agents this process starts (PEP 446)
+        fcntl.flock(readers, fcntl.LOCK_SH)
+        _held[base] = readers
+
+
+def held_elsewhere(base: Path) -> bool:
+    """Whether a process (this one included) holds the set in `base`: a shared lock on its READERS file. A set made
+    before these locks has none, and is held by nobody."""
+    try:
+        with open(base / READERS, "r") as readers:
+            fcntl.flock(readers, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except FileNotFoundError:
+        return False
+    except BlockingIOError:
+        return True
+    return False
 
 
 def agent_sessions_fixture() -> Iterator[Any]:

@@ -612,12 +612,39 @@ fn a_copied_workspace_does_not_believe_the_cache_of_the_folder_it_was_copied_fro
 
 /// The sessions the real `agent` made (text, tools, two_turns): `tests/e2e/agent_sets.py` (agent_stores.py), which runs the
 /// real agent offline against a fake model server once per version and keeps the stores in `.deps/agents/stores/`
-/// Shared and read-only: a test copies `home` before changing anything, and never writes in `workspace`.
-fn real_sessions(agent: &str) -> Value {
+/// Shared and read-only: a test copies `home` before changing anything, and never writes in `workspace`. Held while
+/// the test reads it (see [`RealSet`]).
+fn real_sessions(agent: &str) -> RealSet {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/agent_sets.py");
-    let out = Command::new("python3").arg(&script).arg(agent).output().expect("python3");
-    assert!(out.status.success(), "agent_sets.py {agent}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("the set as JSON")
+    for _ in 0..5 {
+        let out = Command::new("python3").arg(&script).arg(agent).output().expect("python3");
+        assert!(out.status.success(), "agent_sets.py {agent}: {}", String::from_utf8_lossy(&out.stderr));
+        let set: Value = serde_json::from_slice(&out.stdout).expect("the set as JSON");
+        let base = Path::new(set["text"]["home"].as_str().unwrap()).parent().unwrap().to_path_buf();
+        // held, then checked to be still the set named (not removed, or made again, since agent_sets.py let go)
+        let Ok(readers) = fs::File::open(base.join(".readers")) else { continue };
+        readers.lock_shared().unwrap();
+        let now = fs::read(base.join("sessions.json")).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        if now.as_ref() == Some(&set) {
+            return RealSet { set, _held: readers };
+        }
+    }
+    panic!("{agent}: its set of sessions was made again five times while this test asked for it")
+}
+
+/// A set of [`real_sessions`], held while it lives: a shared lock on the set's `.readers` file, the lock
+/// agent_stores.py's `cached_set` takes alone before it removes a set or makes it again (a parallel test that finds
+/// the set not whole makes a new one beside it instead).
+struct RealSet {
+    set: Value,
+    _held: fs::File,
+}
+
+impl std::ops::Deref for RealSet {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.set
+    }
 }
 
 /// A copy of a set's HOME (so a test may damage it) and the homes the agents would read under it.
