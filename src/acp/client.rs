@@ -38,12 +38,34 @@ pub enum Incoming {
     /// "cancelled".
     Permission { request: Value, reply: oneshot::Sender<Option<String>> },
     /// A request of the client's services (`fs/read_text_file`, `fs/write_text_file`, `terminal/*`; its params as
-    /// sent): `reply` takes the result's JSON, or an error's message.
-    Service { method: &'static str, params: Value, reply: oneshot::Sender<Result<Value, String>> },
+    /// sent): `reply` takes the result's JSON, or why it failed.
+    Service { method: &'static str, params: Value, reply: oneshot::Sender<Result<Value, ServiceError>> },
     /// Everything queued before this was handled (see the module's ordering note).
     Marker(oneshot::Sender<()>),
     /// The connection ended: the agent exited or closed its output. The text says how, with its last words.
     Closed(String),
+}
+
+/// Why a request of the client's services failed, as the agent is answered: the JSON-RPC error's code follows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceError {
+    /// `fs/read_text_file` of a file that does not exist (its path as the agent reads it): ACP's "Resource not found"
+    /// (-32002), which the agents take for a new file (Qwen Code's write_file checks that code).
+    NotFound(String),
+    /// Any other failure, its message what the agent shows.
+    Other(String),
+}
+
+impl From<String> for ServiceError {
+    fn from(message: String) -> Self {
+        ServiceError::Other(message)
+    }
+}
+
+impl From<&str> for ServiceError {
+    fn from(message: &str) -> Self {
+        ServiceError::Other(message.to_string())
+    }
 }
 
 /// A running agent: the SDK's connection to it and its process group.
@@ -475,7 +497,7 @@ fn ask(
     queue: &mpsc::UnboundedSender<Incoming>,
     method: &'static str,
     request: &impl serde::Serialize,
-) -> oneshot::Receiver<Result<Value, String>> {
+) -> oneshot::Receiver<Result<Value, ServiceError>> {
     let params = serde_json::to_value(request).unwrap_or(Value::Null);
     let (reply, answer) = oneshot::channel();
     let _ = queue.send(Incoming::Service { method, params, reply });
@@ -484,8 +506,10 @@ fn ask(
 
 /// Responds with the chat's answer once it comes, off the dispatch loop (a request may wait on the editor, or on a
 /// command to end).
-fn serve<T, P>(answer: oneshot::Receiver<Result<Value, String>>, responder: agent_client_protocol::Responder<T, P>)
-where
+fn serve<T, P>(
+    answer: oneshot::Receiver<Result<Value, ServiceError>>,
+    responder: agent_client_protocol::Responder<T, P>,
+) where
     T: serde::de::DeserializeOwned + agent_client_protocol::JsonRpcResponse + Send + 'static,
     P: agent_client_protocol::Protocol + Send + 'static,
 {
@@ -494,21 +518,25 @@ where
     });
 }
 
-/// The chat's answer as the protocol's response `T`, or an error whose message is the chat's (what the agent shows).
+/// The chat's answer as the protocol's response `T`, or an error whose message is the chat's (what the agent shows):
+/// a missing file's is ACP's "Resource not found" (-32002, the path in its data), any other the generic code.
 async fn answer_of<T: serde::de::DeserializeOwned>(
-    answer: oneshot::Receiver<Result<Value, String>>,
+    answer: oneshot::Receiver<Result<Value, ServiceError>>,
 ) -> Result<T, agent_client_protocol::Error> {
     let result = match answer.await {
-        Ok(Ok(v)) => serde_json::from_value::<T>(v).map_err(|e| e.to_string()),
+        Ok(Ok(v)) => serde_json::from_value::<T>(v).map_err(|e| ServiceError::Other(e.to_string())),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err("the chat was closed before it answered".to_string()),
+        Err(_) => Err(ServiceError::Other("the chat was closed before it answered".to_string())),
     };
-    result.map_err(|e| match e.strip_prefix(super::NOT_FOUND) {
-        Some(path) => {
-            agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND, e.clone())
-                .data(serde_json::json!({ "uri": path }))
+    result.map_err(|e| match e {
+        ServiceError::NotFound(path) => agent_client_protocol::Error::new(
+            agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND,
+            format!("Resource not found: {path}"),
+        )
+        .data(serde_json::json!({ "uri": path })),
+        ServiceError::Other(message) => {
+            agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INTERNAL_ERROR, message)
         }
-        None => agent_client_protocol::Error::new(agent_client_protocol::ErrorCode::INTERNAL_ERROR, e),
     })
 }
 

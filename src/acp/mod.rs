@@ -29,9 +29,6 @@ use crate::agent::host::AgentSandbox;
 /// How to start one agent (`setup({ agents })`): defined with the host's configuration, which carries it.
 pub use crate::agent::host::AgentSpec;
 
-/// How a read of a missing file answers (`fs/read_text_file`): the client sends it as ACP's "Resource not found".
-pub(crate) const NOT_FOUND: &str = "Resource not found: ";
-
 /// The agents known without configuration: the command line only (a user's entry of the same name overrides it),
 /// and where to get the command.
 const BUILTINS: &[(&str, &str, &[&str], &str)] = &[

@@ -36,7 +36,7 @@ impl AcpChat {
                 // served off the pump: a read may wait on the editor, a write on its buffer, a terminal on its command
                 tokio::spawn(async move {
                     let answer = match method.starts_with("terminal/") {
-                        true => chat.terminals.handle(method, &params, &chat.tools).await,
+                        true => chat.terminals.handle(method, &params, &chat.tools).await.map_err(Into::into),
                         false => chat.on_fs(method, &params).await,
                     };
                     let _ = reply.send(answer);

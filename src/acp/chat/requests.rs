@@ -6,6 +6,7 @@ use tokio::sync::oneshot;
 
 use super::AcpChat;
 use super::record::result_text;
+use crate::acp::client::ServiceError;
 use crate::message::{ToolCall, now};
 use crate::session::Entry;
 use crate::tools::{Approval, ApprovalRequest, PermissionChoice};
@@ -17,7 +18,7 @@ impl AcpChat {
     /// (without a second question: the agent asked its permission): refused when the file's buffer has unsaved
     /// changes, the buffer held during the write and reloaded after; the agent's tool call that wrote it is
     /// checkpointed when it completes.
-    pub(super) async fn on_fs(&self, method: &str, params: &Value) -> Result<Value, String> {
+    pub(super) async fn on_fs(&self, method: &str, params: &Value) -> Result<Value, ServiceError> {
         let raw = params["path"].as_str().ok_or_else(|| format!("{method}: no path"))?;
         let (abs, rel) = self.tools.resolve_path(raw)?;
         match method {
@@ -31,12 +32,10 @@ impl AcpChat {
                             .await
                             .map_err(|e| e.to_string())?
                             .map_err(|e| match e.kind() {
-                                // answered as ACP's "Resource not found" (-32002), which the agents take for a
-                                // new file (Qwen Code's write_file checks that code)
-                                std::io::ErrorKind::NotFound => format!("{}{rel}", crate::acp::NOT_FOUND),
-                                _ => format!("cannot read {rel}: {e}"),
+                                std::io::ErrorKind::NotFound => ServiceError::NotFound(rel.clone()),
+                                _ => ServiceError::Other(format!("cannot read {rel}: {e}")),
                             })
-                            .and_then(|b| String::from_utf8(b).map_err(|_| format!("{rel} is not UTF-8 text")))?
+                            .and_then(|b| String::from_utf8(b).map_err(|_| format!("{rel} is not UTF-8 text").into()))?
                     }
                 };
                 let line = params["line"].as_u64().unwrap_or(1).max(1) as usize;
@@ -48,9 +47,9 @@ impl AcpChat {
                 let id = format!("acp-fs-{:x}", rand::random::<u64>());
                 let call = ToolCall::new(id, "write_file", json!({ "path": rel, "content": content }));
                 let out = self.tools.run(&call).await;
-                if out.is_error { Err(out.content) } else { Ok(json!({})) }
+                if out.is_error { Err(out.content.into()) } else { Ok(json!({})) }
             }
-            other => Err(format!("{other} is not served")),
+            other => Err(format!("{other} is not served").into()),
         }
     }
 
