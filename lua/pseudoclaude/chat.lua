@@ -821,7 +821,8 @@ end
 function H.agents_config(agents)
   local out = {}
   for name, a in pairs(agents or {}) do
-    out[name] = { command = a.command or "", args = H.nonempty(a.args), env = H.nonempty(a.env), sandbox = a.sandbox }
+    local args, env = H.nonempty(a.args), H.nonempty(a.env)
+    out[name] = { command = a.command or "", args = args, env = env, sandbox = a.sandbox, fs_reads = a.fs_reads }
   end
   return H.nonempty(out)
 end

@@ -94,6 +94,7 @@
 ---@field args string[]? Its arguments.
 ---@field env table<string, string>? Added to its environment (e.g. an API key's variable).
 ---@field sandbox boolean|{ writable: string[]?, keep: string[]? }? Run it in the command sandbox (`:h pseudoclaude-config-agents-sandbox`).
+---@field fs_reads boolean? Offer it `fs/read_text_file` (the editor's buffers); nil: every agent but Gemini CLI (`:h pseudoclaude-config-agents-fs_reads`).
 
 ---@class pseudoclaude.RewindConfig
 ---@field enabled boolean Checkpoint the workspace's files before each message and after each write, edit and command, so `:PseudoRewind` can put them back.
@@ -423,7 +424,7 @@ end
 
 local SERVER_KEYS = { command = true, args = true, env = true, cwd = true, url = true, headers = true, type = true }
 
-local AGENT_KEYS = { command = true, args = true, env = true, sandbox = true }
+local AGENT_KEYS = { command = true, args = true, env = true, sandbox = true, fs_reads = true }
 local AGENT_SANDBOX_KEYS = { writable = true, keep = true }
 
 --- `agents`, `agent` and `approve.agents`. Raises an error naming the first bad entry, e.g. `agents.mine.args: ...`.
@@ -444,7 +445,7 @@ function M.validate_agents(agents, agent, approve)
     end
     for key in pairs(spec) do
       if not AGENT_KEYS[key] then
-        error(("%s.%s: unknown option (known: command, args, env, sandbox)"):format(at, tostring(key)), 0)
+        error(("%s.%s: unknown option (known: command, args, env, sandbox, fs_reads)"):format(at, tostring(key)), 0)
       end
     end
     if spec.command ~= nil and (type(spec.command) ~= "string" or spec.command == "") then
@@ -474,6 +475,9 @@ function M.validate_agents(agents, agent, approve)
         ),
         0
       )
+    end
+    if spec.fs_reads ~= nil and type(spec.fs_reads) ~= "boolean" then
+      error(("%s.fs_reads: expected true or false, got %s"):format(at, vim.inspect(spec.fs_reads)), 0)
     end
     if spec.env ~= nil then
       local ok = type(spec.env) == "table"

@@ -540,15 +540,16 @@ async fn answer_of<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Whether the agent is offered `fs/read_text_file` (the editor's buffer text, unsaved changes included). Not to
-/// Gemini CLI (0.61): its connection rejects a request with the bare error object, in which its check for a missing
-/// file (`normalizeFileSystemError`: an `Error`'s message) never finds one, so its write_file of a new file fails
-/// ("Error checking existing file"). It reads the disk itself then; its writes still come to us. Known by its command
-/// line: `gemini`, or a word naming it (`npx @google/gemini-cli`, a wrapper such as `nsenter … gemini --acp`).
+/// Whether the agent is offered `fs/read_text_file` (the editor's buffer text, unsaved changes included):
+/// `agents.NAME.fs_reads` when set, else every agent but Gemini CLI (0.61): its connection rejects a request with the
+/// bare error object, in which its check for a missing file (`normalizeFileSystemError`: an `Error`'s message) never
+/// finds one, so its write_file of a new file fails ("Error checking existing file"). It reads the disk itself then;
+/// its writes still come to us. Known by its command line: `gemini`, or a word naming it (`npx @google/gemini-cli`, a
+/// wrapper such as `nsenter … gemini --acp`); a wrapper of another name is said by `fs_reads = false`.
 fn reads_through_us(spec: &AgentSpec) -> bool {
     let gemini =
         |w: &String| Path::new(w).file_name().is_some_and(|n| n == "gemini") || w.contains("@google/gemini-cli");
-    !(gemini(&spec.command) || spec.args.iter().any(gemini))
+    spec.fs_reads.unwrap_or_else(|| !(gemini(&spec.command) || spec.args.iter().any(gemini)))
 }
 
 fn with_stderr(message: String, lines: &Mutex<Vec<String>>) -> String {

@@ -83,6 +83,7 @@ pub fn resolve(name: &str, user: &BTreeMap<String, AgentSpec>) -> Result<AgentSp
         args: b.2.iter().map(|a| a.to_string()).collect(),
         env: BTreeMap::new(),
         sandbox: AgentSandbox::default(),
+        fs_reads: None,
     });
     let with_builtin_needs = |mut spec: AgentSpec| {
         if let Some((_, writable, keep)) = BUILTIN_SANDBOX.iter().find(|b| b.0 == name) {
@@ -97,6 +98,7 @@ pub fn resolve(name: &str, user: &BTreeMap<String, AgentSpec>) -> Result<AgentSp
             env: u.env.clone(),
             args: if u.args.is_empty() { b.args } else { u.args.clone() },
             sandbox: u.sandbox.clone(),
+            fs_reads: u.fs_reads,
             ..b
         })),
         (Some(u), Some(_)) => Ok(with_builtin_needs(u.clone())),

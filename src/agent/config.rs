@@ -57,6 +57,10 @@ pub struct AgentSpec {
     pub env: BTreeMap<String, String>,
     /// `agents.NAME.sandbox`: the agent's whole process in the command sandbox.
     pub sandbox: AgentSandbox,
+    /// `agents.NAME.fs_reads`: whether the agent is offered `fs/read_text_file` (the editor's buffers); unset: all
+    /// but Gemini CLI, known by its command line (`acp::client`'s `reads_through_us`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs_reads: Option<bool>,
 }
 
 /// `agents.NAME.sandbox = true`, or `{ writable = { … }, keep = { … } }` (also on): the agent's process, its own

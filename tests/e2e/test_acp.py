@@ -708,6 +708,7 @@ def test_setup_refuses_a_bad_agents_table_naming_the_entry(nvim: Neovim) -> None
         ({"agents": {"claude": {"sandbox": "yes"}}}, "agents[\"claude\"].sandbox: expected true, false or {"),
         ({"agents": {"claude": {"sandbox": {"write": []}}}}, "agents[\"claude\"].sandbox.write: unknown option"),
         ({"agents": {"claude": {"sandbox": {"keep": "X"}}}}, "agents[\"claude\"].sandbox.keep: expected a list"),
+        ({"agents": {"gemini": {"fs_reads": "no"}}}, "agents[\"gemini\"].fs_reads: expected true or false, got \"no\""),
         ({"agent": "nobody"}, "agent: expected the name of an agent (claude, codex, gemini, goose, opencode, pi, qwen)"),
         ({"approve": {"agents": {"claude": "yes"}}}, "approve.agents[\"claude\"]: expected true or false"),
     ]:

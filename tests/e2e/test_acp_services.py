@@ -21,9 +21,12 @@ from test_chat import setup as chat_setup
 SCRIPT = ROOT / "tests/it/support/acp_fs_agent.py"
 
 
-def setup(n: Neovim, env: dict[str, str] | None = None, **extra: Any) -> None:
-    """setup() with the scripted agent `fs` (its environment `env`), and `:PseudoChat fs` opened."""
-    agents = {"fs": {"command": "python3", "args": [str(SCRIPT)], "env": env or {}}}
+def setup(n: Neovim, env: dict[str, str] | None = None, fs_reads: bool | None = None, **extra: Any) -> None:
+    """setup() with the scripted agent `fs` (its environment `env`, its `fs_reads` when given), and `:PseudoChat fs`
+    opened."""
+    agents: dict[str, Any] = {"fs": {"command": "python3", "args": [str(SCRIPT)], "env": env or {}}}
+    if fs_reads is not None:
+        agents["fs"]["fs_reads"] = fs_reads
     chat_setup(n, None, agents=agents, **extra)
     n.api.command("PseudoChat fs")
 
@@ -69,6 +72,13 @@ def test_fs_read_text_file_takes_an_open_buffers_unsaved_text_and_a_closed_files
     nvim.api.command("bwipeout! open.txt")
     answer = ask(nvim, workspace, [{"method": read, "params": {"path": str(workspace / "open.txt")}}], 2)
     assert answer["results"] == [{"content": "saved line\n"}], answer
+
+
+def test_fs_reads_false_in_setup_takes_fs_read_text_file_from_what_the_agent_is_offered(
+    nvim: Neovim, workspace: Path
+) -> None:
+    setup(nvim, fs_reads=False)
+    assert ask(nvim, workspace, [], 1)["caps"]["fs"] == {"readTextFile": False, "writeTextFile": True}
 
 
 def test_a_terminal_runs_in_the_sandbox_cannot_reach_the_editors_socket_and_its_output_is_logged(

@@ -511,6 +511,36 @@ fn the_clients_fs_methods_read_the_buffer_or_the_disk_and_write_the_way_write_fi
     assert_eq!(r[6]["error"], "Resource not found: missing.txt", "{r}");
 }
 
+/// `agents.NAME.fs_reads`: whether `initialize` offers the agent `fs/read_text_file`. Unset, every agent but Gemini
+/// CLI, known by its command line (here a wrapper named `gemini` that starts the scripted agent); set, as it says,
+/// whatever the command line (a Gemini wrapper of another name says `false`).
+#[test]
+fn fs_reads_says_whether_the_agent_is_offered_reads_over_what_its_command_line_suggests() {
+    let s = Setup::new();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/acp_fs_agent.py");
+    let bin = tempfile::tempdir().unwrap();
+    let gemini = bin.path().join("gemini");
+    std::fs::write(&gemini, format!("#!/bin/sh\nexec python3 '{}' \"$@\"\n", script.display())).unwrap();
+    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let python = |fs_reads| AgentSpec {
+        command: "python3".into(),
+        args: vec![script.display().to_string()],
+        fs_reads,
+        ..Default::default()
+    };
+    let wrapper = |fs_reads| AgentSpec { command: gemini.display().to_string(), fs_reads, ..Default::default() };
+    for (spec, offered) in
+        [(python(None), true), (python(Some(false)), false), (wrapper(None), false), (wrapper(Some(true)), true)]
+    {
+        let what = format!("{spec:?}");
+        let chat = AcpChat::new(ChatConfig { spec, ..s.config(true) }, Arc::new(Yes::default()));
+        let events = s.turn(&chat, "[]");
+        assert!(errors_in(&events).is_empty(), "{what}: {events:#?}");
+        let answer: Value = serde_json::from_str(&chat.conversation.snapshot().last().unwrap().content).unwrap();
+        assert_eq!(answer["caps"]["fs"], json!({ "readTextFile": offered, "writeTextFile": true }), "{what}");
+    }
+}
+
 /// `agents.NAME.sandbox = true`: the real agent's whole process in the command sandbox, its network through the
 /// allowlist proxy (the fake model server on 127.0.0.1 allowed), its own shell confined as ours is: it writes in
 /// the workspace, not outside it, finds no secret in its environment and cannot reach a Unix socket.
