@@ -26,6 +26,15 @@ H.key_actions = { ---@type pseudoclaude.chat.KeyActions
 E.open_chat = function()
   return M.open()
 end
+-- (the resume part is required when a resume starts: it is handed them then)
+H.resume_calls = {
+  show = function(n)
+    return M.show(n)
+  end,
+  configure = function()
+    return M.configure()
+  end,
+}
 
 -- Public API ===========================================================================================================
 
@@ -340,121 +349,16 @@ function M.cancel()
   return running
 end
 
----@class pseudoclaude.ResumeOpts
----@field on_done fun(report: pseudoclaude.ResumeReport)? Called when the history is in place (the session is current
---- and its end drawn), or the resume failed.
----@field on_drawn fun(report: pseudoclaude.ResumeReport)? Called when every older message is drawn too.
----@field at integer? Put the cursor on this message (1-based, as in `sessions.load(id).messages`), in the transcript
---- window, once it is drawn (older messages are drawn last: the cursor follows it while they are).
----@field notice string? A line the chat shows under the history once it is in place (how a hand-over goes on).
-
----@class pseudoclaude.ResumeReport
----@field ok boolean Whether the session is now the current one.
----@field id string
----@field messages integer?
----@field stale_hours integer?
----@field stale_seconds integer?
----@field notice string? What was repaired, one sentence ("" when nothing was).
----@field error string? Why the resume failed (the current session is as it was).
----@field drawn boolean? Whether all of the history was drawn when the report was made (else older slices follow).
----@field at integer? The message the cursor was asked to go to (`opts.at`).
----@field handover table? Another agent's session handed to that agent (`resume(id)` with its id): `{id, agent, way,
---- message, messages, existing, notes, agent_copy}` (src/acp/handover.rs).
----@field handed_over string? A kept copy of another agent's session handed to that agent by this resume: how it goes on.
-
 --- Restores session `id` ("last" or nil: the most recent other session of ours; with none, the newest of the other
---- agents', handed to its agent) into the agent buffer. Returns at once: the
---- session is read on the core's threads and drawn from its end in slices, so the editor never waits. When the
---- history is in place (or the resume failed, leaving the current session as it was) `opts.on_done(report)` is
---- called and the `User PseudoClaudeResumed` autocmd fires with the report as its data.
+--- agents', handed to its agent) into the agent buffer. Returns at once: read on the core's threads, drawn from its
+--- end in slices; `opts.on_done(report)` and the `User PseudoClaudeResumed` autocmd tell when the history is in place
+--- (or why not). See chat/resume.lua.
 ---@param id string?
 ---@param opts pseudoclaude.ResumeOpts?
 function M.resume(id, opts)
-  opts = opts or {}
-  local at = opts.at
-  if at ~= nil and (type(at) ~= "number" or at < 1 or at ~= math.floor(at)) then
-    error(
-      ("pseudoclaude.resume: opts.at: expected a message index (an integer >= 1), got %s"):format(vim.inspect(at)),
-      0
-    )
-  end
-  -- the host knows the agents as configured now: a session of an ACP agent is resumed with that agent's entry
-  M.configure()
-  if id == nil or id == "last" then
-    -- none of ours: the newest of the other agents' is looked for on a worker, then resumed (chat/resume.lua)
-    id = require("pseudoclaude.chat.resume").last(opts, M.resume)
-    if not id then
-      return
-    end
-  end
-  if require("pseudoclaude.sessions").is_external_id(id) then
-    -- another agent's session (`gemini:…`): continued with that agent (`:help pseudoclaude-continue`)
-    return H.hand_over(id, opts)
-  end
-  local live = require("pseudoclaude.core").call("agent_chat_live", id)
-  if live and S.chats[live] then
-    -- live in this editor: its chat is shown, not opened twice
-    M.show(live)
-    return require("pseudoclaude.chat.restore").resume_finished(id, opts, { ok = true, id = id, live = true })
-  end
-  local ok, ticket = pcall(require("pseudoclaude.core").call, "agent_resume_async", id, S.chat)
-  if not ok then
-    require("pseudoclaude.chat.restore").resume_finished(
-      id,
-      opts,
-      { ok = false, id = id, error = require("pseudoclaude.errors").plain(ticket) }
-    )
-    return
-  end
-  S.resumes[ticket] = { id = id, opts = opts, started = vim.uv.hrtime(), chat = S.chat }
-  S.last_stats = { id = id, asked_at = S.resumes[ticket].started, slices = 0 }
-  S.state.phase = "restoring " .. id
-  V.redraw_winbar()
-end
-
----@class pseudoclaude.ResumeStats Timestamps are `vim.uv.hrtime()` values (ns), for benchmarks.
----@field id string
----@field asked_at integer `resume()` called
----@field read_at integer? the core has read the session (the switch-over is done)
----@field first_at integer? the first screenful (the end of the history) drawn
----@field in_place_at integer? the report given (`on_done`, `PseudoClaudeResumed`)
----@field done_at integer? all of the history drawn
----@field slices integer main-loop steps that drew it
-
---- Hands another agent's session (`id`: that agent's id of it, as a `sessions.list({ external = true })` row gives it)
---- back to its agent on a worker thread (imported, or our copy of it taken, and recorded as that agent's ACP session:
---- src/acp/handover.rs), then resumes it; the chat shows how it goes on once the history is in place, and the
---- report carries `handover`.
----@param id string
----@param opts pseudoclaude.ResumeOpts
-function H.hand_over(id, opts)
-  local restore = require("pseudoclaude.chat.restore")
-  local ws = require("pseudoclaude.sessions").workspace()
-  require("pseudoclaude.core").call_as(
-    "pseudoclaude.resume",
-    "sessions_hand_over_async",
-    ws,
-    { id = id },
-    function(ok, handed)
-      if not ok then
-        local err = require("pseudoclaude.errors").plain(handed)
-        return restore.resume_finished(id, opts, { ok = false, id = id, error = err })
-      end
-      local on_done = opts.on_done
-      M.resume(
-        handed.id,
-        vim.tbl_extend("force", opts, {
-          notice = handed.message,
-          on_done = function(report)
-            report.handover = handed
-            if on_done then
-              on_done(report)
-            end
-          end,
-        })
-      )
-    end
-  )
+  local R = require("pseudoclaude.chat.resume")
+  R.chat = H.resume_calls
+  return R.resume(id, opts)
 end
 
 --- Timings of the last resume (nil before the first).
@@ -746,7 +650,7 @@ end
 --- The user's own instructions file, read before the workspace's `AGENTS.md`, `CLAUDE.md` and `PSEUDOCLAUDE.md`.
 ---@return string
 function M.user_instructions()
-  return vim.fs.joinpath(vim.fn.stdpath("config"), "pseudoclaude", "AGENTS.md")
+  return require("pseudoclaude.chat.host").user_instructions()
 end
 
 -- Helpers ============================================================================================================
@@ -771,140 +675,12 @@ function H.focus(n)
   end
 end
 
---- The configuration the core's host is given (`HostConfig`, src/agent/config.rs), a table like every argument;
---- with a chat's own options (`chat.new(opts)`) over the configured provider.
+--- The configuration the core's host is given, from `setup()`'s options (chat/host.lua); with a chat's own options
+--- (`chat.new(opts)`) over the configured provider.
 ---@param own pseudoclaude.ChatOpts?
+---@return table
 function H.config(own)
-  local cfg = require("pseudoclaude.config").get()
-  local p = cfg.provider or {}
-  if own then
-    p = vim.tbl_extend("force", p, own.provider or {}, { model = own.model })
-  end
-  return {
-    workspace = S.workspace(),
-    provider = {
-      name = p.name or "",
-      model = p.model or "",
-      base_url = p.base_url or "",
-      api_key_env = p.api_key_env or "",
-      connect_timeout_secs = p.connect_timeout,
-      idle_timeout_secs = p.idle_timeout,
-      max_retries = p.max_retries,
-      thinking = type(p.thinking) == "table" and { budget_tokens = p.thinking.budget_tokens } or nil,
-      reasoning_effort = p.reasoning_effort,
-    },
-    stale_after_hours = cfg.stale_after_hours,
-    spill_threshold = cfg.spill_threshold,
-    retention_days = cfg.retention_days,
-    -- left out when empty: a Lua table cannot tell an empty map from an empty list (the core's default is empty)
-    pricing = next(cfg.pricing or {}) and cfg.pricing or nil,
-    workspaces_file = require("pseudoclaude.sessions").workspaces_file(),
-    user_instructions = M.user_instructions(),
-    sandbox = H.sandbox_config(cfg.sandbox),
-    rewind = { enabled = cfg.rewind.enabled, max_file_bytes = cfg.rewind.max_file_bytes },
-    approve = {
-      write_file = cfg.approve.write_file == true,
-      edit_file = cfg.approve.edit_file == true,
-      run_command = cfg.approve.run_command == true,
-      mcp = H.approve_mcp(cfg.approve.mcp),
-      agents = H.nonempty(cfg.approve.agents),
-    },
-    mcp = H.mcp_config(cfg.mcp),
-    agents = H.agents_config(cfg.agents),
-    agent = cfg.agent,
-  }
-end
-
---- `agents` as the core reads it: empty lists and maps left out (a Lua table cannot tell them apart).
----@param agents table<string, pseudoclaude.AgentSpec>?
----@return table?
-function H.agents_config(agents)
-  local out = {}
-  for name, a in pairs(agents or {}) do
-    local args, env = H.nonempty(a.args), H.nonempty(a.env)
-    out[name] = { command = a.command or "", args = args, env = env, sandbox = a.sandbox, fs_reads = a.fs_reads }
-  end
-  return H.nonempty(out)
-end
-
---- Paths as the core takes them: `~` expanded, relative ones beneath the workspace, normalized.
----@param paths string[]?
----@return string[]
-function H.absolute_paths(paths)
-  return vim.tbl_map(function(p)
-    p = vim.fn.expand(p)
-    if p:sub(1, 1) ~= "/" then
-      p = S.workspace() .. "/" .. p
-    end
-    return vim.fs.normalize(p)
-  end, paths or {})
-end
-
---- The core's `sandbox` settings (`sandbox::Settings`). The plugin's own state folder (its registry of
---- workspaces) is hidden from commands like the secret stores are.
----@param sb pseudoclaude.SandboxConfig
----@return table
-function H.sandbox_config(sb)
-  local network = sb.network == true
-  if type(sb.network) == "table" and #sb.network.allow > 0 then
-    network = { allow = sb.network.allow }
-  end
-  local deny_read = H.absolute_paths(sb.deny_read)
-  table.insert(deny_read, vim.fs.joinpath(vim.fn.stdpath("state"), "pseudoclaude"))
-  local env = sb.env or {}
-  return {
-    enabled = sb.enabled ~= false,
-    network = network,
-    unix_sockets = sb.unix_sockets == true,
-    -- left out when empty, like pricing (the core's default is empty)
-    writable = H.nonempty(H.absolute_paths(sb.writable)),
-    deny_read = deny_read,
-    env = { keep = H.nonempty(env.keep), set = H.nonempty(env.set) },
-  }
-end
-
---- A table, or nil when empty: an empty Lua table cannot tell a map from a list (the core's default is empty).
----@param t table?
----@return table?
-function H.nonempty(t)
-  return t and next(t) ~= nil and t or nil
-end
-
---- `approve.mcp` as the core reads it: an empty list of tools is `false`; nil when empty.
----@param approve table<string, boolean|string[]>?
----@return table?
-function H.approve_mcp(approve)
-  local out = {}
-  for name, v in pairs(approve or {}) do
-    out[name] = (type(v) == "table" and next(v) == nil) and false or v
-  end
-  return H.nonempty(out)
-end
-
---- The `mcp` table as the core reads it (always: the workspace's `.mcp.json` may name servers). Servers' standard
---- error goes to the plugin's log file; the answers about `.mcp.json`'s servers are keyed with a secret of the user's.
----@param mcp pseudoclaude.McpConfig?
----@return table
-function H.mcp_config(mcp)
-  mcp = mcp or {}
-  local servers = {}
-  for name, s in pairs(mcp.servers or {}) do
-    servers[name] = {
-      command = s.command,
-      args = H.nonempty(s.args),
-      env = H.nonempty(s.env),
-      cwd = s.cwd,
-      url = s.url,
-      headers = H.nonempty(s.headers),
-      type = s.type,
-    }
-  end
-  return {
-    servers = H.nonempty(servers),
-    timeout = mcp.timeout,
-    log_file = require("pseudoclaude.errors").log_path(),
-    consent_key = vim.fs.joinpath(vim.fn.stdpath("state"), "pseudoclaude", "mcp-consent.key"),
-  }
+  return require("pseudoclaude.chat.host").config(own)
 end
 
 function H.ensure_host()
