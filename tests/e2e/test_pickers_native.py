@@ -635,6 +635,26 @@ def test_agent_terms_keep_and_drop_rows_as_in_the_float_picker(start_nvim, works
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_agent_terms_choose_the_search_hits(start_nvim, workspace, sources, backend):
+    # the search modes (fzf-lua's too: our search feeds it): the terms choose the hits, the rest is searched
+    write_session(workspace, session_id(1), chat("our parser notes", ts=1_764_300_000), mtime=1_764_300_000)
+    n = start(start_nvim(), backend)
+    n.api.command("set columns=240")
+    typed = "parser"
+    n.api.input(f":PseudoSearch! {typed}<CR>")
+    ours = lambda x: any("our parser notes" in r for r in x["rows"])  # noqa: E731
+    claude = lambda x: any("[claude]" in r for r in x["rows"])  # noqa: E731
+    wait_for(lambda: (x := read(n, backend)) and x["count"] > 1 and ours(x) and claude(x) and not x.get("busy") and x,
+             what="the hits of ours and of Claude Code's session")
+    for query, want_ours, want_claude in (("agent:claude parser", False, True), ("-agent:claude parser", True, False),
+                                          ("agent:pseudoclaude,codex parser", True, False)):
+        n.api.input("<BS>" * len(typed) + query)
+        typed = query
+        wait_for(lambda: (x := read(n, backend)) and x["count"] > 0 and not x.get("busy") and ours(x) == want_ours and
+                 claude(x) == want_claude and x, what=f"the hits of {query!r}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_with_no_session_of_ours_the_picker_opens_on_the_other_agents(start_nvim, workspace, sources, backend):
     n = start(start_nvim(), backend)
     n.api.command("set columns=240")

@@ -89,14 +89,13 @@ function M.keep_rows(s, filter, matches, max)
   return out
 end
 
---- The hits whose sessions pass `filter`: another agent's by its `agent`, one of ours by the agent that ran it (as the
---- list knows it).
----@param s pseudoclaude.float.State
+--- The hits whose sessions pass `filter`: another agent's by its `agent`, one of ours by the agent that ran it
+--- (`ran`: by id, as the list knows it, `M.ran`).
 ---@param filter pseudoclaude.float.AgentFilter
 ---@param hits pseudoclaude.SearchHit[]
+---@param ran table<string, string>
 ---@return pseudoclaude.SearchHit[]
-function M.keep_hits(s, filter, hits)
-  local ran = H.ran(s)
+function M.keep_hits(filter, hits, ran)
   local out = {}
   for _, hit in ipairs(hits) do
     if M.passes(filter, hit.agent or ran[hit.id]) then
@@ -123,10 +122,10 @@ function H.agent(s, i)
   return item and item.agent
 end
 
---- Our sessions that an ACP agent ran, by id: their agent (kept per list).
+--- Our sessions of the picker's list that an ACP agent ran, by id: their agent (kept per list).
 ---@param s pseudoclaude.float.State
 ---@return table<string, string>
-function H.ran(s)
+function M.ran(s)
   local cache = s.agents_ran
   if cache and cache.items == s.items then
     return cache.by_id

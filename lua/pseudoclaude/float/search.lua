@@ -431,7 +431,8 @@ function H.arrived(s, gen, hits)
   end
   local before = #st.hits
   if st.filter then
-    hits = require("pseudoclaude.float.agents").keep_hits(s, st.filter, hits)
+    local agents = require("pseudoclaude.float.agents")
+    hits = agents.keep_hits(st.filter, hits, agents.ran(s))
   end
   vim.list_extend(st.hits, hits)
   st.stats.hits = #st.hits

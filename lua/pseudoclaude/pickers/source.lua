@@ -137,6 +137,18 @@ end
 ---@param on_done fun(err: string?)
 ---@return pseudoclaude.SearchHandle|{cancel: fun()}?
 function M.search(query, external, on_hits, on_done)
+  -- the query's `agent:` terms choose the hits, the rest is searched (as the float's search mode)
+  local filter
+  query, filter = M.agent_terms(query)
+  if filter then
+    local give = on_hits
+    on_hits = function(hits)
+      hits = require("pseudoclaude.float.agents").keep_hits(filter, hits, H.ran())
+      if #hits > 0 then
+        give(hits)
+      end
+    end
+  end
   if query == "" then
     on_done(nil)
     return nil
@@ -176,6 +188,28 @@ function M.search(query, external, on_hits, on_done)
     return nil
   end
   return handle
+end
+
+--- Our sessions of the workspace that an ACP agent ran, by id: their agent (an `agent:` term of a search keeps a hit
+--- of ours by it). Listed again at most every few seconds: a search's batches and the next keystrokes' searches share
+--- one list.
+---@return table<string, string>
+function H.ran()
+  local sessions = require("pseudoclaude.sessions")
+  local ws, now = sessions.workspace(), vim.uv.now()
+  local cache = H.ran_cache
+  if cache and cache.workspace == ws and now - cache.at < 3000 then
+    return cache.by_id
+  end
+  local by_id = {}
+  local ok, list = pcall(sessions.list, { check_locks = false })
+  for _, item in ipairs(ok and list or {}) do
+    if item.agent then
+      by_id[item.id] = item.agent
+    end
+  end
+  H.ran_cache = { workspace = ws, at = now, by_id = by_id }
+  return by_id
 end
 
 -- Previews -----------------------------------------------------------------------------------------------------
