@@ -302,6 +302,30 @@ SESSIONS = {"text": ("Remember the word PLUMTREE.", "Noted: PLUMTREE."),
 TOLD = {("gemini", "tools")}
 
 
+def agent_editor(start_nvim: Any, agent: str, home: Path, ns: Offline, fake: Any, listed: bool = True,
+                 **extra: Any) -> Neovim:
+    """An editor whose entry `agent` is the real ACP agent in `ns` (its HOME `home`, its model `fake`); `listed`: the
+    editor lists that agent's sessions under `home` too; `extra`: more of setup()."""
+    n = start_nvim()
+    for var, value in (HOMES[agent](home) if listed else {}).items():
+        n.lua("vim.env[select(1, ...)] = select(2, ...)", var, value)
+    command = ns.wrap(acp_command(agent))
+    spec = {"command": command[0], "args": command[1:], "env": agent_env(agent, home, fake.base_url)}
+    chat_setup(n, None, agents={agent: spec}, **extra)
+    return n
+
+
+def ask_quince(n: Neovim, fake: Any, drawn: str | None = "Noted: QUINCE.") -> str:
+    """Sends "And the word QUINCE?" in `n`'s chat and waits for the turn (and for `drawn` in the chat); the model's
+    request that carried it, as JSON (what the agent told the model of the conversation)."""
+    n.api.command("PseudoChat")
+    send(n, "And the word QUINCE?")
+    wait_turns(n, 1, timeout=180)
+    if drawn:
+        wait_for(lambda: drawn in chat_text(n), what="the answer drawn: " + chat_text(n))
+    return json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
+
+
 @pytest.mark.parametrize("agent,kind", [(a, k) for a in RESTORED for k in SESSIONS])
 def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
     start_nvim: Any, workspace: Path, tmp_path: Path, agent: str, kind: str
@@ -330,12 +354,7 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
     fake = ns.make(make_fake, responder=respond)
     n = None
     try:
-        n = start_nvim()
-        for var, value in HOMES[agent](home).items():
-            n.lua("vim.env[select(1, ...)] = select(2, ...)", var, value)
-        command = ns.wrap(acp_command(agent))
-        spec = {"command": command[0], "args": command[1:], "env": agent_env(agent, home, fake.base_url)}
-        chat_setup(n, None, agents={agent: spec})
+        n = agent_editor(start_nvim, agent, home, ns, fake)
         rows = n.lua("return require('pseudoclaude').sessions.list({ external = true })")
         assert [r["id"] for r in rows] == [f"{agent}:{sid}"], rows
 
@@ -354,13 +373,9 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
         assert text.count(said) == 1, text
         assert [c["agent"] for c in n.lua("return require('pseudoclaude').chats()")] == [agent]
 
-        n.api.command("PseudoChat")
-        send(n, "And the word QUINCE?")
-        wait_turns(n, 1, timeout=180)
-        wait_for(lambda: "Noted: QUINCE." in chat_text(n), what="the answer drawn: " + chat_text(n))
         # the agent went on with its own context: the earlier exchange reached the model from its own session (TOLD:
         # from our transcript, in the message the user typed)
-        last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
+        last = ask_quince(n, fake)
         assert prompt in last and said in last, last
         assert ("[The conversation so far" in last) == told, "a load sends no transcript of ours"
         # in its own store, which holds the new exchange
@@ -392,18 +407,6 @@ def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
         fake.close()
         ns.close()
     assert fake.errors == [], fake.errors
-
-
-def agent_editor(start_nvim: Any, agent: str, home: Path, ns: Offline, fake: Any, **extra: Any) -> Neovim:
-    """An editor listing `agent`'s sessions under `home`, whose entry `agent` is the real ACP agent in `ns` (its HOME
-    `home`, its model `fake`); `extra`: more of setup()."""
-    n = start_nvim()
-    for var, value in HOMES[agent](home).items():
-        n.lua("vim.env[select(1, ...)] = select(2, ...)", var, value)
-    command = ns.wrap(acp_command(agent))
-    spec = {"command": command[0], "args": command[1:], "env": agent_env(agent, home, fake.base_url)}
-    chat_setup(n, None, agents={agent: spec}, **extra)
-    return n
 
 
 def test_resume_last_with_no_session_of_ours_continues_the_newest_of_theirs_with_its_agent(
@@ -449,12 +452,8 @@ def test_resume_last_with_no_session_of_ours_continues_the_newest_of_theirs_with
         assert f"continued by {agent}, which loads the session itself" in text and RESTORED[agent] in text, text
         assert "Noted: CHERRY." in text and "PLUMTREE" not in text, text
 
-        n.api.command("PseudoChat")
-        send(n, "And the word QUINCE?")
-        wait_turns(n, 1, timeout=180)
-        wait_for(lambda: "Noted: QUINCE." in chat_text(n), what="the answer drawn: " + chat_text(n))
         # qwen went on in its own session: the newer one's exchange reached the model from it, the older's did not
-        last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
+        last = ask_quince(n, fake)
         assert "Remember the word CHERRY." in last and "PLUMTREE" not in last, last
         assert "[The conversation so far" not in last, "a load sends no transcript of ours"
         lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
@@ -480,15 +479,9 @@ def test_resume_last_with_no_session_of_ours_continues_the_newest_of_theirs_with
 
 def gemini_editor(start_nvim: Any, editors: list[Neovim], ns: Offline, home: Path, fake: FakeGemini,
                   listed: bool = True, **extra: Any) -> Neovim:
-    """An editor whose agent `gemini` is the real `gemini --acp` in `ns`, its HOME `home`, its model `fake`; `listed`:
-    the editor lists Gemini's sessions of that HOME too (`GEMINI_CLI_HOME`)."""
-    n = start_nvim()
+    """`agent_editor` for `gemini --acp`, kept in `editors` (closed by `close_all`)."""
+    n = agent_editor(start_nvim, "gemini", home, ns, fake, listed, **extra)
     editors.append(n)
-    if listed:
-        n.lua("vim.env.GEMINI_CLI_HOME = ...", str(home))
-    command = ns.wrap(acp_command("gemini"))
-    chat_setup(n, None, agents={"gemini": {"command": command[0], "args": command[1:],
-                                           "env": agent_env("gemini", home, fake.base_url)}}, **extra)
     return n
 
 
@@ -534,10 +527,8 @@ def test_a_gemini_copy_its_next_start_deleted_goes_on_told_our_transcript_and_th
         text = wait_for(lambda: (lambda t: t if "gemini: session/" in t else None)(chat_text(second)), timeout=180,
                         what="Gemini's own line")
         assert "gemini: session/new: the agent no longer has this session" in text, text
-        second.api.command("PseudoChat")
-        send(second, "And the word QUINCE?")
-        wait_turns(second, 1, timeout=180)
-        last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
+        # (the fake names every word of the message it is given: ours tells it the conversation so far too)
+        last = ask_quince(second, fake, drawn=None)
         assert "[The conversation so far" in last and "Remember the word PLUMTREE." in last, last
         msgs = [m["content"] for m in second.lua("return require('pseudoclaude').messages()")]
         assert msgs[:3] == ["Remember the word PLUMTREE.", "Noted: PLUMTREE.", "And the word QUINCE?"], msgs
@@ -588,15 +579,11 @@ def test_a_gemini_chat_of_ours_that_ran_a_tool_resumed_later_goes_on_and_is_answ
         second = editor()
         second.api.command(f"PseudoResume {cur['id']}")
         assert wait_for(lambda: second.lua("return vim.g.pc_resumed"), timeout=90, what="the resume")["ok"] is True
-        second.api.command("PseudoChat")
-        send(second, "And the word QUINCE?")
-        wait_turns(second, 1, timeout=180)
+        last = ask_quince(second, fake)
         text = chat_text(second)
-        assert "Noted: QUINCE." in text, text
         assert "gemini: session/new: a new session of the agent, told the conversation so far" in text, text
         assert "which the API refuses" in text and "write_file" in text, text
         assert "no longer has this session" not in text, text
-        last = json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
         assert "[The conversation so far" in last and prompt in last, last
         msgs = [m.get("content", "") for m in second.lua("return require('pseudoclaude').messages()")]
         assert msgs[0] == prompt and msgs[-2] == "And the word QUINCE?" and msgs[-1].strip() == "Noted: QUINCE.", msgs
@@ -626,12 +613,7 @@ def test_qwen_continued_in_the_editor_writes_a_file_that_did_not_exist(
     fake = ns.make(make_fake, responder=respond)
     n = None
     try:
-        n = start_nvim()
-        for var, value in HOMES[agent](home).items():
-            n.lua("vim.env[select(1, ...)] = select(2, ...)", var, value)
-        command = ns.wrap(acp_command(agent))
-        spec = {"command": command[0], "args": command[1:], "env": agent_env(agent, home, fake.base_url)}
-        chat_setup(n, None, agents={agent: spec}, approve={"agents": {agent: True}})
+        n = agent_editor(start_nvim, agent, home, ns, fake, approve={"agents": {agent: True}})
         n.lua("require('pseudoclaude').resume(...)", f"{agent}:{sid}")
         wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
         wait_for(lambda: f"{agent}: session/" in chat_text(n), timeout=180, what="qwen's own line")
