@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -326,155 +326,172 @@ def ask_quince(n: Neovim, fake: Any, drawn: str | None = "Noted: QUINCE.") -> st
     return json.dumps([r for r in fake.requests if "QUINCE" in json.dumps(r)][-1])
 
 
+class Rig:
+    """A real agent's world for a test: `start(agent)` makes its fake model server inside a network namespace where
+    only that server answers (agent_stores.Offline), answering as `answer` does: the words of `prompt`, else of the
+    message the user typed (after our transcript, when the agent is told it), its write tool's call with `tools`;
+    `editor(**extra)` starts an editor whose entry is the real agent there (`agent_editor`). The `rig` fixture quits
+    the editors, closes the server and the namespace, and asserts the server saw no error."""
+
+    def __init__(self, start_nvim: Any, workspace: Path, home: Path) -> None:
+        self.start_nvim, self.workspace, self.home = start_nvim, workspace, home
+        self.agent, self.ns, self.fake = "", None, None
+        self.editors: list[Neovim] = []
+
+    def start(self, agent: str, prompt: str | None = None, tools: bool = False) -> Any:
+        make_fake, view = FAKES[agent]
+
+        def respond(body: dict[str, Any]) -> dict[str, Any]:
+            last, offered = view(body)
+            last = last.rpartition("The new message follows.]")[2]
+            return answer(agent, prompt or last, self.workspace, tools, last, offered)
+
+        self.agent, self.ns = agent, Offline()
+        self.fake = self.ns.make(make_fake, responder=respond)
+        return self.fake
+
+    def editor(self, **extra: Any) -> Neovim:
+        n = agent_editor(self.start_nvim, self.agent, self.home, self.ns, self.fake, **extra)
+        self.editors.append(n)
+        return n
+
+    def close(self) -> None:
+        for n in self.editors:
+            if n.proc.poll() is None:
+                quit_editor(n, self.home)
+        if self.fake is not None:
+            self.fake.close()
+        if self.ns is not None:
+            self.ns.close()
+
+
+@pytest.fixture
+def rig(start_nvim: Any, workspace: Path, tmp_path: Path) -> Iterator[Rig]:
+    r = Rig(start_nvim, workspace, tmp_path / "agent-home")
+    try:
+        yield r
+    finally:
+        r.close()
+    assert r.fake is None or r.fake.errors == [], r.fake.errors
+
+
 @pytest.mark.parametrize("agent,kind", [(a, k) for a in RESTORED for k in SESSIONS])
 def test_another_agents_terminal_session_is_continued_by_its_own_acp_agent(
-    start_nvim: Any, workspace: Path, tmp_path: Path, agent: str, kind: str
+    rig: Rig, workspace: Path, agent: str, kind: str
 ) -> None:
     # A session the real agent made in a terminal (headless, offline against its fake model server; a text one, or
     # one where it called its write tool), then, in the editor, `resume(id)` with its row's id: the agent's ACP server,
     # started by the editor inside a network namespace where only its fake answers, takes it over (loads it, or where
     # its load would fail, TOLD, goes on in a new session of its own told our transcript).
     told = (agent, kind) in TOLD
-    home = tmp_path / "agent-home"
+    home = rig.home
     git_workspace(workspace)
     prompt, said = SESSIONS[kind]
     made = make_session(agent, home, workspace, prompt, tools=kind == "tools")
     sid = made["session_id"]
     original = Path(made["store"])
     before = original.read_bytes() if agent == "gemini" else b""
-    ns = Offline()
-    make_fake, view = FAKES[agent]
+    fake = rig.start(agent)
+    n = rig.editor()
+    rows = n.lua("return require('pseudoclaude').sessions.list({ external = true })")
+    assert [r["id"] for r in rows] == [f"{agent}:{sid}"], rows
 
-    def respond(body: dict[str, Any]) -> dict[str, Any]:
-        # the message the user typed (after our transcript, TOLD): the answer names its words only
-        last, offered = view(body)
-        last = last.rpartition("The new message follows.]")[2]
-        return answer(agent, last, workspace, False, last, offered)
+    n.lua("require('pseudoclaude').resume(...)", f"{agent}:{sid}")
+    report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
+    assert report["ok"] is True and report["handover"]["way"] == "agent", report
+    text = wait_for(lambda: (lambda t: t if f"{agent}: session/" in t else None)(chat_text(n)), timeout=180,
+                    what=f"{agent}'s own line saying how it took the session")
+    if told:
+        assert f"continued by {agent} in a new session of its own, told the conversation so far" in text, text
+        assert "which the API refuses" in text and "write_file" in text, text
+        assert f"{agent}: session/new: a new session of the agent, told the conversation so far" in text, text
+    else:
+        assert f"continued by {agent}, which loads the session itself" in text, text
+        assert RESTORED[agent] in text, text
+    assert text.count(said) == 1, text
+    assert [c["agent"] for c in n.lua("return require('pseudoclaude').chats()")] == [agent]
 
-    fake = ns.make(make_fake, responder=respond)
-    n = None
-    try:
-        n = agent_editor(start_nvim, agent, home, ns, fake)
-        rows = n.lua("return require('pseudoclaude').sessions.list({ external = true })")
-        assert [r["id"] for r in rows] == [f"{agent}:{sid}"], rows
+    # the agent went on with its own context: the earlier exchange reached the model from its own session (TOLD:
+    # from our transcript, in the message the user typed)
+    last = ask_quince(n, fake)
+    assert prompt in last and said in last, last
+    assert ("[The conversation so far" in last) == told, "a load sends no transcript of ours"
+    # in its own store, which holds the new exchange
+    wait_for(lambda: "QUINCE" in store_text(agent, home), timeout=30, what=f"{agent}'s store holding the new turn")
 
-        n.lua("require('pseudoclaude').resume(...)", f"{agent}:{sid}")
-        report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
-        assert report["ok"] is True and report["handover"]["way"] == "agent", report
-        text = wait_for(lambda: (lambda t: t if f"{agent}: session/" in t else None)(chat_text(n)), timeout=180,
-                        what=f"{agent}'s own line saying how it took the session")
-        if told:
-            assert f"continued by {agent} in a new session of its own, told the conversation so far" in text, text
-            assert "which the API refuses" in text and "write_file" in text, text
-            assert f"{agent}: session/new: a new session of the agent, told the conversation so far" in text, text
-        else:
-            assert f"continued by {agent}, which loads the session itself" in text, text
-            assert RESTORED[agent] in text, text
-        assert text.count(said) == 1, text
-        assert [c["agent"] for c in n.lua("return require('pseudoclaude').chats()")] == [agent]
-
-        # the agent went on with its own context: the earlier exchange reached the model from its own session (TOLD:
-        # from our transcript, in the message the user typed)
-        last = ask_quince(n, fake)
-        assert prompt in last and said in last, last
-        assert ("[The conversation so far" in last) == told, "a load sends no transcript of ours"
-        # in its own store, which holds the new exchange
-        wait_for(lambda: "QUINCE" in store_text(agent, home), timeout=30, what=f"{agent}'s store holding the new turn")
-
-        lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
-        assert lines[0]["type"] == "replace" and lines[0]["imported_from"]["id"] == sid, lines[0]
-        metas = [e["agent"]["session_id"] for e in lines if e["type"] == "meta" and e.get("agent", {}).get("session_id")]
-        msgs = [m.get("content", "") for m in n.lua("return require('pseudoclaude').messages()")]
-        # (the answer as the agent streamed it: Codex puts its own warning about the fake model before it)
-        assert msgs[0] == prompt and said in msgs[-3] and msgs[-2] == "And the word QUINCE?", msgs
-        assert msgs[-1].strip().endswith("Noted: QUINCE.") and len(msgs) == (4 if kind == "text" else 6), msgs
-        if kind == "tools":
-            calls = [m for m in n.lua("return require('pseudoclaude').messages()") if m.get("tool_calls")]
-            assert len(calls) == 1 and "FIGTREE" in json.dumps(calls[0]["tool_calls"]), calls
-        if agent == "gemini":
-            # Gemini was handed a copy under a new id (its load costs what it loads); the original is as it was
-            assert metas[-1] != sid and original.read_bytes() == before, metas
-            assert ("handed a copy of its file" in text) != told, text
-            assert any(metas[-1] in p.read_text() and "QUINCE" in p.read_text() for p in store_files(agent, home))
-        else:
-            assert metas[-1] == sid, metas
-        # one row for the conversation: ours
-        rows = n.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
-        assert [r["id"] for r in rows] == [report["id"]], rows
-    finally:
-        if n is not None:
-            quit_editor(n, home)
-        fake.close()
-        ns.close()
-    assert fake.errors == [], fake.errors
+    lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
+    assert lines[0]["type"] == "replace" and lines[0]["imported_from"]["id"] == sid, lines[0]
+    metas = [e["agent"]["session_id"] for e in lines if e["type"] == "meta" and e.get("agent", {}).get("session_id")]
+    msgs = [m.get("content", "") for m in n.lua("return require('pseudoclaude').messages()")]
+    # (the answer as the agent streamed it: Codex puts its own warning about the fake model before it)
+    assert msgs[0] == prompt and said in msgs[-3] and msgs[-2] == "And the word QUINCE?", msgs
+    assert msgs[-1].strip().endswith("Noted: QUINCE.") and len(msgs) == (4 if kind == "text" else 6), msgs
+    if kind == "tools":
+        calls = [m for m in n.lua("return require('pseudoclaude').messages()") if m.get("tool_calls")]
+        assert len(calls) == 1 and "FIGTREE" in json.dumps(calls[0]["tool_calls"]), calls
+    if agent == "gemini":
+        # Gemini was handed a copy under a new id (its load costs what it loads); the original is as it was
+        assert metas[-1] != sid and original.read_bytes() == before, metas
+        assert ("handed a copy of its file" in text) != told, text
+        assert any(metas[-1] in p.read_text() and "QUINCE" in p.read_text() for p in store_files(agent, home))
+    else:
+        assert metas[-1] == sid, metas
+    # one row for the conversation: ours
+    rows = n.lua("return require('pseudoclaude').sessions.list({ external = true, include_current = true })")
+    assert [r["id"] for r in rows] == [report["id"]], rows
 
 
 def test_resume_last_with_no_session_of_ours_continues_the_newest_of_theirs_with_its_agent(
-    start_nvim: Any, workspace: Path, tmp_path: Path
+    rig: Rig, workspace: Path
 ) -> None:
     # `:PseudoResume last` where the workspace's conversations are all Qwen Code's, made in a terminal: the newest is
     # continued by the real `qwen --acp`, as <CR> on its row does, and the message says whose; none of either: one
     # message. Once a session of ours exists, `last` is the newest of ours, though one of theirs is newer.
     agent = "qwen"
-    home = tmp_path / "agent-home"
+    home = rig.home
     git_workspace(workspace)
-    ns = Offline()
-    make_fake, view = FAKES[agent]
+    fake = rig.start(agent)
+    n = rig.editor()
+    n.lua("_G.notes = {} vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end")
+    n.api.command("PseudoResume last")
+    report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), what="the resume's end")
+    assert report["ok"] is False, report
+    notes = [x["msg"] for x in n.lua("return _G.notes")]
+    assert notes == ["pseudoclaude: cannot resume the last session: there is no session to resume in "
+                     f"{workspace.resolve()}, ours or another agent's"], notes
 
-    def respond(body: dict[str, Any]) -> dict[str, Any]:
-        last, offered = view(body)
-        return answer(agent, last, workspace, False, last, offered)
+    older = make_session(agent, home, workspace, "Remember the word PLUMTREE.")
+    newer = make_session(agent, home, workspace, "Remember the word CHERRY.")
+    assert older["session_id"] != newer["session_id"]
+    n.lua("vim.g.pc_resumed = vim.NIL _G.notes = {}")
+    n.api.command("PseudoResume last")
+    report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
+    assert report["ok"] is True and report["handover"]["way"] == "agent", report
+    notes = [x["msg"] for x in n.lua("return _G.notes")]
+    assert len(notes) == 1 and "no session of ours in" in notes[0], notes
+    assert "Qwen Code's \"Remember the word CHERRY.\", with qwen" in notes[0], notes
+    text = wait_for(lambda: (lambda t: t if f"{agent}: session/" in t else None)(chat_text(n)), timeout=180,
+                    what="qwen's own line saying how it took the session")
+    assert f"continued by {agent}, which loads the session itself" in text and RESTORED[agent] in text, text
+    assert "Noted: CHERRY." in text and "PLUMTREE" not in text, text
 
-    fake = ns.make(make_fake, responder=respond)
-    n = None
-    try:
-        n = agent_editor(start_nvim, agent, home, ns, fake)
-        n.lua("_G.notes = {} vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end")
-        n.api.command("PseudoResume last")
-        report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), what="the resume's end")
-        assert report["ok"] is False, report
-        notes = [x["msg"] for x in n.lua("return _G.notes")]
-        assert notes == ["pseudoclaude: cannot resume the last session: there is no session to resume in "
-                         f"{workspace.resolve()}, ours or another agent's"], notes
+    # qwen went on in its own session: the newer one's exchange reached the model from it, the older's did not
+    last = ask_quince(n, fake)
+    assert "Remember the word CHERRY." in last and "PLUMTREE" not in last, last
+    assert "[The conversation so far" not in last, "a load sends no transcript of ours"
+    lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
+    metas = [e["agent"]["session_id"] for e in lines if e["type"] == "meta" and e.get("agent", {}).get("session_id")]
+    assert metas[-1] == newer["session_id"], metas
 
-        older = make_session(agent, home, workspace, "Remember the word PLUMTREE.")
-        newer = make_session(agent, home, workspace, "Remember the word CHERRY.")
-        assert older["session_id"] != newer["session_id"]
-        n.lua("vim.g.pc_resumed = vim.NIL _G.notes = {}")
-        n.api.command("PseudoResume last")
-        report = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
-        assert report["ok"] is True and report["handover"]["way"] == "agent", report
-        notes = [x["msg"] for x in n.lua("return _G.notes")]
-        assert len(notes) == 1 and "no session of ours in" in notes[0], notes
-        assert "Qwen Code's \"Remember the word CHERRY.\", with qwen" in notes[0], notes
-        text = wait_for(lambda: (lambda t: t if f"{agent}: session/" in t else None)(chat_text(n)), timeout=180,
-                        what="qwen's own line saying how it took the session")
-        assert f"continued by {agent}, which loads the session itself" in text and RESTORED[agent] in text, text
-        assert "Noted: CHERRY." in text and "PLUMTREE" not in text, text
-
-        # qwen went on in its own session: the newer one's exchange reached the model from it, the older's did not
-        last = ask_quince(n, fake)
-        assert "Remember the word CHERRY." in last and "PLUMTREE" not in last, last
-        assert "[The conversation so far" not in last, "a load sends no transcript of ours"
-        lines = log_lines(Path(n.lua("return require('pseudoclaude').current()")["jsonl"]))
-        metas = [e["agent"]["session_id"] for e in lines if e["type"] == "meta" and e.get("agent", {}).get("session_id")]
-        assert metas[-1] == newer["session_id"], metas
-
-        # a session of ours now exists (that one); a newer one of theirs does not make `last` theirs
-        newest = make_session(agent, home, workspace, "Remember the word DAMSON.")
-        n.lua("require('pseudoclaude').chat.start_over() vim.g.pc_resumed = vim.NIL _G.notes = {}")
-        rows = n.lua("return require('pseudoclaude').sessions.list({ external = true })")
-        assert [r["id"] for r in rows][:2] == [f"{agent}:{newest['session_id']}", report["id"]], rows
-        n.api.command("PseudoResume last")
-        again = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the resume of ours")
-        assert again["ok"] is True and again["id"] == report["id"] and "handover" not in again, again
-        assert not any("other agents" in x["msg"] for x in n.lua("return _G.notes"))
-    finally:
-        if n is not None:
-            quit_editor(n, home)
-        fake.close()
-        ns.close()
-    assert fake.errors == [], fake.errors
+    # a session of ours now exists (that one); a newer one of theirs does not make `last` theirs
+    newest = make_session(agent, home, workspace, "Remember the word DAMSON.")
+    n.lua("require('pseudoclaude').chat.start_over() vim.g.pc_resumed = vim.NIL _G.notes = {}")
+    rows = n.lua("return require('pseudoclaude').sessions.list({ external = true })")
+    assert [r["id"] for r in rows][:2] == [f"{agent}:{newest['session_id']}", report["id"]], rows
+    n.api.command("PseudoResume last")
+    again = wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the resume of ours")
+    assert again["ok"] is True and again["id"] == report["id"] and "handover" not in again, again
+    assert not any("other agents" in x["msg"] for x in n.lua("return _G.notes"))
 
 
 def gemini_editor(start_nvim: Any, editors: list[Neovim], ns: Offline, home: Path, fake: FakeGemini,
@@ -593,40 +610,27 @@ def test_a_gemini_chat_of_ours_that_ran_a_tool_resumed_later_goes_on_and_is_answ
 
 
 def test_qwen_continued_in_the_editor_writes_a_file_that_did_not_exist(
-    start_nvim: Any, workspace: Path, tmp_path: Path
+    rig: Rig, workspace: Path
 ) -> None:
     # Qwen Code's write tool reads the file through the editor first (`fs/read_text_file`) and takes a missing one for
     # a new file only when the answer is ACP's "Resource not found" (-32002; any other error fails the write)
     agent = "qwen"
-    home = tmp_path / "agent-home"
+    home = rig.home
     git_workspace(workspace)
     prompt, said = SESSIONS["text"]
     sid = make_session(agent, home, workspace, prompt, tools=False)["session_id"]
-    ns = Offline()
-    make_fake, view = FAKES[agent]
     ask = f"Write the word FIGTREE into {NOTES}."
+    fake = rig.start(agent, prompt=ask, tools=True)
+    n = rig.editor(approve={"agents": {agent: True}})
+    n.lua("require('pseudoclaude').resume(...)", f"{agent}:{sid}")
+    wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
+    wait_for(lambda: f"{agent}: session/" in chat_text(n), timeout=180, what="qwen's own line")
+    n.api.command("PseudoChat")
+    assert not (workspace / NOTES).exists()
+    send(n, ask)
+    wait_turns(n, 1, timeout=180)
+    wait_for(lambda: "holds FIGTREE" in chat_text(n), what="the answer after the call: " + chat_text(n))
+    assert (workspace / NOTES).read_text().strip() == "FIGTREE", chat_text(n)
+    assert "(created)" in chat_text(n), chat_text(n)
 
-    def respond(body: dict[str, Any]) -> dict[str, Any]:
-        last, offered = view(body)
-        return answer(agent, ask, workspace, True, last.rpartition("The new message follows.]")[2], offered)
 
-    fake = ns.make(make_fake, responder=respond)
-    n = None
-    try:
-        n = agent_editor(start_nvim, agent, home, ns, fake, approve={"agents": {agent: True}})
-        n.lua("require('pseudoclaude').resume(...)", f"{agent}:{sid}")
-        wait_for(lambda: n.lua("return vim.g.pc_resumed"), timeout=90, what="the hand-over")
-        wait_for(lambda: f"{agent}: session/" in chat_text(n), timeout=180, what="qwen's own line")
-        n.api.command("PseudoChat")
-        assert not (workspace / NOTES).exists()
-        send(n, ask)
-        wait_turns(n, 1, timeout=180)
-        wait_for(lambda: "holds FIGTREE" in chat_text(n), what="the answer after the call: " + chat_text(n))
-        assert (workspace / NOTES).read_text().strip() == "FIGTREE", chat_text(n)
-        assert "(created)" in chat_text(n), chat_text(n)
-    finally:
-        if n is not None:
-            quit_editor(n, home)
-        fake.close()
-        ns.close()
-    assert fake.errors == [], fake.errors
