@@ -20,6 +20,7 @@
 //! is computed by the import's own conversion ([`Conversation::restored`]).
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
@@ -30,7 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use super::words::Stamp;
 use super::{
-    Conversation, ExternalItem, Homes, Source, belongs, claude_code, codex, external_id, gemini, opencode, pi, qwen,
+    Conversation, ExternalItem, Homes, Source, belongs, claude_code, codex, external_id, gemini, opencode, packed, pi,
+    qwen,
 };
 use crate::session::SessionInfo;
 use crate::session::contain::{Access, Dir};
@@ -39,9 +41,14 @@ use crate::session::contain::{Access, Dir};
 /// the head, the custom title, the last time, model and branch in the tail.
 pub const HEAD_BYTES: u64 = 64 * 1024;
 
-/// The cache file, in `.PseudoClaude/sessions/` (a name no session id can have).
-pub const CACHE_FILE_NAME: &str = "external.json";
-const CACHE_VERSION: u32 = 3;
+/// The cache file, in `.PseudoClaude/sessions/` (a name no session id can have): [`super::packed`]'s binary form.
+pub const CACHE_FILE_NAME: &str = "external.bin";
+/// The JSON cache earlier versions wrote: read once when there is no [`CACHE_FILE_NAME`], removed once that is
+/// written (a new version lists a workspace without reading every transcript again).
+pub const LEGACY_CACHE_FILE_NAME: &str = "external.json";
+const LEGACY_CACHE_VERSION: u32 = 3;
+const CACHE_MAGIC: &[u8; 8] = b"PCEXTRN\n";
+const CACHE_VERSION: u32 = 4;
 
 /// How much of each transcript a list reads.
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,20 +59,27 @@ pub struct ListOptions {
     pub quick: bool,
     /// Only this tool's sessions.
     pub only: Option<Source>,
+    /// Serve the cache as it is, looking at no store (`--no-refresh`): what the last list found, a session added,
+    /// changed or deleted since then shown as it was. Where there is no cache yet, a list as usual makes it.
+    pub no_refresh: bool,
 }
 
 /// One transcript as the cache knows it: `item` is `None` when it belongs to another workspace.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct Cached {
     size: u64,
     mtime_ns: i64,
     item: Option<ExternalItem>,
 }
 
+/// The cache's entries, by the transcript's path (or `<db>#<id>`): keyed by its bytes, which hash at once (a
+/// `Path` hashes component by component).
+type Entries = rustc_hash::FxHashMap<OsString, Cached>;
+
 /// A verdict depends on the workspace (`item` is `None` for a transcript of another one), so the file names the
 /// workspace it was made for: a copy of `.PseudoClaude/` in another folder (a copied or moved workspace) is not
 /// believed there.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct CacheFile {
     version: u32,
     workspace: PathBuf,
@@ -79,8 +93,10 @@ struct CacheFile {
 /// transcript again (10,000: 2 GB, half a minute).
 #[derive(Default)]
 struct Memory {
-    entries: Arc<HashMap<PathBuf, Cached>>,
+    entries: Arc<Entries>,
     loaded: bool,
+    /// Read from an earlier version's JSON: written in the new form at the next list, changed or not.
+    legacy: bool,
 }
 
 static CACHE: LazyLock<Mutex<HashMap<PathBuf, Memory>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
@@ -173,10 +189,15 @@ pub fn list_with(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<Ext
 pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<(ExternalItem, Stamp)> {
     let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
     let wanted = |s: Source| opts.only.is_none_or(|o| o == s);
-    let mut found: Vec<Candidate> = Vec::new();
-    let mut files = |source: Source, paths: Vec<PathBuf>| {
+    if opts.no_refresh
+        && let Some(items) = as_cached(&ws, homes, opts)
+    {
+        return items;
+    }
+    let mut paths: Vec<(Source, PathBuf)> = Vec::new();
+    let mut files = |source: Source, found: Vec<PathBuf>| {
         if wanted(source) {
-            found.extend(paths.into_iter().filter_map(|p| candidate(source, p)));
+            paths.extend(found.into_iter().map(|p| (source, p)));
         }
     };
     if let Some(dir) = &homes.claude {
@@ -194,10 +215,9 @@ pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<
     if let Some(dir) = &homes.pi {
         files(Source::Pi, pi::sessions(dir, homes.pi_session_dir.as_deref(), &ws));
     }
-    let names = match (&homes.codex, wanted(Source::Codex)) {
-        (Some(h), true) => codex::thread_names(&h.join("sessions")),
-        _ => HashMap::new(),
-    };
+    // a `stat` each, on every core (10,000 transcripts: a third of a warm list on one)
+    let mut found: Vec<Candidate> = stat_all(paths);
+    let names = codex_names(homes, opts);
     let db_path =
         homes.opencode.as_ref().map(|d| d.join(opencode::DB_NAME)).filter(|p| wanted(Source::Opencode) && p.is_file());
     let db = db_path.as_deref().map(opencode::Db::open);
@@ -221,12 +241,12 @@ pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<
 
     let known = cache_of(&ws);
     // what this list summarised anew, handed to the cache at the end
-    let mut fresh: HashMap<PathBuf, Cached> = HashMap::new();
+    let mut fresh: Entries = Entries::default();
     let mut changed = false;
     let mut items = Vec::new();
     let db = db.and_then(|d| d.ok());
-    let usable = |c: &Candidate, known: &HashMap<PathBuf, Cached>| {
-        let hit = known.get(&c.path).filter(|k| k.size == c.size && k.mtime_ns == c.mtime_ns);
+    let usable = |c: &Candidate, known: &Entries| {
+        let hit = known.get(c.path.as_os_str()).filter(|k| k.size == c.size && k.mtime_ns == c.mtime_ns);
         hit.filter(|k| opts.quick || k.item.as_ref().is_none_or(|i| !i.partial)).map(|k| k.item.clone())
     };
     // A full list reads the transcripts it has not summarised yet on every core at once (a first list of 10,000 is
@@ -251,14 +271,15 @@ pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<
                     None => read_ahead.remove(&at).unwrap_or_else(|| summarise(c, &ws, opts.quick)),
                 };
                 changed |= item.as_ref().is_none_or(|i| !i.partial);
-                fresh.insert(c.path.clone(), Cached { size: c.size, mtime_ns: c.mtime_ns, item: item.clone() });
+                fresh.insert(
+                    c.path.clone().into_os_string(),
+                    Cached { size: c.size, mtime_ns: c.mtime_ns, item: item.clone() },
+                );
                 item
             }
         };
         items.extend(item.map(|mut i| {
-            if let Some(name) = names.get(&i.session_id).filter(|_| i.source == Source::Codex) {
-                i.title = name.clone();
-            }
+            named(&mut i, &names);
             let stamp = stamp_of(&i, c.size, c.mtime_ns);
             (i, stamp)
         }));
@@ -286,13 +307,13 @@ pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<
     // A full list sees every file: what it did not see is gone (opencode's rows stay while its database is unread).
     let mut gone = Vec::new();
     if opts.limit.is_none() && opts.only.is_none() {
-        let seen: std::collections::HashSet<&Path> = found.iter().map(|c| c.path.as_path()).collect();
-        let kept = |p: &Path| {
+        let seen: HashSet<&OsStr> = found.iter().map(|c| c.path.as_os_str()).collect();
+        let kept = |p: &OsStr| {
             seen.contains(p)
                 || db_failed.as_deref().is_some_and(opencode::is_busy)
                     && db_path.as_ref().is_some_and(|d| p.to_string_lossy().starts_with(&format!("{}#", d.display())))
         };
-        gone = known.keys().filter(|p| !kept(p)).cloned().collect();
+        gone = known.keys().filter(|p| !kept(p.as_os_str())).cloned().collect();
         changed |= !gone.is_empty();
     }
     drop(known);
@@ -300,6 +321,74 @@ pub fn list_stamped(workspace: &Path, homes: &Homes, opts: &ListOptions) -> Vec<
     items
         .sort_by(|(a, _), (b, _)| b.modified.cmp(&a.modified).then_with(|| a.path.as_os_str().cmp(b.path.as_os_str())));
     items
+}
+
+/// Codex's thread names (they live in another file, `session_index.jsonl`), when its sessions are listed.
+fn codex_names(homes: &Homes, opts: &ListOptions) -> HashMap<String, String> {
+    match &homes.codex {
+        Some(h) if opts.only.is_none_or(|o| o == Source::Codex) => codex::thread_names(&h.join("sessions")),
+        _ => HashMap::new(),
+    }
+}
+
+/// A Codex session's thread name as its title.
+fn named(i: &mut ExternalItem, names: &HashMap<String, String>) {
+    if let Some(name) = names.get(&i.session_id).filter(|_| i.source == Source::Codex) {
+        i.title = name.clone();
+    }
+}
+
+/// The list as the cache has it (`--no-refresh`): no store is looked at (Codex's thread names aside: one file),
+/// newest first; `None` when there is no cache yet (the caller lists as usual, which makes it).
+fn as_cached(ws: &Path, homes: &Homes, opts: &ListOptions) -> Option<Vec<(ExternalItem, Stamp)>> {
+    let known = cache_of(ws);
+    if known.is_empty() {
+        return None;
+    }
+    let names = codex_names(homes, opts);
+    let mut items: Vec<(ExternalItem, Stamp)> = known
+        .values()
+        .filter_map(|c| {
+            let mut i =
+                c.item.clone().filter(|i| opts.only.is_none_or(|o| o == i.source) && (opts.quick || !i.partial))?;
+            named(&mut i, &names);
+            let stamp = stamp_of(&i, c.size, c.mtime_ns);
+            Some((i, stamp))
+        })
+        .collect();
+    items
+        .sort_by(|(a, _), (b, _)| b.modified.cmp(&a.modified).then_with(|| a.path.as_os_str().cmp(b.path.as_os_str())));
+    if let Some(l) = opts.limit {
+        items.truncate(l);
+    }
+    Some(items)
+}
+
+/// [`candidate`] of each path, on as many threads as there are cores (at most 8); the files gone meanwhile left out.
+fn stat_all(paths: Vec<(Source, PathBuf)>) -> Vec<Candidate> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    if threads < 2 || paths.len() < 512 {
+        return paths.into_iter().filter_map(|(s, p)| candidate(s, p)).collect();
+    }
+    let per = paths.len().div_ceil(threads);
+    let mut chunks: Vec<Vec<(Source, PathBuf)>> = Vec::with_capacity(threads);
+    let mut rest = paths.into_iter();
+    loop {
+        let chunk: Vec<_> = rest.by_ref().take(per).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        chunks.push(chunk);
+    }
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                scope.spawn(move || chunk.into_iter().filter_map(|(s, p)| candidate(s, p)).collect::<Vec<_>>())
+            })
+            .collect();
+        workers.into_iter().filter_map(|w| w.join().ok()).flatten().collect()
+    })
 }
 
 /// The [`Stamp`] of `item`, listed from a file of `size` bytes modified at `mtime_ns`.
@@ -501,14 +590,15 @@ fn head_and_tail(path: &Path) -> Option<String> {
 }
 
 /// The workspace's cache as it is now, shared (read from disk the first time): a list reads it without copying it.
-fn cache_of(ws: &Path) -> Arc<HashMap<PathBuf, Cached>> {
+fn cache_of(ws: &Path) -> Arc<Entries> {
     let mut all = cache();
     let mem = all.entry(ws.to_path_buf()).or_default();
     if !mem.loaded {
         mem.loaded = true;
-        if let Some(disk) = read_cache_file(ws) {
+        if let Some((disk, legacy)) = read_cache_file(ws) {
+            mem.legacy = legacy;
             let entries = Arc::make_mut(&mut mem.entries);
-            for (p, c) in disk.entries {
+            for (p, c) in disk {
                 entries.entry(p).or_insert(c);
             }
         }
@@ -518,7 +608,7 @@ fn cache_of(ws: &Path) -> Arc<HashMap<PathBuf, Cached>> {
 
 /// Hands a list's changes to the cache (what lists running meanwhile changed stays): the transcripts it summarised
 /// anew (`fresh`), those it found gone; writes the disk copy when exact items were added or removed.
-fn put_cache(ws: &Path, fresh: HashMap<PathBuf, Cached>, gone: &[PathBuf], changed: bool) {
+fn put_cache(ws: &Path, fresh: Entries, gone: &[OsString], changed: bool) {
     let snapshot = {
         let mut all = cache();
         let mem = all.entry(ws.to_path_buf()).or_default();
@@ -540,29 +630,134 @@ fn put_cache(ws: &Path, fresh: HashMap<PathBuf, Cached>, gone: &[PathBuf], chang
                 }
             }
         }
-        changed.then(|| {
-            let exact = mem.entries.iter().filter(|(_, c)| c.item.as_ref().is_none_or(|i| !i.partial));
-            let entries = exact.map(|(p, c)| (p.clone(), c.clone())).collect();
-            CacheFile { version: CACHE_VERSION, workspace: ws.to_path_buf(), entries }
-        })
+        // encoded under the lock, without a copy of the entries: 10,000 of them are a few milliseconds
+        let write = changed || std::mem::take(&mut mem.legacy);
+        write.then(|| encode_cache(ws, &mem.entries))
     };
-    if let Some(file) = snapshot {
-        let _ = write_cache_file(ws, &file);
+    if let Some(bytes) = snapshot
+        && let Ok(dir) = Dir::sessions(ws)
+        && dir.replace_file(CACHE_FILE_NAME, &bytes).is_ok()
+    {
+        // written whole, then renamed over the old one: a reader sees one version or the other. No sync: losing it
+        // in a crash costs a re-read, nothing else. The JSON of an earlier version is not needed any more.
+        dir.unlink(LEGACY_CACHE_FILE_NAME);
     }
 }
 
-fn read_cache_file(ws: &Path) -> Option<CacheFile> {
-    let dir = Dir::sessions(ws).ok()?;
-    let mut data = Vec::new();
-    dir.open(CACHE_FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
-    serde_json::from_slice::<CacheFile>(&data).ok().filter(|c| c.version == CACHE_VERSION && c.workspace == ws)
+/// The exact entries (a quick list's head-and-tail summaries are not kept on disk) as [`CACHE_FILE_NAME`]'s bytes.
+fn encode_cache(ws: &Path, entries: &Entries) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut w = packed::Writer::new(CACHE_MAGIC, CACHE_VERSION);
+    w.bytes(ws.as_os_str().as_bytes());
+    let exact: Vec<(&OsString, &Cached)> =
+        entries.iter().filter(|(_, c)| c.item.as_ref().is_none_or(|i| !i.partial)).collect();
+    w.varint(exact.len() as u64);
+    for (p, c) in exact {
+        w.bytes(p.as_bytes());
+        w.varint(c.size);
+        w.i64(c.mtime_ns);
+        let Some(i) = &c.item else {
+            w.u8(0);
+            continue;
+        };
+        w.u8(1 + Source::ALL.iter().position(|s| *s == i.source).expect("a known source") as u8);
+        for text in [&i.agent, &i.id, &i.session_id] {
+            w.str(text);
+        }
+        w.bytes(i.path.as_os_str().as_bytes());
+        w.str(&i.title);
+        w.i64(i.modified);
+        w.varint(i.messages as u64);
+        w.str(&i.model);
+        w.opt_str(i.branch.as_deref());
+        w.opt_str(i.unsupported.as_deref());
+        w.varint(i.notes.len() as u64);
+        for n in &i.notes {
+            w.str(n);
+        }
+    }
+    w.finish()
 }
 
-/// Written whole, then renamed over the old one ([`Dir::replace_file`]): a reader sees one version or the other. No
-/// sync: losing it in a crash costs a re-read, nothing else.
-fn write_cache_file(ws: &Path, file: &CacheFile) -> std::io::Result<()> {
-    let dir = Dir::sessions(ws).map_err(std::io::Error::other)?;
-    dir.replace_file(CACHE_FILE_NAME, &serde_json::to_vec(file).map_err(std::io::Error::other)?)
+/// The entries [`encode_cache`] wrote for `ws`; `Err` for a file not of this version, damaged, or another
+/// workspace's.
+fn decode_cache(ws: &Path, file: &[u8]) -> Result<Entries, packed::Refused> {
+    use std::os::unix::ffi::OsStrExt;
+    let damaged = || packed::Refused::Damaged;
+    let mut r = packed::Reader::open(file, CACHE_MAGIC, CACHE_VERSION)?;
+    let path = |b: &[u8]| PathBuf::from(OsStr::from_bytes(b));
+    if path(r.bytes().ok_or_else(damaged)?) != ws {
+        // a copied or moved workspace's `.PseudoClaude/`: its verdicts are about another folder
+        return Ok(Entries::default());
+    }
+    let n = r.count().ok_or_else(damaged)?;
+    let mut entries = Entries::with_capacity_and_hasher(n, Default::default());
+    for _ in 0..n {
+        let mut one = || -> Option<(OsString, Cached)> {
+            let key = OsStr::from_bytes(r.bytes()?).to_os_string();
+            let (size, mtime_ns) = (r.varint()?, r.i64()?);
+            let item = match r.u8()? {
+                0 => None,
+                s => {
+                    let source = *Source::ALL.get(usize::from(s) - 1)?;
+                    let (agent, id, session_id) = (r.str()?.into(), r.str()?.into(), r.str()?.into());
+                    let item_path = path(r.bytes()?);
+                    let (title, modified, messages) = (r.str()?.into(), r.i64()?, r.varint()? as usize);
+                    let (model, branch, unsupported) = (r.str()?.into(), r.opt_str()?, r.opt_str()?);
+                    let notes = (0..r.count()?).map(|_| r.str().map(str::to_string)).collect::<Option<Vec<_>>>()?;
+                    Some(ExternalItem {
+                        source,
+                        agent,
+                        id,
+                        session_id,
+                        path: item_path,
+                        title,
+                        modified,
+                        messages,
+                        model,
+                        branch: branch.map(str::to_string),
+                        unsupported: unsupported.map(str::to_string),
+                        notes,
+                        partial: false,
+                    })
+                }
+            };
+            Some((key, Cached { size, mtime_ns, item }))
+        };
+        let (key, cached) = one().ok_or_else(damaged)?;
+        if entries.insert(key, cached).is_some() {
+            return Err(damaged());
+        }
+    }
+    if !r.done() {
+        return Err(damaged());
+    }
+    Ok(entries)
+}
+
+/// The disk copy of the cache: [`CACHE_FILE_NAME`], else an earlier version's JSON (then `true`); `None` when
+/// there is neither (or one not believed, said through [`packed::refused`]).
+fn read_cache_file(ws: &Path) -> Option<(Entries, bool)> {
+    let dir = Dir::sessions(ws).ok()?;
+    let mut data = Vec::new();
+    match dir.open(CACHE_FILE_NAME, Access::Read) {
+        Ok(mut f) => {
+            f.read_to_end(&mut data).ok()?;
+            match decode_cache(ws, &data) {
+                Ok(entries) => Some((entries, false)),
+                Err(why) => {
+                    packed::refused("the cache of the other agents' sessions", &dir.path().join(CACHE_FILE_NAME), &why);
+                    None
+                }
+            }
+        }
+        Err(_) => {
+            dir.open(LEGACY_CACHE_FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
+            let file = serde_json::from_slice::<CacheFile>(&data).ok();
+            let file = file.filter(|c| c.version == LEGACY_CACHE_VERSION && c.workspace == ws)?;
+            Some((file.entries.into_iter().map(|(p, c)| (p.into_os_string(), c)).collect(), true))
+        }
+    }
 }
 
 /// Forgets what this process cached (the disk copy stays): for tests and benches that measure a cold list.
@@ -574,14 +769,20 @@ pub fn forget_cache() {
 mod tests {
     use super::*;
 
-    /// A list run while another reads the cache (the picker's full list and a preview's `find` start in the same
-    /// step) is served from it: it neither finds it empty nor reads the transcripts again.
-    #[test]
-    fn a_list_run_while_another_reads_the_cache_is_served_from_it() {
+    /// A workspace, a Claude Code home, the workspace's canonical path and its folder of transcripts (made).
+    fn claude_store() -> (tempfile::TempDir, tempfile::TempDir, PathBuf, PathBuf) {
         let (ws, home) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
         let wsc = ws.path().canonicalize().expect("canonical");
         let dir = home.path().join("projects").join(claude_code::folder_name(&wsc));
         std::fs::create_dir_all(&dir).expect("mkdir");
+        (ws, home, wsc, dir)
+    }
+
+    /// A list run while another reads the cache (the picker's full list and a preview's `find` start in the same
+    /// step) is served from it: it neither finds it empty nor reads the transcripts again.
+    #[test]
+    fn a_list_run_while_another_reads_the_cache_is_served_from_it() {
+        let (ws, home, wsc, dir) = claude_store();
         let record = |kind: &str, uuid: &str, parent: Option<&str>, message: serde_json::Value| {
             serde_json::json!({"type": kind, "uuid": uuid, "parentUuid": parent, "cwd": wsc, "sessionId": "s1",
                 "timestamp": "2026-12-01T09:00:00.000Z", "message": message})
@@ -613,6 +814,50 @@ mod tests {
         assert_eq!(second.len(), 1, "{second:?}");
         assert_eq!(second[0].title, first[0].title, "served from the cache the other list reads");
         assert_eq!(running.len(), 1, "the other list's version is whole");
+    }
+
+    /// An earlier version's JSON cache is read (its title, not the file's: no transcript read again), written in the
+    /// binary form at once, and removed.
+    #[test]
+    fn an_earlier_versions_json_cache_is_used_once_and_replaced() {
+        let (ws, home, wsc, dir) = claude_store();
+        let sessions = wsc.join(".PseudoClaude/sessions");
+        std::fs::create_dir_all(&sessions).expect("mkdir");
+        let path = dir.join("s1.jsonl");
+        let line = serde_json::json!({"type": "user", "uuid": "u1", "parentUuid": null, "cwd": wsc, "sessionId": "s1",
+            "timestamp": "2026-12-01T09:00:00.000Z", "message": {"role": "user", "content": "the file says this"}});
+        std::fs::write(&path, format!("{line}\n")).expect("write");
+        let meta = std::fs::metadata(&path).expect("stat");
+        let item = ExternalItem {
+            source: Source::ClaudeCode,
+            agent: "claude".into(),
+            id: external_id(Source::ClaudeCode, "s1"),
+            session_id: "s1".into(),
+            path: path.clone(),
+            title: "the JSON cache says this".into(),
+            modified: 1,
+            messages: 1,
+            model: String::new(),
+            branch: None,
+            unsupported: None,
+            notes: Vec::new(),
+            partial: false,
+        };
+        let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        let legacy = serde_json::json!({"version": LEGACY_CACHE_VERSION, "workspace": wsc,
+            "entries": {path.to_str().expect("utf-8"): {"size": meta.len(), "mtime_ns": mtime_ns, "item": item}}});
+        std::fs::write(sessions.join(LEGACY_CACHE_FILE_NAME), legacy.to_string()).expect("write");
+        let homes = Homes { claude: Some(home.path().to_path_buf()), ..Homes::default() };
+        let listed = list_with(ws.path(), &homes, &ListOptions::default());
+        assert_eq!(listed.iter().map(|i| i.title.as_str()).collect::<Vec<_>>(), ["the JSON cache says this"]);
+        assert!(sessions.join(CACHE_FILE_NAME).is_file(), "written in the new form");
+        assert!(!sessions.join(LEGACY_CACHE_FILE_NAME).exists(), "the JSON removed");
+        let bytes = std::fs::read(sessions.join(CACHE_FILE_NAME)).expect("read");
+        let entries = decode_cache(&wsc, &bytes).expect("decodes");
+        let cached = entries.get(path.as_os_str()).and_then(|c| c.item.as_ref()).expect("the entry");
+        assert_eq!(cached.title, "the JSON cache says this");
+        // another workspace's file is no verdict here
+        assert!(decode_cache(Path::new("/elsewhere"), &bytes).expect("decodes").is_empty());
     }
 
     #[test]

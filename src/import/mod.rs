@@ -19,6 +19,7 @@ pub mod gemini;
 pub mod keep;
 pub mod list;
 pub mod opencode;
+pub mod packed;
 pub mod pi;
 pub mod qwen;
 pub mod search;

@@ -32,13 +32,28 @@ pub fn search(
     cancel: &AtomicBool,
     sink: impl FnMut(SessionHits) + Send,
 ) -> Summary {
+    search_listed(workspace, homes, query, opts, &list::ListOptions::default(), cancel, sink)
+}
+
+/// [`search`] over the sessions a list with `listing` finds: with `no_refresh`, those the list's cache holds, as it
+/// holds them (`sessions search --external --no-refresh`: no store is looked at; a transcript changed since the last
+/// list is searched as it is now only when the words index names it).
+pub fn search_listed(
+    workspace: &Path,
+    homes: &Homes,
+    query: &Query,
+    opts: &Options,
+    listing: &list::ListOptions,
+    cancel: &AtomicBool,
+    sink: impl FnMut(SessionHits) + Send,
+) -> Summary {
     let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
     // as `list --external`: a conversation a session of ours holds (one we ran with an ACP agent or handed over, a
     // kept copy's original) is ours to search, not the agent's transcript of it: one hit per message
     let ours =
         crate::session::list(workspace, &ListOptions { include_empty: true, ..Default::default() }).unwrap_or_default();
     let is_ours = list::ours_already(&ours, true);
-    let listed: Vec<(ExternalItem, words::Stamp)> = list::list_stamped(&ws, homes, &list::ListOptions::default())
+    let listed: Vec<(ExternalItem, words::Stamp)> = list::list_stamped(&ws, homes, listing)
         .into_iter()
         .filter(|(i, _)| i.unsupported.is_none() && !is_ours(i))
         .collect();
@@ -115,8 +130,20 @@ pub fn search_with_ours(
 
 /// [`search`], gathering every hit.
 pub fn search_all(workspace: &Path, homes: &Homes, query: &Query, opts: &Options) -> (Vec<search::Hit>, Summary) {
+    search_all_listed(workspace, homes, query, opts, &list::ListOptions::default())
+}
+
+/// [`search_listed`], gathering every hit.
+pub fn search_all_listed(
+    workspace: &Path,
+    homes: &Homes,
+    query: &Query,
+    opts: &Options,
+    listing: &list::ListOptions,
+) -> (Vec<search::Hit>, Summary) {
     let mut hits = Vec::new();
-    let summary = search(workspace, homes, query, opts, &AtomicBool::new(false), |s| hits.extend(s.hits));
+    let no = AtomicBool::new(false);
+    let summary = search_listed(workspace, homes, query, opts, listing, &no, |s| hits.extend(s.hits));
     (hits, summary)
 }
 

@@ -19,13 +19,15 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
+use super::packed;
 use crate::message::Message;
 use crate::session::contain::{Access, Dir};
 
 /// The index file, in `.PseudoClaude/sessions/`.
 pub const FILE_NAME: &str = "external-words.bin";
 const MAGIC: &[u8; 8] = b"PCWORDS\n";
-const VERSION: u32 = 1;
+/// 2: [`super::packed`]'s checksum at the end (1 had none).
+const VERSION: u32 = 2;
 
 /// What a session was indexed at: its file's size and modification time (ns), or what stands for them.
 pub type Stamp = (u64, i64);
@@ -238,45 +240,41 @@ impl Index {
         used.sort_unstable();
         used.dedup();
         let renumber: HashMap<u32, u32> = used.iter().enumerate().map(|(i, &w)| (w, i as u32)).collect();
-        let mut out = Vec::new();
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        varint(&mut out, used.len() as u64);
+        let mut out = packed::Writer::new(MAGIC, VERSION);
+        out.varint(used.len() as u64);
         for &w in &used {
             let start = self.starts[w as usize] as usize;
             let end = start + self.text[start..].iter().position(|&b| b == b'\n').unwrap_or(0);
-            varint(&mut out, (end - start) as u64);
-            out.extend_from_slice(&self.text[start..end]);
+            out.bytes(&self.text[start..end]);
         }
-        varint(&mut out, live.len() as u64);
+        out.varint(live.len() as u64);
         for s in live {
-            varint(&mut out, s.key.len() as u64);
-            out.extend_from_slice(s.key.as_bytes());
-            out.extend_from_slice(&s.stamp.0.to_le_bytes());
-            out.extend_from_slice(&s.stamp.1.to_le_bytes());
+            out.str(&s.key);
+            out.i64(s.stamp.0 as i64);
+            out.i64(s.stamp.1);
             let mut ids: Vec<u32> = s.words.iter().map(|w| renumber[w]).collect();
             ids.sort_unstable();
-            varint(&mut out, ids.len() as u64);
+            out.varint(ids.len() as u64);
             let mut prev = 0u32;
             for id in ids {
-                varint(&mut out, u64::from(id - prev));
+                out.varint(u64::from(id - prev));
                 prev = id;
             }
         }
-        out
+        out.finish()
     }
 
-    /// The index `bytes` hold; `None` for anything but a whole index of this version.
-    fn decode(bytes: &[u8]) -> Option<Index> {
-        let mut r = Reader { bytes, at: 0 };
-        if r.take(8)? != MAGIC || u32::from_le_bytes(r.take(4)?.try_into().ok()?) != VERSION {
-            return None;
-        }
+    /// The index `bytes` hold; `Err` for anything but a whole index of this version.
+    fn decode(bytes: &[u8]) -> Result<Index, packed::Refused> {
+        let mut r = packed::Reader::open(bytes, MAGIC, VERSION)?;
+        Index::decode_body(&mut r).filter(|_| r.done()).ok_or(packed::Refused::Damaged)
+    }
+
+    fn decode_body(r: &mut packed::Reader) -> Option<Index> {
         let mut index = Index::default();
-        let words = r.varint()? as usize;
+        let words = r.count()?;
         for _ in 0..words {
-            let len = r.varint()? as usize;
-            let w = std::str::from_utf8(r.take(len)?).ok()?;
+            let w = r.str()?;
             if w.is_empty() || !w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
                 return None;
             }
@@ -285,14 +283,12 @@ impl Index {
         if index.starts.len() != words {
             return None; // a word twice
         }
-        let sessions = r.varint()? as usize;
+        let sessions = r.count()?;
         for _ in 0..sessions {
-            let len = r.varint()? as usize;
-            let key = std::str::from_utf8(r.take(len)?).ok()?.to_string();
-            let size = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
-            let mtime = i64::from_le_bytes(r.take(8)?.try_into().ok()?);
-            let n = r.varint()? as usize;
-            let mut ids = Vec::with_capacity(n.min(1 << 20));
+            let key = r.str()?.to_string();
+            let (size, mtime) = (r.i64()? as u64, r.i64()?);
+            let n = r.count()?;
+            let mut ids = Vec::with_capacity(n);
             let mut prev = 0u64;
             for i in 0..n {
                 let d = r.varint()?;
@@ -310,40 +306,7 @@ impl Index {
             }
             index.sessions.push(Indexed { key, stamp: (size, mtime), words: ids, live: true });
         }
-        (r.at == bytes.len()).then_some(index)
-    }
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let s = self.bytes.get(self.at..self.at.checked_add(n)?)?;
-        self.at += n;
-        Some(s)
-    }
-
-    fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *self.take(1)?.first()?;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
+        Some(index)
     }
 }
 
@@ -388,6 +351,10 @@ fn read_file(ws: &Path) -> Option<Index> {
     let mut data = Vec::new();
     dir.open(FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
     Index::decode(&data)
+        .map_err(|why| {
+            packed::refused("the words index of the other agents' sessions", &dir.path().join(FILE_NAME), &why)
+        })
+        .ok()
 }
 
 /// Forgets what this process holds (the disk copy stays): for benches measuring a new process.
@@ -470,10 +437,10 @@ mod tests {
         assert_eq!(keys(&mut back, "delta"), Some(vec![]), "a dropped session's words are not written");
         assert_eq!(back.len(), 2);
         for cut in [0, 8, 12, bytes.len() - 1] {
-            assert!(Index::decode(&bytes[..cut]).is_none(), "cut at {cut}");
+            assert!(Index::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
         let mut garbled = bytes.clone();
         garbled[9] ^= 0xff;
-        assert!(Index::decode(&garbled).is_none(), "another version");
+        assert!(matches!(Index::decode(&garbled), Err(packed::Refused::Version(_))), "another version");
     }
 }

@@ -911,3 +911,88 @@ fn a_parent_chain_that_lost_a_parent_or_loops_keeps_what_it_reaches_and_says_so(
     assert_eq!(texts(&c), ["ALPHA", "BRAVO"]);
     assert!(c.notes.iter().any(|n| n.starts_with("the entries' parent links loop")), "{:?}", c.notes);
 }
+
+/// The other agents' list cache and words index (issue 46 item 6), through the CLI, a new process each time as a
+/// user runs it: a transcript appended to after both were made is found by the default search (which looks at every
+/// file); `--no-refresh` serves both as they are until then; a damaged or foreign-version file is rebuilt with a
+/// note, never believed.
+#[test]
+fn an_appended_transcript_is_found_by_the_default_search_and_a_damaged_cache_is_rebuilt_with_a_note() {
+    use std::io::Write;
+    let (ws, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let wsc = ws.path().canonicalize().unwrap();
+    Context::new(ws.path()).unwrap(); // a session of ours: the caches are written in .PseudoClaude/sessions/
+    let claude = home.path().join(".claude");
+    let path = write(
+        &claude_home(&claude, ws.path()),
+        &jsonl(&[
+            cc("user", "u1", None, &wsc, user("port the lexer")),
+            cc("assistant", "a1", Some("u1"), &wsc, assistant("m1", json!([{"type": "text", "text": "Done."}]))),
+        ]),
+    );
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pseudoclaude"))
+            .args(["-C", ws.path().to_str().unwrap(), "sessions"])
+            .args(args)
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, out, err) = run(&["search", "--external", "lexer"]);
+    assert_eq!((code, out.as_str()), (Some(0), "claude:s1:1:user: port the lexer\n"), "{err}");
+    let cache = wsc.join(".PseudoClaude/sessions").join(import::list::CACHE_FILE_NAME);
+    let words = wsc.join(".PseudoClaude/sessions").join(import::words::FILE_NAME);
+    assert!(cache.is_file() && words.is_file());
+
+    // Claude Code appends the next turn: the folder's modification time does not change, the file's does
+    let dir_mtime = fs::metadata(path.parent().unwrap()).unwrap().modified().unwrap();
+    let more = jsonl(&[
+        cc("user", "u2", Some("a1"), &wsc, user("now the FIGTREE parser")),
+        cc("assistant", "a2", Some("u2"), &wsc, assistant("m2", json!([{"type": "text", "text": "Ported."}]))),
+    ]);
+    fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(more.as_bytes()).unwrap();
+    assert_eq!(fs::metadata(path.parent().unwrap()).unwrap().modified().unwrap(), dir_mtime);
+    // --no-refresh serves the index and the list as the last run left them
+    let (code, _, _) = run(&["search", "--external", "--no-refresh", "FIGTREE"]);
+    assert_eq!(code, Some(1), "served as it was");
+    let (_, out, _) = run(&["list", "--external", "--no-refresh"]);
+    assert!(out.starts_with("claude  claude:s1  2 msgs  claude-sonnet-4-5  port the lexer"), "{out}");
+    // the default search looks at every file: the appended turn is found, and both caches are brought up to date
+    let (code, out, err) = run(&["search", "--external", "FIGTREE"]);
+    assert_eq!((code, out.as_str()), (Some(0), "claude:s1:3:user: now the FIGTREE parser\n"), "{err}");
+    assert_eq!(run(&["search", "--external", "--no-refresh", "FIGTREE"]).1, out);
+    let (_, listed, _) = run(&["list", "--external", "--no-refresh"]);
+    assert!(listed.starts_with("claude  claude:s1  4 msgs"), "{listed}");
+
+    // a byte changed in each: neither believed, each rebuilt with a note, the same hits
+    for file in [&cache, &words] {
+        let mut bytes = fs::read(file).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x01;
+        fs::write(file, bytes).unwrap();
+    }
+    let (code, again, err) = run(&["search", "--external", "FIGTREE"]);
+    assert_eq!((code, again.as_str()), (Some(0), out.as_str()), "{err}");
+    for what in ["the cache of the other agents' sessions", "the words index of the other agents' sessions"] {
+        assert!(
+            err.contains(&format!("note: {what} "))
+                && err.contains("was damaged (cut short or changed): not used, rebuilt"),
+            "{what}: {err}"
+        );
+    }
+    let (_, _, err) = run(&["search", "--external", "--no-refresh", "FIGTREE"]);
+    assert!(!err.contains("note:"), "rebuilt: {err}");
+    // another version's (or another program's) file: the same
+    fs::write(&cache, [b"PCEXTRN\n".as_slice(), &99u32.to_le_bytes(), b"whatever"].concat()).unwrap();
+    fs::write(&words, "{\"not\": \"ours\"}").unwrap();
+    let (_, listed_again, err) = run(&["list", "--external", "--no-refresh"]);
+    assert_eq!(listed_again, listed, "no cache believed: listed as usual");
+    assert!(err.contains("was written by another version (format 99): not used, rebuilt"), "{err}");
+    let (code, again, err) = run(&["search", "--external", "--no-refresh", "FIGTREE"]);
+    assert_eq!((code, again.as_str()), (Some(0), out.as_str()), "{err}");
+    assert!(err.contains("was not a file this plugin wrote: not used, rebuilt"), "{err}");
+}

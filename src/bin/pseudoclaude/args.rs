@@ -98,6 +98,10 @@ pub enum Verb {
         /// List the workspace's sessions of the other agents instead (see `import`)
         #[arg(long)]
         external: bool,
+        /// With --external: the list as the last one left it in .PseudoClaude/sessions/, looking at no store (a
+        /// session added, changed or deleted since then shown as it was); without that cache, a list as usual
+        #[arg(long, requires = "external")]
+        no_refresh: bool,
     },
     /// The history a resume would restore, a message a line (tool calls indented)
     #[command(after_help = "Examples:\n  pseudoclaude sessions show 20261205-101500-a1b2\n  pseudoclaude sessions \
@@ -142,6 +146,11 @@ pub enum Verb {
         /// the id `open` and the editor's resume take
         #[arg(long)]
         external: bool,
+        /// With --external: search the sessions the last list found, looking at no store for changes (a session
+        /// added since then is not searched; one changed is searched as it is now only where the words index
+        /// names it)
+        #[arg(long, requires = "external")]
+        no_refresh: bool,
     },
     /// Start Neovim ($PSEUDOCLAUDE_NVIM, else nvim) in the workspace with a session resumed
     ///

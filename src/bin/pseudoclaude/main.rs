@@ -57,13 +57,13 @@ fn run(command: Top, ws: &std::path::Path, out: &mut Out) -> verbs::CmdResult {
         Top::Sessions(s) => s,
     };
     match sessions.verb {
-        Verb::List { json, external: true, .. } => {
+        Verb::List { json, external: true, no_refresh, .. } => {
             if sessions.pricing.is_some() {
                 return Err("--pricing is not an option of `sessions list --external`".into());
             }
-            verbs::list_external(ws, out, json)
+            verbs::list_external(ws, out, json, no_refresh)
         }
-        Verb::List { json, all, limit, pricing, external: false } => {
+        Verb::List { json, all, limit, pricing, external: false, .. } => {
             let pricing = match (pricing, sessions.pricing) {
                 (Some(_), Some(_)) => return Err("--pricing is given twice".into()),
                 (a, b) => a.or(b),
@@ -73,7 +73,9 @@ fn run(command: Top, ws: &std::path::Path, out: &mut Out) -> verbs::CmdResult {
         _ if sessions.pricing.is_some() => Err("--pricing is an option of `sessions list`".into()),
         Verb::Show { id, json } => verbs::show(ws, out, &id, json),
         Verb::Check { id, json } => verbs::check(ws, out, &id, json),
-        Verb::Search { text, json, limit, external } => verbs::search(ws, out, &text, json, limit, external),
+        Verb::Search { text, json, limit, external, no_refresh } => {
+            verbs::search(ws, out, &text, json, limit, external.then_some(no_refresh))
+        }
         Verb::Open { id } => verbs::open(ws, id.as_deref()),
         Verb::Rename { id, title } => verbs::rename(ws, out, &id, &title),
         Verb::Pin { id, state } => verbs::pin(ws, out, &id, state.unwrap_or(true)),

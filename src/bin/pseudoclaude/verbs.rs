@@ -107,10 +107,16 @@ fn cost_notes(sessions: &[session::SessionInfo], pricing: &Pricing, file: &str) 
     }
 }
 
-pub fn list_external(ws: &Path, out: &mut Out, json_out: bool) -> CmdResult {
+/// `no_refresh`: the list as its cache holds it (`--no-refresh`).
+pub fn list_external(ws: &Path, out: &mut Out, json_out: bool, no_refresh: bool) -> CmdResult {
     // the sessions we ran with an ACP agent are ours to list, not the agent's transcripts of them
     let ours = session::list(ws, &ListOptions { include_empty: true, ..Default::default() })?;
-    let items = import::list::without_ours(import::list(ws, &import::Homes::from_env()), &ours);
+    let listing = import::list::ListOptions { no_refresh, ..Default::default() };
+    let items = import::list::list_with(ws, &import::Homes::from_env(), &listing);
+    let items = import::list::without_ours(items, &ours);
+    for n in import::packed::notes() {
+        note!("note: {n}");
+    }
     if json_out {
         json(out, &items)?;
     } else {
@@ -188,21 +194,29 @@ pub fn check(ws: &Path, out: &mut Out, id: &str, json_out: bool) -> CmdResult {
     Ok(if loaded.damaged() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// TEXT is the words given joined by one space; `external`: the other agents' sessions instead of ours.
+/// TEXT is the words given joined by one space; `external`: the other agents' sessions instead of ours, `Some(true)`
+/// as the list's cache holds them (`--no-refresh`).
 pub fn search(
     ws: &Path,
     out: &mut Out,
     words: &[String],
     json_out: bool,
     limit: Option<usize>,
-    external: bool,
+    external: Option<bool>,
 ) -> CmdResult {
     let text = words.join(" ");
     let query = session::search::Query::new(&text, session::search::Case::Smart)?;
     let opts = session::search::Options { limit, ..Default::default() };
     let (hits, summary) = match external {
-        true => import::search::search_all(ws, &import::Homes::from_env(), &query, &opts),
-        false => session::search::search_all(ws, &query, &opts)?,
+        Some(no_refresh) => {
+            let listing = import::list::ListOptions { no_refresh, ..Default::default() };
+            let found = import::search::search_all_listed(ws, &import::Homes::from_env(), &query, &opts, &listing);
+            for n in import::packed::notes() {
+                note!("note: {n}");
+            }
+            found
+        }
+        None => session::search::search_all(ws, &query, &opts)?,
     };
     if json_out {
         json(out, &hits)?;
