@@ -65,7 +65,7 @@ pub struct ListOptions {
 }
 
 /// One transcript as the cache knows it: `item` is `None` when it belongs to another workspace.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 struct Cached {
     size: u64,
     mtime_ns: i64,
@@ -162,6 +162,12 @@ pub fn without_ours(theirs: Vec<ExternalItem>, ours: &[SessionInfo]) -> Vec<Exte
 /// (`imported_from`; Gemini CLI's is a copy under another id); with `kept`, an original whose kept copy is ours
 /// ([`super::keep`]), which the keeper itself does not count (it brings those copies up to date).
 pub fn ours_already(ours: &[SessionInfo], kept: bool) -> impl Fn(&ExternalItem) -> bool + '_ {
+    let is_ours = ours_already_by(ours, kept);
+    move |t| is_ours(t.source, &t.session_id)
+}
+
+/// [`ours_already`] of a session named by its tool and the tool's id of it (a [`Row`] of the cache).
+pub fn ours_already_by(ours: &[SessionInfo], kept: bool) -> impl Fn(Source, &str) -> bool + '_ {
     let mut ran: HashSet<&str> = HashSet::new();
     let mut same: HashSet<(&str, &str)> = HashSet::new();
     for i in ours {
@@ -170,7 +176,7 @@ pub fn ours_already(ours: &[SessionInfo], kept: bool) -> impl Fn(&ExternalItem) 
             same.insert((from.source.as_str(), from.id.as_str()));
         }
     }
-    move |t| ran.contains(t.session_id.as_str()) || same.contains(&(t.source.as_str(), t.session_id.as_str()))
+    move |source, session_id| ran.contains(session_id) || same.contains(&(source.as_str(), session_id))
 }
 
 /// When a session of ours last spoke, as the picker sorts it.
@@ -341,27 +347,7 @@ fn named(i: &mut ExternalItem, names: &HashMap<String, String>) {
 /// The list as the cache has it (`--no-refresh`): no store is looked at (Codex's thread names aside: one file),
 /// newest first; `None` when there is no cache yet (the caller lists as usual, which makes it).
 fn as_cached(ws: &Path, homes: &Homes, opts: &ListOptions) -> Option<Vec<(ExternalItem, Stamp)>> {
-    let known = cache_of(ws);
-    if known.is_empty() {
-        return None;
-    }
-    let names = codex_names(homes, opts);
-    let mut items: Vec<(ExternalItem, Stamp)> = known
-        .values()
-        .filter_map(|c| {
-            let mut i =
-                c.item.clone().filter(|i| opts.only.is_none_or(|o| o == i.source) && (opts.quick || !i.partial))?;
-            named(&mut i, &names);
-            let stamp = stamp_of(&i, c.size, c.mtime_ns);
-            Some((i, stamp))
-        })
-        .collect();
-    items
-        .sort_by(|(a, _), (b, _)| b.modified.cmp(&a.modified).then_with(|| a.path.as_os_str().cmp(b.path.as_os_str())));
-    if let Some(l) = opts.limit {
-        items.truncate(l);
-    }
-    Some(items)
+    with_cached_rows(ws, homes, opts, |rows, names| rows.iter().map(|r| (r.item(names), r.stamp)).collect())
 }
 
 /// [`candidate`] of each path, on as many threads as there are cores (at most 8); the files gone meanwhile left out.
@@ -393,10 +379,128 @@ fn stat_all(paths: Vec<(Source, PathBuf)>) -> Vec<Candidate> {
 
 /// The [`Stamp`] of `item`, listed from a file of `size` bytes modified at `mtime_ns`.
 fn stamp_of(item: &ExternalItem, size: u64, mtime_ns: i64) -> Stamp {
-    match item.source {
-        Source::Opencode => (item.messages as u64, item.modified),
+    stamp_by(item.source, item.messages, item.modified, size, mtime_ns)
+}
+
+/// [`stamp_of`] of an item's parts.
+fn stamp_by(source: Source, messages: usize, modified: i64, size: u64, mtime_ns: i64) -> Stamp {
+    match source {
+        Source::Opencode => (messages as u64, modified),
         _ => (size, mtime_ns),
     }
+}
+
+/// One row of the list's cache as it is stored, borrowed (from the cache file's bytes or this process's entries):
+/// a `--no-refresh` search ([`with_cached_rows`]) chooses the few sessions it searches among 10,000 rows without
+/// making an item of each; [`Row::item`] makes those.
+#[derive(Debug, Clone)]
+pub struct Row<'a> {
+    pub source: Source,
+    pub agent: &'a str,
+    pub id: &'a str,
+    pub session_id: &'a str,
+    pub path: &'a OsStr,
+    pub title: &'a str,
+    pub modified: i64,
+    pub messages: usize,
+    pub model: &'a str,
+    pub branch: Option<&'a str>,
+    pub unsupported: Option<&'a str>,
+    pub notes: Vec<&'a str>,
+    pub partial: bool,
+    /// The state it was listed at, as [`list_stamped`] gives it.
+    pub stamp: Stamp,
+}
+
+impl<'a> Row<'a> {
+    fn of(i: &'a ExternalItem, size: u64, mtime_ns: i64) -> Row<'a> {
+        Row {
+            source: i.source,
+            agent: &i.agent,
+            id: &i.id,
+            session_id: &i.session_id,
+            path: i.path.as_os_str(),
+            title: &i.title,
+            modified: i.modified,
+            messages: i.messages,
+            model: &i.model,
+            branch: i.branch.as_deref(),
+            unsupported: i.unsupported.as_deref(),
+            notes: i.notes.iter().map(String::as_str).collect(),
+            partial: i.partial,
+            stamp: stamp_of(i, size, mtime_ns),
+        }
+    }
+
+    /// The row's item, as it is stored.
+    fn owned(&self) -> ExternalItem {
+        ExternalItem {
+            source: self.source,
+            agent: self.agent.into(),
+            id: self.id.into(),
+            session_id: self.session_id.into(),
+            path: PathBuf::from(self.path),
+            title: self.title.into(),
+            modified: self.modified,
+            messages: self.messages,
+            model: self.model.into(),
+            branch: self.branch.map(str::to_string),
+            unsupported: self.unsupported.map(str::to_string),
+            notes: self.notes.iter().map(|n| n.to_string()).collect(),
+            partial: self.partial,
+        }
+    }
+
+    /// The row's item as a list shows it (a Codex session's thread name as its title: `names`, [`codex_names`]).
+    pub fn item(&self, names: &HashMap<String, String>) -> ExternalItem {
+        let mut i = self.owned();
+        named(&mut i, names);
+        i
+    }
+}
+
+/// What `f` makes of the list as the cache has it (`--no-refresh`, as [`list_stamped`] serves it: no store looked
+/// at), its rows newest first, with Codex's thread names for [`Row::item`]: read in place from the cache file when
+/// this process has not read it yet (a row costs no allocation), else from this process's cache. `None` when there
+/// is no cache yet (the caller lists as usual, which makes it).
+pub fn with_cached_rows<R>(
+    workspace: &Path,
+    homes: &Homes,
+    opts: &ListOptions,
+    f: impl FnOnce(Vec<Row<'_>>, &HashMap<String, String>) -> R,
+) -> Option<R> {
+    let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
+    let keep = |r: &Row| opts.only.is_none_or(|o| o == r.source) && (opts.quick || !r.partial);
+    fn sorted<'a>(mut rows: Vec<Row<'a>>, limit: Option<usize>) -> Vec<Row<'a>> {
+        rows.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.path.cmp(b.path)));
+        if let Some(l) = limit {
+            rows.truncate(l);
+        }
+        rows
+    }
+    let loaded = cache().get(&ws).is_some_and(|m| m.loaded);
+    if !loaded {
+        // a file not believed (or none, or an earlier version's JSON) is left to `cache_of`, which says so once
+        let data = Dir::sessions(&ws).ok().and_then(|dir| {
+            let mut f = dir.open(CACHE_FILE_NAME, Access::Read).ok()?;
+            let mut data = Vec::with_capacity(f.metadata().map_or(0, |m| m.len() as usize + 1));
+            f.read_to_end(&mut data).ok()?;
+            Some(data)
+        });
+        if let Some(entries) = data.as_deref().and_then(|d| read_entries(&ws, d).ok()).filter(|e| !e.is_empty()) {
+            let names = codex_names(homes, opts);
+            let rows = entries.into_iter().filter_map(|(_, row)| row).filter(keep).collect();
+            return Some(f(sorted(rows, opts.limit), &names));
+        }
+    }
+    let known = cache_of(&ws);
+    if known.is_empty() {
+        return None;
+    }
+    let names = codex_names(homes, opts);
+    let rows =
+        known.values().filter_map(|c| Some(Row::of(c.item.as_ref()?, c.size, c.mtime_ns))).filter(keep).collect();
+    Some(f(sorted(rows, opts.limit), &names))
 }
 
 /// [`summarise`] of the transcripts `todo` (indices into `found`), on as many threads as there are cores (each
@@ -682,30 +786,52 @@ fn encode_cache(ws: &Path, entries: &Entries) -> Vec<u8> {
 /// The entries [`encode_cache`] wrote for `ws`; `Err` for a file not of this version, damaged, or another
 /// workspace's.
 fn decode_cache(ws: &Path, file: &[u8]) -> Result<Entries, packed::Refused> {
+    let rows = read_entries(ws, file)?;
+    let mut entries = Entries::with_capacity_and_hasher(rows.len(), Default::default());
+    for (key, row) in rows {
+        let (size, mtime_ns) = (key.size, key.mtime_ns);
+        entries.insert(key.path.to_os_string(), Cached { size, mtime_ns, item: row.as_ref().map(Row::owned) });
+    }
+    Ok(entries)
+}
+
+/// What the cache keys an entry by, and the state of the file it summarised.
+struct EntryKey<'a> {
+    path: &'a OsStr,
+    size: u64,
+    mtime_ns: i64,
+}
+
+/// The entries of the cache file [`encode_cache`] wrote for `ws`, borrowed from its bytes (the row `None` for a
+/// transcript of another workspace); none for another workspace's file; `Err` for a file not of this version,
+/// damaged (a key twice included).
+fn read_entries<'a>(ws: &Path, file: &'a [u8]) -> Result<Vec<(EntryKey<'a>, Option<Row<'a>>)>, packed::Refused> {
     use std::os::unix::ffi::OsStrExt;
     let damaged = || packed::Refused::Damaged;
     let mut r = packed::Reader::open(file, CACHE_MAGIC, CACHE_VERSION)?;
-    let path = |b: &[u8]| PathBuf::from(OsStr::from_bytes(b));
-    if path(r.bytes().ok_or_else(damaged)?) != ws {
+    if Path::new(OsStr::from_bytes(r.bytes().ok_or_else(damaged)?)) != ws {
         // a copied or moved workspace's `.PseudoClaude/`: its verdicts are about another folder
-        return Ok(Entries::default());
+        return Ok(Vec::new());
     }
     let n = r.count().ok_or_else(damaged)?;
-    let mut entries = Entries::with_capacity_and_hasher(n, Default::default());
+    let mut entries = Vec::with_capacity(n);
+    let mut seen: rustc_hash::FxHashSet<&[u8]> = rustc_hash::FxHashSet::default();
+    seen.reserve(n);
     for _ in 0..n {
-        let mut one = || -> Option<(OsString, Cached)> {
-            let key = OsStr::from_bytes(r.bytes()?).to_os_string();
-            let (size, mtime_ns) = (r.varint()?, r.i64()?);
-            let item = match r.u8()? {
+        let mut one = || -> Option<(EntryKey<'a>, Option<Row<'a>>)> {
+            let path = r.bytes()?;
+            let key = EntryKey { path: OsStr::from_bytes(path), size: r.varint()?, mtime_ns: r.i64()? };
+            let row = match r.u8()? {
                 0 => None,
                 s => {
                     let source = *Source::ALL.get(usize::from(s) - 1)?;
-                    let (agent, id, session_id) = (r.str()?.into(), r.str()?.into(), r.str()?.into());
-                    let item_path = path(r.bytes()?);
-                    let (title, modified, messages) = (r.str()?.into(), r.i64()?, r.varint()? as usize);
-                    let (model, branch, unsupported) = (r.str()?.into(), r.opt_str()?, r.opt_str()?);
-                    let notes = (0..r.count()?).map(|_| r.str().map(str::to_string)).collect::<Option<Vec<_>>>()?;
-                    Some(ExternalItem {
+                    let (agent, id, session_id) = (r.str()?, r.str()?, r.str()?);
+                    let item_path = OsStr::from_bytes(r.bytes()?);
+                    let (title, modified, messages) = (r.str()?, r.i64()?, r.varint()? as usize);
+                    let (model, branch, unsupported) = (r.str()?, r.opt_str()?, r.opt_str()?);
+                    let notes = (0..r.count()?).map(|_| r.str()).collect::<Option<Vec<_>>>()?;
+                    let stamp = stamp_by(source, messages, modified, key.size, key.mtime_ns);
+                    Some(Row {
                         source,
                         agent,
                         id,
@@ -715,19 +841,21 @@ fn decode_cache(ws: &Path, file: &[u8]) -> Result<Entries, packed::Refused> {
                         modified,
                         messages,
                         model,
-                        branch: branch.map(str::to_string),
-                        unsupported: unsupported.map(str::to_string),
+                        branch,
+                        unsupported,
                         notes,
                         partial: false,
+                        stamp,
                     })
                 }
             };
-            Some((key, Cached { size, mtime_ns, item }))
+            Some((key, row))
         };
-        let (key, cached) = one().ok_or_else(damaged)?;
-        if entries.insert(key, cached).is_some() {
+        let entry = one().ok_or_else(damaged)?;
+        if !seen.insert(entry.0.path.as_bytes()) {
             return Err(damaged());
         }
+        entries.push(entry);
     }
     if !r.done() {
         return Err(damaged());
@@ -858,6 +986,67 @@ mod tests {
         assert_eq!(cached.title, "the JSON cache says this");
         // another workspace's file is no verdict here
         assert!(decode_cache(Path::new("/elsewhere"), &bytes).expect("decodes").is_empty());
+    }
+
+    /// The cache file read in place (a `--no-refresh` search) gives the rows a decode of it gives, newest first with
+    /// their stamps; a key twice, a byte changed or another workspace's file gives no row at all.
+    #[test]
+    fn the_cache_file_read_in_place_gives_what_its_decode_gives_and_a_damaged_one_nothing() {
+        let item = |n: i64, notes: Vec<String>, branch: Option<&str>| ExternalItem {
+            source: Source::ClaudeCode,
+            agent: "claude".into(),
+            id: external_id(Source::ClaudeCode, &format!("s{n}")),
+            session_id: format!("s{n}"),
+            path: PathBuf::from(format!("/p/s{n}.jsonl")),
+            title: format!("title {n}"),
+            modified: n,
+            messages: n as usize,
+            model: "m".into(),
+            branch: branch.map(str::to_string),
+            unsupported: None,
+            notes,
+            partial: false,
+        };
+        let (ws, _home, wsc, _dir) = claude_store();
+        let sessions = wsc.join(".PseudoClaude/sessions");
+        std::fs::create_dir_all(&sessions).expect("mkdir");
+        let mut entries = Entries::default();
+        let (older, newer) = (item(1, vec!["a note".into()], Some("main")), item(2, Vec::new(), None));
+        for (i, size) in [(&older, 10), (&newer, 20)] {
+            entries.insert(i.path.clone().into_os_string(), Cached { size, mtime_ns: 7, item: Some(i.clone()) });
+        }
+        entries.insert("/p/elsewhere.jsonl".into(), Cached { size: 1, mtime_ns: 1, item: None });
+        let bytes = encode_cache(&wsc, &entries);
+        std::fs::write(sessions.join(CACHE_FILE_NAME), &bytes).expect("write");
+        let opts = ListOptions { no_refresh: true, ..ListOptions::default() };
+        let rows = |ws: &Path| {
+            with_cached_rows(ws, &Homes::default(), &opts, |rows, names| {
+                rows.iter().map(|r| (r.item(names), r.stamp)).collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(rows(ws.path()), Some(vec![(newer.clone(), (20, 7)), (older.clone(), (10, 7))]));
+        assert_eq!(decode_cache(&wsc, &bytes).expect("decodes"), entries);
+        assert!(read_entries(Path::new("/elsewhere"), &bytes).expect("reads").is_empty());
+        // the same key twice (checksummed, so only a writer's bug could make it): not believed
+        let mut w = packed::Writer::new(CACHE_MAGIC, CACHE_VERSION);
+        w.bytes(wsc.as_os_str().as_encoded_bytes());
+        w.varint(2);
+        for _ in 0..2 {
+            w.bytes(b"/p/s1.jsonl");
+            w.varint(1);
+            w.i64(1);
+            w.u8(0);
+        }
+        assert_eq!(read_entries(&wsc, &w.finish()).err(), Some(packed::Refused::Damaged));
+        // a byte changed: no row, in place or decoded (this process never loaded this workspace's cache)
+        let (ws2, _home2, wsc2, _dir2) = claude_store();
+        let sessions2 = wsc2.join(".PseudoClaude/sessions");
+        std::fs::create_dir_all(&sessions2).expect("mkdir");
+        let mut changed = encode_cache(&wsc2, &entries);
+        let at = changed.len() / 2;
+        changed[at] ^= 0x20;
+        std::fs::write(sessions2.join(CACHE_FILE_NAME), &changed).expect("write");
+        assert_eq!(rows(ws2.path()), None);
     }
 
     #[test]

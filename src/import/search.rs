@@ -12,7 +12,6 @@
 //!
 //! Architecture invariant: as listing, searching opens the other agents' files for reading only.
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
@@ -52,24 +51,53 @@ pub fn search_listed(
     // kept copy's original) is ours to search, not the agent's transcript of it: one hit per message
     let ours =
         crate::session::list(workspace, &ListOptions { include_empty: true, ..Default::default() }).unwrap_or_default();
-    let is_ours = list::ours_already(&ours, true);
+    let is_ours = list::ours_already_by(&ours, true);
+    let mut sink = sink;
+    if listing.no_refresh {
+        // the cache's rows read in place: an item is made only of the few sessions searched
+        let served = list::with_cached_rows(&ws, homes, listing, |rows, names| {
+            let rows: Vec<&list::Row> =
+                rows.iter().filter(|r| r.unsupported.is_none() && !is_ours(r.source, r.session_id)).collect();
+            let listed: Vec<(&str, words::Stamp)> = rows.iter().map(|r| (r.id, r.stamp)).collect();
+            search_among(&ws, query, opts, cancel, &mut sink, &listed, |n| rows[n].item(names))
+        });
+        if let Some(summary) = served {
+            return summary;
+        }
+    }
     let listed: Vec<(ExternalItem, words::Stamp)> = list::list_stamped(&ws, homes, listing)
         .into_iter()
-        .filter(|(i, _)| i.unsupported.is_none() && !is_ours(i))
+        .filter(|(i, _)| i.unsupported.is_none() && !is_ours(i.source, &i.session_id))
         .collect();
-    let mut index = words::take(&ws);
-    let keys: HashSet<String> = listed.iter().map(|(i, _)| key(i)).collect();
+    let keys: Vec<(&str, words::Stamp)> = listed.iter().map(|(i, stamp)| (i.id.as_str(), *stamp)).collect();
+    search_among(&ws, query, opts, cancel, sink, &keys, |n| listed[n].0.clone())
+}
+
+/// The search of the sessions `listed` names (by the words index's key, [`key`], with the stamp each was listed at),
+/// newest first: the index rules out the sessions that cannot hold the text, `item` makes the item of each of the
+/// others (its place in `listed`), which are searched.
+fn search_among(
+    ws: &Path,
+    query: &Query,
+    opts: &Options,
+    cancel: &AtomicBool,
+    sink: impl FnMut(SessionHits) + Send,
+    listed: &[(&str, words::Stamp)],
+    item: impl Fn(usize) -> ExternalItem,
+) -> Summary {
+    let mut index = words::take(ws);
+    let keys: rustc_hash::FxHashSet<&str> = listed.iter().map(|(k, _)| *k).collect();
     let mut changed = index.retain(|k| keys.contains(k));
     let candidates = index.candidates(&query.text);
     // (item, its stamp now, whether the index holds that state of it)
-    let items: Vec<(&ExternalItem, words::Stamp, bool)> = listed
+    let items: Vec<(ExternalItem, words::Stamp, bool)> = listed
         .iter()
-        .filter_map(|(i, stamp)| {
+        .enumerate()
+        .filter_map(|(n, &(k, stamp))| {
             // the stamp of the `stat` the list made: the files are not asked again
-            let (k, stamp) = (key(i), *stamp);
-            let fresh = index.stamp(&k) == Some(stamp);
-            let wanted = !fresh || candidates.as_ref().is_none_or(|c| c.contains(&k));
-            wanted.then_some((i, stamp, fresh))
+            let fresh = index.stamp(k) == Some(stamp);
+            let wanted = !fresh || candidates.as_ref().is_none_or(|c| c.contains(k));
+            wanted.then(|| (item(n), stamp, fresh))
         })
         .collect();
     let indexed: Mutex<Vec<(String, words::Stamp, Vec<String>)>> = Mutex::new(Vec::new());
@@ -79,10 +107,10 @@ pub fn search_listed(
         opts,
         cancel,
         |n, buf, stopped| {
-            let (item, stamp, fresh) = items[n];
+            let (item, stamp, fresh) = &items[n];
             let (found, words) = search_one(item, query, buf, stopped, !fresh)?;
             if let Some(w) = words {
-                indexed.lock().unwrap_or_else(|p| p.into_inner()).push((key(item), stamp, w));
+                indexed.lock().unwrap_or_else(|p| p.into_inner()).push((key(item), *stamp, w));
             }
             Ok(found)
         },
@@ -94,7 +122,7 @@ pub fn search_listed(
         index.put_words(&k, stamp, &w);
         changed = true;
     }
-    words::put(&ws, index, changed);
+    words::put(ws, index, changed);
     summary
 }
 
