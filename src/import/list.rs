@@ -1024,7 +1024,11 @@ mod tests {
                 rows.iter().map(|r| (r.item(names), r.stamp)).collect::<Vec<_>>()
             })
         };
-        assert_eq!(rows(ws.path()), Some(vec![(newer.clone(), (20, 7)), (older.clone(), (10, 7))]));
+        let expected = vec![(newer.clone(), (20, 7)), (older.clone(), (10, 7))];
+        assert_eq!(rows(ws.path()), Some(expected.clone()));
+        // once this process holds the cache (an editor's lists), the same rows from it
+        assert_eq!(cache_of(&wsc).len(), 3);
+        assert_eq!(rows(ws.path()), Some(expected));
         assert_eq!(decode_cache(&wsc, &bytes).expect("decodes"), entries);
         assert!(read_entries(Path::new("/elsewhere"), &bytes).expect("reads").is_empty());
         // the same key twice (checksummed, so only a writer's bug could make it): not believed
