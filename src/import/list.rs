@@ -3,10 +3,11 @@
 //!
 //! A transcript is summarised once per version of the file: its [`ExternalItem`] is cached by path, size and
 //! modification time (nanoseconds), in memory for the editor's life and on disk in
-//! `.PseudoClaude/sessions/external.json`, so that a new editor lists a thousand transcripts with a `stat` each
-//! instead of reading gigabytes again. opencode's sessions share one database: each is cached under `<db>#<id>` by
-//! its `time_updated` (one query lists them all; only the sessions that moved are read again). The disk copy is only a hint: a missing, damaged or linked one is ignored
-//! (and replaced), and it is written only where a session of ours already made `.PseudoClaude/sessions/` (listing
+//! `.PseudoClaude/sessions/external.bin` (a checksummed binary file, [`super::packed`]; an older `external.json` is
+//! read once and replaced), so that a new editor lists a thousand transcripts with a `stat` each instead of reading
+//! gigabytes again. opencode's sessions share one database: each is cached under `<db>#<id>` by its `time_updated`
+//! (one query lists them all; only the sessions that moved are read again). The disk copy is only a hint: a missing,
+//! damaged or linked one is ignored (and replaced), and it is written only where a session of ours already made `.PseudoClaude/sessions/` (listing
 //! never creates folders in a workspace the user never chatted in).
 //!
 //! Two depths:
