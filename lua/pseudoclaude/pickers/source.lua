@@ -141,13 +141,9 @@ function M.search(query, external, on_hits, on_done)
   local filter
   query, filter = M.agent_terms(query)
   if filter then
-    local give = on_hits
-    on_hits = function(hits)
-      hits = require("pseudoclaude.float.agents").keep_hits(filter, hits, H.ran())
-      if #hits > 0 then
-        give(hits)
-      end
-    end
+    return H.filtered(filter, function(hits_to, done_to)
+      return M.search(query, external, hits_to, done_to)
+    end, on_hits, on_done)
   end
   if query == "" then
     on_done(nil)
@@ -190,26 +186,80 @@ function M.search(query, external, on_hits, on_done)
   return handle
 end
 
---- Our sessions of the workspace that an ACP agent ran, by id: their agent (an `agent:` term of a search keeps a hit
---- of ours by it). Listed again at most every few seconds: a search's batches and the next keystrokes' searches share
---- one list.
----@return table<string, string>
-function H.ran()
+--- A search whose hits pass `filter` (an `agent:` term): one of ours is kept by the ACP agent that ran it, which
+--- only the workspace's list knows. That list is read on the core's threads (`list_async`; 10,000 sessions are
+--- milliseconds the main loop must not wait) while `start` searches; hits that come first wait for it, `on_done`
+--- too. Listed again at most every few seconds: a search's batches and the next keystrokes' searches share one list.
+---@param filter pseudoclaude.float.AgentFilter
+---@param start fun(on_hits: fun(hits: pseudoclaude.SearchHit[]), on_done: fun(err: string?)): {cancel: fun()}?
+---@param on_hits fun(hits: pseudoclaude.SearchHit[])
+---@param on_done fun(err: string?)
+---@return {cancel: fun()}
+function H.filtered(filter, start, on_hits, on_done)
+  local agents = require("pseudoclaude.float.agents")
   local sessions = require("pseudoclaude.sessions")
-  local ws, now = sessions.workspace(), vim.uv.now()
-  local cache = H.ran_cache
-  if cache and cache.workspace == ws and now - cache.at < 3000 then
-    return cache.by_id
-  end
-  local by_id = {}
-  local ok, list = pcall(sessions.list, { check_locks = false })
-  for _, item in ipairs(ok and list or {}) do
-    if item.agent then
-      by_id[item.id] = item.agent
+  local ws, cache = sessions.workspace(), H.ran_cache
+  local ran = cache and cache.workspace == ws and vim.uv.now() - cache.at < 3000 and cache.by_id or nil
+  local queued, ended, over, cancelled = {}, nil, false, false
+  local function give(hits)
+    hits = agents.keep_hits(filter, hits, ran)
+    if #hits > 0 then
+      on_hits(hits)
     end
   end
-  H.ran_cache = { workspace = ws, at = now, by_id = by_id }
-  return by_id
+  local function finish(err)
+    if not over then
+      over = true
+      on_done(err)
+    end
+  end
+  if not ran then
+    local ok = pcall(sessions.list_async, { check_locks = false }, function(err, items)
+      local by_id = {}
+      for _, item in ipairs(not err and items or {}) do
+        if item.agent then
+          by_id[item.id] = item.agent
+        end
+      end
+      H.ran_cache = { workspace = ws, at = vim.uv.now(), by_id = by_id }
+      ran = by_id
+      if over then
+        return
+      end
+      for _, hits in ipairs(queued) do
+        give(hits)
+      end
+      queued = {}
+      if ended then
+        finish(ended.err)
+      end
+    end)
+    ran = not ok and {} or ran -- no list: ours pass by no agent, as with none that ran one
+  end
+  local handle = start(function(hits)
+    if over or cancelled then
+      return
+    elseif ran then
+      give(hits)
+    else
+      queued[#queued + 1] = hits
+    end
+  end, function(err)
+    if ran or err == "cancelled" then
+      finish(err)
+    else
+      ended = { err = err }
+    end
+  end)
+  return {
+    cancel = function()
+      -- the hits waiting for the list are dropped; `on_done` comes from the search, as without a filter
+      cancelled, queued = true, {}
+      if handle then
+        handle:cancel()
+      end
+    end,
+  }
 end
 
 -- Previews -----------------------------------------------------------------------------------------------------
