@@ -55,7 +55,7 @@ pub fn search_listed(
     let mut sink = sink;
     if listing.no_refresh {
         // the cache's rows read in place: an item is made only of the few sessions searched
-        let served = list::with_cached_rows(&ws, homes, listing, |rows, names| {
+        let served = list::with_cached_rows_in(&ws, homes, listing, false, |rows, names| {
             let rows: Vec<&list::Row> =
                 rows.iter().filter(|r| r.unsupported.is_none() && !is_ours(r.source, r.session_id)).collect();
             let listed: Vec<(&str, words::Stamp)> = rows.iter().map(|r| (r.id, r.stamp)).collect();
@@ -86,20 +86,29 @@ fn search_among(
     item: impl Fn(usize) -> ExternalItem,
 ) -> Summary {
     let mut index = words::take(ws);
-    let keys: rustc_hash::FxHashSet<&str> = listed.iter().map(|(k, _)| *k).collect();
-    let mut changed = index.retain(|k| keys.contains(k));
+    // the state the index holds each listed session at (the list's `stat`: the files are not asked again)
+    let known: Vec<Option<words::Stamp>> = listed.iter().map(|(k, _)| index.stamp(k)).collect();
+    // the index holds as many as are listed (the keys are unique): none of its sessions is gone, none to look for
+    let held = known.iter().filter(|s| s.is_some()).count();
+    let mut changed = held < index.len() && {
+        let keys: rustc_hash::FxHashSet<&str> = listed.iter().map(|(k, _)| *k).collect();
+        index.retain(|k| keys.contains(k))
+    };
     let candidates = index.candidates(&query.text);
     // (item, its stamp now, whether the index holds that state of it)
-    let items: Vec<(ExternalItem, words::Stamp, bool)> = listed
+    let mut items: Vec<(ExternalItem, words::Stamp, bool)> = listed
         .iter()
         .enumerate()
         .filter_map(|(n, &(k, stamp))| {
-            // the stamp of the `stat` the list made: the files are not asked again
-            let fresh = index.stamp(k) == Some(stamp);
+            let fresh = known[n] == Some(stamp);
             let wanted = !fresh || candidates.as_ref().is_none_or(|c| c.contains(k));
             wanted.then(|| (item(n), stamp, fresh))
         })
         .collect();
+    // newest first, as a list shows them (`listed` may come in no order)
+    items.sort_by(|(a, ..), (b, ..)| {
+        b.modified.cmp(&a.modified).then_with(|| a.path.as_os_str().cmp(b.path.as_os_str()))
+    });
     let indexed: Mutex<Vec<(String, words::Stamp, Vec<String>)>> = Mutex::new(Vec::new());
     let ruled_out = listed.len() - items.len();
     let mut summary = search::search_in_order(
