@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_time};
 use crate::message::{Message, ToolCall};
-use crate::session::{self, Result};
+
 
 /// Every rollout file under `home` (compressed ones included: the list marks them unsupported).
 pub fn rollouts(home: &Path) -> Vec<PathBuf> {
@@ -72,12 +72,6 @@ enum Item {
     /// A user turn seen only as an `event_msg`, kept unless its `response_item` twin exists.
     EventPrompt(Message),
     Compacted(Vec<Message>),
-}
-
-/// Reads one rollout.
-pub fn read(path: &Path) -> Result<Conversation> {
-    let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    Ok(parse(&String::from_utf8_lossy(&bytes), path, &thread_names(path)))
 }
 
 /// The rollout `text` (of the file at `path`), named from `names` ([`thread_names`]). The list also parses just a

@@ -71,7 +71,7 @@ fn project_root_of(dir: &Path, names: &HashMap<String, PathBuf>) -> Option<PathB
 pub fn session_file(gemini: &Path, workspace: &Path, id: &str) -> Option<PathBuf> {
     let short = id.get(..8)?;
     let named = |p: &PathBuf| p.file_stem().is_some_and(|s| s.to_string_lossy().ends_with(&format!("-{short}")));
-    chats(gemini, workspace).into_iter().filter(named).find(|p| read(p).is_ok_and(|c| c.id == id))
+    chats(gemini, workspace).into_iter().filter(named).find(|p| super::read(super::Source::GeminiCli, p).is_ok_and(|c| c.id == id))
 }
 
 /// The project folder a chat file belongs to (`<.gemini>/tmp/<project>/chats/<file>`), when its files say.
@@ -91,12 +91,6 @@ pub fn project_hash(path: &Path) -> String {
 /// Whether `text` is a legacy chat: one JSON object with `sessionId` and `messages`.
 pub fn is_legacy(text: &str) -> bool {
     serde_json::from_str::<Value>(text).is_ok_and(|v| v.get("sessionId").is_some() && v.get("messages").is_some())
-}
-
-/// Reads one chat.
-pub fn read(path: &Path) -> Result<Conversation> {
-    let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    Ok(parse(&String::from_utf8_lossy(&bytes), path, project_root(path).as_deref()))
 }
 
 /// The kinds of chat this reader knows (`kind` absent is a main chat of an older version).

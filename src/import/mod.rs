@@ -258,6 +258,15 @@ pub fn read_item(item: &ExternalItem) -> Result<Conversation> {
         Source::Opencode => opencode::read(&item.path, &item.session_id)?,
         source => read(source, &item.path)?,
     };
+    supported(item, c)
+}
+
+/// [`read_item`] of a transcript whose `bytes` were read already (a search read them to test them first).
+pub fn parse_item(item: &ExternalItem, bytes: &[u8]) -> Result<Conversation> {
+    supported(item, parse_read(item.source, bytes, &item.path)?)
+}
+
+fn supported(item: &ExternalItem, c: Conversation) -> Result<Conversation> {
     match &c.unsupported {
         Some(why) => Err(Error::Invalid(format!("{} cannot be imported: {why}", item.path.display()))),
         None => Ok(c),
@@ -390,17 +399,30 @@ pub fn read_any(path: &Path) -> Result<(Source, Conversation)> {
 
 /// Reads a transcript of `source`.
 pub(crate) fn read(source: Source, path: &Path) -> Result<Conversation> {
-    match source {
-        Source::ClaudeCode => claude_code::read(path),
-        Source::Codex => codex::read(path),
-        Source::GeminiCli => gemini::read(path),
-        Source::QwenCode => qwen::read(path),
-        Source::Pi => pi::read(path),
-        Source::Opencode => Err(Error::Invalid(format!(
-            "{} is opencode's database, which holds many sessions: import one by its id (opencode:ses_…, as `sessions list --external` shows it)",
-            path.display()
-        ))),
+    if source == Source::Opencode {
+        return Err(not_a_transcript(path));
     }
+    parse_read(source, &std::fs::read(path).map_err(session::io_err("cannot read", path))?, path)
+}
+
+/// A transcript of `source` from its `bytes`.
+fn parse_read(source: Source, bytes: &[u8], path: &Path) -> Result<Conversation> {
+    let text = String::from_utf8_lossy(bytes);
+    Ok(match source {
+        Source::ClaudeCode => claude_code::parse(&text, path),
+        Source::Codex => codex::parse(&text, path, &codex::thread_names(path)),
+        Source::GeminiCli => gemini::parse(&text, path, gemini::project_root(path).as_deref()),
+        Source::QwenCode => qwen::parse(&text, path),
+        Source::Pi => pi::parse(&text, path),
+        Source::Opencode => return Err(not_a_transcript(path)),
+    })
+}
+
+fn not_a_transcript(path: &Path) -> Error {
+    Error::Invalid(format!(
+        "{} is opencode's database, which holds many sessions: import one by its id (opencode:ses_…, as `sessions list --external` shows it)",
+        path.display()
+    ))
 }
 
 fn detect(path: &Path) -> Result<Source> {

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_time};
 use crate::message::{Message, ToolCall};
-use crate::session::{self, Result};
+
 
 /// The newest session format this reader knows.
 pub const VERSION: u64 = 3;
@@ -60,12 +60,6 @@ fn jsonl_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(f.path());
         }
     }
-}
-
-/// Reads one session.
-pub fn read(path: &Path) -> Result<Conversation> {
-    let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    Ok(parse(&String::from_utf8_lossy(&bytes), path))
 }
 
 /// The session `text` (of the file at `path`). The list also parses a large file's head and tail with it: the

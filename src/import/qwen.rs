@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::claude_code::folder_name;
 use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_time};
 use crate::message::{Message, ToolCall};
-use crate::session::{self, Result};
+
 
 /// The chats that may belong to `workspace`: the project folders whose name starts as the workspace's does (the
 /// name is lossy, so each chat is checked against its records' `cwd` when read).
@@ -40,12 +40,6 @@ pub fn chats(qwen: &Path, workspace: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
-}
-
-/// Reads one chat.
-pub fn read(path: &Path) -> Result<Conversation> {
-    let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    Ok(parse(&String::from_utf8_lossy(&bytes), path))
 }
 
 /// The chat `text` (of the file at `path`, whose name is the id when no record gives one).

@@ -206,18 +206,20 @@ fn search_one(
 ) -> std::result::Result<Searched, String> {
     let named = |e: &dyn std::fmt::Display| format!("{}: {e}", item.path.display());
     // opencode's database may hold what is still in its write-ahead log: only a transcript's bytes are tested
-    if !index && own_file(item) {
+    if own_file(item) {
         buf.clear();
         let mut file = std::fs::File::open(&item.path).map_err(|e| named(&e))?;
         std::io::Read::read_to_end(&mut file, buf).map_err(|e| named(&e))?;
-        if !search::raw_may_hold(buf, query) {
+        if !index && !search::raw_may_hold(buf, query) {
             return Ok((None, None));
         }
     }
     if stopped() {
         return Ok((None, None));
     }
-    let conv = super::read_item(item).map_err(|e| named(&e))?;
+    // a transcript is parsed from the bytes tested (read once)
+    let conv = if own_file(item) { super::parse_item(item, buf) } else { super::read_item(item) };
+    let conv = conv.map_err(|e| named(&e))?;
     let messages = conv.restored();
     let words = index.then(|| words::distinct_words(&messages));
     let mut hits = search::search_messages(&item.id, &item.title, item.modified, &messages, query);
