@@ -502,12 +502,7 @@ pub fn with_cached_rows_in<R>(
     let loaded = cache().get(&ws).is_some_and(|m| m.loaded);
     if !loaded {
         // a file not believed (or none, or an earlier version's JSON) is left to `cache_of`, which says so once
-        let data = Dir::sessions(&ws).ok().and_then(|dir| {
-            let mut f = dir.open(CACHE_FILE_NAME, Access::Read).ok()?;
-            let mut data = Vec::with_capacity(f.metadata().map_or(0, |m| m.len() as usize + 1));
-            f.read_to_end(&mut data).ok()?;
-            Some(data)
-        });
+        let data = Dir::sessions(&ws).ok().and_then(|dir| read_cache_bytes(&dir));
         if let Some(entries) = data.as_deref().and_then(|d| read_entries(&ws, d).ok()).filter(|e| !e.is_empty()) {
             let names = codex_names(homes, opts);
             let rows = entries.into_iter().filter_map(|(_, row)| row).filter(keep).collect();
@@ -888,25 +883,27 @@ fn read_entries<'a>(ws: &Path, file: &'a [u8]) -> Result<Vec<(EntryKey<'a>, Opti
 /// there is neither (or one not believed, said through [`packed::refused`]).
 fn read_cache_file(ws: &Path) -> Option<(Entries, bool)> {
     let dir = Dir::sessions(ws).ok()?;
-    let mut data = Vec::new();
-    match dir.open(CACHE_FILE_NAME, Access::Read) {
-        Ok(mut f) => {
-            f.read_to_end(&mut data).ok()?;
-            match decode_cache(ws, &data) {
-                Ok(entries) => Some((entries, false)),
-                Err(why) => {
-                    packed::refused("the cache of the other agents' sessions", &dir.path().join(CACHE_FILE_NAME), &why);
-                    None
-                }
+    match read_cache_bytes(&dir) {
+        Some(bytes) => match decode_cache(ws, &bytes) {
+            Ok(entries) => Some((entries, false)),
+            Err(why) => {
+                packed::refused("the cache of the other agents' sessions", &dir.path().join(CACHE_FILE_NAME), &why);
+                None
             }
-        }
-        Err(_) => {
+        },
+        None => {
+            let mut data = Vec::new();
             dir.open(LEGACY_CACHE_FILE_NAME, Access::Read).ok()?.read_to_end(&mut data).ok()?;
             let file = serde_json::from_slice::<CacheFile>(&data).ok();
             let file = file.filter(|c| c.version == LEGACY_CACHE_VERSION && c.workspace == ws)?;
             Some((file.entries.into_iter().map(|(p, c)| (p.into_os_string(), c)).collect(), true))
         }
     }
+}
+
+/// [`CACHE_FILE_NAME`]'s bytes, mapped; `None` when there is none (or it cannot be mapped).
+fn read_cache_bytes(dir: &Dir) -> Option<packed::Bytes> {
+    packed::Bytes::map(&dir.open(CACHE_FILE_NAME, Access::Read).ok()?)
 }
 
 /// Forgets what this process cached (the disk copy stays): for tests and benches that measure a cold list.

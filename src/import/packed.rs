@@ -5,7 +5,7 @@
 //! A cache is only a hint: a file this code cannot read whole (another program's, another version's, cut short,
 //! a byte changed) is never believed, and what is wrong goes to [`notes`] for the CLI to say once.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Why a file was not believed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +216,49 @@ impl<'a> Reader<'a> {
     /// Whether the body was read to its last byte (a whole file, nothing left over).
     pub fn done(&self) -> bool {
         self.at == self.bytes.len()
+    }
+}
+
+/// A cache file's bytes, mapped rather than copied (reading the two caches, 5 MB at 10,000 sessions, was a fifth of
+/// a CLI search that found nothing), or held (a file written in this process). Cheap to clone.
+#[derive(Clone)]
+pub struct Bytes(Arc<Held>);
+
+enum Held {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Bytes {
+    /// The bytes of `file`, open for reading; `None` when it cannot be mapped (the caller rebuilds the cache).
+    pub fn map(file: &std::fs::File) -> Option<Bytes> {
+        // SAFETY: a mapping is undefined behaviour if the file changes under it. The caches are never written in
+        // place: a new file is renamed over the old one (`Dir::replace_file`), which leaves the mapped inode as it
+        // was; only a hand truncating the file in place while it is read could change it.
+        let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+        Some(Bytes(Arc::new(Held::Mapped(map))))
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Bytes {
+        Bytes(Arc::new(Held::Owned(v)))
+    }
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &*self.0 {
+            Held::Mapped(m) => m,
+            Held::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bytes({} bytes)", self.len())
     }
 }
 

@@ -15,7 +15,6 @@
 //! missing or damaged file is rebuilt, never believed, and written only where `.PseudoClaude/sessions/` exists.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
@@ -221,14 +220,14 @@ impl Index {
 
     fn encode(&self) -> Vec<u8> {
         match &self.form {
-            Form::Packed(p) => p.file.clone(),
+            Form::Packed(p) => p.file.to_vec(),
             Form::Open(o) => o.encode(),
         }
     }
 
     /// The index the file `bytes` holds; `Err` for anything but a whole index of this version.
-    fn decode(bytes: Vec<u8>) -> Result<Index, packed::Refused> {
-        Packed::read(bytes).map(|p| Index { form: Form::Packed(p) })
+    fn decode(bytes: impl Into<packed::Bytes>) -> Result<Index, packed::Refused> {
+        Packed::read(bytes.into()).map(|p| Index { form: Form::Packed(p) })
     }
 }
 
@@ -419,7 +418,7 @@ fn key_hash(key: &str) -> u64 {
 /// found nothing).
 #[derive(Debug, Clone)]
 struct Packed {
-    file: Vec<u8>,
+    file: packed::Bytes,
     words: usize,
     /// Every word, `\n` after each; where each starts (a u32 each).
     text: Range<usize>,
@@ -437,7 +436,7 @@ struct Packed {
 }
 
 impl Packed {
-    fn read(file: Vec<u8>) -> Result<Packed, packed::Refused> {
+    fn read(file: packed::Bytes) -> Result<Packed, packed::Refused> {
         let sections = {
             let mut r = packed::Reader::open(&file, MAGIC, VERSION)?;
             Packed::sections(&mut r).filter(|_| r.done())
@@ -456,7 +455,7 @@ impl Packed {
         let (text, starts, post_at, post) = (section(r)?, section(r)?, section(r)?, section(r)?);
         let sessions = r.count()?;
         let (table, keys, slots) = (section(r)?, section(r)?, section(r)?);
-        Some(Packed { file: Vec::new(), words, text, starts, post_at, post, sessions, table, keys, slots })
+        Some(Packed { file: Vec::new().into(), words, text, starts, post_at, post, sessions, table, keys, slots })
     }
 
     /// Whether the sections hold together (the checksum found no change: this finds a file written otherwise), at
@@ -636,9 +635,7 @@ pub fn put(ws: &Path, index: Index, changed: bool) {
 
 fn read_file(ws: &Path) -> Option<Index> {
     let dir = Dir::sessions(ws).ok()?;
-    let mut file = dir.open(FILE_NAME, Access::Read).ok()?;
-    let mut data = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize + 1));
-    file.read_to_end(&mut data).ok()?;
+    let data = packed::Bytes::map(&dir.open(FILE_NAME, Access::Read).ok()?)?;
     Index::decode(data)
         .map_err(|why| {
             packed::refused("the words index of the other agents' sessions", &dir.path().join(FILE_NAME), &why)
@@ -776,7 +773,7 @@ mod tests {
     #[test]
     fn a_file_whose_sections_do_not_hold_together_is_not_believed_even_with_its_checksum_right() {
         let bytes = many(20).encode();
-        let p = Packed::read(bytes.clone()).expect("reads");
+        let p = Packed::read(bytes.clone().into()).expect("reads");
         let body = bytes.len() - 8;
         // each byte of the words, the word starts, the tables and the slots changed in turn, the checksum made
         // right again: refused, or (a posting or a stamp changed) read without a panic
