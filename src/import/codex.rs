@@ -15,7 +15,6 @@ use serde_json::Value;
 use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_time};
 use crate::message::{Message, ToolCall};
 
-
 /// Every rollout file under `home` (compressed ones included: the list marks them unsupported).
 pub fn rollouts(home: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -71,7 +71,10 @@ fn project_root_of(dir: &Path, names: &HashMap<String, PathBuf>) -> Option<PathB
 pub fn session_file(gemini: &Path, workspace: &Path, id: &str) -> Option<PathBuf> {
     let short = id.get(..8)?;
     let named = |p: &PathBuf| p.file_stem().is_some_and(|s| s.to_string_lossy().ends_with(&format!("-{short}")));
-    chats(gemini, workspace).into_iter().filter(named).find(|p| super::read(super::Source::GeminiCli, p).is_ok_and(|c| c.id == id))
+    chats(gemini, workspace)
+        .into_iter()
+        .filter(named)
+        .find(|p| super::read(super::Source::GeminiCli, p).is_ok_and(|c| c.id == id))
 }
 
 /// The project folder a chat file belongs to (`<.gemini>/tmp/<project>/chats/<file>`), when its files say.

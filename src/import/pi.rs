@@ -17,7 +17,6 @@ use serde_json::Value;
 use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_time};
 use crate::message::{Message, ToolCall};
 
-
 /// The newest session format this reader knows.
 pub const VERSION: u64 = 3;
 

@@ -17,7 +17,6 @@ use super::claude_code::folder_name;
 use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_time};
 use crate::message::{Message, ToolCall};
 
-
 /// The chats that may belong to `workspace`: the project folders whose name starts as the workspace's does (the
 /// name is lossy, so each chat is checked against its records' `cwd` when read).
 pub fn chats(qwen: &Path, workspace: &Path) -> Vec<PathBuf> {
