@@ -466,7 +466,7 @@ impl Packed {
         let sizes = self.starts.len() == 4 * self.words
             && self.post_at.len() == 4 * (self.words + 1)
             && self.table.len() == ROW * self.sessions
-            && self.slots.len() % 4 == 0
+            && self.slots.len().is_multiple_of(4)
             && slots.is_power_of_two()
             && slots > self.sessions;
         if !sizes
