@@ -47,30 +47,42 @@ pub fn search_listed(
     sink: impl FnMut(SessionHits) + Send,
 ) -> Summary {
     let ws = workspace.canonicalize().unwrap_or_else(|_| workspace.to_path_buf());
-    // as `list --external`: a conversation a session of ours holds (one we ran with an ACP agent or handed over, a
-    // kept copy's original) is ours to search, not the agent's transcript of it: one hit per message
-    let ours =
-        crate::session::list(workspace, &ListOptions { include_empty: true, ..Default::default() }).unwrap_or_default();
-    let is_ours = list::ours_already_by(&ours, true);
-    let mut sink = sink;
-    if listing.no_refresh {
-        // the cache's rows read in place: an item is made only of the few sessions searched
-        let served = list::with_cached_rows_in(&ws, homes, listing, false, |rows, names| {
-            let rows: Vec<&list::Row> =
-                rows.iter().filter(|r| r.unsupported.is_none() && !is_ours(r.source, r.session_id)).collect();
-            let listed: Vec<(&str, words::Stamp)> = rows.iter().map(|r| (r.id, r.stamp)).collect();
-            search_among(&ws, query, opts, cancel, &mut sink, &listed, |n| rows[n].item(names))
+    std::thread::scope(|scope| {
+        // the words index read, and asked, while the list is read (each a few milliseconds at 10,000 sessions)
+        let asked = scope.spawn(|| {
+            let mut index = words::take(&ws);
+            let candidates = index.candidates(&query.text);
+            (index, candidates)
         });
-        if let Some(summary) = served {
-            return summary;
+        let asked = || asked.join().unwrap_or_else(|_| (words::Index::default(), None));
+        // as `list --external`: a conversation a session of ours holds (one we ran with an ACP agent or handed over,
+        // a kept copy's original) is ours to search, not the agent's transcript of it: one hit per message
+        let ours = crate::session::list(workspace, &ListOptions { include_empty: true, ..Default::default() })
+            .unwrap_or_default();
+        let is_ours = list::ours_already_by(&ours, true);
+        let mut sink = sink;
+        let mut asked = Some(asked);
+        if listing.no_refresh {
+            // the cache's rows read in place: an item is made only of the few sessions searched
+            let served = list::with_cached_rows_in(&ws, homes, listing, false, |rows, names| {
+                let rows: Vec<&list::Row> =
+                    rows.iter().filter(|r| r.unsupported.is_none() && !is_ours(r.source, r.session_id)).collect();
+                let listed: Vec<(&str, words::Stamp)> = rows.iter().map(|r| (r.id, r.stamp)).collect();
+                let index = asked.take().map_or_else(|| (words::Index::default(), None), |a| a());
+                search_among(&ws, query, index, opts, cancel, &mut sink, &listed, |n| rows[n].item(names))
+            });
+            if let Some(summary) = served {
+                return summary;
+            }
         }
-    }
-    let listed: Vec<(ExternalItem, words::Stamp)> = list::list_stamped(&ws, homes, listing)
-        .into_iter()
-        .filter(|(i, _)| i.unsupported.is_none() && !is_ours(i.source, &i.session_id))
-        .collect();
-    let keys: Vec<(&str, words::Stamp)> = listed.iter().map(|(i, stamp)| (i.id.as_str(), *stamp)).collect();
-    search_among(&ws, query, opts, cancel, sink, &keys, |n| listed[n].0.clone())
+        let listed: Vec<(ExternalItem, words::Stamp)> = list::list_stamped(&ws, homes, listing)
+            .into_iter()
+            .filter(|(i, _)| i.unsupported.is_none() && !is_ours(i.source, &i.session_id))
+            .collect();
+        let keys: Vec<(&str, words::Stamp)> = listed.iter().map(|(i, stamp)| (i.id.as_str(), *stamp)).collect();
+        let index = asked.take().map_or_else(|| (words::Index::default(), None), |a| a());
+        search_among(&ws, query, index, opts, cancel, sink, &keys, |n| listed[n].0.clone())
+    })
 }
 
 /// The search of the sessions `listed` names (by the words index's key, [`key`], with the stamp each was listed at),
@@ -79,13 +91,13 @@ pub fn search_listed(
 fn search_among(
     ws: &Path,
     query: &Query,
+    (mut index, candidates): (words::Index, Option<std::collections::HashSet<String>>),
     opts: &Options,
     cancel: &AtomicBool,
     sink: impl FnMut(SessionHits) + Send,
     listed: &[(&str, words::Stamp)],
     item: impl Fn(usize) -> ExternalItem,
 ) -> Summary {
-    let mut index = words::take(ws);
     // the state the index holds each listed session at (the list's `stat`: the files are not asked again)
     let known: Vec<Option<words::Stamp>> = listed.iter().map(|(k, _)| index.stamp(k)).collect();
     // the index holds as many as are listed (the keys are unique): none of its sessions is gone, none to look for
@@ -94,7 +106,6 @@ fn search_among(
         let keys: rustc_hash::FxHashSet<&str> = listed.iter().map(|(k, _)| *k).collect();
         index.retain(|k| keys.contains(k))
     };
-    let candidates = index.candidates(&query.text);
     // (item, its stamp now, whether the index holds that state of it)
     let mut items: Vec<(ExternalItem, words::Stamp, bool)> = listed
         .iter()
