@@ -49,7 +49,8 @@ pub const CACHE_FILE_NAME: &str = "external.bin";
 pub const LEGACY_CACHE_FILE_NAME: &str = "external.json";
 const LEGACY_CACHE_VERSION: u32 = 3;
 const CACHE_MAGIC: &[u8; 8] = b"PCEXTRN\n";
-/// 5: [`packed`]'s checksum in four lanes (4 had one).
+/// 5: [`packed`]'s checksum in four lanes (4 had one); what a search needs of each row first, the rest after it
+/// ([`Row`]'s details), a transcript's path only where it is not the key.
 const CACHE_VERSION: u32 = 5;
 
 /// How much of each transcript a list reads.
@@ -401,57 +402,64 @@ fn stamp_by(source: Source, messages: usize, modified: i64, size: u64, mtime_ns:
 #[derive(Debug, Clone)]
 pub struct Row<'a> {
     pub source: Source,
-    pub agent: &'a str,
     pub id: &'a str,
     pub session_id: &'a str,
     pub path: &'a OsStr,
-    pub title: &'a str,
     pub modified: i64,
     pub messages: usize,
-    pub model: &'a str,
-    pub branch: Option<&'a str>,
     pub unsupported: Option<&'a str>,
-    pub notes: Vec<&'a str>,
     pub partial: bool,
     /// The state it was listed at, as [`list_stamped`] gives it.
     pub stamp: Stamp,
+    /// The rest of the item, read only when the item is made ([`Row::item`]): a search makes a few of 10,000.
+    details: Details<'a>,
+}
+
+#[derive(Debug, Clone)]
+enum Details<'a> {
+    /// This process's cache's item.
+    Item(&'a ExternalItem),
+    /// As the cache file holds them ([`encode_details`]).
+    Packed(&'a [u8]),
 }
 
 impl<'a> Row<'a> {
     fn of(i: &'a ExternalItem, size: u64, mtime_ns: i64) -> Row<'a> {
         Row {
             source: i.source,
-            agent: &i.agent,
             id: &i.id,
             session_id: &i.session_id,
             path: i.path.as_os_str(),
-            title: &i.title,
             modified: i.modified,
             messages: i.messages,
-            model: &i.model,
-            branch: i.branch.as_deref(),
             unsupported: i.unsupported.as_deref(),
-            notes: i.notes.iter().map(String::as_str).collect(),
             partial: i.partial,
             stamp: stamp_of(i, size, mtime_ns),
+            details: Details::Item(i),
         }
     }
 
     /// The row's item, as it is stored.
     fn owned(&self) -> ExternalItem {
+        let packed = match self.details {
+            Details::Item(i) => return i.clone(),
+            Details::Packed(bytes) => bytes,
+        };
+        // the file's checksum was right: what does not decode is a writer's bug, shown as empty, never a panic
+        let (agent, title, model, branch, notes) = decode_details(packed).unwrap_or_default();
         ExternalItem {
             source: self.source,
-            agent: self.agent.into(),
+            agent: agent.into(),
             id: self.id.into(),
             session_id: self.session_id.into(),
             path: PathBuf::from(self.path),
-            title: self.title.into(),
+            title,
             modified: self.modified,
             messages: self.messages,
-            model: self.model.into(),
-            branch: self.branch.map(str::to_string),
+            model,
+            branch,
             unsupported: self.unsupported.map(str::to_string),
-            notes: self.notes.iter().map(|n| n.to_string()).collect(),
+            notes,
             partial: self.partial,
         }
     }
@@ -784,22 +792,41 @@ fn encode_cache(ws: &Path, entries: &Entries) -> Vec<u8> {
             continue;
         };
         w.u8(1 + Source::ALL.iter().position(|s| *s == i.source).expect("a known source") as u8);
-        for text in [&i.agent, &i.id, &i.session_id] {
-            w.str(text);
-        }
-        w.bytes(i.path.as_os_str().as_bytes());
-        w.str(&i.title);
+        w.str(&i.id);
+        w.str(&i.session_id);
         w.i64(i.modified);
         w.varint(i.messages as u64);
-        w.str(&i.model);
-        w.opt_str(i.branch.as_deref());
         w.opt_str(i.unsupported.as_deref());
-        w.varint(i.notes.len() as u64);
-        for n in &i.notes {
-            w.str(n);
-        }
+        // the transcript's path is the key's but for opencode's sessions (`db#id`): empty when the same
+        let path = i.path.as_os_str();
+        w.bytes(if path == p.as_os_str() { b"" } else { path.as_bytes() });
+        w.bytes(&encode_details(i));
     }
     w.finish()
+}
+
+/// What of an item a row reads only when the item is made ([`Row::item`]): its agent, title, model, branch and notes.
+fn encode_details(i: &ExternalItem) -> Vec<u8> {
+    let mut w = packed::Writer::nested();
+    w.str(&i.agent);
+    w.str(&i.title);
+    w.str(&i.model);
+    w.opt_str(i.branch.as_deref());
+    w.varint(i.notes.len() as u64);
+    for n in &i.notes {
+        w.str(n);
+    }
+    w.into_bytes()
+}
+
+type Decoded = (String, String, String, Option<String>, Vec<String>);
+
+fn decode_details(bytes: &[u8]) -> Option<Decoded> {
+    let mut r = packed::Reader::nested(bytes);
+    let (agent, title, model) = (r.str()?.to_string(), r.str()?.to_string(), r.str()?.to_string());
+    let branch = r.opt_str()?.map(str::to_string);
+    let notes = (0..r.count()?).map(|_| r.str().map(str::to_string)).collect::<Option<Vec<_>>>()?;
+    r.done().then_some((agent, title, model, branch, notes))
 }
 
 /// The entries [`encode_cache`] wrote for `ws`; `Err` for a file not of this version, damaged, or another
@@ -844,28 +871,13 @@ fn read_entries<'a>(ws: &Path, file: &'a [u8]) -> Result<Vec<(EntryKey<'a>, Opti
                 0 => None,
                 s => {
                     let source = *Source::ALL.get(usize::from(s) - 1)?;
-                    let (agent, id, session_id) = (r.str()?, r.str()?, r.str()?);
-                    let item_path = OsStr::from_bytes(r.bytes()?);
-                    let (title, modified, messages) = (r.str()?, r.i64()?, r.varint()? as usize);
-                    let (model, branch, unsupported) = (r.str()?, r.opt_str()?, r.opt_str()?);
-                    let notes = (0..r.count()?).map(|_| r.str()).collect::<Option<Vec<_>>>()?;
+                    let (id, session_id, modified, messages) = (r.str()?, r.str()?, r.i64()?, r.varint()? as usize);
+                    let unsupported = r.opt_str()?;
+                    let path = Some(r.bytes()?).filter(|p| !p.is_empty()).map_or(key.path, OsStr::from_bytes);
+                    let details = Details::Packed(r.bytes()?);
                     let stamp = stamp_by(source, messages, modified, key.size, key.mtime_ns);
-                    Some(Row {
-                        source,
-                        agent,
-                        id,
-                        session_id,
-                        path: item_path,
-                        title,
-                        modified,
-                        messages,
-                        model,
-                        branch,
-                        unsupported,
-                        notes,
-                        partial: false,
-                        stamp,
-                    })
+                    let partial = false;
+                    Some(Row { source, id, session_id, path, modified, messages, unsupported, partial, stamp, details })
                 }
             };
             Some((key, row))
@@ -1033,8 +1045,9 @@ mod tests {
         std::fs::create_dir_all(&sessions).expect("mkdir");
         let mut entries = Entries::default();
         let (older, newer) = (item(1, vec!["a note".into()], Some("main")), item(2, Vec::new(), None));
-        for (i, size) in [(&older, 10), (&newer, 20)] {
-            entries.insert(i.path.clone().into_os_string(), Cached { size, mtime_ns: 7, item: Some(i.clone()) });
+        // (the older keyed as opencode's sessions are, by something else than its path)
+        for (key, i, size) in [("/p/db#s1", &older, 10), ("/p/s2.jsonl", &newer, 20)] {
+            entries.insert(key.into(), Cached { size, mtime_ns: 7, item: Some(i.clone()) });
         }
         entries.insert("/p/elsewhere.jsonl".into(), Cached { size: 1, mtime_ns: 1, item: None });
         let bytes = encode_cache(&wsc, &entries);

@@ -69,6 +69,16 @@ impl Writer {
         Writer { out }
     }
 
+    /// A part of a file to be written whole in it ([`Writer::bytes`]), read with [`Reader::nested`].
+    pub fn nested() -> Writer {
+        Writer { out: Vec::new() }
+    }
+
+    /// A [`Writer::nested`]'s bytes.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.out
+    }
+
     pub fn varint(&mut self, v: u64) {
         push_varint(&mut self.out, v);
     }
@@ -164,6 +174,11 @@ impl<'a> Reader<'a> {
             return Err(Refused::Damaged);
         }
         Ok(Reader { bytes: body, at: 12 })
+    }
+
+    /// A part [`Writer::nested`] made, read from its first byte.
+    pub fn nested(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { bytes, at: 0 }
     }
 
     pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
