@@ -449,7 +449,7 @@ impl<'a> Row<'a> {
         let (agent, title, model, branch, notes) = decode_details(packed).unwrap_or_default();
         ExternalItem {
             source: self.source,
-            agent: agent.into(),
+            agent,
             id: self.id.into(),
             session_id: self.session_id.into(),
             path: PathBuf::from(self.path),

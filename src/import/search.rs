@@ -52,9 +52,10 @@ pub fn search_listed(
         let asked = scope.spawn(|| {
             let mut index = words::take(&ws);
             let candidates = index.candidates(&query.text);
-            (index, candidates)
+            Asked { ws: &ws, index, candidates }
         });
-        let asked = || asked.join().unwrap_or_else(|_| (words::Index::default(), None));
+        let none = || Asked { ws: &ws, index: words::Index::default(), candidates: None };
+        let asked = || asked.join().unwrap_or_else(|_| none());
         // as `list --external`: a conversation a session of ours holds (one we ran with an ACP agent or handed over,
         // a kept copy's original) is ours to search, not the agent's transcript of it: one hit per message
         let ours = crate::session::list(workspace, &ListOptions { include_empty: true, ..Default::default() })
@@ -68,8 +69,8 @@ pub fn search_listed(
                 let rows: Vec<&list::Row> =
                     rows.iter().filter(|r| r.unsupported.is_none() && !is_ours(r.source, r.session_id)).collect();
                 let listed: Vec<(&str, words::Stamp)> = rows.iter().map(|r| (r.id, r.stamp)).collect();
-                let index = asked.take().map_or_else(|| (words::Index::default(), None), |a| a());
-                search_among(&ws, query, index, opts, cancel, &mut sink, &listed, |n| rows[n].item(names))
+                let asked = asked.take().map_or_else(none, |a| a());
+                search_among(asked, query, opts, cancel, &mut sink, &listed, |n| rows[n].item(names))
             });
             if let Some(summary) = served {
                 return summary;
@@ -80,18 +81,24 @@ pub fn search_listed(
             .filter(|(i, _)| i.unsupported.is_none() && !is_ours(i.source, &i.session_id))
             .collect();
         let keys: Vec<(&str, words::Stamp)> = listed.iter().map(|(i, stamp)| (i.id.as_str(), *stamp)).collect();
-        let index = asked.take().map_or_else(|| (words::Index::default(), None), |a| a());
-        search_among(&ws, query, index, opts, cancel, sink, &keys, |n| listed[n].0.clone())
+        let asked = asked.take().map_or_else(none, |a| a());
+        search_among(asked, query, opts, cancel, sink, &keys, |n| listed[n].0.clone())
     })
+}
+
+/// The workspace's words index, and the sessions it says may hold the query (`None`: any may).
+struct Asked<'a> {
+    ws: &'a Path,
+    index: words::Index,
+    candidates: Option<std::collections::HashSet<String>>,
 }
 
 /// The search of the sessions `listed` names (by the words index's key, [`key`], with the stamp each was listed at),
 /// newest first: the index rules out the sessions that cannot hold the text, `item` makes the item of each of the
 /// others (its place in `listed`), which are searched.
 fn search_among(
-    ws: &Path,
+    Asked { ws, mut index, candidates }: Asked,
     query: &Query,
-    (mut index, candidates): (words::Index, Option<std::collections::HashSet<String>>),
     opts: &Options,
     cancel: &AtomicBool,
     sink: impl FnMut(SessionHits) + Send,
