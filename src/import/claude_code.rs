@@ -6,14 +6,23 @@
 //! attaches to a parent that already has a continuation: a rewind. Assistant lines sharing `message.id` are one
 //! API response; each `tool_use` finds its `tool_result` by id. A `compact_boundary` starts a new segment whose
 //! first message is the summary the tool resumed from (`isCompactSummary`).
+//!
+//! Each line is read typed ([`Line`]): only the fields used are kept (borrowed from the text when unescaped), only a
+//! call's `input` becomes a `serde_json::Value`; a field of another type than Claude Code writes reads as missing,
+//! as `Value::get(..).and_then(Value::as_str)` would read it, and every line is parsed through in full, so the
+//! same lines are JSON as when read into a `Value` (a list of search hits converts 20 transcripts of 200 KB).
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_time};
-use crate::message::{Message, ToolCall};
+use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_seconds};
+use crate::message::{Message, Role, ToolCall, ToolResult};
 use crate::session::{self, Result};
 
 /// The folder name Claude Code gives a workspace: every character that is not a letter or digit as `-`.
@@ -48,16 +57,27 @@ pub fn transcripts(config: &Path, workspace: &Path) -> Vec<PathBuf> {
     out
 }
 
-struct Record {
-    uuid: String,
-    parent: Option<String>,
-    v: Value,
+/// A `user` or `assistant` record of the main thread, as [`convert`] needs it.
+struct Record<'a> {
+    uuid: Cow<'a, str>,
+    parent: Option<Cow<'a, str>>,
+    assistant: bool,
+    /// Unix seconds of its `timestamp`; 0 when it has none.
+    ts: i64,
+    meta: bool,
+    /// `message.id`: the API response the line is part of.
+    response: Option<Cow<'a, str>>,
+    content: Content<'a>,
 }
 
 /// Reads one transcript.
 pub fn read(path: &Path) -> Result<Conversation> {
     let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    Ok(parse(&String::from_utf8_lossy(&bytes), path))
+    // checked by the fast check first: the lossy one's is several times slower, and a file is UTF-8 unless damaged
+    Ok(match std::str::from_utf8(&bytes) {
+        Ok(text) => parse(text, path),
+        Err(_) => parse(&String::from_utf8_lossy(&bytes), path),
+    })
 }
 
 /// The transcript `text` (of the file at `path`, whose name is the id when no record gives one). The list also
@@ -68,23 +88,23 @@ pub fn parse(text: &str, path: &Path) -> Conversation {
     let mut summary_title: Option<String> = None;
     let mut segments: Vec<Vec<Record>> = vec![Vec::new()];
     let mut unknown: HashMap<String, usize> = HashMap::new();
-    for v in super::json_records(text, &mut c.notes) {
-        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
-        if let Some(t) = v.get("timestamp") {
-            c.modified = c.modified.max(unix_time(Some(t)));
-        }
+    for line in super::json_lines(text, &mut c.notes, Line::read) {
+        let kind = line.kind.as_deref().unwrap_or("");
+        // a time that is missing or not a time counts as 0, which `modified` (never below 0) already is
+        let ts = line.timestamp.as_deref().map_or(0, unix_seconds);
+        c.modified = c.modified.max(ts);
         match kind {
             "user" | "assistant" => {}
             "custom-title" => {
-                title = v.get("customTitle").and_then(Value::as_str).map(str::to_string).or(title);
+                title = line.custom_title.map(Cow::into_owned).or(title);
                 continue;
             }
             "summary" => {
-                summary_title = v.get("summary").and_then(Value::as_str).map(str::to_string);
+                summary_title = line.summary.map(Cow::into_owned);
                 continue;
             }
             "system" => {
-                if v.get("subtype").and_then(Value::as_str) == Some("compact_boundary") {
+                if line.subtype.as_deref() == Some("compact_boundary") {
                     segments.push(Vec::new());
                 }
                 continue;
@@ -96,28 +116,33 @@ pub fn parse(text: &str, path: &Path) -> Conversation {
                 continue;
             }
         }
-        if v.get("isSidechain").and_then(Value::as_bool) == Some(true) {
+        if line.sidechain == Some(true) {
             continue;
         }
         if c.id.is_empty()
-            && let Some(s) = v.get("sessionId").and_then(Value::as_str)
+            && let Some(s) = &line.session_id
         {
             c.id = s.to_string();
         }
         if c.cwd.is_none() {
-            c.cwd = v.get("cwd").and_then(Value::as_str).map(PathBuf::from);
+            c.cwd = line.cwd.as_deref().map(PathBuf::from);
         }
-        if let Some(b) = v.get("gitBranch").and_then(Value::as_str).filter(|b| !b.is_empty()) {
+        if let Some(b) = line.branch.as_deref().filter(|b| !b.is_empty()) {
             c.branch = Some(b.to_string());
         }
-        if kind == "assistant"
-            && let Some(m) = v.pointer("/message/model").and_then(Value::as_str).filter(|m| !m.starts_with('<'))
-        {
+        let assistant = kind == "assistant";
+        if assistant && let Some(m) = line.message.model.as_deref().filter(|m| !m.starts_with('<')) {
             c.model = m.to_string();
         }
-        let uuid = v.get("uuid").and_then(Value::as_str).unwrap_or("").to_string();
-        let parent = v.get("parentUuid").and_then(Value::as_str).map(str::to_string);
-        segments.last_mut().expect("one segment at least").push(Record { uuid, parent, v });
+        segments.last_mut().expect("one segment at least").push(Record {
+            uuid: line.uuid.unwrap_or_default(),
+            parent: line.parent,
+            assistant,
+            ts,
+            meta: line.meta == Some(true),
+            response: line.message.id,
+            content: line.message.content,
+        });
     }
     for (kind, n) in &unknown {
         c.notes.push(format!("{n} record(s) of unknown type {kind:?}: left out"));
@@ -141,14 +166,12 @@ pub fn parse(text: &str, path: &Path) -> Conversation {
     c
 }
 
-fn is_prompt(v: &Value) -> bool {
-    if v.get("type").and_then(Value::as_str) != Some("user") {
+fn is_prompt(r: &Record) -> bool {
+    if r.assistant {
         return false;
     }
-    match v.pointer("/message/content") {
-        Some(Value::Array(blocks)) => {
-            !blocks.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
-        }
+    match &r.content {
+        Content::Blocks(blocks) => !blocks.iter().any(|b| b.kind.as_deref() == Some("tool_result")),
         _ => true,
     }
 }
@@ -157,10 +180,10 @@ fn is_prompt(v: &Value) -> bool {
 /// continuation abandons what followed that parent.
 fn main_thread(records: Vec<Record>) -> Vec<Record> {
     let mut thread: Vec<Record> = Vec::new();
-    let mut continued: HashSet<String> = HashSet::new();
+    let mut continued: FxHashSet<Cow<str>> = FxHashSet::default();
     for r in records {
         if let Some(p) = &r.parent {
-            if is_prompt(&r.v)
+            if is_prompt(&r)
                 && continued.contains(p)
                 && let Some(at) = thread.iter().position(|t| &t.uuid == p)
             {
@@ -176,32 +199,36 @@ fn main_thread(records: Vec<Record>) -> Vec<Record> {
 }
 
 /// The thread as our messages: one assistant message per API response, each call followed by its result.
-fn convert(thread: Vec<Record>, unknown: &mut HashMap<String, usize>) -> Vec<Message> {
-    let mut results: HashMap<String, Message> = HashMap::new();
-    for r in &thread {
-        if let Some(Value::Array(blocks)) = r.v.pointer("/message/content") {
-            for b in blocks.iter().filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")) {
-                let id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or("").to_string();
-                let is_error = b.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-                let mut m = Message::tool_result(id.clone(), result_text(b.get("content")), is_error);
-                m.ts = unix_time(r.v.get("timestamp"));
-                results.entry(id).or_insert(m);
+fn convert(mut thread: Vec<Record>, unknown: &mut HashMap<String, usize>) -> Vec<Message> {
+    // messages made whole here, not by `Message::user` and its kin: they read the clock for a time replaced at once
+    let mut results: FxHashMap<String, Message> = FxHashMap::default();
+    for r in &mut thread {
+        let Content::Blocks(blocks) = &mut r.content else { continue };
+        for b in blocks.iter_mut().filter(|b| b.kind.as_deref() == Some("tool_result")) {
+            let id = b.tool_use_id.as_deref().unwrap_or("");
+            if !results.contains_key(id) {
+                // taken: past here a result block is only told by its type
+                let result = ToolResult {
+                    tool_call_id: id.to_string(),
+                    content: result_text(std::mem::take(&mut b.content)),
+                    is_error: b.is_error.unwrap_or(false),
+                    ..Default::default()
+                };
+                let m = Message { tool_result: Some(result), ts: r.ts, ..Default::default() };
+                results.insert(id.to_string(), m);
             }
         }
     }
     let mut out: Vec<Message> = Vec::new();
-    let mut response: Option<String> = None;
-    for r in &thread {
-        let ts = unix_time(r.v.get("timestamp"));
-        let content = r.v.pointer("/message/content");
-        if r.v.get("type").and_then(Value::as_str) == Some("assistant") {
-            let id = r.v.pointer("/message/id").and_then(Value::as_str).map(str::to_string);
-            let (text, calls) = assistant_blocks(content, unknown);
+    let mut response: Option<Cow<str>> = None;
+    for r in thread {
+        if r.assistant {
+            let (text, calls) = assistant_blocks(r.content, unknown);
             if text.is_empty() && calls.is_empty() {
                 continue;
             }
-            let same = id.is_some() && id == response;
-            let joinable = same && out.last().is_some_and(|m| m.role == crate::message::Role::Assistant);
+            let same = r.response.is_some() && r.response == response;
+            let joinable = same && out.last().is_some_and(|m| m.role == Role::Assistant);
             if joinable {
                 let last = out.last_mut().expect("checked");
                 if !text.is_empty() {
@@ -212,22 +239,24 @@ fn convert(thread: Vec<Record>, unknown: &mut HashMap<String, usize>) -> Vec<Mes
                 }
                 last.tool_calls.extend(calls);
             } else {
-                let mut m = Message::assistant_tool_calls(text, calls);
-                m.ts = ts;
-                out.push(m);
+                out.push(Message {
+                    role: Role::Assistant,
+                    content: text,
+                    tool_calls: calls,
+                    ts: r.ts,
+                    ..Default::default()
+                });
             }
-            response = id;
+            response = r.response;
             continue;
         }
         response = None;
-        if r.v.get("isMeta").and_then(Value::as_bool) == Some(true) {
+        if r.meta {
             continue;
         }
-        let text = user_text(content, unknown);
+        let text = user_text(&r.content, unknown);
         if !text.is_empty() {
-            let mut m = Message::user(text);
-            m.ts = ts;
-            out.push(m);
+            out.push(Message { role: Role::User, content: text, ts: r.ts, ..Default::default() });
         }
     }
     // Each call is followed by its result, wherever the result was in the file; a result answers one call.
@@ -244,19 +273,19 @@ fn convert(thread: Vec<Record>, unknown: &mut HashMap<String, usize>) -> Vec<Mes
     paired
 }
 
-fn assistant_blocks(content: Option<&Value>, unknown: &mut HashMap<String, usize>) -> (String, Vec<ToolCall>) {
-    let mut text = Vec::new();
+fn assistant_blocks(content: Content, unknown: &mut HashMap<String, usize>) -> (String, Vec<ToolCall>) {
+    let mut text: Vec<Cow<str>> = Vec::new();
     let mut calls = Vec::new();
     match content {
-        Some(Value::String(s)) => text.push(s.clone()),
-        Some(Value::Array(blocks)) => {
+        Content::Text(s) => text.push(s),
+        Content::Blocks(blocks) => {
             for b in blocks {
-                match b.get("type").and_then(Value::as_str).unwrap_or("") {
-                    "text" => text.extend(b.get("text").and_then(Value::as_str).map(str::to_string)),
+                match b.kind.as_deref().unwrap_or("") {
+                    "text" => text.extend(b.text),
                     "tool_use" | "server_tool_use" => calls.push(ToolCall::new(
-                        b.get("id").and_then(Value::as_str).unwrap_or(""),
-                        b.get("name").and_then(Value::as_str).unwrap_or(""),
-                        b.get("input").cloned().unwrap_or(Value::Object(Default::default())),
+                        b.id.unwrap_or_default(),
+                        b.name.unwrap_or_default(),
+                        b.input.unwrap_or(Value::Object(Default::default())),
                     )),
                     "thinking" | "redacted_thinking" => {}
                     "image" => text.push(IMAGE_NOTE.into()),
@@ -264,26 +293,28 @@ fn assistant_blocks(content: Option<&Value>, unknown: &mut HashMap<String, usize
                 }
             }
         }
-        _ => {}
+        Content::Other => {}
     }
-    (text.join("\n\n").trim().to_string(), calls)
+    let text = text.join("\n\n");
+    let trimmed = text.trim();
+    (if trimmed.len() == text.len() { text } else { trimmed.to_string() }, calls)
 }
 
-fn user_text(content: Option<&Value>, unknown: &mut HashMap<String, usize>) -> String {
-    let mut parts = Vec::new();
+fn user_text(content: &Content, unknown: &mut HashMap<String, usize>) -> String {
+    let mut parts: Vec<&str> = Vec::new();
     match content {
-        Some(Value::String(s)) => parts.push(s.clone()),
-        Some(Value::Array(blocks)) => {
+        Content::Text(s) => parts.push(s),
+        Content::Blocks(blocks) => {
             for b in blocks {
-                match b.get("type").and_then(Value::as_str).unwrap_or("") {
-                    "text" => parts.extend(b.get("text").and_then(Value::as_str).map(str::to_string)),
-                    "image" => parts.push(IMAGE_NOTE.into()),
+                match b.kind.as_deref().unwrap_or("") {
+                    "text" => parts.extend(b.text.as_deref()),
+                    "image" => parts.push(IMAGE_NOTE),
                     "tool_result" => {}
                     other => *unknown.entry(other.to_string()).or_default() += 1,
                 }
             }
         }
-        _ => {}
+        Content::Other => {}
     }
     let parts: Vec<String> =
         parts.iter().map(|p| strip_injected(p)).filter(|p| !p.is_empty() && !is_injected(p)).collect();
@@ -291,27 +322,303 @@ fn user_text(content: Option<&Value>, unknown: &mut HashMap<String, usize>) -> S
 }
 
 /// A tool result's content: a string, or text and image blocks.
-fn result_text(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(blocks)) => blocks
+fn result_text(content: Content) -> String {
+    match content {
+        Content::Text(s) => s.into_owned(),
+        Content::Blocks(blocks) => blocks
             .iter()
-            .map(|b| match b.get("type").and_then(Value::as_str) {
-                Some("text") => b.get("text").and_then(Value::as_str).unwrap_or("").to_string(),
-                Some("image") => IMAGE_NOTE.to_string(),
-                _ => String::new(),
+            .map(|b| match b.kind.as_deref() {
+                Some("text") => b.text.as_deref().unwrap_or(""),
+                Some("image") => IMAGE_NOTE,
+                _ => "",
             })
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
             .join("\n"),
-        _ => String::new(),
+        Content::Other => String::new(),
+    }
+}
+
+/// What this reader uses of a line. Any JSON reads as one: a field missing or of another type is `None` (an array,
+/// a number or a record of another shape is a line with no fields).
+#[derive(Default)]
+struct Line<'a> {
+    kind: Option<Cow<'a, str>>,
+    timestamp: Option<Cow<'a, str>>,
+    custom_title: Option<Cow<'a, str>>,
+    summary: Option<Cow<'a, str>>,
+    subtype: Option<Cow<'a, str>>,
+    sidechain: Option<bool>,
+    session_id: Option<Cow<'a, str>>,
+    cwd: Option<Cow<'a, str>>,
+    branch: Option<Cow<'a, str>>,
+    uuid: Option<Cow<'a, str>>,
+    parent: Option<Cow<'a, str>>,
+    meta: Option<bool>,
+    message: ApiMessage<'a>,
+}
+
+/// A line's `message`; all `None` when it is not an object.
+#[derive(Default)]
+struct ApiMessage<'a> {
+    id: Option<Cow<'a, str>>,
+    model: Option<Cow<'a, str>>,
+    content: Content<'a>,
+}
+
+/// A message's `content`, and a tool result's.
+#[derive(Default)]
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
+    /// Missing, or neither a string nor an array.
+    #[default]
+    Other,
+}
+
+/// A content block: text, an image, a tool call (its `input` the only part kept as JSON), a tool result (its
+/// `content` holding blocks in turn), thinking.
+#[derive(Default)]
+struct Block<'a> {
+    kind: Option<Cow<'a, str>>,
+    text: Option<Cow<'a, str>>,
+    id: Option<Cow<'a, str>>,
+    name: Option<Cow<'a, str>>,
+    /// `Some(Value::Null)` for `"input": null`.
+    input: Option<Value>,
+    tool_use_id: Option<Cow<'a, str>>,
+    is_error: Option<bool>,
+    content: Content<'a>,
+}
+
+impl<'a> Line<'a> {
+    /// The line read typed; `None` when it is not JSON. A line the typed reading does not take as serde_json would
+    /// (see [`entries`]) is read into a `Value` first, so the two never disagree on a line.
+    fn read(line: &'a str) -> Option<Line<'a>> {
+        match serde_json::from_str::<Lenient<Line>>(line) {
+            Ok(l) => Some(l.0),
+            Err(_) => {
+                let v: Value = serde_json::from_str(line).ok()?;
+                Lenient::<Line>::deserialize(v).ok().map(|l| l.0)
+            }
+        }
+    }
+}
+
+/// A piece of a record read from any JSON value: one of another kind than it wants reads as its `Default`, after
+/// being parsed through as a `Value` would be (the same nesting limit, numbers, escapes), nothing kept of it.
+trait Read<'de>: Default {
+    fn borrowed(s: &'de str) -> Self {
+        Self::copied(s)
+    }
+    fn copied(_: &str) -> Self {
+        Self::default()
+    }
+    fn owned(s: String) -> Self {
+        Self::copied(&s)
+    }
+    fn boolean(_: bool) -> Self {
+        Self::default()
+    }
+    fn seq<A: SeqAccess<'de>>(mut seq: A) -> std::result::Result<Self, A::Error> {
+        while seq.next_element::<Lenient<()>>()?.is_some() {}
+        Ok(Self::default())
+    }
+    fn map<A: MapAccess<'de>>(map: A) -> std::result::Result<Self, A::Error> {
+        entries(map, |_, map| map.next_value::<Lenient<()>>().map(drop))?;
+        Ok(Self::default())
+    }
+}
+
+/// serde_json's key for a `RawValue` (private to it): a `Value` made of an object whose first key is this is the
+/// JSON text held in its value, not the object.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// Each entry of an object: `value` reads the value of the key it is given. An object whose first key is
+/// [`RAW_VALUE_TOKEN`] is an error, so that [`Line::read`] reads the line into a `Value`, which makes it something
+/// else.
+fn entries<'de, A: MapAccess<'de>>(
+    mut map: A,
+    mut value: impl FnMut(&str, &mut A) -> std::result::Result<(), A::Error>,
+) -> std::result::Result<(), A::Error> {
+    let mut first = true;
+    while let Some(Lenient(key)) = map.next_key::<Lenient<Option<Cow<str>>>>()? {
+        let key = key.unwrap_or_default();
+        if std::mem::take(&mut first) && key == RAW_VALUE_TOKEN {
+            return Err(de::Error::custom("serde_json's raw value"));
+        }
+        value(&key, &mut map)?;
+    }
+    Ok(())
+}
+
+/// Reads the value of an entry of an object.
+fn value<'de, T: Read<'de>, A: MapAccess<'de>>(map: &mut A) -> std::result::Result<T, A::Error> {
+    map.next_value::<Lenient<T>>().map(|v| v.0)
+}
+
+/// `()`: a value parsed through and dropped.
+impl Read<'_> for () {}
+
+impl<'de> Read<'de> for Option<Cow<'de, str>> {
+    fn borrowed(s: &'de str) -> Self {
+        Some(Cow::Borrowed(s))
+    }
+    fn copied(s: &str) -> Self {
+        Some(Cow::Owned(s.to_string()))
+    }
+    fn owned(s: String) -> Self {
+        Some(Cow::Owned(s))
+    }
+}
+
+impl Read<'_> for Option<bool> {
+    fn boolean(b: bool) -> Self {
+        Some(b)
+    }
+}
+
+impl<'de> Read<'de> for Line<'de> {
+    fn map<A: MapAccess<'de>>(map: A) -> std::result::Result<Self, A::Error> {
+        let mut l = Line::default();
+        // a key written twice: the last counts, as in a `Value`
+        entries(map, |key, map| {
+            match key {
+                "type" => l.kind = value(map)?,
+                "timestamp" => l.timestamp = value(map)?,
+                "customTitle" => l.custom_title = value(map)?,
+                "summary" => l.summary = value(map)?,
+                "subtype" => l.subtype = value(map)?,
+                "isSidechain" => l.sidechain = value(map)?,
+                "sessionId" => l.session_id = value(map)?,
+                "cwd" => l.cwd = value(map)?,
+                "gitBranch" => l.branch = value(map)?,
+                "uuid" => l.uuid = value(map)?,
+                "parentUuid" => l.parent = value(map)?,
+                "isMeta" => l.meta = value(map)?,
+                "message" => l.message = value(map)?,
+                _ => value::<(), _>(map)?,
+            }
+            Ok(())
+        })?;
+        Ok(l)
+    }
+}
+
+impl<'de> Read<'de> for ApiMessage<'de> {
+    fn map<A: MapAccess<'de>>(map: A) -> std::result::Result<Self, A::Error> {
+        let mut m = ApiMessage::default();
+        entries(map, |key, map| {
+            match key {
+                "id" => m.id = value(map)?,
+                "model" => m.model = value(map)?,
+                "content" => m.content = value(map)?,
+                _ => value::<(), _>(map)?,
+            }
+            Ok(())
+        })?;
+        Ok(m)
+    }
+}
+
+impl<'de> Read<'de> for Content<'de> {
+    fn borrowed(s: &'de str) -> Self {
+        Content::Text(Cow::Borrowed(s))
+    }
+    fn copied(s: &str) -> Self {
+        Content::Text(Cow::Owned(s.to_string()))
+    }
+    fn owned(s: String) -> Self {
+        Content::Text(Cow::Owned(s))
+    }
+    fn seq<A: SeqAccess<'de>>(mut seq: A) -> std::result::Result<Self, A::Error> {
+        let mut blocks = Vec::new();
+        while let Some(Lenient(b)) = seq.next_element()? {
+            blocks.push(b);
+        }
+        Ok(Content::Blocks(blocks))
+    }
+}
+
+impl<'de> Read<'de> for Block<'de> {
+    fn map<A: MapAccess<'de>>(map: A) -> std::result::Result<Self, A::Error> {
+        let mut b = Block::default();
+        entries(map, |key, map| {
+            match key {
+                "type" => b.kind = value(map)?,
+                "text" => b.text = value(map)?,
+                "id" => b.id = value(map)?,
+                "name" => b.name = value(map)?,
+                "input" => b.input = Some(map.next_value()?),
+                "tool_use_id" => b.tool_use_id = value(map)?,
+                "is_error" => b.is_error = value(map)?,
+                "content" => b.content = value(map)?,
+                _ => value::<(), _>(map)?,
+            }
+            Ok(())
+        })?;
+        Ok(b)
+    }
+}
+
+/// A [`Read`] as serde reads it: from any JSON value.
+struct Lenient<T>(T);
+
+impl<'de, T: Read<'de>> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(LenientVisitor(PhantomData)).map(Lenient)
+    }
+}
+
+struct LenientVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Read<'de>> Visitor<'de> for LenientVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> std::result::Result<T, E> {
+        Ok(T::boolean(b))
+    }
+    fn visit_i64<E>(self, _: i64) -> std::result::Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> std::result::Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> std::result::Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> std::result::Result<T, E> {
+        Ok(T::borrowed(s))
+    }
+    fn visit_str<E>(self, s: &str) -> std::result::Result<T, E> {
+        Ok(T::copied(s))
+    }
+    fn visit_string<E>(self, s: String) -> std::result::Result<T, E> {
+        Ok(T::owned(s))
+    }
+    fn visit_unit<E>(self) -> std::result::Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_none<E>(self) -> std::result::Result<T, E> {
+        Ok(T::default())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> std::result::Result<T, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<T, A::Error> {
+        T::seq(seq)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<T, A::Error> {
+        T::map(map)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Role;
 
     /// One message as a line: its time, role, text, calls and result.
     fn show(m: &Message) -> String {

@@ -364,6 +364,16 @@ pub(crate) fn parent_chain<'a, T>(
 /// a last line cut short (the tool was still writing it, or the list read only the file's head) and the count of
 /// lines that are not JSON. Both readers go through it.
 pub(crate) fn json_records(text: &str, notes: &mut Vec<String>) -> Vec<serde_json::Value> {
+    json_lines(text, notes, |line| serde_json::from_str(line).ok())
+}
+
+/// [`json_records`] with each line read by `record` (`None`: the line is not JSON), for a reader that reads its
+/// records typed; it must take and refuse the lines that `serde_json::from_str::<Value>` does.
+pub(crate) fn json_lines<'a, T>(
+    text: &'a str,
+    notes: &mut Vec<String>,
+    mut record: impl FnMut(&'a str) -> Option<T>,
+) -> Vec<T> {
     let lines: Vec<&str> = text.lines().collect();
     let mut records = Vec::with_capacity(lines.len());
     let mut bad = 0;
@@ -371,12 +381,12 @@ pub(crate) fn json_records(text: &str, notes: &mut Vec<String>) -> Vec<serde_jso
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str(line) {
-            Ok(v) => records.push(v),
-            Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {
+        match record(line) {
+            Some(v) => records.push(v),
+            None if i + 1 == lines.len() && !text.ends_with('\n') => {
                 notes.push("the last line is cut short (the tool was still writing it): left out".into())
             }
-            Err(_) => bad += 1,
+            None => bad += 1,
         }
     }
     if bad > 0 {
@@ -621,10 +631,12 @@ fn mtime(path: &Path) -> i64 {
 
 /// RFC 3339 time as unix seconds; 0 when missing or not a time.
 pub(crate) fn unix_time(v: Option<&serde_json::Value>) -> i64 {
-    v.and_then(|v| v.as_str())
-        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-        .map(|t| t.timestamp())
-        .unwrap_or(0)
+    v.and_then(|v| v.as_str()).map_or(0, unix_seconds)
+}
+
+/// RFC 3339 time as unix seconds; 0 when not a time.
+pub(crate) fn unix_seconds(s: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(s).map_or(0, |t| t.timestamp())
 }
 
 /// Context a tool injects into the conversation (not something the user typed).
@@ -648,12 +660,20 @@ pub(crate) fn is_injected(text: &str) -> bool {
 
 /// Text with the injected blocks (`<system-reminder>…</system-reminder>` and friends) taken out.
 pub(crate) fn strip_injected(text: &str) -> String {
-    let mut out = text.to_string();
-    for tag in ["system-reminder", "environment_context", "user_instructions"] {
-        let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
-        while let Some(a) = out.find(&open) {
-            let Some(b) = out[a..].find(&close) else { break };
-            out.replace_range(a..a + b + close.len(), "");
+    // copied only when there is something to take out, searched only when a tag may be there: it runs on every
+    // prompt of every transcript read
+    if !text.contains('<') {
+        return text.trim().to_string();
+    }
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for (open, close) in [
+        ("<system-reminder>", "</system-reminder>"),
+        ("<environment_context>", "</environment_context>"),
+        ("<user_instructions>", "</user_instructions>"),
+    ] {
+        while let Some(a) = out.find(open) {
+            let Some(b) = out[a..].find(close) else { break };
+            out.to_mut().replace_range(a..a + b + close.len(), "");
         }
     }
     out.trim().to_string()
