@@ -23,7 +23,6 @@ use serde_json::Value;
 
 use super::{Conversation, IMAGE_NOTE, is_injected, strip_injected, unix_seconds};
 use crate::message::{Message, Role, ToolCall, ToolResult};
-use crate::session::{self, Result};
 
 /// The folder name Claude Code gives a workspace: every character that is not a letter or digit as `-`.
 pub fn folder_name(workspace: &Path) -> String {
@@ -68,16 +67,6 @@ struct Record<'a> {
     /// `message.id`: the API response the line is part of.
     response: Option<Cow<'a, str>>,
     content: Content<'a>,
-}
-
-/// Reads one transcript.
-pub fn read(path: &Path) -> Result<Conversation> {
-    let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    // checked by the fast check first: the lossy one's is several times slower, and a file is UTF-8 unless damaged
-    Ok(match std::str::from_utf8(&bytes) {
-        Ok(text) => parse(text, path),
-        Err(_) => parse(&String::from_utf8_lossy(&bytes), path),
-    })
 }
 
 /// The transcript `text` (of the file at `path`, whose name is the id when no record gives one). The list also
@@ -420,11 +409,11 @@ trait Read<'de>: Default {
     fn boolean(_: bool) -> Self {
         Self::default()
     }
-    fn seq<A: SeqAccess<'de>>(mut seq: A) -> std::result::Result<Self, A::Error> {
+    fn seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
         while seq.next_element::<Lenient<()>>()?.is_some() {}
         Ok(Self::default())
     }
-    fn map<A: MapAccess<'de>>(map: A) -> std::result::Result<Self, A::Error> {
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
         entries(map, |_, map| map.next_value::<Lenient<()>>().map(drop))?;
         Ok(Self::default())
     }
@@ -439,8 +428,8 @@ const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 /// else.
 fn entries<'de, A: MapAccess<'de>>(
     mut map: A,
-    mut value: impl FnMut(&str, &mut A) -> std::result::Result<(), A::Error>,
-) -> std::result::Result<(), A::Error> {
+    mut value: impl FnMut(&str, &mut A) -> Result<(), A::Error>,
+) -> Result<(), A::Error> {
     let mut first = true;
     while let Some(Lenient(key)) = map.next_key::<Lenient<Option<Cow<str>>>>()? {
         let key = key.unwrap_or_default();
@@ -453,7 +442,7 @@ fn entries<'de, A: MapAccess<'de>>(
 }
 
 /// Reads the value of an entry of an object.
-fn value<'de, T: Read<'de>, A: MapAccess<'de>>(map: &mut A) -> std::result::Result<T, A::Error> {
+fn value<'de, T: Read<'de>, A: MapAccess<'de>>(map: &mut A) -> Result<T, A::Error> {
     map.next_value::<Lenient<T>>().map(|v| v.0)
 }
 
@@ -479,7 +468,7 @@ impl Read<'_> for Option<bool> {
 }
 
 impl<'de> Read<'de> for Line<'de> {
-    fn map<A: MapAccess<'de>>(map: A) -> std::result::Result<Self, A::Error> {
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
         let mut l = Line::default();
         // a key written twice: the last counts, as in a `Value`
         entries(map, |key, map| {
@@ -506,7 +495,7 @@ impl<'de> Read<'de> for Line<'de> {
 }
 
 impl<'de> Read<'de> for ApiMessage<'de> {
-    fn map<A: MapAccess<'de>>(map: A) -> std::result::Result<Self, A::Error> {
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
         let mut m = ApiMessage::default();
         entries(map, |key, map| {
             match key {
@@ -531,7 +520,7 @@ impl<'de> Read<'de> for Content<'de> {
     fn owned(s: String) -> Self {
         Content::Text(Cow::Owned(s))
     }
-    fn seq<A: SeqAccess<'de>>(mut seq: A) -> std::result::Result<Self, A::Error> {
+    fn seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Self, A::Error> {
         let mut blocks = Vec::new();
         while let Some(Lenient(b)) = seq.next_element()? {
             blocks.push(b);
@@ -541,7 +530,7 @@ impl<'de> Read<'de> for Content<'de> {
 }
 
 impl<'de> Read<'de> for Block<'de> {
-    fn map<A: MapAccess<'de>>(map: A) -> std::result::Result<Self, A::Error> {
+    fn map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
         let mut b = Block::default();
         entries(map, |key, map| {
             match key {
@@ -565,7 +554,7 @@ impl<'de> Read<'de> for Block<'de> {
 struct Lenient<T>(T);
 
 impl<'de, T: Read<'de>> Deserialize<'de> for Lenient<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(LenientVisitor(PhantomData)).map(Lenient)
     }
 }
@@ -578,40 +567,40 @@ impl<'de, T: Read<'de>> Visitor<'de> for LenientVisitor<T> {
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, b: bool) -> std::result::Result<T, E> {
+    fn visit_bool<E>(self, b: bool) -> Result<T, E> {
         Ok(T::boolean(b))
     }
-    fn visit_i64<E>(self, _: i64) -> std::result::Result<T, E> {
+    fn visit_i64<E>(self, _: i64) -> Result<T, E> {
         Ok(T::default())
     }
-    fn visit_u64<E>(self, _: u64) -> std::result::Result<T, E> {
+    fn visit_u64<E>(self, _: u64) -> Result<T, E> {
         Ok(T::default())
     }
-    fn visit_f64<E>(self, _: f64) -> std::result::Result<T, E> {
+    fn visit_f64<E>(self, _: f64) -> Result<T, E> {
         Ok(T::default())
     }
-    fn visit_borrowed_str<E>(self, s: &'de str) -> std::result::Result<T, E> {
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<T, E> {
         Ok(T::borrowed(s))
     }
-    fn visit_str<E>(self, s: &str) -> std::result::Result<T, E> {
+    fn visit_str<E>(self, s: &str) -> Result<T, E> {
         Ok(T::copied(s))
     }
-    fn visit_string<E>(self, s: String) -> std::result::Result<T, E> {
+    fn visit_string<E>(self, s: String) -> Result<T, E> {
         Ok(T::owned(s))
     }
-    fn visit_unit<E>(self) -> std::result::Result<T, E> {
+    fn visit_unit<E>(self) -> Result<T, E> {
         Ok(T::default())
     }
-    fn visit_none<E>(self) -> std::result::Result<T, E> {
+    fn visit_none<E>(self) -> Result<T, E> {
         Ok(T::default())
     }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> std::result::Result<T, D::Error> {
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
         d.deserialize_any(self)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<T, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
         T::seq(seq)
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<T, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
         T::map(map)
     }
 }
@@ -835,7 +824,7 @@ mod tests {
         let mut bytes = br#"{"type":"user","uuid":"u1","cwd":"/w","message":{"content":"caf"#.to_vec();
         bytes.extend_from_slice(b"\xe9 au lait\"}}\n\xff{\"type\":\"user\"}\n");
         std::fs::write(&path, bytes).expect("write");
-        let c = read(&path).expect("read");
+        let c = crate::import::read(crate::import::Source::ClaudeCode, &path).expect("read");
         assert_eq!(segments(&c), vec![vec!["0 user: caf\u{fffd} au lait".to_string()]]);
         assert_eq!(c.notes, vec!["1 line(s) that are not JSON: left out".to_string()]);
     }

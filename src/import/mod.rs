@@ -417,7 +417,12 @@ pub(crate) fn read(source: Source, path: &Path) -> Result<Conversation> {
 
 /// A transcript of `source` from its `bytes`.
 fn parse_read(source: Source, bytes: &[u8], path: &Path) -> Result<Conversation> {
-    let text = String::from_utf8_lossy(bytes);
+    // the fast check first: the lossy one's is several times slower (a tenth of converting a Claude Code
+    // transcript), and a transcript is UTF-8 unless damaged
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    };
     Ok(match source {
         Source::ClaudeCode => claude_code::parse(&text, path),
         Source::Codex => codex::parse(&text, path, &codex::thread_names(path)),
