@@ -227,6 +227,8 @@ fn search_one(
     if own_file(item) {
         buf.clear();
         let mut file = std::fs::File::open(&item.path).map_err(|e| named(&e))?;
+        // room for it all at once: a buffer grown by doubling copied each transcript twice over
+        buf.reserve(file.metadata().map_or(0, |m| m.len() as usize) + 1);
         std::io::Read::read_to_end(&mut file, buf).map_err(|e| named(&e))?;
         if !index && !search::raw_may_hold(buf, query) {
             return Ok((None, None));
