@@ -208,7 +208,7 @@ fn replay(text: &str, path: &Path, notes: &mut Vec<String>) -> (Vec<Value>, Vec<
 /// (`convertSessionToClientHistory`), the next prompt last.
 pub fn refused_on_load(path: &Path) -> Result<Option<String>> {
     let bytes = std::fs::read(path).map_err(session::io_err("cannot read", path))?;
-    let (messages, _, _) = replay(&String::from_utf8_lossy(&bytes), path, &mut Vec::new());
+    let (messages, _, _) = replay(&super::text_of(&bytes), path, &mut Vec::new());
     let mut turns = rebuilt(&messages);
     turns.push((false, Vec::new()));
     Ok(refused(&turns))

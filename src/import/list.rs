@@ -699,7 +699,7 @@ fn parse(source: Source, text: &str, path: &Path) -> Conversation {
 }
 
 fn read(path: &Path) -> Option<String> {
-    std::fs::read(path).ok().map(|b| String::from_utf8_lossy(&b).into_owned())
+    std::fs::read(path).ok().map(super::into_text)
 }
 
 /// The whole lines of the first and the last [`HEAD_BYTES`] of the file, as one text.
@@ -717,7 +717,7 @@ fn head_and_tail(path: &Path) -> Option<String> {
     // the tail's first line is cut, unless it starts right after a line of the head
     let from = if start == cut as u64 { 0 } else { memchr::memchr(b'\n', &tail).map_or(tail.len(), |i| i + 1) };
     head.extend_from_slice(&tail[from..]);
-    Some(String::from_utf8_lossy(&head).into_owned())
+    Some(super::into_text(head))
 }
 
 /// The workspace's cache as it is now, shared (read from disk the first time): a list reads it without copying it.

@@ -415,14 +415,23 @@ pub(crate) fn read(source: Source, path: &Path) -> Result<Conversation> {
     parse_read(source, &std::fs::read(path).map_err(session::io_err("cannot read", path))?, path)
 }
 
-/// A transcript of `source` from its `bytes`.
-fn parse_read(source: Source, bytes: &[u8], path: &Path) -> Result<Conversation> {
-    // the fast check first: the lossy one's is several times slower (a tenth of converting a Claude Code
-    // transcript), and a transcript is UTF-8 unless damaged
-    let text = match std::str::from_utf8(bytes) {
+/// A transcript's bytes as text: checked by `str::from_utf8` first (the lossy check is several times slower, a tenth
+/// of converting a Claude Code transcript, and a transcript is UTF-8 unless damaged), lossily only when that fails.
+pub(crate) fn text_of(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
         Ok(text) => std::borrow::Cow::Borrowed(text),
         Err(_) => String::from_utf8_lossy(bytes),
-    };
+    }
+}
+
+/// [`text_of`], owning the bytes (not copied when they are UTF-8).
+pub(crate) fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// A transcript of `source` from its `bytes`.
+fn parse_read(source: Source, bytes: &[u8], path: &Path) -> Result<Conversation> {
+    let text = text_of(bytes);
     Ok(match source {
         Source::ClaudeCode => claude_code::parse(&text, path),
         Source::Codex => codex::parse(&text, path, &codex::thread_names(path)),
